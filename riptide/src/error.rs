@@ -1,0 +1,157 @@
+//! The one error type of the engine.
+//!
+//! Invariant: every fallible public function returns [`Result`]; library code never panics on
+//! I/O errors or bad input. Variants are stable enough to match on, and the enum is
+//! `#[non_exhaustive]` so new kinds can be added without breaking callers.
+
+use std::io;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Result alias used throughout Riptide.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in Riptide.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An operating-system I/O error (EIO, ENOSPC, ...), with the operation and file it hit.
+    #[error("I/O error during {op} on {path:?}: {source}")]
+    Io {
+        /// What the engine was doing (`"write"`, `"fsync"`, `"open"`, ...).
+        op: &'static str,
+        /// The file or directory involved.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: Arc<io::Error>,
+    },
+    /// On-disk data failed a checksum or is structurally invalid.
+    #[error("corruption in {path:?} at offset {offset}: {reason}")]
+    Corruption {
+        /// The damaged file.
+        path: PathBuf,
+        /// Byte offset of the damaged record or block.
+        offset: u64,
+        /// What was wrong.
+        reason: String,
+    },
+    /// An option failed validation at open; `option` names it.
+    #[error("invalid option `{option}`: {reason}")]
+    InvalidOption {
+        /// The option's field name in [`crate::Options`] or [`crate::WriteOptions`].
+        option: &'static str,
+        /// Why the value was refused.
+        reason: String,
+    },
+    /// A key longer than [`crate::MAX_KEY_SIZE`].
+    #[error("key of {len} bytes exceeds the maximum of {max} bytes")]
+    KeyTooLarge {
+        /// The key's length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A value longer than [`crate::MAX_VALUE_SIZE`].
+    #[error("value of {len} bytes exceeds the maximum of {max} bytes")]
+    ValueTooLarge {
+        /// The value's length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A write batch larger than [`crate::MAX_BATCH_SIZE`] once encoded.
+    #[error("write batch of {len} bytes exceeds the maximum of {max} bytes")]
+    BatchTooLarge {
+        /// The encoded size.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The named table does not exist.
+    #[error("table `{0}` does not exist")]
+    TableNotFound(String),
+    /// A table with this name already exists.
+    #[error("table `{0}` already exists")]
+    TableExists(String),
+    /// A table name that is empty, too long, or the default table where that is not allowed.
+    #[error("invalid table name `{name}`: {reason}")]
+    InvalidTableName {
+        /// The refused name.
+        name: String,
+        /// Why.
+        reason: &'static str,
+    },
+    /// The table handle refers to a table that has been dropped.
+    #[error("table `{0}` has been dropped")]
+    TableDropped(String),
+    /// A write batch names a table of another database instance.
+    #[error("write batch refers to a table of another database")]
+    ForeignTable,
+    /// A previous write or fsync failed; the instance refuses writes until it is reopened.
+    #[error("database is read-only after a failed write: {0}")]
+    Poisoned(Arc<Error>),
+    /// The database is closed.
+    #[error("database is closed")]
+    Closed,
+    /// `WriteOptions::no_slowdown` was set and the write would have stalled.
+    #[error("write would stall: {0}")]
+    WouldStall(&'static str),
+    /// The data directory is locked by another process or `Db` instance.
+    #[error("database at {0:?} is locked by another instance")]
+    Locked(PathBuf),
+    /// The directory holds no database and `create_if_missing` is false.
+    #[error("no database at {0:?} and create_if_missing is false")]
+    NotFound(PathBuf),
+    /// The directory already holds a database and `error_if_exists` is true.
+    #[error("database at {0:?} already exists and error_if_exists is true")]
+    AlreadyExists(PathBuf),
+    /// A file was written by a newer, unknown format version.
+    #[error("{path:?} has format version {found}; this build reads up to {supported}")]
+    UnsupportedFormat {
+        /// The file.
+        path: PathBuf,
+        /// Version found on disk.
+        found: u32,
+        /// Newest version this build understands.
+        supported: u32,
+    },
+}
+
+impl Error {
+    /// Wraps an `io::Error` with the operation and path it hit.
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
+        Error::Io {
+            op,
+            path: path.into(),
+            source: Arc::new(source),
+        }
+    }
+
+    /// Builds a [`Error::Corruption`].
+    pub(crate) fn corruption(path: impl Into<PathBuf>, offset: u64, reason: impl Into<String>) -> Self {
+        Error::Corruption {
+            path: path.into(),
+            offset,
+            reason: reason.into(),
+        }
+    }
+
+    /// True for [`Error::Corruption`], also when wrapped in [`Error::Poisoned`].
+    pub fn is_corruption(&self) -> bool {
+        match self {
+            Error::Corruption { .. } => true,
+            Error::Poisoned(inner) => inner.is_corruption(),
+            _ => false,
+        }
+    }
+
+    /// The OS error number (`libc::EIO`, `libc::ENOSPC`, ...) behind an I/O error, if any.
+    pub fn raw_os_error(&self) -> Option<i32> {
+        match self {
+            Error::Io { source, .. } => source.raw_os_error(),
+            Error::Poisoned(inner) => inner.raw_os_error(),
+            _ => None,
+        }
+    }
+}

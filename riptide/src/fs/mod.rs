@@ -1,0 +1,90 @@
+//! The file-system trait every byte of Riptide goes through.
+//!
+//! Invariants:
+//! - The engine never touches `std::fs` directly; it holds an `Arc<dyn FileSystem>` from
+//!   [`crate::Options::fs`]. This is what lets tests inject faults ([`FaultFs`]) and, later,
+//!   put a level on object storage.
+//! - Durability is explicit: data appended to a [`WritableFile`] is durable only after
+//!   [`WritableFile::sync_data`]; a new, renamed or removed directory entry is durable only after
+//!   [`FileSystem::sync_dir`] on its parent. [`FaultFs`] simulates exactly this contract on a crash.
+//! - Methods return `std::io::Error`; the engine wraps them into [`crate::Error::Io`] with the
+//!   operation and path.
+
+mod fault;
+mod posix;
+
+pub use fault::{CrashMode, FaultFs, FaultOp};
+pub use posix::PosixFs;
+
+use std::fmt::Debug;
+use std::io;
+use std::path::Path;
+
+/// A file open for appending.
+pub trait WritableFile: Send {
+    /// Appends `data` at the end of the file (one `write` call where the OS allows).
+    fn append(&mut self, data: &[u8]) -> io::Result<()>;
+    /// Makes everything appended so far durable (`fdatasync`).
+    fn sync_data(&mut self) -> io::Result<()>;
+    /// Current length of the file in bytes, including unsynced appends.
+    fn len(&self) -> u64;
+    /// True when the file is empty.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A file open for positional reads.
+#[allow(clippy::len_without_is_empty)]
+pub trait ReadableFile: Send + Sync {
+    /// Reads up to `buf.len()` bytes at `offset`; returns how many were read (0 at end of file).
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
+    /// Length of the file in bytes.
+    fn len(&self) -> io::Result<u64>;
+
+    /// Reads the whole file into memory.
+    fn read_all(&self) -> io::Result<Vec<u8>> {
+        let len = self.len()?;
+        let len = usize::try_from(len)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "file too large"))?;
+        let mut buf = vec![0u8; len];
+        let mut done = 0;
+        while done < len {
+            let n = self.read_at(&mut buf[done..], done as u64)?;
+            if n == 0 {
+                buf.truncate(done);
+                break;
+            }
+            done += n;
+        }
+        Ok(buf)
+    }
+}
+
+/// An exclusive lock on a file, released when dropped.
+pub trait FileLock: Send + Sync + Debug {}
+
+/// The operations Riptide needs from a file system.
+pub trait FileSystem: Send + Sync + Debug {
+    /// Creates a directory and its parents if missing.
+    fn create_dir_all(&self, path: &Path) -> io::Result<()>;
+    /// Names of the entries of a directory (not full paths), in no particular order.
+    fn list_dir(&self, path: &Path) -> io::Result<Vec<String>>;
+    /// True if a file or directory exists at `path`.
+    fn exists(&self, path: &Path) -> bool;
+    /// Creates a new file, truncating any existing one, open for appending.
+    fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>>;
+    /// Opens an existing file for reading.
+    fn open_read(&self, path: &Path) -> io::Result<Box<dyn ReadableFile>>;
+    /// Atomically renames `from` to `to`, replacing `to` if it exists.
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Removes a file.
+    fn remove_file(&self, path: &Path) -> io::Result<()>;
+    /// Cuts a file to `len` bytes and makes the new length durable.
+    fn truncate(&self, path: &Path, len: u64) -> io::Result<()>;
+    /// Makes the directory's entries (creations, renames, removals) durable.
+    fn sync_dir(&self, path: &Path) -> io::Result<()>;
+    /// Takes an exclusive lock on `path` (creating it), failing with
+    /// `io::ErrorKind::WouldBlock` if another holder has it.
+    fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>>;
+}

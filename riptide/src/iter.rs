@@ -1,0 +1,383 @@
+//! Iterators over a sub-table: [`DbIterator`] (a cursor, like RocksDB's) and [`Iter`] (a Rust
+//! double-ended iterator built on two cursors).
+//!
+//! Invariants:
+//! - An iterator reads one memtable set at one snapshot LSN, fixed at creation: later writes
+//!   are invisible to it, and it keeps its memtables alive.
+//! - For each user key the newest memtable holding a version visible at the snapshot decides;
+//!   a tombstone hides the key.
+//! - Keys returned satisfy `lower_bound <= key < upper_bound`.
+//! - Forward mode: every child cursor is at the current key or past it; backward mode: at the
+//!   current key or before it. Changing direction re-seeks the children.
+
+use crate::db::MemtableSet;
+use crate::error::Result;
+use crate::key::{Lsn, ValueKind};
+use crate::memtable::MemtableCursor;
+use crate::Snapshot;
+use std::sync::Arc;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    Forward,
+    Backward,
+}
+
+/// A cursor over one table at one snapshot: `seek`, `seek_for_prev`, `next`, `prev`.
+pub struct DbIterator {
+    mems: Arc<MemtableSet>,
+    cursors: Vec<MemtableCursor>,
+    snapshot: Lsn,
+    lower: Option<Vec<u8>>,
+    upper: Option<Vec<u8>>,
+    direction: Direction,
+    valid: bool,
+    key: Vec<u8>,
+    value: Vec<u8>,
+    lsn: Lsn,
+    _pinned: Option<Snapshot>,
+}
+
+impl std::fmt::Debug for DbIterator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DbIterator")
+            .field("snapshot", &self.snapshot)
+            .field("valid", &self.valid)
+            .finish()
+    }
+}
+
+impl DbIterator {
+    pub(crate) fn new(mems: Arc<MemtableSet>, snapshot: Lsn, lower: Option<Vec<u8>>, upper: Option<Vec<u8>>) -> Self {
+        let cursors = mems
+            .newest_first()
+            .filter(|m| m.min_lsn() <= snapshot)
+            .map(|m| m.cursor())
+            .collect();
+        DbIterator {
+            mems,
+            cursors,
+            snapshot,
+            lower,
+            upper,
+            direction: Direction::Forward,
+            valid: false,
+            key: Vec::new(),
+            value: Vec::new(),
+            lsn: 0,
+            _pinned: None,
+        }
+    }
+
+    /// Keeps a user's snapshot alive as long as the iterator.
+    pub(crate) fn pin_snapshot(&mut self, snapshot: Option<Snapshot>) {
+        self._pinned = snapshot;
+    }
+
+    /// An unpositioned copy reading the same memtables at the same snapshot and bounds.
+    fn fresh_copy(&self) -> Self {
+        let mut it = DbIterator::new(self.mems.clone(), self.snapshot, self.lower.clone(), self.upper.clone());
+        it._pinned = self._pinned.clone();
+        it
+    }
+
+    /// True when positioned on an entry.
+    pub fn valid(&self) -> bool {
+        self.valid
+    }
+
+    /// The current key (empty when not valid).
+    pub fn key(&self) -> &[u8] {
+        if self.valid {
+            &self.key
+        } else {
+            &[]
+        }
+    }
+
+    /// The current value (empty when not valid).
+    pub fn value(&self) -> &[u8] {
+        if self.valid {
+            &self.value
+        } else {
+            &[]
+        }
+    }
+
+    /// LSN of the current entry's version.
+    pub(crate) fn lsn(&self) -> Lsn {
+        self.lsn
+    }
+
+    /// Any error met while iterating (reading memtables cannot fail; later levels can).
+    pub fn status(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Positions on the first key.
+    pub fn seek_to_first(&mut self) {
+        match self.lower.clone() {
+            Some(l) => self.seek(&l),
+            None => {
+                self.cursors.iter_mut().for_each(|c| c.seek_to_first());
+                self.direction = Direction::Forward;
+                self.find_forward();
+            }
+        }
+    }
+
+    /// Positions on the last key.
+    pub fn seek_to_last(&mut self) {
+        match self.upper.clone() {
+            Some(u) => {
+                self.position_before(&u);
+                self.direction = Direction::Backward;
+                self.find_backward();
+            }
+            None => {
+                self.cursors.iter_mut().for_each(|c| c.seek_to_last());
+                self.direction = Direction::Backward;
+                self.find_backward();
+            }
+        }
+    }
+
+    /// Positions on the first key >= `target`.
+    pub fn seek(&mut self, target: &[u8]) {
+        let target = match &self.lower {
+            Some(l) if l.as_slice() > target => l.clone(),
+            _ => target.to_vec(),
+        };
+        self.cursors.iter_mut().for_each(|c| c.seek(&target));
+        self.direction = Direction::Forward;
+        self.find_forward();
+    }
+
+    /// Positions on the last key <= `target`.
+    pub fn seek_for_prev(&mut self, target: &[u8]) {
+        match self.upper.clone() {
+            Some(u) if target >= u.as_slice() => self.position_before(&u),
+            _ => self.cursors.iter_mut().for_each(|c| c.seek_for_prev(target)),
+        }
+        self.direction = Direction::Backward;
+        self.find_backward();
+    }
+
+    /// Moves to the next key.
+    pub fn next(&mut self) {
+        if !self.valid {
+            return;
+        }
+        if self.direction == Direction::Backward {
+            let key = self.key.clone();
+            self.cursors.iter_mut().for_each(|c| c.seek(&key));
+            self.direction = Direction::Forward;
+        }
+        self.step_past_current();
+        self.find_forward();
+    }
+
+    /// Moves to the previous key.
+    pub fn prev(&mut self) {
+        if !self.valid {
+            return;
+        }
+        if self.direction == Direction::Forward {
+            let key = self.key.clone();
+            self.cursors.iter_mut().for_each(|c| c.seek_for_prev(&key));
+            self.direction = Direction::Backward;
+        }
+        self.step_past_current();
+        self.find_backward();
+    }
+
+    /// Puts every cursor on the last key strictly below `bound`.
+    fn position_before(&mut self, bound: &[u8]) {
+        for c in &mut self.cursors {
+            c.seek_for_prev(bound);
+            if c.valid() && c.key() == bound {
+                c.prev();
+            }
+        }
+    }
+
+    /// Moves every cursor sitting on `self.key` one step in the current direction.
+    fn step_past_current(&mut self) {
+        let forward = self.direction == Direction::Forward;
+        for c in &mut self.cursors {
+            if c.valid() && c.key() == self.key.as_slice() {
+                if forward {
+                    c.next();
+                } else {
+                    c.prev();
+                }
+            }
+        }
+    }
+
+    /// Index of the cursor with the smallest (forward) or largest (backward) key.
+    fn extreme(&self) -> Option<usize> {
+        let forward = self.direction == Direction::Forward;
+        let mut best: Option<usize> = None;
+        for (i, c) in self.cursors.iter().enumerate() {
+            if !c.valid() {
+                continue;
+            }
+            best = match best {
+                None => Some(i),
+                Some(b) => {
+                    let better = if forward {
+                        c.key() < self.cursors[b].key()
+                    } else {
+                        c.key() > self.cursors[b].key()
+                    };
+                    Some(if better { i } else { b })
+                }
+            };
+        }
+        best
+    }
+
+    /// Loads the entry for the key at cursor `idx` into `self`; false if the key is deleted or
+    /// has no version visible at the snapshot.
+    fn resolve(&mut self, idx: usize) -> bool {
+        self.key.clear();
+        self.key.extend_from_slice(self.cursors[idx].key());
+        for c in &self.cursors {
+            if !c.valid() || c.key() != self.key.as_slice() {
+                continue;
+            }
+            match c.version(self.snapshot) {
+                Some((lsn, ValueKind::Put, v)) => {
+                    self.value.clear();
+                    self.value.extend_from_slice(v);
+                    self.lsn = lsn;
+                    return true;
+                }
+                Some((_, ValueKind::Delete, _)) => return false,
+                None => {}
+            }
+        }
+        false
+    }
+
+    fn find_forward(&mut self) {
+        loop {
+            let Some(idx) = self.extreme() else {
+                self.valid = false;
+                return;
+            };
+            if let Some(u) = &self.upper {
+                if self.cursors[idx].key() >= u.as_slice() {
+                    self.valid = false;
+                    return;
+                }
+            }
+            if self.resolve(idx) {
+                self.valid = true;
+                return;
+            }
+            self.step_past_current();
+        }
+    }
+
+    fn find_backward(&mut self) {
+        loop {
+            let Some(idx) = self.extreme() else {
+                self.valid = false;
+                return;
+            };
+            if let Some(l) = &self.lower {
+                if self.cursors[idx].key() < l.as_slice() {
+                    self.valid = false;
+                    return;
+                }
+            }
+            if self.resolve(idx) {
+                self.valid = true;
+                return;
+            }
+            self.step_past_current();
+        }
+    }
+}
+
+/// A Rust iterator over `(key, value)` pairs of a table ([`crate::Table::iter`]).
+/// Double-ended: the front and back meet in the middle without repeating a key.
+#[derive(Debug)]
+pub struct Iter {
+    front: DbIterator,
+    back: DbIterator,
+    front_started: bool,
+    back_started: bool,
+    front_key: Option<Vec<u8>>,
+    back_key: Option<Vec<u8>>,
+    done: bool,
+}
+
+impl Iter {
+    pub(crate) fn new(front: DbIterator) -> Self {
+        let back = front.fresh_copy();
+        Iter {
+            front,
+            back,
+            front_started: false,
+            back_started: false,
+            front_key: None,
+            back_key: None,
+            done: false,
+        }
+    }
+}
+
+impl Iterator for Iter {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        if self.front_started {
+            self.front.next();
+        } else {
+            self.front.seek_to_first();
+            self.front_started = true;
+        }
+        if let Err(e) = self.front.status() {
+            self.done = true;
+            return Some(Err(e));
+        }
+        let past_back = matches!(&self.back_key, Some(b) if self.front.key() >= b.as_slice());
+        if !self.front.valid() || past_back {
+            self.done = true;
+            return None;
+        }
+        self.front_key = Some(self.front.key().to_vec());
+        Some(Ok((self.front.key().to_vec(), self.front.value().to_vec())))
+    }
+}
+
+impl DoubleEndedIterator for Iter {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        if self.back_started {
+            self.back.prev();
+        } else {
+            self.back.seek_to_last();
+            self.back_started = true;
+        }
+        if let Err(e) = self.back.status() {
+            self.done = true;
+            return Some(Err(e));
+        }
+        let past_front = matches!(&self.front_key, Some(f) if self.back.key() <= f.as_slice());
+        if !self.back.valid() || past_front {
+            self.done = true;
+            return None;
+        }
+        self.back_key = Some(self.back.key().to_vec());
+        Some(Ok((self.back.key().to_vec(), self.back.value().to_vec())))
+    }
+}

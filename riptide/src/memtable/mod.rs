@@ -1,0 +1,545 @@
+//! The multi-version memtable: a concurrent, insert-only skiplist of distinct user keys, each
+//! key node holding its versions newest first (X-Engine, seed 000 Fig. 7).
+//!
+//! Invariants:
+//! - A user key appears in at most one node (a racing insert of the same key joins the
+//!   existing node; the loser's node is left unreachable in the arena).
+//! - A node's version chain is sorted by LSN, newest first, and never shrinks; updating one hot
+//!   key lengthens only its own chain, never the search path of other keys.
+//! - Nodes and versions live in the memtable's [`Arena`] and are immutable once published
+//!   except for their atomic links. Publication is a `Release` CAS; readers load links with
+//!   `Acquire`, so a reader that reaches a node or version sees it fully initialised.
+//! - Reads take no lock. Writers take no lock either, except the arena's short bump mutex.
+//! - Readers must filter versions by their snapshot LSN: versions newer than the visible LSN can
+//!   be present while their write group is still being inserted.
+//! - Nothing is freed until the whole memtable drops (O(1) free, exact accounting).
+
+mod arena;
+
+use crate::key::{Lsn, ValueKind};
+use arena::Arena;
+use std::cell::Cell;
+use std::cmp::Ordering as CmpOrdering;
+use std::mem::{align_of, offset_of, size_of};
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+
+const MAX_HEIGHT: usize = 12;
+/// One in `BRANCHING` nodes of height h also gets height h + 1.
+const BRANCHING: u32 = 4;
+
+/// A version of a key: header followed inline by the value bytes.
+#[repr(C)]
+struct Version {
+    /// The next older version of the same key.
+    next: AtomicPtr<Version>,
+    lsn: Lsn,
+    value_len: u32,
+    kind: ValueKind,
+}
+
+/// A key node: header, then `height` tower links, then the key bytes.
+#[repr(C)]
+struct Node {
+    /// Newest version first.
+    versions: AtomicPtr<Version>,
+    key_len: u32,
+    height: u32,
+    /// The first link; links `1..height` follow it in the same allocation.
+    tower: [AtomicPtr<Node>; 1],
+}
+
+impl Node {
+    fn alloc_size(height: usize, key_len: usize) -> usize {
+        offset_of!(Node, tower) + height * size_of::<AtomicPtr<Node>>() + key_len
+    }
+
+    /// Link `level` of the tower.
+    ///
+    /// # Safety
+    /// `node` must point to a node allocated with height > `level`.
+    unsafe fn link<'a>(node: *const Node, level: usize) -> &'a AtomicPtr<Node> {
+        // SAFETY: the caller guarantees the tower has more than `level` entries, all inside the
+        // node's arena allocation; `node` carries provenance over that whole allocation.
+        unsafe {
+            &*node
+                .cast::<u8>()
+                .add(offset_of!(Node, tower))
+                .cast::<AtomicPtr<Node>>()
+                .add(level)
+        }
+    }
+
+    /// The node's user key.
+    ///
+    /// # Safety
+    /// `node` must be a published, non-head node of a live memtable.
+    unsafe fn key<'a>(node: *const Node) -> &'a [u8] {
+        // SAFETY: the key bytes follow the tower inside the node's allocation and were written
+        // before the node was published.
+        unsafe {
+            let height = (*node).height as usize;
+            let start = node
+                .cast::<u8>()
+                .add(offset_of!(Node, tower) + height * size_of::<AtomicPtr<Node>>());
+            std::slice::from_raw_parts(start, (*node).key_len as usize)
+        }
+    }
+}
+
+impl Version {
+    /// # Safety
+    /// `v` must be a published version of a live memtable.
+    unsafe fn value<'a>(v: *const Version) -> &'a [u8] {
+        // SAFETY: the value bytes follow the header inside the same allocation.
+        unsafe {
+            std::slice::from_raw_parts(v.cast::<u8>().add(size_of::<Version>()), (*v).value_len as usize)
+        }
+    }
+}
+
+/// What a memtable knows about a key at a snapshot.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Lookup<'a> {
+    /// The newest visible version is a value.
+    Value(&'a [u8]),
+    /// The newest visible version is a tombstone.
+    Deleted,
+    /// No visible version here; look in older memtables (and later, levels).
+    NotFound,
+}
+
+/// The multi-version skiplist memtable; see the module header.
+pub(crate) struct Memtable {
+    arena: Arena,
+    head: *const Node,
+    max_height: AtomicUsize,
+    entries: AtomicU64,
+    /// Oldest LSN inserted (u64::MAX while empty).
+    min_lsn: AtomicU64,
+    /// Newest LSN inserted.
+    max_lsn: AtomicU64,
+}
+
+// SAFETY: the raw pointers point into `arena`, which the memtable owns and never frees before
+// drop. Shared mutation happens only through atomics (links, counters) and the arena's mutex;
+// node and version payloads are written before publication and never after.
+unsafe impl Send for Memtable {}
+// SAFETY: see `Send`.
+unsafe impl Sync for Memtable {}
+
+thread_local! {
+    static HEIGHT_RNG: Cell<u64> = const { Cell::new(0) };
+}
+
+fn random_height() -> usize {
+    HEIGHT_RNG.with(|cell| {
+        let mut x = cell.get();
+        if x == 0 {
+            // Seed from the address of a stack value and the thread id hash: cheap and distinct.
+            let local = 0u8;
+            x = (&local as *const u8 as u64) ^ 0x9E37_79B9_7F4A_7C15;
+        }
+        let mut height = 1;
+        loop {
+            // xorshift64*
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            let r = x.wrapping_mul(0x2545_F491_4F6C_DD1D);
+            if height < MAX_HEIGHT && (r >> 32) as u32 % BRANCHING == 0 {
+                height += 1;
+            } else {
+                break;
+            }
+        }
+        cell.set(x);
+        height
+    })
+}
+
+impl Memtable {
+    /// An empty memtable.
+    pub(crate) fn new() -> Self {
+        let arena = Arena::new();
+        let head = arena.alloc(Node::alloc_size(MAX_HEIGHT, 0)).cast::<Node>();
+        debug_assert_eq!(head as usize % align_of::<Node>(), 0);
+        // SAFETY: `head` is a fresh, zeroed, aligned allocation large enough for a node of
+        // MAX_HEIGHT; zeroed atomics are null pointers, so only the scalars need writing.
+        unsafe {
+            ptr::addr_of_mut!((*head).height).write(MAX_HEIGHT as u32);
+            ptr::addr_of_mut!((*head).key_len).write(0);
+        }
+        Memtable {
+            arena,
+            head,
+            max_height: AtomicUsize::new(1),
+            entries: AtomicU64::new(0),
+            min_lsn: AtomicU64::new(u64::MAX),
+            max_lsn: AtomicU64::new(0),
+        }
+    }
+
+    /// Exact bytes of memory this memtable holds.
+    pub(crate) fn memory_usage(&self) -> usize {
+        self.arena.memory_usage()
+    }
+
+    /// Number of versions inserted.
+    #[cfg(test)]
+    pub(crate) fn entries(&self) -> u64 {
+        self.entries.load(Ordering::Relaxed)
+    }
+
+    /// True if nothing was ever inserted.
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.entries() == 0
+    }
+
+    /// Newest LSN inserted so far (0 while empty).
+    #[cfg(test)]
+    pub(crate) fn max_lsn(&self) -> Lsn {
+        self.max_lsn.load(Ordering::Relaxed)
+    }
+
+    /// Oldest LSN inserted so far (`u64::MAX` while empty).
+    pub(crate) fn min_lsn(&self) -> Lsn {
+        self.min_lsn.load(Ordering::Relaxed)
+    }
+
+    /// `node.key` compared with `key`; the head and null (end) are handled by callers.
+    ///
+    /// # Safety
+    /// `node` must be a published non-head node of this memtable.
+    unsafe fn cmp_node(node: *const Node, key: &[u8]) -> CmpOrdering {
+        // SAFETY: forwarded from the caller.
+        unsafe { Node::key(node) }.cmp(key)
+    }
+
+    /// Finds, for every level, the last node with key < `key` (`prev`) and its successor
+    /// (`next`, key >= `key` or null). Returns the level-0 successor.
+    fn find_splice(&self, key: &[u8], prev: &mut [*const Node; MAX_HEIGHT], next: &mut [*const Node; MAX_HEIGHT]) {
+        let mut x = self.head;
+        let top = self.max_height.load(Ordering::Acquire);
+        for level in (0..MAX_HEIGHT).rev() {
+            if level >= top {
+                prev[level] = self.head;
+                next[level] = ptr::null();
+                continue;
+            }
+            loop {
+                // SAFETY: `x` is the head or a published node reached through links at a level
+                // it has (levels only point to nodes at least that tall).
+                let n = unsafe { Node::link(x, level) }.load(Ordering::Acquire);
+                // SAFETY: `n` is a published non-head node when non-null.
+                if !n.is_null() && unsafe { Self::cmp_node(n, key) } == CmpOrdering::Less {
+                    x = n;
+                } else {
+                    prev[level] = x;
+                    next[level] = n;
+                    break;
+                }
+            }
+        }
+    }
+
+    /// First node with key >= `key`, or null.
+    fn find_ge(&self, key: &[u8]) -> *const Node {
+        let mut x = self.head;
+        let mut level = self.max_height.load(Ordering::Acquire) - 1;
+        loop {
+            // SAFETY: as in `find_splice`.
+            let n = unsafe { Node::link(x, level) }.load(Ordering::Acquire);
+            // SAFETY: as in `find_splice`.
+            if !n.is_null() && unsafe { Self::cmp_node(n, key) } == CmpOrdering::Less {
+                x = n;
+            } else if level == 0 {
+                return n;
+            } else {
+                level -= 1;
+            }
+        }
+    }
+
+    /// Last node with key < `key` (or the last node at all when `key` is `None`); null if none.
+    fn find_lt(&self, key: Option<&[u8]>) -> *const Node {
+        let mut x = self.head;
+        let mut level = self.max_height.load(Ordering::Acquire) - 1;
+        loop {
+            // SAFETY: as in `find_splice`.
+            let n = unsafe { Node::link(x, level) }.load(Ordering::Acquire);
+            let advance = !n.is_null()
+                && match key {
+                    // SAFETY: as in `find_splice`.
+                    Some(k) => (unsafe { Self::cmp_node(n, k) }) == CmpOrdering::Less,
+                    None => true,
+                };
+            if advance {
+                x = n;
+            } else if level == 0 {
+                return if x == self.head { ptr::null() } else { x };
+            } else {
+                level -= 1;
+            }
+        }
+    }
+
+    fn alloc_version(&self, lsn: Lsn, kind: ValueKind, value: &[u8]) -> *mut Version {
+        let v = self.arena.alloc(size_of::<Version>() + value.len()).cast::<Version>();
+        // SAFETY: fresh, aligned, zeroed allocation of header + value bytes, not yet shared.
+        unsafe {
+            ptr::addr_of_mut!((*v).lsn).write(lsn);
+            ptr::addr_of_mut!((*v).value_len).write(value.len() as u32);
+            ptr::addr_of_mut!((*v).kind).write(kind);
+            ptr::copy_nonoverlapping(value.as_ptr(), v.cast::<u8>().add(size_of::<Version>()), value.len());
+        }
+        v
+    }
+
+    /// Links `v` into `node`'s chain, keeping it sorted newest first.
+    fn insert_version(node: *const Node, v: *mut Version) {
+        // SAFETY: `v` is unpublished and ours; `node` is a published node; chain entries are
+        // published versions (Acquire loads).
+        unsafe {
+            let lsn = (*v).lsn;
+            let mut link: &AtomicPtr<Version> = &(*node).versions;
+            loop {
+                let cur = link.load(Ordering::Acquire);
+                if !cur.is_null() && (*cur).lsn > lsn {
+                    link = &(*cur).next;
+                    continue;
+                }
+                (*v).next.store(cur, Ordering::Relaxed);
+                match link.compare_exchange(cur, v, Ordering::AcqRel, Ordering::Acquire) {
+                    Ok(_) => return,
+                    // Another version was linked here; re-read from the same link.
+                    Err(_) => continue,
+                }
+            }
+        }
+    }
+
+    /// Inserts a version of `key`. Safe to call from many threads at once.
+    pub(crate) fn insert(&self, key: &[u8], lsn: Lsn, kind: ValueKind, value: &[u8]) {
+        self.entries.fetch_add(1, Ordering::Relaxed);
+        self.min_lsn.fetch_min(lsn, Ordering::Relaxed);
+        self.max_lsn.fetch_max(lsn, Ordering::Relaxed);
+        let version = self.alloc_version(lsn, kind, value);
+
+        let mut prev = [ptr::null(); MAX_HEIGHT];
+        let mut next = [ptr::null(); MAX_HEIGHT];
+        self.find_splice(key, &mut prev, &mut next);
+        // SAFETY: `next[0]` is null or a published node.
+        if !next[0].is_null() && unsafe { Self::cmp_node(next[0], key) } == CmpOrdering::Equal {
+            Self::insert_version(next[0], version);
+            return;
+        }
+
+        let height = random_height();
+        let node = self.arena.alloc(Node::alloc_size(height, key.len())).cast::<Node>();
+        // SAFETY: fresh, zeroed, aligned allocation sized for `height` links and the key.
+        unsafe {
+            ptr::addr_of_mut!((*node).key_len).write(key.len() as u32);
+            ptr::addr_of_mut!((*node).height).write(height as u32);
+            let key_dst = node
+                .cast::<u8>()
+                .add(offset_of!(Node, tower) + height * size_of::<AtomicPtr<Node>>());
+            ptr::copy_nonoverlapping(key.as_ptr(), key_dst, key.len());
+            (*node).versions.store(version, Ordering::Relaxed);
+        }
+        self.max_height.fetch_max(height, Ordering::AcqRel);
+
+        // Level 0 decides whether our node or a racing node for the same key wins.
+        loop {
+            // SAFETY: `node` has height >= 1 and is not yet published.
+            unsafe { Node::link(node, 0) }.store(next[0] as *mut Node, Ordering::Relaxed);
+            // SAFETY: `prev[0]` is the head or a published node (height >= 1).
+            let won = unsafe { Node::link(prev[0], 0) }
+                .compare_exchange(next[0] as *mut Node, node, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok();
+            if won {
+                break;
+            }
+            self.refresh_level(key, 0, &mut prev, &mut next);
+            // SAFETY: `next[0]` is null or published.
+            if !next[0].is_null() && unsafe { Self::cmp_node(next[0], key) } == CmpOrdering::Equal {
+                // Someone inserted the same key first: our node stays unlinked (arena waste);
+                // move the version over.
+                // SAFETY: our node is unpublished, so its version pointer is still ours.
+                unsafe { (*node).versions.store(ptr::null_mut(), Ordering::Relaxed) };
+                Self::insert_version(next[0], version);
+                return;
+            }
+        }
+        for level in 1..height {
+            loop {
+                // SAFETY: `node` has height > level; `prev[level]` is the head or a node of
+                // height > level.
+                let ok = unsafe {
+                    Node::link(node, level).store(next[level] as *mut Node, Ordering::Relaxed);
+                    Node::link(prev[level], level)
+                        .compare_exchange(next[level] as *mut Node, node, Ordering::AcqRel, Ordering::Acquire)
+                        .is_ok()
+                };
+                if ok {
+                    break;
+                }
+                self.refresh_level(key, level, &mut prev, &mut next);
+            }
+        }
+    }
+
+    /// Recomputes `prev[level]` / `next[level]` after a failed CAS, walking forward from the old
+    /// `prev[level]` (keys only ever get inserted, so the splice can only move right).
+    fn refresh_level(
+        &self,
+        key: &[u8],
+        level: usize,
+        prev: &mut [*const Node; MAX_HEIGHT],
+        next: &mut [*const Node; MAX_HEIGHT],
+    ) {
+        let mut x = prev[level];
+        loop {
+            // SAFETY: `x` is the head or a published node of height > level.
+            let n = unsafe { Node::link(x, level) }.load(Ordering::Acquire);
+            // SAFETY: published node when non-null.
+            if !n.is_null() && unsafe { Self::cmp_node(n, key) } == CmpOrdering::Less {
+                x = n;
+            } else {
+                prev[level] = x;
+                next[level] = n;
+                return;
+            }
+        }
+    }
+
+    /// The newest version of `key` with LSN <= `snapshot`.
+    pub(crate) fn get(&self, key: &[u8], snapshot: Lsn) -> Lookup<'_> {
+        let node = self.find_ge(key);
+        // SAFETY: published node when non-null.
+        if node.is_null() || unsafe { Self::cmp_node(node, key) } != CmpOrdering::Equal {
+            return Lookup::NotFound;
+        }
+        to_lookup(visible_version(node, snapshot))
+    }
+
+    /// A cursor over this memtable's keys; starts unpositioned.
+    pub(crate) fn cursor(self: &std::sync::Arc<Self>) -> MemtableCursor {
+        MemtableCursor {
+            mem: self.clone(),
+            node: ptr::null(),
+        }
+    }
+}
+
+/// The newest version of `node` with LSN <= `snapshot`: (LSN, kind, value).
+fn visible_version<'a>(node: *const Node, snapshot: Lsn) -> Option<(Lsn, ValueKind, &'a [u8])> {
+    // SAFETY: `node` is a published node; versions are published before being linked.
+    unsafe {
+        let mut v = (*node).versions.load(Ordering::Acquire);
+        while !v.is_null() {
+            if (*v).lsn <= snapshot {
+                return Some(((*v).lsn, (*v).kind, Version::value(v)));
+            }
+            v = (*v).next.load(Ordering::Acquire);
+        }
+    }
+    None
+}
+
+fn to_lookup(found: Option<(Lsn, ValueKind, &[u8])>) -> Lookup<'_> {
+    match found {
+        Some((_, ValueKind::Put, v)) => Lookup::Value(v),
+        Some((_, ValueKind::Delete, _)) => Lookup::Deleted,
+        None => Lookup::NotFound,
+    }
+}
+
+/// A position in a memtable, by user key. Holds the memtable alive.
+pub(crate) struct MemtableCursor {
+    mem: std::sync::Arc<Memtable>,
+    /// Current node, or null when not positioned.
+    node: *const Node,
+}
+
+// SAFETY: the cursor only holds a pointer into the memtable it keeps alive via `Arc`; the
+// memtable itself is Send + Sync.
+unsafe impl Send for MemtableCursor {}
+
+impl MemtableCursor {
+    /// True when positioned on a key.
+    pub(crate) fn valid(&self) -> bool {
+        !self.node.is_null()
+    }
+
+    /// The current user key. Panics-free: returns an empty slice when not valid.
+    pub(crate) fn key(&self) -> &[u8] {
+        if self.node.is_null() {
+            return &[];
+        }
+        // SAFETY: `node` is a published node of `self.mem`, which is alive.
+        unsafe { Node::key(self.node) }
+    }
+
+    /// The newest version of the current key visible at `snapshot`.
+    #[cfg(test)]
+    pub(crate) fn lookup(&self, snapshot: Lsn) -> Lookup<'_> {
+        to_lookup(self.version(snapshot))
+    }
+
+    /// The newest version of the current key visible at `snapshot`: (LSN, kind, value).
+    pub(crate) fn version(&self, snapshot: Lsn) -> Option<(Lsn, ValueKind, &[u8])> {
+        if self.node.is_null() {
+            return None;
+        }
+        visible_version(self.node, snapshot)
+    }
+
+    /// Positions on the first key >= `key`.
+    pub(crate) fn seek(&mut self, key: &[u8]) {
+        self.node = self.mem.find_ge(key);
+    }
+
+    /// Positions on the last key <= `key`.
+    pub(crate) fn seek_for_prev(&mut self, key: &[u8]) {
+        let ge = self.mem.find_ge(key);
+        // SAFETY: published node when non-null.
+        if !ge.is_null() && unsafe { Memtable::cmp_node(ge, key) } == CmpOrdering::Equal {
+            self.node = ge;
+        } else {
+            self.node = self.mem.find_lt(Some(key));
+        }
+    }
+
+    /// Positions on the first key.
+    pub(crate) fn seek_to_first(&mut self) {
+        // SAFETY: the head has MAX_HEIGHT links.
+        self.node = unsafe { Node::link(self.mem.head, 0) }.load(Ordering::Acquire);
+    }
+
+    /// Positions on the last key.
+    pub(crate) fn seek_to_last(&mut self) {
+        self.node = self.mem.find_lt(None);
+    }
+
+    /// Moves to the next key (invalid past the end).
+    pub(crate) fn next(&mut self) {
+        if !self.node.is_null() {
+            // SAFETY: published node, height >= 1.
+            self.node = unsafe { Node::link(self.node, 0) }.load(Ordering::Acquire);
+        }
+    }
+
+    /// Moves to the previous key (invalid before the start).
+    pub(crate) fn prev(&mut self) {
+        if !self.node.is_null() {
+            // SAFETY: published node of a live memtable.
+            let key = unsafe { Node::key(self.node) };
+            self.node = self.mem.find_lt(Some(key));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

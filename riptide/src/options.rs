@@ -1,0 +1,201 @@
+//! Options of a database instance, of writes and of reads, with defaults and validation.
+//!
+//! Invariant: [`Options::validate`] runs at [`crate::Db::open`]; an out-of-range value is an
+//! [`Error::InvalidOption`] naming the field, never a panic or a silent clamp later.
+
+use crate::error::{Error, Result};
+use crate::fs::{FileSystem, PosixFs};
+use crate::Snapshot;
+use std::fmt;
+use std::sync::Arc;
+
+/// Largest user key accepted, in bytes (64 KiB).
+pub const MAX_KEY_SIZE: usize = 64 << 10;
+/// Largest value accepted, in bytes (64 MiB).
+pub const MAX_VALUE_SIZE: usize = 64 << 20;
+/// Largest write batch accepted, encoded, in bytes (256 MiB).
+pub const MAX_BATCH_SIZE: usize = 256 << 20;
+
+/// How recovery treats damage in the redo log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RecoveryMode {
+    /// Default. A torn last record of the newest segment (a write cut short by a crash) is
+    /// truncated; any other damage is a [`Error::Corruption`] and the open fails.
+    #[default]
+    TolerateCorruptedTail,
+    /// Any damage, even a torn tail, fails the open.
+    AbsoluteConsistency,
+    /// Recover up to the first damaged record anywhere and drop everything after it (later
+    /// segments too). The result is a consistent prefix; writes after the damage are lost.
+    PointInTime,
+}
+
+/// Options of a database instance. Build with `Options::default()` and struct update syntax.
+#[derive(Clone)]
+pub struct Options {
+    /// File system every byte goes through. Default: [`PosixFs`].
+    pub fs: Arc<dyn FileSystem>,
+    /// Create the directory and an empty database if none exists. Default: true.
+    pub create_if_missing: bool,
+    /// Fail if a database already exists. Default: false.
+    pub error_if_exists: bool,
+    /// Size at which a sub-table's active memtable becomes immutable and a new one takes writes.
+    /// Default: 64 MiB. Range: 64 KiB ..= 16 GiB.
+    pub write_buffer_size: usize,
+    /// Immutable memtables per sub-table at which each write group is delayed by
+    /// `slowdown_delay_micros`. Default: 12.
+    pub immutable_slowdown_trigger: usize,
+    /// Immutable memtables per sub-table at which writers stop until the count drops (a table
+    /// drop now; flush later). Default: 16.
+    pub immutable_stop_trigger: usize,
+    /// Delay added to each write group while slowed down. Default: 1000 µs.
+    pub slowdown_delay_micros: u64,
+    /// Number of write task queues; a writer joins queue `thread % write_queues`. Default: 4.
+    pub write_queues: usize,
+    /// Most writes in one commit group. Default: 128.
+    pub max_group_size: usize,
+    /// Most bytes of batches in one commit group (the first batch is always taken). Default: 4 MiB.
+    pub max_group_bytes: usize,
+    /// Size at which the redo log rolls over to a new segment. Default: 64 MiB. Min: 64 KiB.
+    pub redo_segment_size: u64,
+    /// How recovery treats redo-log damage. Default: [`RecoveryMode::TolerateCorruptedTail`].
+    pub recovery_mode: RecoveryMode,
+    /// At a clean close, write the live data into one fresh redo segment and delete the older
+    /// segments, so the log does not grow without bound before flush exists. Default: true.
+    pub rewrite_redo_on_close: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            fs: Arc::new(PosixFs),
+            create_if_missing: true,
+            error_if_exists: false,
+            write_buffer_size: 64 << 20,
+            immutable_slowdown_trigger: 12,
+            immutable_stop_trigger: 16,
+            slowdown_delay_micros: 1000,
+            write_queues: 4,
+            max_group_size: 128,
+            max_group_bytes: 4 << 20,
+            redo_segment_size: 64 << 20,
+            recovery_mode: RecoveryMode::default(),
+            rewrite_redo_on_close: true,
+        }
+    }
+}
+
+impl fmt::Debug for Options {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Options")
+            .field("fs", &self.fs)
+            .field("create_if_missing", &self.create_if_missing)
+            .field("error_if_exists", &self.error_if_exists)
+            .field("write_buffer_size", &self.write_buffer_size)
+            .field("immutable_slowdown_trigger", &self.immutable_slowdown_trigger)
+            .field("immutable_stop_trigger", &self.immutable_stop_trigger)
+            .field("slowdown_delay_micros", &self.slowdown_delay_micros)
+            .field("write_queues", &self.write_queues)
+            .field("max_group_size", &self.max_group_size)
+            .field("max_group_bytes", &self.max_group_bytes)
+            .field("redo_segment_size", &self.redo_segment_size)
+            .field("recovery_mode", &self.recovery_mode)
+            .field("rewrite_redo_on_close", &self.rewrite_redo_on_close)
+            .finish()
+    }
+}
+
+fn invalid(option: &'static str, reason: impl Into<String>) -> Error {
+    Error::InvalidOption {
+        option,
+        reason: reason.into(),
+    }
+}
+
+impl Options {
+    /// Checks every option; the first bad one is returned as [`Error::InvalidOption`].
+    pub fn validate(&self) -> Result<()> {
+        if !(64 << 10..=16 << 30).contains(&self.write_buffer_size) {
+            return Err(invalid("write_buffer_size", format!("{} is outside 64 KiB ..= 16 GiB", self.write_buffer_size)));
+        }
+        if self.immutable_stop_trigger == 0 {
+            return Err(invalid("immutable_stop_trigger", "must be at least 1"));
+        }
+        if self.immutable_slowdown_trigger > self.immutable_stop_trigger {
+            return Err(invalid(
+                "immutable_slowdown_trigger",
+                format!("{} exceeds immutable_stop_trigger {}", self.immutable_slowdown_trigger, self.immutable_stop_trigger),
+            ));
+        }
+        if self.slowdown_delay_micros > 1_000_000 {
+            return Err(invalid("slowdown_delay_micros", "must be at most 1 s"));
+        }
+        if !(1..=256).contains(&self.write_queues) {
+            return Err(invalid("write_queues", format!("{} is outside 1 ..= 256", self.write_queues)));
+        }
+        if self.max_group_size == 0 {
+            return Err(invalid("max_group_size", "must be at least 1"));
+        }
+        if self.max_group_bytes == 0 {
+            return Err(invalid("max_group_bytes", "must be at least 1"));
+        }
+        if self.redo_segment_size < 64 << 10 {
+            return Err(invalid("redo_segment_size", "must be at least 64 KiB"));
+        }
+        Ok(())
+    }
+}
+
+/// Options of one write.
+#[derive(Debug, Clone, Default)]
+pub struct WriteOptions {
+    /// `fdatasync` the redo log before acknowledging. With `sync`, an acknowledged write
+    /// survives power loss; without it, it survives a process crash. Default: false.
+    pub sync: bool,
+    /// Skip the redo log: the write is lost on any crash (like RocksDB's `disableWAL`).
+    /// Default: false.
+    pub disable_wal: bool,
+    /// Fail with [`Error::WouldStall`] instead of waiting when writes are stalled. Default: false.
+    pub no_slowdown: bool,
+}
+
+/// Options of a read or an iterator.
+#[derive(Debug, Clone, Default)]
+pub struct ReadOptions {
+    /// Read at this snapshot instead of the latest committed state.
+    pub snapshot: Option<Snapshot>,
+    /// Iterators: smallest key returned (inclusive).
+    pub lower_bound: Option<Vec<u8>>,
+    /// Iterators: keys must be strictly smaller than this (exclusive).
+    pub upper_bound: Option<Vec<u8>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        Options::default().validate().unwrap();
+    }
+
+    #[test]
+    fn bad_options_name_the_field() {
+        let cases: Vec<(Options, &str)> = vec![
+            (Options { write_buffer_size: 10, ..Default::default() }, "write_buffer_size"),
+            (Options { write_queues: 0, ..Default::default() }, "write_queues"),
+            (Options { immutable_stop_trigger: 0, immutable_slowdown_trigger: 0, ..Default::default() }, "immutable_stop_trigger"),
+            (Options { immutable_slowdown_trigger: 20, ..Default::default() }, "immutable_slowdown_trigger"),
+            (Options { max_group_size: 0, ..Default::default() }, "max_group_size"),
+            (Options { max_group_bytes: 0, ..Default::default() }, "max_group_bytes"),
+            (Options { redo_segment_size: 100, ..Default::default() }, "redo_segment_size"),
+            (Options { slowdown_delay_micros: 5_000_000, ..Default::default() }, "slowdown_delay_micros"),
+        ];
+        for (opts, name) in cases {
+            match opts.validate() {
+                Err(Error::InvalidOption { option, .. }) => assert_eq!(option, name),
+                other => panic!("{name}: expected InvalidOption, got {other:?}"),
+            }
+        }
+    }
+}

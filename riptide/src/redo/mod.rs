@@ -1,0 +1,383 @@
+//! The redo log: one per instance, segmented, CRC32C per record.
+//!
+//! Invariants:
+//! - Segments are `redo/NNNNNN.log`, numbered upward; records in segment order are in LSN order.
+//! - Only the newest segment can have an incomplete tail: before a new segment is created the
+//!   old one is fsynced, and a new segment's header and directory entry are fsynced before any
+//!   record goes in.
+//! - A segment whose header has `FLAG_SUPERSEDES` (written at a clean close with the live data)
+//!   makes every older segment obsolete; it appears under its final name only after it was
+//!   written in full and fsynced (write `.tmp`, fsync, rename, fsync the directory).
+//! - Recovery never replays a record whose CRCs fail; see [`RecoveryMode`] for what it does then.
+
+pub(crate) mod record;
+
+use crate::error::{Error, Result};
+use crate::fs::{FileSystem, WritableFile};
+use crate::key::Lsn;
+use crate::options::RecoveryMode;
+use record::{decode_ops, Op, RecordHeader, RECORD_HEADER_SIZE};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Current redo format version.
+pub(crate) const REDO_FORMAT_VERSION: u32 = 1;
+const SEGMENT_MAGIC: &[u8; 8] = b"RPTREDO\0";
+/// Size of a segment header.
+pub(crate) const SEGMENT_HEADER_SIZE: usize = 32;
+/// The segment replaces all older segments.
+const FLAG_SUPERSEDES: u32 = 1;
+
+/// Directory of the redo log inside the database directory.
+pub(crate) fn redo_dir(db: &Path) -> PathBuf {
+    db.join("redo")
+}
+
+fn segment_path(dir: &Path, number: u64) -> PathBuf {
+    dir.join(format!("{number:06}.log"))
+}
+
+fn parse_segment_name(name: &str) -> Option<u64> {
+    let stem = name.strip_suffix(".log")?;
+    if stem.len() < 6 || !stem.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    stem.parse().ok()
+}
+
+fn encode_segment_header(number: u64, flags: u32) -> [u8; SEGMENT_HEADER_SIZE] {
+    let mut h = [0u8; SEGMENT_HEADER_SIZE];
+    h[0..8].copy_from_slice(SEGMENT_MAGIC);
+    h[8..12].copy_from_slice(&REDO_FORMAT_VERSION.to_le_bytes());
+    h[12..16].copy_from_slice(&flags.to_le_bytes());
+    h[16..24].copy_from_slice(&number.to_le_bytes());
+    let crc = record::mask_crc(crc32c::crc32c(&h[0..24]));
+    h[24..28].copy_from_slice(&crc.to_le_bytes());
+    h
+}
+
+/// Parses a segment header: `(number, flags)`.
+fn decode_segment_header(path: &Path, data: &[u8]) -> Result<(u64, u32)> {
+    let bad = |reason: &str| Error::corruption(path, 0, format!("segment header: {reason}"));
+    let h = data.get(..SEGMENT_HEADER_SIZE).ok_or_else(|| bad("file shorter than the header"))?;
+    let crc = u32::from_le_bytes(h[24..28].try_into().map_err(|_| bad("short"))?);
+    if record::unmask_crc(crc) != crc32c::crc32c(&h[0..24]) {
+        return Err(bad("checksum mismatch"));
+    }
+    if &h[0..8] != SEGMENT_MAGIC {
+        return Err(bad("bad magic"));
+    }
+    let version = u32::from_le_bytes(h[8..12].try_into().map_err(|_| bad("short"))?);
+    if version > REDO_FORMAT_VERSION {
+        return Err(Error::UnsupportedFormat {
+            path: path.to_path_buf(),
+            found: version,
+            supported: REDO_FORMAT_VERSION,
+        });
+    }
+    let flags = u32::from_le_bytes(h[12..16].try_into().map_err(|_| bad("short"))?);
+    let number = u64::from_le_bytes(h[16..24].try_into().map_err(|_| bad("short"))?);
+    Ok((number, flags))
+}
+
+/// Creates a segment (header written and fsynced, directory entry fsynced).
+fn create_segment(fs: &dyn FileSystem, dir: &Path, number: u64, flags: u32, tmp: bool) -> Result<(PathBuf, Box<dyn WritableFile>)> {
+    let mut path = segment_path(dir, number);
+    if tmp {
+        path.set_extension("log.tmp");
+    }
+    let mut file = fs.create(&path).map_err(|e| Error::io("create", &path, e))?;
+    file.append(&encode_segment_header(number, flags))
+        .map_err(|e| Error::io("write", &path, e))?;
+    file.sync_data().map_err(|e| Error::io("fsync", &path, e))?;
+    fs.sync_dir(dir).map_err(|e| Error::io("fsync dir", dir, e))?;
+    Ok((path, file))
+}
+
+/// Encodes a whole record (header and payload) into `out`.
+pub(crate) fn encode_record(out: &mut Vec<u8>, record_type: u8, first_lsn: Lsn, payload: &[u8], payload_crc: u32) {
+    let header = RecordHeader {
+        payload_crc,
+        payload_len: payload.len() as u32,
+        record_type,
+        first_lsn,
+    };
+    out.extend_from_slice(&header.encode());
+    out.extend_from_slice(payload);
+}
+
+/// The open redo log: the segment new records are appended to.
+pub(crate) struct RedoLog {
+    fs: Arc<dyn FileSystem>,
+    dir: PathBuf,
+    segment_size: u64,
+    number: u64,
+    path: PathBuf,
+    file: Box<dyn WritableFile>,
+    /// Bytes appended since the last fsync.
+    unsynced: bool,
+}
+
+impl RedoLog {
+    /// Starts a new segment numbered `number`.
+    pub(crate) fn create(fs: Arc<dyn FileSystem>, dir: PathBuf, number: u64, segment_size: u64) -> Result<Self> {
+        let (path, file) = create_segment(fs.as_ref(), &dir, number, 0, false)?;
+        Ok(RedoLog {
+            fs,
+            dir,
+            segment_size,
+            number,
+            path,
+            file,
+            unsynced: false,
+        })
+    }
+
+    /// Appends encoded records with one write call.
+    pub(crate) fn append(&mut self, data: &[u8]) -> Result<()> {
+        self.file.append(data).map_err(|e| Error::io("write", &self.path, e))?;
+        self.unsynced = true;
+        Ok(())
+    }
+
+    /// Makes every appended byte durable.
+    pub(crate) fn sync(&mut self) -> Result<()> {
+        if self.unsynced {
+            self.file.sync_data().map_err(|e| Error::io("fsync", &self.path, e))?;
+            self.unsynced = false;
+        }
+        Ok(())
+    }
+
+    /// Rolls to a new segment if the current one is full (the old one is fsynced first).
+    pub(crate) fn maybe_roll(&mut self) -> Result<()> {
+        if self.file.len() < self.segment_size {
+            return Ok(());
+        }
+        self.sync()?;
+        let (path, file) = create_segment(self.fs.as_ref(), &self.dir, self.number + 1, 0, false)?;
+        self.number += 1;
+        self.path = path;
+        self.file = file;
+        Ok(())
+    }
+
+    /// Writes a new segment that supersedes every older one, filled by `fill` (which emits
+    /// encoded rewrite records), then deletes the older ones. Consumes the log: used at close.
+    pub(crate) fn rewrite_and_retire(
+        mut self,
+        fill: &mut dyn FnMut(&mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()>,
+    ) -> Result<()> {
+        self.sync()?;
+        let number = self.number + 1;
+        let (tmp_path, mut file) = create_segment(self.fs.as_ref(), &self.dir, number, FLAG_SUPERSEDES, true)?;
+        fill(&mut |records: &[u8]| file.append(records).map_err(|e| Error::io("write", &tmp_path, e)))?;
+        file.sync_data().map_err(|e| Error::io("fsync", &tmp_path, e))?;
+        drop(file);
+        let final_path = segment_path(&self.dir, number);
+        self.fs
+            .rename(&tmp_path, &final_path)
+            .map_err(|e| Error::io("rename", &tmp_path, e))?;
+        self.fs.sync_dir(&self.dir).map_err(|e| Error::io("fsync dir", &self.dir, e))?;
+        remove_segments_below(self.fs.as_ref(), &self.dir, number)
+    }
+}
+
+fn list_segments(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<u64>> {
+    let names = fs.list_dir(dir).map_err(|e| Error::io("list", dir, e))?;
+    let mut numbers: Vec<u64> = names.iter().filter_map(|n| parse_segment_name(n)).collect();
+    numbers.sort_unstable();
+    Ok(numbers)
+}
+
+fn remove_segments_below(fs: &dyn FileSystem, dir: &Path, number: u64) -> Result<()> {
+    let mut removed = false;
+    for n in list_segments(fs, dir)? {
+        if n < number {
+            let p = segment_path(dir, n);
+            fs.remove_file(&p).map_err(|e| Error::io("remove", &p, e))?;
+            removed = true;
+        }
+    }
+    if removed {
+        fs.sync_dir(dir).map_err(|e| Error::io("fsync dir", dir, e))?;
+    }
+    Ok(())
+}
+
+/// What recovery found.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct RecoveryReport {
+    /// Highest LSN replayed (0 if none).
+    pub(crate) max_lsn: Lsn,
+    /// Number for the next segment to create.
+    pub(crate) next_segment: u64,
+    /// Records replayed.
+    pub(crate) records: u64,
+    /// Ops replayed.
+    pub(crate) ops: u64,
+    /// `(segment path, offset)` where a torn tail or (point-in-time) damage was cut off.
+    pub(crate) truncated_at: Option<(PathBuf, u64)>,
+}
+
+/// Outcome of scanning one segment.
+enum ScanEnd {
+    Clean,
+    /// Damage at `offset`: `torn` says whether it looks like an interrupted final write.
+    Damaged { offset: u64, torn: bool, reason: String },
+}
+
+fn all_zero(b: &[u8]) -> bool {
+    b.iter().all(|&x| x == 0)
+}
+
+/// Scans records of one segment, calling `apply` for each op of each good record.
+fn scan_segment(
+    path: &Path,
+    data: &[u8],
+    last_lsn: &mut Lsn,
+    report: &mut RecoveryReport,
+    apply: &mut dyn FnMut(&Op<'_>) -> Result<()>,
+) -> Result<ScanEnd> {
+    let mut off = SEGMENT_HEADER_SIZE;
+    loop {
+        let rest = &data[off..];
+        if rest.is_empty() {
+            return Ok(ScanEnd::Clean);
+        }
+        let damaged = |torn: bool, reason: &str| {
+            Ok(ScanEnd::Damaged {
+                offset: off as u64,
+                torn,
+                reason: reason.to_string(),
+            })
+        };
+        if rest.len() < RECORD_HEADER_SIZE {
+            // A prefix of a header: the final append was cut short.
+            return damaged(true, "incomplete record header");
+        }
+        let Some(header) = RecordHeader::decode(rest) else {
+            // Zeros to the end are a write that never reached the disk; anything else is damage.
+            return damaged(all_zero(rest), "record header checksum mismatch");
+        };
+        let end = RECORD_HEADER_SIZE + header.payload_len as usize;
+        if rest.len() < end {
+            return damaged(true, "record extends past the end of the segment");
+        }
+        let payload = &rest[RECORD_HEADER_SIZE..end];
+        if crc32c::crc32c(payload) != header.payload_crc {
+            // Only the very last record may be torn.
+            return damaged(rest.len() == end || all_zero(&rest[end..]), "record payload checksum mismatch");
+        }
+        let ops = match decode_ops(&header, payload) {
+            Ok(ops) => ops,
+            Err(at) => {
+                return Err(Error::corruption(
+                    path,
+                    (off + RECORD_HEADER_SIZE + at) as u64,
+                    "malformed op in a record whose checksum matches",
+                ))
+            }
+        };
+        if header.record_type == record::RECORD_GROUP && header.first_lsn <= *last_lsn && !ops.is_empty() {
+            return Err(Error::corruption(
+                path,
+                off as u64,
+                format!("LSN {} does not follow {}", header.first_lsn, last_lsn),
+            ));
+        }
+        for op in &ops {
+            apply(op)?;
+            *last_lsn = (*last_lsn).max(op.lsn);
+        }
+        report.records += 1;
+        report.ops += ops.len() as u64;
+        off += end;
+    }
+}
+
+/// Replays the redo log in `dir` through `apply`, repairing or refusing damage per `mode`.
+/// Creates `dir` if missing. Leaves no `.tmp` segment behind.
+pub(crate) fn recover(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    mode: RecoveryMode,
+    apply: &mut dyn FnMut(&Op<'_>) -> Result<()>,
+) -> Result<RecoveryReport> {
+    fs.create_dir_all(dir).map_err(|e| Error::io("mkdir", dir, e))?;
+    for name in fs.list_dir(dir).map_err(|e| Error::io("list", dir, e))? {
+        if name.ends_with(".log.tmp") {
+            let p = dir.join(&name);
+            fs.remove_file(&p).map_err(|e| Error::io("remove", &p, e))?;
+        }
+    }
+    let numbers = list_segments(fs, dir)?;
+    let mut report = RecoveryReport {
+        next_segment: numbers.last().map_or(1, |n| n + 1),
+        ..Default::default()
+    };
+    // Read headers to find the newest superseding segment.
+    let mut segments = Vec::with_capacity(numbers.len());
+    for &n in &numbers {
+        let path = segment_path(dir, n);
+        let file = fs.open_read(&path).map_err(|e| Error::io("open", &path, e))?;
+        let data = file.read_all().map_err(|e| Error::io("read", &path, e))?;
+        segments.push((n, path, data));
+    }
+    let mut start = 0;
+    for (i, (n, path, data)) in segments.iter().enumerate() {
+        let is_last = i + 1 == segments.len();
+        if data.len() < SEGMENT_HEADER_SIZE && is_last && mode != RecoveryMode::AbsoluteConsistency {
+            continue; // creation cut short; handled below
+        }
+        let (number, flags) = decode_segment_header(path, data)?;
+        if number != *n {
+            return Err(Error::corruption(path, 16, format!("header says segment {number}")));
+        }
+        if flags & FLAG_SUPERSEDES != 0 {
+            start = i;
+        }
+    }
+    let mut last_lsn = 0;
+    let count = segments.len();
+    for (i, (_, path, data)) in segments.iter().enumerate().skip(start) {
+        let is_last = i + 1 == count;
+        if data.len() < SEGMENT_HEADER_SIZE {
+            // Only reachable for the last segment (checked above): its creation was cut short.
+            fs.remove_file(path).map_err(|e| Error::io("remove", path, e))?;
+            report.truncated_at = Some((path.clone(), 0));
+            continue;
+        }
+        match scan_segment(path, data, &mut last_lsn, &mut report, apply)? {
+            ScanEnd::Clean => {}
+            ScanEnd::Damaged { offset, torn, reason } => {
+                let tolerate = match mode {
+                    RecoveryMode::TolerateCorruptedTail => torn && is_last,
+                    RecoveryMode::AbsoluteConsistency => false,
+                    RecoveryMode::PointInTime => true,
+                };
+                if !tolerate {
+                    return Err(Error::corruption(path, offset, reason));
+                }
+                fs.truncate(path, offset).map_err(|e| Error::io("truncate", path, e))?;
+                report.truncated_at = Some((path.clone(), offset));
+                if !is_last {
+                    // Point-in-time: everything after the damage is dropped.
+                    for (_, later, _) in &segments[i + 1..] {
+                        fs.remove_file(later).map_err(|e| Error::io("remove", later, e))?;
+                    }
+                    fs.sync_dir(dir).map_err(|e| Error::io("fsync dir", dir, e))?;
+                    break;
+                }
+            }
+        }
+    }
+    if start > 0 {
+        remove_segments_below(fs, dir, segments[start].0)?;
+    }
+    report.max_lsn = last_lsn;
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests;

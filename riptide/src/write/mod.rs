@@ -1,0 +1,5 @@
+//! The write path: batches, write task queues, the four-stage pipeline and async commit.
+
+pub(crate) mod batch;
+pub(crate) mod completion;
+pub(crate) mod pipeline;

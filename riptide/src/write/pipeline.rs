@@ -1,0 +1,515 @@
+//! The four-stage write pipeline (X-Engine, seed 000 §3.2.2; as built: reference §6).
+//!
+//! A writer joins one of N write task queues. The first writer of a queue's pending group is
+//! its leader: it waits until the queue's previous group has left the log stages (so the group
+//! grows meanwhile), takes the whole pending group and drives it through:
+//!
+//! 1. **log buffering** (one thread at a time, `log` mutex): allocate the group's LSN range,
+//!    bind each touched table's active memtable, append header and batches to the shared log
+//!    buffer (the payload CRC was computed before taking the lock), and enter the commit window;
+//! 2. **log flushing** (one thread at a time, `flusher` mutex): write the whole buffer, which
+//!    may hold groups of several queues, with one write call and at most one `fdatasync` (if any
+//!    group in it asked for sync). A leader whose bytes were flushed by another leader skips it;
+//! 3. **memtable insertion**, by every leader in parallel, into the memtables bound in stage 1;
+//! 4. **commit**: mark the group done in the commit window; the visible LSN advances only over a
+//!    contiguous prefix of done groups, and the thread that advances it completes those groups'
+//!    writers (waking sync writers, running async callbacks).
+//!
+//! Invariants:
+//! - LSNs are allocated in log-buffer order, so the redo log is in LSN order.
+//! - A memtable holds exactly the LSNs bound to it in stage 1; memtables of a table are
+//!   therefore ordered by LSN, newest first, and a read may stop at the first one that answers.
+//! - `visible_lsn` never exposes LSN n+1 before n, nor part of a group.
+//! - A writer is acknowledged only after its group's bytes were written to the log (and
+//!   fsynced, for `sync`), and after its group is visible.
+//! - Any failed log write or fsync poisons the pipeline: the failing and all later groups fail,
+//!   no later write is accepted, reads keep working.
+
+use super::batch::WriteBatch;
+use super::completion::Completion;
+use crate::db::TableInner;
+use crate::error::{Error, Result};
+use crate::key::Lsn;
+use crate::memtable::Memtable;
+use crate::redo::record::{RecordHeader, RECORD_GROUP, RECORD_HEADER_SIZE};
+use crate::redo::RedoLog;
+use crossbeam_utils::CachePadded;
+use parking_lot::{Condvar, Mutex};
+use std::cell::Cell;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// One `write` call waiting in a queue.
+pub(crate) struct Writer {
+    pub(crate) batch: WriteBatch,
+    pub(crate) sync: bool,
+    pub(crate) disable_wal: bool,
+    pub(crate) completion: Arc<Completion>,
+}
+
+#[derive(Default)]
+struct QueueState {
+    pending: Vec<Writer>,
+    pending_bytes: usize,
+    /// A group of this queue is in stage 1 or 2.
+    busy: bool,
+}
+
+#[derive(Default)]
+struct WriteQueue {
+    state: Mutex<QueueState>,
+    cond: Condvar,
+}
+
+struct LogBuffer {
+    next_lsn: Lsn,
+    buf: Vec<u8>,
+    sync_needed: bool,
+    /// Writes with `sync` in `buf`.
+    sync_writes: u64,
+    /// Log position (bytes ever buffered) at the end of `buf`.
+    appended_pos: u64,
+}
+
+struct Flusher {
+    log: Option<RedoLog>,
+    spare: Vec<u8>,
+}
+
+enum EntryState {
+    Pending,
+    Done,
+    Failed(Error),
+}
+
+struct WindowEntry {
+    last_lsn: Lsn,
+    state: EntryState,
+    completions: Vec<Arc<Completion>>,
+}
+
+struct CommitWindow {
+    front_seq: u64,
+    entries: VecDeque<WindowEntry>,
+}
+
+/// Counters of the write path.
+#[derive(Debug, Default)]
+struct Counters {
+    groups: AtomicU64,
+    writes: AtomicU64,
+    ops: AtomicU64,
+    log_writes: AtomicU64,
+    fsyncs: AtomicU64,
+    synced_writes: AtomicU64,
+    bytes_logged: AtomicU64,
+    stall_micros: AtomicU64,
+}
+
+/// A snapshot of the write path's counters ([`crate::Db::write_stats`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteStats {
+    /// Commit groups formed.
+    pub groups: u64,
+    /// Write calls (batches) committed or failed.
+    pub writes: u64,
+    /// Puts and deletes in those batches.
+    pub ops: u64,
+    /// Write calls to the redo log.
+    pub log_writes: u64,
+    /// `fdatasync` calls on the redo log.
+    pub fsyncs: u64,
+    /// Writes made durable by those fsyncs (so `synced_writes / fsyncs` is writes per fsync).
+    pub synced_writes: u64,
+    /// Bytes appended to the redo log.
+    pub bytes_logged: u64,
+    /// Time writers spent stalled (slowed down or stopped), in microseconds.
+    pub stall_micros: u64,
+}
+
+impl WriteStats {
+    /// Average writes per commit group.
+    pub fn writes_per_group(&self) -> f64 {
+        self.writes as f64 / self.groups.max(1) as f64
+    }
+
+    /// Average writes made durable per fsync.
+    pub fn writes_per_fsync(&self) -> f64 {
+        self.synced_writes as f64 / self.fsyncs.max(1) as f64
+    }
+}
+
+/// Sizes the pipeline needs from [`crate::Options`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PipelineConfig {
+    pub(crate) queues: usize,
+    pub(crate) max_group_size: usize,
+    pub(crate) max_group_bytes: usize,
+    pub(crate) write_buffer_size: usize,
+}
+
+/// The write pipeline of one database instance; see the module header.
+pub(crate) struct Pipeline {
+    cfg: PipelineConfig,
+    queues: Vec<CachePadded<WriteQueue>>,
+    log: CachePadded<Mutex<LogBuffer>>,
+    flusher: Mutex<Flusher>,
+    flushed_pos: CachePadded<AtomicU64>,
+    window: CachePadded<Mutex<CommitWindow>>,
+    visible_lsn: CachePadded<AtomicU64>,
+    poisoned: AtomicBool,
+    poison: Mutex<Option<Error>>,
+    closed: AtomicBool,
+    inflight: AtomicUsize,
+    counters: Counters,
+}
+
+thread_local! {
+    static QUEUE_HINT: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+static NEXT_QUEUE_HINT: AtomicUsize = AtomicUsize::new(0);
+
+fn queue_hint() -> usize {
+    QUEUE_HINT.with(|h| {
+        if h.get() == usize::MAX {
+            h.set(NEXT_QUEUE_HINT.fetch_add(1, Ordering::Relaxed));
+        }
+        h.get()
+    })
+}
+
+/// Memtables bound to a group in stage 1, by table id.
+struct Bound(Vec<(u32, Arc<Memtable>)>);
+
+impl Bound {
+    fn get(&self, table: u32) -> Option<&Memtable> {
+        self.0.iter().find(|(id, _)| *id == table).map(|(_, m)| m.as_ref())
+    }
+}
+
+impl Pipeline {
+    /// A pipeline appending to `log`, whose last recovered LSN is `last_lsn`.
+    pub(crate) fn new(cfg: PipelineConfig, log: RedoLog, last_lsn: Lsn) -> Self {
+        Pipeline {
+            cfg,
+            queues: (0..cfg.queues).map(|_| CachePadded::new(WriteQueue::default())).collect(),
+            log: CachePadded::new(Mutex::new(LogBuffer {
+                next_lsn: last_lsn + 1,
+                buf: Vec::with_capacity(1 << 20),
+                sync_needed: false,
+                sync_writes: 0,
+                appended_pos: 0,
+            })),
+            flusher: Mutex::new(Flusher {
+                log: Some(log),
+                spare: Vec::with_capacity(1 << 20),
+            }),
+            flushed_pos: CachePadded::new(AtomicU64::new(0)),
+            window: CachePadded::new(Mutex::new(CommitWindow {
+                front_seq: 0,
+                entries: VecDeque::new(),
+            })),
+            visible_lsn: CachePadded::new(AtomicU64::new(last_lsn)),
+            poisoned: AtomicBool::new(false),
+            poison: Mutex::new(None),
+            closed: AtomicBool::new(false),
+            inflight: AtomicUsize::new(0),
+            counters: Counters::default(),
+        }
+    }
+
+    /// The newest LSN readers may see.
+    pub(crate) fn visible_lsn(&self) -> Lsn {
+        self.visible_lsn.load(Ordering::Acquire)
+    }
+
+    /// The error that poisoned the pipeline, if any.
+    pub(crate) fn poison_error(&self) -> Option<Error> {
+        if !self.poisoned.load(Ordering::Acquire) {
+            return None;
+        }
+        self.poison.lock().clone()
+    }
+
+    fn poison_with(&self, err: &Error) -> Error {
+        let mut p = self.poison.lock();
+        if p.is_none() {
+            *p = Some(err.clone());
+            self.poisoned.store(true, Ordering::Release);
+        }
+        Error::Poisoned(Arc::new(p.clone().unwrap_or_else(|| err.clone())))
+    }
+
+    /// Refuses new writes if closed or poisoned.
+    fn check_writable(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        if let Some(e) = self.poison_error() {
+            return Err(Error::Poisoned(Arc::new(e)));
+        }
+        Ok(())
+    }
+
+    /// Adds stall time to the counters.
+    pub(crate) fn add_stall(&self, since: Instant) {
+        self.counters
+            .stall_micros
+            .fetch_add(since.elapsed().as_micros() as u64, Ordering::Relaxed);
+    }
+
+    /// Submits a writer. Returns once the writer is queued as a follower, or after it led its
+    /// group through the pipeline. Completion is reported through `writer.completion`.
+    pub(crate) fn submit(&self, writer: Writer) {
+        self.inflight.fetch_add(1, Ordering::AcqRel);
+        if let Err(e) = self.check_writable() {
+            self.complete_all(std::slice::from_ref(&writer.completion), Err(e));
+            return;
+        }
+        let q = &self.queues[queue_hint() % self.queues.len()];
+        let bytes = writer.batch.rep.len();
+        let mut st = q.state.lock();
+        while !st.pending.is_empty()
+            && (st.pending.len() >= self.cfg.max_group_size || st.pending_bytes + bytes > self.cfg.max_group_bytes)
+        {
+            q.cond.wait(&mut st);
+        }
+        let leader = st.pending.is_empty();
+        st.pending.push(writer);
+        st.pending_bytes += bytes;
+        if !leader {
+            return;
+        }
+        while st.busy {
+            q.cond.wait(&mut st);
+        }
+        let group = std::mem::take(&mut st.pending);
+        st.pending_bytes = 0;
+        st.busy = true;
+        q.cond.notify_all();
+        drop(st);
+        self.run_group(group, q);
+    }
+
+    fn release_queue(q: &WriteQueue) {
+        let mut st = q.state.lock();
+        st.busy = false;
+        q.cond.notify_all();
+    }
+
+    fn complete_all(&self, completions: &[Arc<Completion>], result: Result<()>) {
+        for c in completions {
+            c.complete(result.clone());
+        }
+        self.inflight.fetch_sub(completions.len(), Ordering::AcqRel);
+    }
+
+    fn run_group(&self, mut group: Vec<Writer>, q: &WriteQueue) {
+        // Order the group: logged batches first, so their LSNs are contiguous in one record.
+        group.sort_by_key(|w| w.disable_wal);
+        let wal_writers = group.iter().filter(|w| !w.disable_wal).count();
+        let mut payload_crc = 0u32;
+        let mut payload_len = 0usize;
+        for w in &group[..wal_writers] {
+            payload_crc = crc32c::crc32c_append(payload_crc, &w.batch.rep);
+            payload_len += w.batch.rep.len();
+        }
+        let completions: Vec<Arc<Completion>> = group.iter().map(|w| w.completion.clone()).collect();
+        self.counters.groups.fetch_add(1, Ordering::Relaxed);
+        self.counters.writes.fetch_add(group.len() as u64, Ordering::Relaxed);
+
+        // Stage 1: log buffering.
+        let (seq, end_pos, first_lsn, bound) = match self.buffer_group(&group, wal_writers, payload_crc, payload_len) {
+            Ok(v) => v,
+            Err(e) => {
+                Self::release_queue(q);
+                self.complete_all(&completions, Err(e));
+                return;
+            }
+        };
+        // Stage 2: log flushing.
+        let flushed = if wal_writers > 0 { self.flush_log(end_pos) } else { Ok(()) };
+        Self::release_queue(q);
+        if let Err(e) = flushed {
+            self.finish(seq, EntryState::Failed(e), completions);
+            return;
+        }
+        // Stage 3: memtable insertion.
+        let mut lsn = first_lsn;
+        for w in &group {
+            for op in w.batch.ops(lsn) {
+                if let Some(mem) = bound.get(op.table) {
+                    mem.insert(op.key, op.lsn, op.kind, op.value);
+                }
+            }
+            lsn += u64::from(w.batch.count);
+        }
+        drop(group);
+        // Stage 4: commit.
+        self.finish(seq, EntryState::Done, completions);
+    }
+
+    /// Stage 1. Returns (window seq, log end position, first LSN, bound memtables).
+    fn buffer_group(
+        &self,
+        group: &[Writer],
+        wal_writers: usize,
+        payload_crc: u32,
+        payload_len: usize,
+    ) -> Result<(u64, u64, Lsn, Bound)> {
+        let ops: u64 = group.iter().map(|w| u64::from(w.batch.count)).sum();
+        let wal_ops: u64 = group[..wal_writers].iter().map(|w| u64::from(w.batch.count)).sum();
+        let mut tables: Vec<&Arc<TableInner>> = Vec::new();
+        for w in group {
+            for t in &w.batch.tables {
+                if !tables.iter().any(|x| x.id == t.id) {
+                    tables.push(t);
+                }
+            }
+        }
+        let mut log = self.log.lock();
+        self.check_writable()?;
+        let first_lsn = log.next_lsn;
+        log.next_lsn += ops;
+        let bound = Bound(
+            tables
+                .iter()
+                .map(|t| (t.id, t.memtable_for_write(self.cfg.write_buffer_size)))
+                .collect(),
+        );
+        if wal_ops > 0 {
+            let header = RecordHeader {
+                payload_crc,
+                payload_len: payload_len as u32,
+                record_type: RECORD_GROUP,
+                first_lsn,
+            };
+            log.buf.extend_from_slice(&header.encode());
+            for w in &group[..wal_writers] {
+                log.buf.extend_from_slice(&w.batch.rep);
+            }
+            log.appended_pos += (RECORD_HEADER_SIZE + payload_len) as u64;
+            let sync_writes = group[..wal_writers].iter().filter(|w| w.sync).count() as u64;
+            log.sync_writes += sync_writes;
+            log.sync_needed |= sync_writes > 0;
+        }
+        let end_pos = log.appended_pos;
+        let seq = {
+            let mut win = self.window.lock();
+            win.entries.push_back(WindowEntry {
+                last_lsn: first_lsn + ops - 1,
+                state: EntryState::Pending,
+                completions: Vec::new(),
+            });
+            win.front_seq + win.entries.len() as u64 - 1
+        };
+        self.counters.ops.fetch_add(ops, Ordering::Relaxed);
+        Ok((seq, end_pos, first_lsn, bound))
+    }
+
+    /// Stage 2: makes the log durable up to `end_pos` (written; fsynced if any group asked).
+    fn flush_log(&self, end_pos: u64) -> Result<()> {
+        if self.flushed_pos.load(Ordering::Acquire) >= end_pos {
+            return Ok(());
+        }
+        let mut fl = self.flusher.lock();
+        if self.flushed_pos.load(Ordering::Acquire) >= end_pos {
+            return Ok(());
+        }
+        if let Some(e) = self.poison_error() {
+            return Err(Error::Poisoned(Arc::new(e)));
+        }
+        let spare = std::mem::take(&mut fl.spare);
+        let (mut buf, sync, synced_writes, upto) = {
+            let mut log = self.log.lock();
+            let buf = std::mem::replace(&mut log.buf, spare);
+            let sync = std::mem::take(&mut log.sync_needed);
+            (buf, sync, std::mem::take(&mut log.sync_writes), log.appended_pos)
+        };
+        let Some(redo) = fl.log.as_mut() else {
+            return Err(Error::Closed);
+        };
+        let result = redo
+            .append(&buf)
+            .and_then(|()| if sync { redo.sync() } else { Ok(()) })
+            .and_then(|()| redo.maybe_roll());
+        match result {
+            Ok(()) => {
+                self.counters.log_writes.fetch_add(1, Ordering::Relaxed);
+                self.counters.bytes_logged.fetch_add(buf.len() as u64, Ordering::Relaxed);
+                if sync {
+                    self.counters.fsyncs.fetch_add(1, Ordering::Relaxed);
+                    self.counters.synced_writes.fetch_add(synced_writes, Ordering::Relaxed);
+                }
+                buf.clear();
+                fl.spare = buf;
+                self.flushed_pos.store(upto, Ordering::Release);
+                Ok(())
+            }
+            Err(e) => Err(self.poison_with(&e)),
+        }
+    }
+
+    /// Stage 4: records the group's outcome and commits the done prefix of the window.
+    fn finish(&self, seq: u64, state: EntryState, completions: Vec<Arc<Completion>>) {
+        let mut ready: Vec<(Vec<Arc<Completion>>, Result<()>)> = Vec::new();
+        {
+            let mut win = self.window.lock();
+            let idx = (seq - win.front_seq) as usize;
+            if let Some(entry) = win.entries.get_mut(idx) {
+                entry.state = state;
+                entry.completions = completions;
+            }
+            while matches!(win.entries.front(), Some(e) if !matches!(e.state, EntryState::Pending)) {
+                let Some(entry) = win.entries.pop_front() else { break };
+                win.front_seq += 1;
+                match entry.state {
+                    EntryState::Done => {
+                        self.visible_lsn.store(entry.last_lsn, Ordering::Release);
+                        ready.push((entry.completions, Ok(())));
+                    }
+                    EntryState::Failed(e) => ready.push((entry.completions, Err(e))),
+                    EntryState::Pending => {}
+                }
+            }
+        }
+        for (completions, result) in ready {
+            self.complete_all(&completions, result);
+        }
+    }
+
+    /// Counters so far.
+    pub(crate) fn stats(&self) -> WriteStats {
+        let c = &self.counters;
+        WriteStats {
+            groups: c.groups.load(Ordering::Relaxed),
+            writes: c.writes.load(Ordering::Relaxed),
+            ops: c.ops.load(Ordering::Relaxed),
+            log_writes: c.log_writes.load(Ordering::Relaxed),
+            fsyncs: c.fsyncs.load(Ordering::Relaxed),
+            synced_writes: c.synced_writes.load(Ordering::Relaxed),
+            bytes_logged: c.bytes_logged.load(Ordering::Relaxed),
+            stall_micros: c.stall_micros.load(Ordering::Relaxed),
+        }
+    }
+
+    /// True once [`Pipeline::close`] started.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Refuses new writes, waits for in-flight ones, syncs the log and hands it back (`None` if
+    /// already closed). The log is returned even when poisoned, so the caller can decide.
+    pub(crate) fn close(&self) -> Option<RedoLog> {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return None;
+        }
+        while self.inflight.load(Ordering::Acquire) > 0 {
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        let mut fl = self.flusher.lock();
+        fl.log.take()
+    }
+}
