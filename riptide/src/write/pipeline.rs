@@ -244,7 +244,7 @@ impl Pipeline {
 
     /// Refuses new writes if closed or poisoned.
     fn check_writable(&self) -> Result<()> {
-        if self.closed.load(Ordering::Acquire) {
+        if self.closed.load(Ordering::SeqCst) {
             return Err(Error::Closed);
         }
         if let Some(e) = self.poison_error() {
@@ -263,7 +263,9 @@ impl Pipeline {
     /// Submits a writer. Returns once the writer is queued as a follower, or after it led its
     /// group through the pipeline. Completion is reported through `writer.completion`.
     pub(crate) fn submit(&self, writer: Writer) {
-        self.inflight.fetch_add(1, Ordering::AcqRel);
+        // SeqCst pairs with `close`: either close sees this writer in flight, or this writer
+        // sees `closed`.
+        self.inflight.fetch_add(1, Ordering::SeqCst);
         if let Err(e) = self.check_writable() {
             self.complete_all(std::slice::from_ref(&writer.completion), Err(e));
             return;
@@ -370,7 +372,10 @@ impl Pipeline {
             }
         }
         let mut log = self.log.lock();
-        self.check_writable()?;
+        // Only poison stops an accepted write; `close` waits for accepted writes to finish.
+        if let Some(e) = self.poison_error() {
+            return Err(Error::Poisoned(Arc::new(e)));
+        }
         let first_lsn = log.next_lsn;
         log.next_lsn += ops;
         let bound = Bound(
@@ -503,10 +508,10 @@ impl Pipeline {
     /// Refuses new writes, waits for in-flight ones, syncs the log and hands it back (`None` if
     /// already closed). The log is returned even when poisoned, so the caller can decide.
     pub(crate) fn close(&self) -> Option<RedoLog> {
-        if self.closed.swap(true, Ordering::AcqRel) {
+        if self.closed.swap(true, Ordering::SeqCst) {
             return None;
         }
-        while self.inflight.load(Ordering::Acquire) > 0 {
+        while self.inflight.load(Ordering::SeqCst) > 0 {
             std::thread::sleep(std::time::Duration::from_micros(200));
         }
         let mut fl = self.flusher.lock();

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The test command: every unit, integration and doc test of the workspace.
+# README's set-up section and .ci/run both call exactly this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+cargo test --workspace "$@"
