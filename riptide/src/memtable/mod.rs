@@ -147,7 +147,7 @@ fn random_height() -> usize {
             x ^= x << 25;
             x ^= x >> 27;
             let r = x.wrapping_mul(0x2545_F491_4F6C_DD1D);
-            if height < MAX_HEIGHT && (r >> 32) as u32 % BRANCHING == 0 {
+            if height < MAX_HEIGHT && ((r >> 32) as u32).is_multiple_of(BRANCHING) {
                 height += 1;
             } else {
                 break;

@@ -106,6 +106,9 @@ pub(crate) fn encode_record(out: &mut Vec<u8>, record_type: u8, first_lsn: Lsn, 
     out.extend_from_slice(payload);
 }
 
+/// Where a rewrite emits encoded records.
+pub(crate) type RecordSink<'a> = dyn FnMut(&[u8]) -> Result<()> + 'a;
+
 /// The open redo log: the segment new records are appended to.
 pub(crate) struct RedoLog {
     fs: Arc<dyn FileSystem>,
@@ -166,7 +169,7 @@ impl RedoLog {
     /// encoded rewrite records), then deletes the older ones. Consumes the log: used at close.
     pub(crate) fn rewrite_and_retire(
         mut self,
-        fill: &mut dyn FnMut(&mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()>,
+        fill: &mut dyn FnMut(&mut RecordSink<'_>) -> Result<()>,
     ) -> Result<()> {
         self.sync()?;
         let number = self.number + 1;
