@@ -94,7 +94,9 @@ impl Catalog {
                 .get(off + 4..off + 6)
                 .map(|b| u16::from_le_bytes([b[0], b[1]]) as usize)
                 .ok_or_else(|| bad(off, "truncated catalog"))?;
-            let name = body.get(off + 6..off + 6 + len).ok_or_else(|| bad(off, "truncated catalog"))?;
+            let name = body
+                .get(off + 6..off + 6 + len)
+                .ok_or_else(|| bad(off, "truncated catalog"))?;
             let name = String::from_utf8(name.to_vec()).map_err(|_| bad(off, "table name is not UTF-8"))?;
             tables.push((id, name));
             off += 6 + len;

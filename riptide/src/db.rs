@@ -346,13 +346,17 @@ impl Db {
 
     /// The default table, which always exists.
     pub fn default_table(&self) -> Table {
-        self.table(DEFAULT_TABLE).unwrap_or_else(|_| unreachable!("the default table cannot be dropped"))
+        self.table(DEFAULT_TABLE)
+            .unwrap_or_else(|_| unreachable!("the default table cannot be dropped"))
     }
 
     /// The table named `name`; [`Error::TableNotFound`] if there is none.
     pub fn table(&self, name: &str) -> Result<Table> {
         let reg = self.inner.registry.read();
-        let inner = reg.by_name.get(name).ok_or_else(|| Error::TableNotFound(name.to_string()))?;
+        let inner = reg
+            .by_name
+            .get(name)
+            .ok_or_else(|| Error::TableNotFound(name.to_string()))?;
         Ok(Table {
             db: self.inner.clone(),
             inner: inner.clone(),
@@ -407,7 +411,10 @@ impl Db {
         let _ddl = self.inner.ddl.lock();
         let (mut catalog, id) = {
             let reg = self.inner.registry.read();
-            let t = reg.by_name.get(name).ok_or_else(|| Error::TableNotFound(name.to_string()))?;
+            let t = reg
+                .by_name
+                .get(name)
+                .ok_or_else(|| Error::TableNotFound(name.to_string()))?;
             (reg.catalog.clone(), t.id)
         };
         catalog.tables.retain(|(tid, _)| *tid != id);
@@ -758,7 +765,12 @@ impl Table {
     pub fn raw_iter(&self, opts: &ReadOptions) -> Result<DbIterator> {
         let snapshot = self.db.read_lsn(opts)?;
         self.check_live()?;
-        let mut it = DbIterator::new(self.inner.memtables(), snapshot, opts.lower_bound.clone(), opts.upper_bound.clone());
+        let mut it = DbIterator::new(
+            self.inner.memtables(),
+            snapshot,
+            opts.lower_bound.clone(),
+            opts.upper_bound.clone(),
+        );
         it.pin_snapshot(opts.snapshot.clone());
         Ok(it)
     }

@@ -49,9 +49,7 @@ pub use db::{Db, Snapshot, Table};
 pub use error::{Error, Result};
 pub use iter::{DbIterator, Iter};
 pub use key::{Lsn, MAX_LSN};
-pub use options::{
-    Options, ReadOptions, RecoveryMode, WriteOptions, MAX_BATCH_SIZE, MAX_KEY_SIZE, MAX_VALUE_SIZE,
-};
+pub use options::{Options, ReadOptions, RecoveryMode, WriteOptions, MAX_BATCH_SIZE, MAX_KEY_SIZE, MAX_VALUE_SIZE};
 pub use write::batch::WriteBatch;
 pub use write::completion::WriteHandle;
 pub use write::pipeline::WriteStats;

@@ -116,7 +116,10 @@ impl Options {
     /// Checks every option; the first bad one is returned as [`Error::InvalidOption`].
     pub fn validate(&self) -> Result<()> {
         if !(64 << 10..=16 << 30).contains(&self.write_buffer_size) {
-            return Err(invalid("write_buffer_size", format!("{} is outside 64 KiB ..= 16 GiB", self.write_buffer_size)));
+            return Err(invalid(
+                "write_buffer_size",
+                format!("{} is outside 64 KiB ..= 16 GiB", self.write_buffer_size),
+            ));
         }
         if self.immutable_stop_trigger == 0 {
             return Err(invalid("immutable_stop_trigger", "must be at least 1"));
@@ -124,14 +127,20 @@ impl Options {
         if self.immutable_slowdown_trigger > self.immutable_stop_trigger {
             return Err(invalid(
                 "immutable_slowdown_trigger",
-                format!("{} exceeds immutable_stop_trigger {}", self.immutable_slowdown_trigger, self.immutable_stop_trigger),
+                format!(
+                    "{} exceeds immutable_stop_trigger {}",
+                    self.immutable_slowdown_trigger, self.immutable_stop_trigger
+                ),
             ));
         }
         if self.slowdown_delay_micros > 1_000_000 {
             return Err(invalid("slowdown_delay_micros", "must be at most 1 s"));
         }
         if !(1..=256).contains(&self.write_queues) {
-            return Err(invalid("write_queues", format!("{} is outside 1 ..= 256", self.write_queues)));
+            return Err(invalid(
+                "write_queues",
+                format!("{} is outside 1 ..= 256", self.write_queues),
+            ));
         }
         if self.max_group_size == 0 {
             return Err(invalid("max_group_size", "must be at least 1"));
@@ -182,14 +191,63 @@ mod tests {
     #[test]
     fn bad_options_name_the_field() {
         let cases: Vec<(Options, &str)> = vec![
-            (Options { write_buffer_size: 10, ..Default::default() }, "write_buffer_size"),
-            (Options { write_queues: 0, ..Default::default() }, "write_queues"),
-            (Options { immutable_stop_trigger: 0, immutable_slowdown_trigger: 0, ..Default::default() }, "immutable_stop_trigger"),
-            (Options { immutable_slowdown_trigger: 20, ..Default::default() }, "immutable_slowdown_trigger"),
-            (Options { max_group_size: 0, ..Default::default() }, "max_group_size"),
-            (Options { max_group_bytes: 0, ..Default::default() }, "max_group_bytes"),
-            (Options { redo_segment_size: 100, ..Default::default() }, "redo_segment_size"),
-            (Options { slowdown_delay_micros: 5_000_000, ..Default::default() }, "slowdown_delay_micros"),
+            (
+                Options {
+                    write_buffer_size: 10,
+                    ..Default::default()
+                },
+                "write_buffer_size",
+            ),
+            (
+                Options {
+                    write_queues: 0,
+                    ..Default::default()
+                },
+                "write_queues",
+            ),
+            (
+                Options {
+                    immutable_stop_trigger: 0,
+                    immutable_slowdown_trigger: 0,
+                    ..Default::default()
+                },
+                "immutable_stop_trigger",
+            ),
+            (
+                Options {
+                    immutable_slowdown_trigger: 20,
+                    ..Default::default()
+                },
+                "immutable_slowdown_trigger",
+            ),
+            (
+                Options {
+                    max_group_size: 0,
+                    ..Default::default()
+                },
+                "max_group_size",
+            ),
+            (
+                Options {
+                    max_group_bytes: 0,
+                    ..Default::default()
+                },
+                "max_group_bytes",
+            ),
+            (
+                Options {
+                    redo_segment_size: 100,
+                    ..Default::default()
+                },
+                "redo_segment_size",
+            ),
+            (
+                Options {
+                    slowdown_delay_micros: 5_000_000,
+                    ..Default::default()
+                },
+                "slowdown_delay_micros",
+            ),
         ];
         for (opts, name) in cases {
             match opts.validate() {

@@ -21,7 +21,10 @@ fn data_survives_close_and_reopen() {
         let t = db.table("t").unwrap();
         assert_eq!(t.get(&5u32.to_be_bytes()).unwrap(), None, "round {round}");
         assert_eq!(t.get(&7u32.to_be_bytes()).unwrap(), Some(7u32.to_le_bytes().to_vec()));
-        assert_eq!(t.iter(&Default::default()).unwrap().count(), 999 + usize::from(round > 0));
+        assert_eq!(
+            t.iter(&Default::default()).unwrap().count(),
+            999 + usize::from(round > 0)
+        );
         t.put(b"round", &[round]).unwrap();
         drop(t);
         drop(db);

@@ -120,9 +120,7 @@ impl Fault {
         self.op == op
             && match &self.path_contains {
                 None => true,
-                Some(s) => paths
-                    .iter()
-                    .any(|p| p.to_string_lossy().contains(s.as_str())),
+                Some(s) => paths.iter().any(|p| p.to_string_lossy().contains(s.as_str())),
             }
     }
 }
@@ -265,9 +263,7 @@ fn not_found(path: &Path) -> io::Error {
 
 /// The canonical form used as a map key: components re-joined, `.` components dropped.
 fn norm(path: &Path) -> PathBuf {
-    path.components()
-        .filter(|c| !matches!(c, Component::CurDir))
-        .collect()
+    path.components().filter(|c| !matches!(c, Component::CurDir)).collect()
 }
 
 /// Paths in `map` whose parent is exactly `dir`.
@@ -469,9 +465,7 @@ impl FileSystem for FaultFs {
     fn open_read(&self, path: &Path) -> io::Result<Box<dyn ReadableFile>> {
         let path = norm(path);
         let mut st = self.state.lock();
-        let node = st.run(FaultOp::OpenRead, &[&path], |st| {
-            Ok(st.file(&path)?.clone())
-        })?;
+        let node = st.run(FaultOp::OpenRead, &[&path], |st| Ok(st.file(&path)?.clone()))?;
         Ok(Box::new(FaultReadable {
             state: self.state.clone(),
             node,
@@ -505,8 +499,7 @@ impl FileSystem for FaultFs {
 
     fn truncate(&self, path: &Path, len: u64) -> io::Result<()> {
         let path = norm(path);
-        let len = usize::try_from(len)
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "length too large"))?;
+        let len = usize::try_from(len).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "length too large"))?;
         let mut st = self.state.lock();
         st.run(FaultOp::Truncate, &[&path], |st| {
             let mut n = st.file(&path)?.lock();
@@ -521,9 +514,7 @@ impl FileSystem for FaultFs {
         let mut st = self.state.lock();
         st.run(FaultOp::SyncDir, &[&path], |st| {
             st.check_dir(&path)?;
-            let gone: Vec<PathBuf> = children(&st.durable, &path)
-                .map(|(p, _)| p.clone())
-                .collect();
+            let gone: Vec<PathBuf> = children(&st.durable, &path).map(|(p, _)| p.clone()).collect();
             for p in gone {
                 st.durable.remove(&p);
             }
@@ -730,10 +721,7 @@ mod tests {
         fs.crash(CrashMode::DropUnsynced);
         assert!(!fs.exists(p("/db/a")));
         assert!(fs.read_file(p("/db/a")).is_none());
-        assert_eq!(
-            fs.open_read(p("/db/a")).err().unwrap().kind(),
-            io::ErrorKind::NotFound
-        );
+        assert_eq!(fs.open_read(p("/db/a")).err().unwrap().kind(), io::ErrorKind::NotFound);
         assert!(names(&fs, "/db").is_empty());
     }
 
@@ -899,10 +887,7 @@ mod tests {
         fs.write_file(p("/db/b"), vec![]);
         fs.rename(p("/db/a"), p("/db/c")).unwrap();
         fs.remove_file(p("/db/c")).unwrap();
-        assert_eq!(
-            errno(&fs.remove_file(p("/db/b")).unwrap_err()),
-            Some(libc::EIO)
-        );
+        assert_eq!(errno(&fs.remove_file(p("/db/b")).unwrap_err()), Some(libc::EIO));
         fs.remove_file(p("/db/b")).unwrap();
         assert_eq!(fs.faults_fired(), 1);
     }
@@ -1006,10 +991,7 @@ mod tests {
         fs.crash(CrashMode::DropUnsynced);
         let l3 = fs.lock(p("/db/LOCK")).unwrap();
         drop(l2);
-        assert_eq!(
-            fs.lock(p("/db/LOCK")).unwrap_err().kind(),
-            io::ErrorKind::WouldBlock
-        );
+        assert_eq!(fs.lock(p("/db/LOCK")).unwrap_err().kind(), io::ErrorKind::WouldBlock);
         drop(l3);
         fs.lock(p("/db/LOCK")).unwrap();
         assert!(format!("{fs:?}").contains("FaultFs"));
@@ -1018,18 +1000,9 @@ mod tests {
     #[test]
     fn missing_directories() {
         let fs = setup();
-        assert_eq!(
-            fs.create(p("/nope/a")).err().unwrap().kind(),
-            io::ErrorKind::NotFound
-        );
-        assert_eq!(
-            fs.list_dir(p("/nope")).unwrap_err().kind(),
-            io::ErrorKind::NotFound
-        );
-        assert_eq!(
-            fs.lock(p("/nope/LOCK")).unwrap_err().kind(),
-            io::ErrorKind::NotFound
-        );
+        assert_eq!(fs.create(p("/nope/a")).err().unwrap().kind(), io::ErrorKind::NotFound);
+        assert_eq!(fs.list_dir(p("/nope")).unwrap_err().kind(), io::ErrorKind::NotFound);
+        assert_eq!(fs.lock(p("/nope/LOCK")).unwrap_err().kind(), io::ErrorKind::NotFound);
         fs.write_file(p("/db/a"), vec![]);
         assert!(fs.rename(p("/db/a"), p("/nope/a")).is_err());
         assert!(fs.exists(p("/db/a")));

@@ -45,8 +45,7 @@ pub trait ReadableFile: Send + Sync {
     /// Reads the whole file into memory.
     fn read_all(&self) -> io::Result<Vec<u8>> {
         let len = self.len()?;
-        let len = usize::try_from(len)
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "file too large"))?;
+        let len = usize::try_from(len).map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "file too large"))?;
         let mut buf = vec![0u8; len];
         let mut done = 0;
         while done < len {

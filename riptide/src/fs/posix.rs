@@ -73,11 +73,7 @@ impl FileSystem for PosixFs {
     }
 
     fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
-        let file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(path)?;
+        let file = OpenOptions::new().write(true).create(true).truncate(true).open(path)?;
         Ok(Box::new(PosixWritable { file, len: 0 }))
     }
 

@@ -92,9 +92,7 @@ impl Version {
     /// `v` must be a published version of a live memtable.
     unsafe fn value<'a>(v: *const Version) -> &'a [u8] {
         // SAFETY: the value bytes follow the header inside the same allocation.
-        unsafe {
-            std::slice::from_raw_parts(v.cast::<u8>().add(size_of::<Version>()), (*v).value_len as usize)
-        }
+        unsafe { std::slice::from_raw_parts(v.cast::<u8>().add(size_of::<Version>()), (*v).value_len as usize) }
     }
 }
 

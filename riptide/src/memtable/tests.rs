@@ -41,7 +41,16 @@ fn cursor_walks_both_ways_and_seeks() {
         fwd.push(c.key().to_vec());
         c.next();
     }
-    assert_eq!(fwd, vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec(), b"d".to_vec(), b"f".to_vec()]);
+    assert_eq!(
+        fwd,
+        vec![
+            b"a".to_vec(),
+            b"b".to_vec(),
+            b"c".to_vec(),
+            b"d".to_vec(),
+            b"f".to_vec()
+        ]
+    );
     c.seek_to_last();
     let mut back = Vec::new();
     while c.valid() {

@@ -59,7 +59,9 @@ fn encode_segment_header(number: u64, flags: u32) -> [u8; SEGMENT_HEADER_SIZE] {
 /// Parses a segment header: `(number, flags)`.
 fn decode_segment_header(path: &Path, data: &[u8]) -> Result<(u64, u32)> {
     let bad = |reason: &str| Error::corruption(path, 0, format!("segment header: {reason}"));
-    let h = data.get(..SEGMENT_HEADER_SIZE).ok_or_else(|| bad("file shorter than the header"))?;
+    let h = data
+        .get(..SEGMENT_HEADER_SIZE)
+        .ok_or_else(|| bad("file shorter than the header"))?;
     let crc = u32::from_le_bytes(h[24..28].try_into().map_err(|_| bad("short"))?);
     if record::unmask_crc(crc) != crc32c::crc32c(&h[0..24]) {
         return Err(bad("checksum mismatch"));
@@ -75,13 +77,22 @@ fn decode_segment_header(path: &Path, data: &[u8]) -> Result<(u64, u32)> {
             supported: REDO_FORMAT_VERSION,
         });
     }
+    if h[28..32] != [0; 4] {
+        return Err(bad("reserved bytes are not zero"));
+    }
     let flags = u32::from_le_bytes(h[12..16].try_into().map_err(|_| bad("short"))?);
     let number = u64::from_le_bytes(h[16..24].try_into().map_err(|_| bad("short"))?);
     Ok((number, flags))
 }
 
 /// Creates a segment (header written and fsynced, directory entry fsynced).
-fn create_segment(fs: &dyn FileSystem, dir: &Path, number: u64, flags: u32, tmp: bool) -> Result<(PathBuf, Box<dyn WritableFile>)> {
+fn create_segment(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    number: u64,
+    flags: u32,
+    tmp: bool,
+) -> Result<(PathBuf, Box<dyn WritableFile>)> {
     let mut path = segment_path(dir, number);
     if tmp {
         path.set_extension("log.tmp");
@@ -167,10 +178,7 @@ impl RedoLog {
 
     /// Writes a new segment that supersedes every older one, filled by `fill` (which emits
     /// encoded rewrite records), then deletes the older ones. Consumes the log: used at close.
-    pub(crate) fn rewrite_and_retire(
-        mut self,
-        fill: &mut dyn FnMut(&mut RecordSink<'_>) -> Result<()>,
-    ) -> Result<()> {
+    pub(crate) fn rewrite_and_retire(mut self, fill: &mut dyn FnMut(&mut RecordSink<'_>) -> Result<()>) -> Result<()> {
         self.sync()?;
         let number = self.number + 1;
         let (tmp_path, mut file) = create_segment(self.fs.as_ref(), &self.dir, number, FLAG_SUPERSEDES, true)?;
@@ -181,7 +189,9 @@ impl RedoLog {
         self.fs
             .rename(&tmp_path, &final_path)
             .map_err(|e| Error::io("rename", &tmp_path, e))?;
-        self.fs.sync_dir(&self.dir).map_err(|e| Error::io("fsync dir", &self.dir, e))?;
+        self.fs
+            .sync_dir(&self.dir)
+            .map_err(|e| Error::io("fsync dir", &self.dir, e))?;
         remove_segments_below(self.fs.as_ref(), &self.dir, number)
     }
 }
@@ -227,7 +237,11 @@ pub(crate) struct RecoveryReport {
 enum ScanEnd {
     Clean,
     /// Damage at `offset`: `torn` says whether it looks like an interrupted final write.
-    Damaged { offset: u64, torn: bool, reason: String },
+    Damaged {
+        offset: u64,
+        torn: bool,
+        reason: String,
+    },
 }
 
 fn all_zero(b: &[u8]) -> bool {
@@ -270,7 +284,10 @@ fn scan_segment(
         let payload = &rest[RECORD_HEADER_SIZE..end];
         if crc32c::crc32c(payload) != header.payload_crc {
             // Only the very last record may be torn.
-            return damaged(rest.len() == end || all_zero(&rest[end..]), "record payload checksum mismatch");
+            return damaged(
+                rest.len() == end || all_zero(&rest[end..]),
+                "record payload checksum mismatch",
+            );
         }
         let ops = match decode_ops(&header, payload) {
             Ok(ops) => ops,
@@ -327,54 +344,85 @@ pub(crate) fn recover(
         let data = file.read_all().map_err(|e| Error::io("read", &path, e))?;
         segments.push((n, path, data));
     }
+    // Pass 1: segment headers. The newest superseding segment makes older ones obsolete; in
+    // point-in-time mode a damaged header ends the log there.
+    let count = segments.len();
     let mut start = 0;
+    let mut end = count;
+    let mut superseding = vec![false; count];
     for (i, (n, path, data)) in segments.iter().enumerate() {
-        let is_last = i + 1 == segments.len();
+        let is_last = i + 1 == count;
         if data.len() < SEGMENT_HEADER_SIZE && is_last && mode != RecoveryMode::AbsoluteConsistency {
-            continue; // creation cut short; handled below
+            continue; // creation cut short; removed below
         }
-        let (number, flags) = decode_segment_header(path, data)?;
-        if number != *n {
-            return Err(Error::corruption(path, 16, format!("header says segment {number}")));
-        }
-        if flags & FLAG_SUPERSEDES != 0 {
-            start = i;
+        let header = decode_segment_header(path, data).and_then(|(number, flags)| {
+            if number == *n {
+                Ok(flags)
+            } else {
+                Err(Error::corruption(path, 16, format!("header says segment {number}")))
+            }
+        });
+        match header {
+            Ok(flags) if flags & FLAG_SUPERSEDES != 0 => {
+                start = i;
+                superseding[i] = true;
+            }
+            Ok(_) => {}
+            Err(e) if mode == RecoveryMode::PointInTime && e.is_corruption() => {
+                report.truncated_at = Some((path.clone(), 0));
+                end = i;
+                break;
+            }
+            Err(e) => return Err(e),
         }
     }
+    // Pass 2: replay segments[start..end].
     let mut last_lsn = 0;
-    let count = segments.len();
-    for (i, (_, path, data)) in segments.iter().enumerate().skip(start) {
+    let mut cut = (end < count).then_some(end);
+    let mut newest_replayed: Option<(&Path, u64)> = None;
+    for i in start..end {
+        let (_, path, data) = &segments[i];
         let is_last = i + 1 == count;
         if data.len() < SEGMENT_HEADER_SIZE {
-            // Only reachable for the last segment (checked above): its creation was cut short.
+            // Only reachable for the newest segment (see pass 1): its creation was cut short.
             fs.remove_file(path).map_err(|e| Error::io("remove", path, e))?;
+            fs.sync_dir(dir).map_err(|e| Error::io("fsync dir", dir, e))?;
             report.truncated_at = Some((path.clone(), 0));
             continue;
         }
-        match scan_segment(path, data, &mut last_lsn, &mut report, apply)? {
-            ScanEnd::Clean => {}
-            ScanEnd::Damaged { offset, torn, reason } => {
-                let tolerate = match mode {
-                    RecoveryMode::TolerateCorruptedTail => torn && is_last,
-                    RecoveryMode::AbsoluteConsistency => false,
-                    RecoveryMode::PointInTime => true,
-                };
-                if !tolerate {
-                    return Err(Error::corruption(path, offset, reason));
-                }
-                fs.truncate(path, offset).map_err(|e| Error::io("truncate", path, e))?;
-                report.truncated_at = Some((path.clone(), offset));
-                if !is_last {
-                    // Point-in-time: everything after the damage is dropped.
-                    for (_, later, _) in &segments[i + 1..] {
-                        fs.remove_file(later).map_err(|e| Error::io("remove", later, e))?;
-                    }
-                    fs.sync_dir(dir).map_err(|e| Error::io("fsync dir", dir, e))?;
-                    break;
-                }
+        newest_replayed = Some((path, data.len() as u64));
+        if let ScanEnd::Damaged { offset, torn, reason } = scan_segment(path, data, &mut last_lsn, &mut report, apply)?
+        {
+            let tolerate = match mode {
+                // A superseding segment was fsynced before it got its name: it cannot be torn.
+                RecoveryMode::TolerateCorruptedTail => torn && is_last && !superseding[i],
+                RecoveryMode::AbsoluteConsistency => false,
+                RecoveryMode::PointInTime => true,
+            };
+            if !tolerate {
+                return Err(Error::corruption(path, offset, reason));
+            }
+            newest_replayed = Some((path, offset));
+            report.truncated_at = Some((path.clone(), offset));
+            if !is_last {
+                cut = Some(i + 1);
+                break;
             }
         }
     }
+    // Point-in-time: everything after the damage is dropped.
+    if let Some(c) = cut {
+        for (_, later, _) in &segments[c..] {
+            fs.remove_file(later).map_err(|e| Error::io("remove", later, e))?;
+        }
+    }
+    // What was replayed is now visible to readers, so it must be durable before new writes
+    // follow it: a killed process may have left bytes in the page cache that were never
+    // fsynced. `truncate` cuts a torn tail and makes the length and data durable.
+    if let Some((path, len)) = newest_replayed {
+        fs.truncate(path, len).map_err(|e| Error::io("truncate", path, e))?;
+    }
+    fs.sync_dir(dir).map_err(|e| Error::io("fsync dir", dir, e))?;
     if start > 0 {
         remove_segments_below(fs, dir, segments[start].0)?;
     }

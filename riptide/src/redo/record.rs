@@ -204,13 +204,22 @@ mod tests {
         };
         let ops = decode_ops(&h, &p).unwrap();
         assert_eq!(ops.len(), 2);
-        assert_eq!((ops[0].lsn, ops[0].table, ops[0].key, ops[0].value), (10, 3, &b"key"[..], &b"value"[..]));
-        assert_eq!((ops[1].lsn, ops[1].kind, ops[1].table, ops[1].key), (11, ValueKind::Delete, 70_000, &b"gone"[..]));
+        assert_eq!(
+            (ops[0].lsn, ops[0].table, ops[0].key, ops[0].value),
+            (10, 3, &b"key"[..], &b"value"[..])
+        );
+        assert_eq!(
+            (ops[1].lsn, ops[1].kind, ops[1].table, ops[1].key),
+            (11, ValueKind::Delete, 70_000, &b"gone"[..])
+        );
 
         let mut r = Vec::new();
         put_rewrite_op(&mut r, 99, ValueKind::Put, 0, b"a", b"b");
         put_rewrite_op(&mut r, 7, ValueKind::Put, 1, b"c", b"");
-        let h = RecordHeader { record_type: RECORD_REWRITE, ..h };
+        let h = RecordHeader {
+            record_type: RECORD_REWRITE,
+            ..h
+        };
         let ops = decode_ops(&h, &r).unwrap();
         assert_eq!((ops[0].lsn, ops[1].lsn, ops[1].table), (99, 7, 1));
     }

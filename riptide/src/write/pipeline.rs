@@ -194,7 +194,9 @@ impl Pipeline {
     pub(crate) fn new(cfg: PipelineConfig, log: RedoLog, last_lsn: Lsn) -> Self {
         Pipeline {
             cfg,
-            queues: (0..cfg.queues).map(|_| CachePadded::new(WriteQueue::default())).collect(),
+            queues: (0..cfg.queues)
+                .map(|_| CachePadded::new(WriteQueue::default()))
+                .collect(),
             log: CachePadded::new(Mutex::new(LogBuffer {
                 next_lsn: last_lsn + 1,
                 buf: Vec::with_capacity(1 << 20),
@@ -332,7 +334,11 @@ impl Pipeline {
             }
         };
         // Stage 2: log flushing.
-        let flushed = if wal_writers > 0 { self.flush_log(end_pos) } else { Ok(()) };
+        let flushed = if wal_writers > 0 {
+            self.flush_log(end_pos)
+        } else {
+            Ok(())
+        };
         Self::release_queue(q);
         if let Err(e) = flushed {
             self.finish(seq, EntryState::Failed(e), completions);
@@ -443,7 +449,9 @@ impl Pipeline {
         match result {
             Ok(()) => {
                 self.counters.log_writes.fetch_add(1, Ordering::Relaxed);
-                self.counters.bytes_logged.fetch_add(buf.len() as u64, Ordering::Relaxed);
+                self.counters
+                    .bytes_logged
+                    .fetch_add(buf.len() as u64, Ordering::Relaxed);
                 if sync {
                     self.counters.fsyncs.fetch_add(1, Ordering::Relaxed);
                     self.counters.synced_writes.fetch_add(synced_writes, Ordering::Relaxed);
