@@ -1,1 +1,40 @@
-fn main(){}
+//! The `riptide` command: `riptide bench` (db_bench-compatible benchmarks); more tools later.
+
+mod bench;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Riptide: a tiered LSM-tree storage engine after Alibaba's X-Engine.
+#[derive(Parser, Debug)]
+#[command(name = "riptide", version, arg_required_else_help = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    Bench(Box<bench::flags::BenchFlags>),
+}
+
+fn main() -> ExitCode {
+    // Die quietly on a closed pipe (`riptide bench | head`) like db_bench, instead of panicking
+    // in println!.
+    // SAFETY: setting a signal disposition to SIG_DFL at start-up, before any thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+    // `riptide bench` and nothing else: the default workload (README's main job).
+    let bare = std::env::args_os().len() == 2;
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Bench(flags) => match bench::run(&flags, bare) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("riptide bench: error: {e}");
+                ExitCode::FAILURE
+            }
+        },
+    }
+}

@@ -104,7 +104,7 @@ mod tests {
             encode_internal_key(&mut v, k, lsn, ValueKind::Put);
             v
         };
-        let mut keys = vec![enc(b"b", 1), enc(b"a", 1), enc(b"a", 9), enc(b"ab", 5), enc(b"b", 3)];
+        let mut keys = [enc(b"b", 1), enc(b"a", 1), enc(b"a", 9), enc(b"ab", 5), enc(b"b", 3)];
         keys.sort_by(|a, b| compare_internal_keys(a, b));
         let decoded: Vec<_> = keys
             .iter()
