@@ -48,18 +48,20 @@ pub(crate) struct TableInner {
     pub(crate) id: u32,
     pub(crate) name: String,
     db_id: u64,
+    write_buffer_size: usize,
     mems: RwLock<Arc<MemtableSet>>,
     dropped: AtomicBool,
 }
 
 impl TableInner {
-    fn new(id: u32, name: String, db_id: u64) -> Self {
+    fn new(id: u32, name: String, db_id: u64, write_buffer_size: usize) -> Self {
         TableInner {
             id,
             name,
             db_id,
+            write_buffer_size,
             mems: RwLock::new(Arc::new(MemtableSet {
-                active: Arc::new(Memtable::new()),
+                active: Arc::new(Memtable::for_write_buffer(write_buffer_size)),
                 immutables: Vec::new(),
             })),
             dropped: AtomicBool::new(false),
@@ -73,7 +75,8 @@ impl TableInner {
 
     /// The active memtable, switching to a new one first if it reached `write_buffer_size`.
     /// Called in pipeline stage 1 (under the log-buffer lock), which orders switches with LSNs.
-    pub(crate) fn memtable_for_write(&self, write_buffer_size: usize) -> Arc<Memtable> {
+    pub(crate) fn memtable_for_write(&self) -> Arc<Memtable> {
+        let write_buffer_size = self.write_buffer_size;
         {
             let set = self.mems.read();
             if set.active.memory_usage() < write_buffer_size {
@@ -86,7 +89,7 @@ impl TableInner {
             immutables.push(set.active.clone());
             immutables.extend(set.immutables.iter().cloned());
             *set = Arc::new(MemtableSet {
-                active: Arc::new(Memtable::new()),
+                active: Arc::new(Memtable::for_write_buffer(write_buffer_size)),
                 immutables,
             });
         }
@@ -287,13 +290,17 @@ impl Db {
         let tables: HashMap<u32, Arc<TableInner>> = catalog
             .tables
             .iter()
-            .map(|(tid, name)| (*tid, Arc::new(TableInner::new(*tid, name.clone(), id))))
+            .map(|(tid, name)| {
+                (
+                    *tid,
+                    Arc::new(TableInner::new(*tid, name.clone(), id, opts.write_buffer_size)),
+                )
+            })
             .collect();
-        let wbs = opts.write_buffer_size;
         let redo_dir = redo::redo_dir(&path);
         let report = redo::recover(fs.as_ref(), &redo_dir, opts.recovery_mode, &mut |op| {
             if let Some(t) = tables.get(&op.table) {
-                t.memtable_for_write(wbs).insert(op.key, op.lsn, op.kind, op.value);
+                t.memtable_for_write().insert(op.key, op.lsn, op.kind, op.value);
             }
             Ok(())
         })?;
@@ -302,7 +309,6 @@ impl Db {
             queues: opts.write_queues,
             max_group_size: opts.max_group_size,
             max_group_bytes: opts.max_group_bytes,
-            write_buffer_size: opts.write_buffer_size,
         };
         let by_name = tables.values().map(|t| (t.name.clone(), t.clone())).collect();
         let inner = DbInner {
@@ -388,7 +394,12 @@ impl Db {
         catalog.next_id += 1;
         catalog.tables.push((id, name.to_string()));
         catalog.store(self.inner.opts.fs.as_ref(), &self.inner.path)?;
-        let inner = Arc::new(TableInner::new(id, name.to_string(), self.inner.id));
+        let inner = Arc::new(TableInner::new(
+            id,
+            name.to_string(),
+            self.inner.id,
+            self.inner.opts.write_buffer_size,
+        ));
         let mut reg = self.inner.registry.write();
         reg.catalog = catalog;
         reg.by_name.insert(name.to_string(), inner.clone());

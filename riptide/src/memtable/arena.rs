@@ -11,10 +11,10 @@
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// Size of a regular arena block.
-const BLOCK_SIZE: usize = 1 << 20;
-/// Allocations larger than this get a block of their own (limits waste at block ends).
-const LARGE_ALLOC: usize = BLOCK_SIZE / 4;
+/// Size of a regular arena block, unless the memtable is small (see [`Arena::with_block_size`]).
+pub(crate) const BLOCK_SIZE: usize = 1 << 20;
+/// Smallest block size.
+pub(crate) const MIN_BLOCK_SIZE: usize = 4 << 10;
 
 struct ArenaState {
     /// Every block, kept only to own (and eventually free) the memory.
@@ -29,6 +29,9 @@ struct ArenaState {
 pub(crate) struct Arena {
     state: Mutex<ArenaState>,
     usage: AtomicUsize,
+    /// Regular block size; allocations over a quarter of it get a block of their own (limits
+    /// waste at block ends).
+    block_size: usize,
 }
 
 // SAFETY: `free_ptr` points into a block owned by the same `ArenaState` and is only read or
@@ -38,8 +41,16 @@ unsafe impl Send for Arena {}
 unsafe impl Sync for Arena {}
 
 impl Arena {
+    #[cfg(test)]
     pub(crate) fn new() -> Self {
+        Self::with_block_size(BLOCK_SIZE)
+    }
+
+    /// An arena whose regular blocks are `block_size` bytes (clamped to 4 KiB ..= 1 MiB), so a
+    /// small memtable is not charged a whole 1 MiB block for its first entry.
+    pub(crate) fn with_block_size(block_size: usize) -> Self {
         Arena {
+            block_size: block_size.clamp(MIN_BLOCK_SIZE, BLOCK_SIZE).next_multiple_of(8),
             state: Mutex::new(ArenaState {
                 blocks: Vec::new(),
                 free_ptr: std::ptr::null_mut(),
@@ -57,15 +68,15 @@ impl Arena {
     /// Returns `size` bytes, 8-byte aligned and zeroed, valid until the arena is dropped.
     pub(crate) fn alloc(&self, size: usize) -> *mut u8 {
         let size = size.max(1).next_multiple_of(8);
-        if size > LARGE_ALLOC {
+        if size > self.block_size / 4 {
             let mut state = self.state.lock();
             return Self::new_block(&mut state, &self.usage, size);
         }
         let mut state = self.state.lock();
         if state.free_len < size {
-            let ptr = Self::new_block(&mut state, &self.usage, BLOCK_SIZE);
+            let ptr = Self::new_block(&mut state, &self.usage, self.block_size);
             state.free_ptr = ptr;
-            state.free_len = BLOCK_SIZE;
+            state.free_len = self.block_size;
         }
         let ptr = state.free_ptr;
         // SAFETY: `free_len >= size`, so `ptr + size` stays inside (or one past the end of)
@@ -108,8 +119,18 @@ mod tests {
         }
         assert!(arena.memory_usage() >= BLOCK_SIZE);
         let before = arena.memory_usage();
-        arena.alloc(LARGE_ALLOC + 1);
-        assert!(arena.memory_usage() > before + LARGE_ALLOC);
+        arena.alloc(BLOCK_SIZE / 4 + 1);
+        assert!(arena.memory_usage() > before + BLOCK_SIZE / 4);
+    }
+
+    #[test]
+    fn small_arenas_use_small_blocks() {
+        let arena = Arena::with_block_size(64 << 10);
+        arena.alloc(100);
+        assert_eq!(arena.memory_usage(), (64 << 10) + std::mem::size_of::<Box<[u64]>>());
+        let tiny = Arena::with_block_size(1);
+        tiny.alloc(8);
+        assert_eq!(tiny.memory_usage(), MIN_BLOCK_SIZE + std::mem::size_of::<Box<[u64]>>());
     }
 
     #[test]

@@ -157,9 +157,20 @@ fn random_height() -> usize {
 }
 
 impl Memtable {
-    /// An empty memtable.
+    /// An empty memtable with 1 MiB arena blocks.
+    #[cfg(test)]
     pub(crate) fn new() -> Self {
-        let arena = Arena::new();
+        Self::with_arena_block(arena::BLOCK_SIZE)
+    }
+
+    /// An empty memtable meant to hold about `write_buffer_size` bytes: its arena blocks are a
+    /// sixteenth of that (4 KiB ..= 1 MiB), so block granularity never makes it look full early.
+    pub(crate) fn for_write_buffer(write_buffer_size: usize) -> Self {
+        Self::with_arena_block(write_buffer_size / 16)
+    }
+
+    fn with_arena_block(block_size: usize) -> Self {
+        let arena = Arena::with_block_size(block_size);
         let head = arena.alloc(Node::alloc_size(MAX_HEIGHT, 0)).cast::<Node>();
         debug_assert_eq!(head as usize % align_of::<Node>(), 0);
         // SAFETY: `head` is a fresh, zeroed, aligned allocation large enough for a node of

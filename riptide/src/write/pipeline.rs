@@ -147,7 +147,6 @@ pub(crate) struct PipelineConfig {
     pub(crate) queues: usize,
     pub(crate) max_group_size: usize,
     pub(crate) max_group_bytes: usize,
-    pub(crate) write_buffer_size: usize,
 }
 
 /// The write pipeline of one database instance; see the module header.
@@ -384,12 +383,7 @@ impl Pipeline {
         }
         let first_lsn = log.next_lsn;
         log.next_lsn += ops;
-        let bound = Bound(
-            tables
-                .iter()
-                .map(|t| (t.id, t.memtable_for_write(self.cfg.write_buffer_size)))
-                .collect(),
-        );
+        let bound = Bound(tables.iter().map(|t| (t.id, t.memtable_for_write())).collect());
         if wal_ops > 0 {
             let header = RecordHeader {
                 payload_crc,

@@ -1,0 +1,565 @@
+//! Command-line flags of `riptide bench` (db_bench spelling, `--flag=value`) and their
+//! validation into a [`Config`].
+//!
+//! Flag semantics follow RocksDB's db_bench 7.8: `--reads`/`--writes`/`--deletes` are per-thread
+//! op counts where a negative value means `--num`; booleans accept 0/1/true/false (bare `--sync`
+//! means true). Anything out of range is a [`BenchError::Usage`] naming the flag, checked before
+//! the database directory is touched.
+
+use super::error::BenchError;
+use clap::Args;
+use riptide::{Options, MAX_BATCH_SIZE, MAX_KEY_SIZE, MAX_VALUE_SIZE};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Benchmarks run when `--benchmarks` is not given (the README's "main job").
+pub const DEFAULT_BENCHMARKS: &str = "fillseq,fillrandom,overwrite,readrandom,readseq,seekrandom";
+
+/// `--reads` of the default workload (`riptide bench` with no flags at all): 1,000,000 random
+/// reads and seeks over Riptide's memtable-only LSM would take most of a minute on 2 cores.
+pub const DEFAULT_WORKLOAD_READS: i64 = 100_000;
+
+/// Seed used when `--seed=0` (the default): db_bench would pick the clock; we stay reproducible.
+pub const DEFAULT_SEED: u64 = 1;
+
+/// Default database directory (the repository's `.gitignore` ignores `/bench-data/`).
+pub const DEFAULT_DB: &str = "./bench-data/riptide";
+
+const AFTER_HELP: &str = "\
+Benchmarks (run in the order given, on one database directory):
+  fillseq           write keys 0..writes in order, per thread (fresh database)
+  fillrandom        write random keys in [0,num), with replacement (fresh database)
+  overwrite         like fillrandom, on the existing data
+  readrandom        point reads of random keys; reports \"(X of Y found)\"
+  readseq           forward scan of up to --reads entries per thread
+  readreverse       backward scan of up to --reads entries per thread
+  seekrandom        seek to random keys, read the entry there; \"(X of Y found)\" counts exact hits
+  readwhilewriting  --threads readers doing readrandom + 1 writer doing random puts until the
+                    readers finish; reports the readers, then the writer on its own line
+  deleterandom      delete random keys in [0,num)
+
+As in db_bench: fillseq and fillrandom start from an empty database (they are skipped with
+--use_existing_db=1); keys are the 8-byte big-endian key number padded with '0' bytes to
+--key_size; per-thread RNG seed = --seed + the number of benchmark threads started so far in this
+process (1 for the first), using db_bench's mt19937-64, so --seed=N draws the same keys as
+`db_bench --seed=N`; with --duration>0 the random-key benchmarks run that long and ignore op counts
+(fillseq, readseq and readreverse ignore it); micros/op is per thread (threads / throughput),
+ops/sec is the aggregate. Unlike db_bench, \"(X of Y found)\" sums all reader threads.
+
+After each write benchmark a \"Write path:\" line gives the engine's own write-path counters over
+that benchmark (commit groups, writes per group, log writes, fsyncs, writes per fsync, stall
+time); the run ends with the process's peak RSS (VmHWM).
+
+Example: riptide bench --benchmarks=fillrandom --num=200000 --threads=32 --sync=1 --duration=5 \\
+             --async_commit_depth=16 --histogram=1";
+
+/// `riptide bench` flags.
+#[derive(Args, Debug, Clone)]
+#[command(
+    about = "Run db_bench-compatible benchmarks against a Riptide database",
+    long_about = "Run db_bench-compatible benchmarks against a Riptide database.\n\n\
+                  Flags use db_bench's names and `--flag=value` form, and the result lines have db_bench 7.8's \
+                  format, so scripts written for RocksDB's db_bench work unchanged. With no flags it runs \
+                  fillseq,fillrandom,overwrite,readrandom,readseq,seekrandom over 1,000,000 keys in \
+                  ./bench-data/riptide.",
+    after_help = AFTER_HELP
+)]
+pub struct BenchFlags {
+    /// Comma-separated benchmarks to run, in order (see the list below)
+    #[arg(long, value_name = "LIST", default_value = DEFAULT_BENCHMARKS)]
+    pub benchmarks: String,
+
+    /// Number of keys in the key space (and default op count)
+    #[arg(long, value_name = "N", default_value_t = 1_000_000, allow_negative_numbers = true)]
+    pub num: i64,
+
+    /// Read ops per thread; negative means --num
+    #[arg(long, value_name = "N", default_value_t = -1, allow_negative_numbers = true)]
+    pub reads: i64,
+
+    /// Write ops per thread for write benchmarks; negative means --num
+    #[arg(long, value_name = "N", default_value_t = -1, allow_negative_numbers = true)]
+    pub writes: i64,
+
+    /// Delete ops per thread for deleterandom; negative means --num
+    #[arg(long, value_name = "N", default_value_t = -1, allow_negative_numbers = true)]
+    pub deletes: i64,
+
+    /// Number of concurrent benchmark threads
+    #[arg(long, value_name = "N", default_value_t = 1, allow_negative_numbers = true)]
+    pub threads: i64,
+
+    /// Key size in bytes (at least 8: the key number is 8 bytes big-endian)
+    #[arg(
+        long = "key_size",
+        alias = "key-size",
+        value_name = "BYTES",
+        default_value_t = 16,
+        allow_negative_numbers = true
+    )]
+    pub key_size: i64,
+
+    /// Value size in bytes
+    #[arg(
+        long = "value_size",
+        alias = "value-size",
+        value_name = "BYTES",
+        default_value_t = 100,
+        allow_negative_numbers = true
+    )]
+    pub value_size: i64,
+
+    /// fdatasync the redo log before acknowledging each write (0/1)
+    #[arg(long, value_name = "0|1", default_value = "0", value_parser = parse_bool, num_args = 0..=1,
+          require_equals = true, default_missing_value = "1")]
+    pub sync: bool,
+
+    /// Skip the redo log (writes are lost on a crash) (0/1)
+    #[arg(long = "disable_wal", alias = "disable-wal", value_name = "0|1", default_value = "0",
+          value_parser = parse_bool, num_args = 0..=1, require_equals = true, default_missing_value = "1")]
+    pub disable_wal: bool,
+
+    /// Print a latency histogram (microseconds per op) after each benchmark (0/1)
+    #[arg(long, value_name = "0|1", default_value = "0", value_parser = parse_bool, num_args = 0..=1,
+          require_equals = true, default_missing_value = "1")]
+    pub histogram: bool,
+
+    /// Database directory
+    #[arg(long, value_name = "DIR", default_value = DEFAULT_DB)]
+    pub db: PathBuf,
+
+    /// Reuse the database in --db; with 0 the directory is wiped first (0/1)
+    #[arg(long = "use_existing_db", alias = "use-existing-db", value_name = "0|1", default_value = "0",
+          value_parser = parse_bool, num_args = 0..=1, require_equals = true, default_missing_value = "1")]
+    pub use_existing_db: bool,
+
+    /// Seconds to run each random-key benchmark for; 0 = use the op counts
+    #[arg(long, value_name = "SECONDS", default_value_t = 0, allow_negative_numbers = true)]
+    pub duration: i64,
+
+    /// RNG seed base; 0 = the fixed default 1
+    #[arg(long, value_name = "N", default_value_t = 0, allow_negative_numbers = true)]
+    pub seed: i64,
+
+    /// Writes each thread keeps in flight via Db::write_async; 0 = synchronous writes
+    #[arg(
+        long = "async_commit_depth",
+        alias = "async-commit-depth",
+        value_name = "N",
+        default_value_t = 0,
+        allow_negative_numbers = true
+    )]
+    pub async_commit_depth: i64,
+
+    /// Memtable size in bytes [default: Riptide's, 64 MiB]
+    #[arg(
+        long = "write_buffer_size",
+        alias = "write-buffer-size",
+        value_name = "BYTES",
+        allow_negative_numbers = true
+    )]
+    pub write_buffer_size: Option<i64>,
+
+    /// Number of write task queues [default: Riptide's, 4]
+    #[arg(
+        long = "write_queues",
+        alias = "write-queues",
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
+    pub write_queues: Option<i64>,
+
+    /// Puts (or deletes) per WriteBatch in write benchmarks
+    #[arg(
+        long = "batch_size",
+        alias = "batch-size",
+        value_name = "N",
+        default_value_t = 1,
+        allow_negative_numbers = true
+    )]
+    pub batch_size: i64,
+
+    /// Print the aggregate throughput to stderr every N seconds; 0 = never
+    #[arg(
+        long = "stats_interval_seconds",
+        alias = "stats-interval-seconds",
+        value_name = "SECONDS",
+        default_value_t = 0,
+        allow_negative_numbers = true
+    )]
+    pub stats_interval_seconds: i64,
+}
+
+impl BenchFlags {
+    /// Turns the all-defaults flags into the default workload (the README's main job): the
+    /// default benchmarks over 1,000,000 keys of 16+100 bytes, with [`DEFAULT_WORKLOAD_READS`]
+    /// reads per read benchmark so the whole run stays well under a minute on 2 cores.
+    pub fn apply_default_workload(&mut self) {
+        self.reads = DEFAULT_WORKLOAD_READS;
+    }
+}
+
+/// Parses a db_bench boolean: 0/1/true/false (also yes/no/on/off), case-insensitive.
+pub fn parse_bool(s: &str) -> Result<bool, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" => Ok(false),
+        _ => Err(format!("expected 0, 1, true or false, got `{s}`")),
+    }
+}
+
+/// One benchmark of `--benchmarks`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Benchmark {
+    FillSeq,
+    FillRandom,
+    Overwrite,
+    ReadRandom,
+    ReadSeq,
+    ReadReverse,
+    SeekRandom,
+    ReadWhileWriting,
+    DeleteRandom,
+}
+
+impl Benchmark {
+    /// Every benchmark, in the order of the help text.
+    pub const ALL: [Benchmark; 9] = [
+        Benchmark::FillSeq,
+        Benchmark::FillRandom,
+        Benchmark::Overwrite,
+        Benchmark::ReadRandom,
+        Benchmark::ReadSeq,
+        Benchmark::ReadReverse,
+        Benchmark::SeekRandom,
+        Benchmark::ReadWhileWriting,
+        Benchmark::DeleteRandom,
+    ];
+
+    /// The db_bench name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Benchmark::FillSeq => "fillseq",
+            Benchmark::FillRandom => "fillrandom",
+            Benchmark::Overwrite => "overwrite",
+            Benchmark::ReadRandom => "readrandom",
+            Benchmark::ReadSeq => "readseq",
+            Benchmark::ReadReverse => "readreverse",
+            Benchmark::SeekRandom => "seekrandom",
+            Benchmark::ReadWhileWriting => "readwhilewriting",
+            Benchmark::DeleteRandom => "deleterandom",
+        }
+    }
+
+    /// Looks a benchmark up by its db_bench name.
+    pub fn from_name(name: &str) -> Option<Benchmark> {
+        Self::ALL.into_iter().find(|b| b.name() == name)
+    }
+
+    /// db_bench's `fresh_db`: the benchmark starts from an empty database.
+    pub fn fresh_db(self) -> bool {
+        matches!(self, Benchmark::FillSeq | Benchmark::FillRandom)
+    }
+
+    /// True if the benchmark writes (and so gets a "Write path:" line).
+    pub fn writes(self) -> bool {
+        matches!(
+            self,
+            Benchmark::FillSeq
+                | Benchmark::FillRandom
+                | Benchmark::Overwrite
+                | Benchmark::ReadWhileWriting
+                | Benchmark::DeleteRandom
+        )
+    }
+
+    /// The operation word of db_bench's "Microseconds per <op>:" histogram header.
+    pub fn op_name(self) -> &'static str {
+        match self {
+            Benchmark::FillSeq | Benchmark::FillRandom | Benchmark::Overwrite => "write",
+            Benchmark::DeleteRandom => "delete",
+            Benchmark::SeekRandom => "seek",
+            Benchmark::ReadRandom | Benchmark::ReadSeq | Benchmark::ReadReverse | Benchmark::ReadWhileWriting => "read",
+        }
+    }
+}
+
+/// Parses a `--benchmarks` list; empty entries are ignored (as db_bench does).
+pub fn parse_benchmarks(list: &str) -> Result<Vec<Benchmark>, BenchError> {
+    let mut out = Vec::new();
+    for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        match Benchmark::from_name(name) {
+            Some(b) => out.push(b),
+            None => {
+                let known: Vec<&str> = Benchmark::ALL.iter().map(|b| b.name()).collect();
+                return Err(BenchError::Usage(format!(
+                    "--benchmarks: unknown benchmark `{name}` (known: {})",
+                    known.join(", ")
+                )));
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err(BenchError::Usage("--benchmarks: no benchmark given".into()));
+    }
+    Ok(out)
+}
+
+/// Validated settings of one `riptide bench` run.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub benchmarks: Vec<Benchmark>,
+    pub num: u64,
+    pub reads: u64,
+    pub writes: u64,
+    pub deletes: u64,
+    pub threads: usize,
+    pub key_size: usize,
+    pub value_size: usize,
+    pub sync: bool,
+    pub disable_wal: bool,
+    pub histogram: bool,
+    pub db: PathBuf,
+    pub use_existing_db: bool,
+    /// `None` = run by op counts.
+    pub duration: Option<Duration>,
+    /// The effective seed base (never 0).
+    pub seed: u64,
+    /// True when `--seed=0` was replaced by [`DEFAULT_SEED`].
+    pub seed_defaulted: bool,
+    pub async_commit_depth: usize,
+    pub batch_size: usize,
+    pub stats_interval: Option<Duration>,
+    /// Engine options (already validated).
+    pub options: Options,
+    /// The run is the default workload (`riptide bench` with no flags); only shown in the header.
+    pub default_workload: bool,
+}
+
+/// Most benchmark threads accepted.
+pub const MAX_THREADS: i64 = 4096;
+
+fn in_range(flag: &str, v: i64, lo: i64, hi: i64, why: &str) -> Result<i64, BenchError> {
+    if v < lo || v > hi {
+        return Err(BenchError::Usage(format!("--{flag}={v}: {why}")));
+    }
+    Ok(v)
+}
+
+impl Config {
+    /// Checks every flag and builds the run's settings.
+    pub fn from_flags(f: &BenchFlags) -> Result<Config, BenchError> {
+        let benchmarks = parse_benchmarks(&f.benchmarks)?;
+        let num = in_range("num", f.num, 1, i64::MAX, "must be at least 1")? as u64;
+        let per_thread = |v: i64| if v < 0 { num } else { v as u64 };
+        let threads = in_range("threads", f.threads, 1, MAX_THREADS, "must be in 1..=4096")? as usize;
+        let key_size = in_range(
+            "key_size",
+            f.key_size,
+            8,
+            MAX_KEY_SIZE as i64,
+            "must be in 8..=65536 (keys start with the 8-byte big-endian key number)",
+        )? as usize;
+        let value_size = in_range(
+            "value_size",
+            f.value_size,
+            0,
+            MAX_VALUE_SIZE as i64,
+            "must be in 0..=64 MiB",
+        )? as usize;
+        let duration = in_range("duration", f.duration, 0, i64::MAX, "must not be negative")? as u64;
+        let async_commit_depth = in_range(
+            "async_commit_depth",
+            f.async_commit_depth,
+            0,
+            1 << 20,
+            "must be in 0..=1048576",
+        )? as usize;
+        let batch_size = in_range("batch_size", f.batch_size, 1, 1 << 24, "must be at least 1")? as usize;
+        // Same bound as riptide's WriteBatch: key + value + 21 bytes of encoding per op.
+        let batch_bytes = batch_size as u128 * (key_size + value_size + 21) as u128;
+        if batch_bytes > MAX_BATCH_SIZE as u128 {
+            return Err(BenchError::Usage(format!(
+                "--batch_size={batch_size}: a batch of {batch_bytes} bytes exceeds riptide's limit of {MAX_BATCH_SIZE} bytes"
+            )));
+        }
+        let stats_interval = in_range(
+            "stats_interval_seconds",
+            f.stats_interval_seconds,
+            0,
+            i64::MAX,
+            "must not be negative",
+        )? as u64;
+        let (seed, seed_defaulted) = match f.seed {
+            0 => (DEFAULT_SEED, true),
+            s => (s as u64, false),
+        };
+        let defaults = Options::default();
+        let write_buffer_size = match f.write_buffer_size {
+            Some(v) => in_range("write_buffer_size", v, 1, i64::MAX, "must be positive")? as usize,
+            None => defaults.write_buffer_size,
+        };
+        let write_queues = match f.write_queues {
+            Some(v) => in_range("write_queues", v, 1, 256, "must be in 1..=256")? as usize,
+            None => defaults.write_queues,
+        };
+        let options = Options {
+            write_buffer_size,
+            write_queues,
+            ..defaults
+        };
+        options.validate().map_err(|e| match e {
+            riptide::Error::InvalidOption { option, reason } => BenchError::Usage(format!("--{option}: {reason}")),
+            other => BenchError::Usage(other.to_string()),
+        })?;
+        Ok(Config {
+            benchmarks,
+            num,
+            reads: per_thread(f.reads),
+            writes: per_thread(f.writes),
+            deletes: per_thread(f.deletes),
+            threads,
+            key_size,
+            value_size,
+            sync: f.sync,
+            disable_wal: f.disable_wal,
+            histogram: f.histogram,
+            db: f.db.clone(),
+            use_existing_db: f.use_existing_db,
+            duration: (duration > 0).then(|| Duration::from_secs(duration)),
+            seed,
+            seed_defaulted,
+            async_commit_depth,
+            batch_size,
+            stats_interval: (stats_interval > 0).then(|| Duration::from_secs(stats_interval)),
+            options,
+            default_workload: false,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        flags: BenchFlags,
+    }
+
+    fn parse(args: &[&str]) -> Result<Config, String> {
+        let w =
+            Wrap::try_parse_from(std::iter::once("bench").chain(args.iter().copied())).map_err(|e| e.to_string())?;
+        Config::from_flags(&w.flags).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn defaults_match_db_bench_and_riptide() {
+        let c = parse(&[]).unwrap();
+        assert_eq!(c.benchmarks.len(), 6);
+        assert_eq!(c.benchmarks[0], Benchmark::FillSeq);
+        assert_eq!(
+            (c.num, c.reads, c.writes, c.deletes),
+            (1_000_000, 1_000_000, 1_000_000, 1_000_000)
+        );
+        assert_eq!((c.threads, c.key_size, c.value_size, c.batch_size), (1, 16, 100, 1));
+        assert!(!c.sync && !c.disable_wal && !c.histogram && !c.use_existing_db);
+        assert_eq!(c.duration, None);
+        assert_eq!((c.seed, c.seed_defaulted), (DEFAULT_SEED, true));
+        assert_eq!(c.db, PathBuf::from(DEFAULT_DB));
+        assert_eq!(c.options.write_buffer_size, Options::default().write_buffer_size);
+        assert_eq!(c.options.write_queues, Options::default().write_queues);
+    }
+
+    #[test]
+    fn db_bench_spelling_and_booleans() {
+        let c = parse(&[
+            "--benchmarks=readrandom,,fillseq",
+            "--num=50",
+            "--reads=7",
+            "--writes=-1",
+            "--threads=3",
+            "--key_size=8",
+            "--value_size=0",
+            "--sync=true",
+            "--disable_wal=0",
+            "--histogram",
+            "--duration=2",
+            "--seed=9",
+            "--async_commit_depth=16",
+            "--write_buffer_size=1048576",
+            "--write_queues=2",
+            "--batch_size=4",
+            "--use_existing_db=1",
+        ])
+        .unwrap();
+        assert_eq!(c.benchmarks, vec![Benchmark::ReadRandom, Benchmark::FillSeq]);
+        assert_eq!((c.num, c.reads, c.writes, c.threads), (50, 7, 50, 3));
+        assert!(c.sync && !c.disable_wal && c.histogram && c.use_existing_db);
+        assert_eq!(c.duration, Some(Duration::from_secs(2)));
+        assert_eq!((c.seed, c.seed_defaulted), (9, false));
+        assert_eq!((c.async_commit_depth, c.batch_size), (16, 4));
+        assert_eq!((c.options.write_buffer_size, c.options.write_queues), (1 << 20, 2));
+        // Space-separated values work for non-boolean flags too.
+        assert_eq!(parse(&["--num", "12"]).unwrap().num, 12);
+    }
+
+    #[test]
+    fn bad_values_are_usage_errors_naming_the_flag() {
+        for (args, needle) in [
+            (&["--key_size=4"][..], "--key_size=4"),
+            (&["--num=0"], "--num=0"),
+            (&["--threads=0"], "--threads=0"),
+            (&["--batch_size=0"], "--batch_size=0"),
+            (&["--duration=-1"], "--duration=-1"),
+            (&["--benchmarks=fillseq,nope"], "unknown benchmark `nope`"),
+            (&["--benchmarks=,"], "no benchmark"),
+            (&["--write_buffer_size=1000"], "write_buffer_size"),
+            (&["--write_queues=0"], "--write_queues=0"),
+            (&["--sync=maybe"], "expected 0, 1, true or false"),
+            (&["--value_size=100000000"], "--value_size"),
+            (
+                &["--batch_size=16000000", "--value_size=100"],
+                "exceeds riptide's limit",
+            ),
+            (&["--no_such_flag=1"], "no_such_flag"),
+        ] {
+            let err = parse(args).expect_err(needle);
+            assert!(err.contains(needle), "{args:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn default_workload_only_shortens_reads() {
+        let w = Wrap::try_parse_from(["bench"]).unwrap();
+        let mut flags = w.flags.clone();
+        flags.apply_default_workload();
+        let c = Config::from_flags(&flags).unwrap();
+        assert_eq!(
+            (c.num, c.reads, c.writes, c.value_size),
+            (1_000_000, DEFAULT_WORKLOAD_READS as u64, 1_000_000, 100)
+        );
+        assert_eq!(c.benchmarks, parse_benchmarks(DEFAULT_BENCHMARKS).unwrap());
+    }
+
+    #[test]
+    fn bool_parser() {
+        for t in ["1", "true", "TRUE", "yes", "on"] {
+            assert_eq!(parse_bool(t), Ok(true));
+        }
+        for f in ["0", "false", "False", "no", "off"] {
+            assert_eq!(parse_bool(f), Ok(false));
+        }
+        assert!(parse_bool("2").is_err());
+    }
+
+    #[test]
+    fn benchmark_names_round_trip() {
+        for b in Benchmark::ALL {
+            assert_eq!(Benchmark::from_name(b.name()), Some(b));
+        }
+        assert!(Benchmark::FillSeq.fresh_db() && Benchmark::FillRandom.fresh_db() && !Benchmark::Overwrite.fresh_db());
+    }
+}

@@ -1,0 +1,395 @@
+//! The body of one benchmark thread: what db_bench's `DoWrite`, `DoDelete`, `ReadRandom`,
+//! `SeekRandom`, `ReadSequential`/`ReadReverse` and `BGWriter` do, against a Riptide table.
+//!
+//! Invariants:
+//! - Random key numbers are `rng.next() % num`, drawn in db_bench's order: write and delete
+//!   loops draw one number per batch for db_bench's DB selection, then one per key; readrandom
+//!   draws one for the DB selection and one for the key; seekrandom one for the key. So a seed
+//!   reproduces db_bench's keys (checked against db_bench 7.8.3's found counts).
+//! - [`OpBudget`] is db_bench's `Duration`: count mode does `floor(max_ops / batch_size)` calls;
+//!   time mode checks the clock every [`CLOCK_CHECK_OPS`] ops.
+//! - With `async_commit_depth = N > 0` a thread keeps at most N `write_async` handles; an op is
+//!   done (counted, sampled) only when its handle has completed; all are drained before the
+//!   thread stops its clock.
+
+use super::flags::Config;
+use super::keys::{KeyBuf, Mt64, ValueSource};
+use super::stats::ThreadStats;
+use riptide::{Db, ReadOptions, Table, WriteBatch, WriteHandle, WriteOptions};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// In time mode, the clock is read when the op count crosses a multiple of this.
+pub const CLOCK_CHECK_OPS: u64 = 16;
+
+/// Ops a thread accumulates before publishing them to the shared progress counter.
+const PROGRESS_CHUNK: u64 = 256;
+
+/// What one thread does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Puts of keys 0, 1, 2, ... (fillseq).
+    WriteSeq,
+    /// Puts of random keys (fillrandom, overwrite).
+    WriteRandom,
+    /// Deletes of random keys (deleterandom).
+    DeleteRandom,
+    /// Point reads of random keys (readrandom, readwhilewriting readers).
+    ReadRandom,
+    /// Seek to a random key and read the entry there (seekrandom).
+    SeekRandom,
+    /// Forward or backward scan (readseq / readreverse).
+    Scan { reverse: bool },
+    /// readwhilewriting's writer: random puts until every reader is done.
+    BackgroundWriter { readers: usize },
+}
+
+/// db_bench's `Duration`: stop after an op budget, or after a time.
+#[derive(Debug)]
+pub struct OpBudget {
+    max_ops: u64,
+    deadline: Option<(Instant, Duration)>,
+    ops: u64,
+}
+
+impl OpBudget {
+    /// `max_ops` ops, or `duration` if given (then `max_ops` is ignored).
+    pub fn new(max_ops: u64, duration: Option<Duration>) -> OpBudget {
+        OpBudget {
+            max_ops,
+            deadline: duration.map(|d| (Instant::now(), d)),
+            ops: 0,
+        }
+    }
+
+    /// Accounts `increment` more ops about to be done; true when the thread must stop instead.
+    /// `abort` is looked at on the same schedule as the clock.
+    pub fn done(&mut self, increment: u64, abort: &AtomicBool) -> bool {
+        let increment = increment.max(1);
+        let before = self.ops;
+        self.ops += increment;
+        let check = self.ops / CLOCK_CHECK_OPS != before / CLOCK_CHECK_OPS;
+        if check && abort.load(Ordering::Relaxed) {
+            return true;
+        }
+        match self.deadline {
+            Some((start, d)) => check && start.elapsed() >= d,
+            None => self.ops > self.max_ops,
+        }
+    }
+}
+
+/// Everything a benchmark thread shares with the others.
+pub struct Shared<'a> {
+    pub cfg: &'a Config,
+    pub db: &'a Db,
+    pub table: &'a Table,
+    pub values: &'a ValueSource,
+    /// Ops finished by the reported threads (for the progress bar and interval stats).
+    pub progress: &'a AtomicU64,
+    /// Set when a thread failed or the watchdog fired: every thread stops soon.
+    pub abort: &'a AtomicBool,
+    /// Readers of readwhilewriting that have finished.
+    pub readers_done: &'a AtomicUsize,
+}
+
+/// Publishes finished ops to [`Shared::progress`] in chunks.
+struct Progress<'a> {
+    shared: &'a AtomicU64,
+    pending: u64,
+}
+
+impl Progress<'_> {
+    #[inline]
+    fn add(&mut self, n: u64) {
+        self.pending += n;
+        if self.pending >= PROGRESS_CHUNK {
+            self.flush();
+        }
+    }
+
+    fn flush(&mut self) {
+        if self.pending > 0 {
+            self.shared.fetch_add(self.pending, Ordering::Relaxed);
+            self.pending = 0;
+        }
+    }
+}
+
+/// Runs `role` as thread `tid` with RNG seed `seed`; returns its measurements.
+pub fn run_thread(role: Role, tid: usize, seed: u64, sh: &Shared<'_>) -> riptide::Result<ThreadStats> {
+    let mut rng = Mt64::new(seed);
+    // Progress shows the reported threads only: readwhilewriting's writer counts apart.
+    let unreported = AtomicU64::new(0);
+    let mut progress = Progress {
+        shared: if matches!(role, Role::BackgroundWriter { .. }) {
+            &unreported
+        } else {
+            sh.progress
+        },
+        pending: 0,
+    };
+    let mut st = ThreadStats::start(sh.cfg.histogram);
+    let result = match role {
+        Role::WriteSeq | Role::WriteRandom | Role::DeleteRandom | Role::BackgroundWriter { .. } => {
+            write_loop(role, tid, &mut rng, sh, &mut st, &mut progress)
+        }
+        Role::ReadRandom => read_random(&mut rng, sh, &mut st, &mut progress),
+        Role::SeekRandom => seek_random(&mut rng, sh, &mut st, &mut progress),
+        Role::Scan { reverse } => scan(reverse, sh, &mut st, &mut progress),
+    };
+    progress.flush();
+    st.stop();
+    result.map(|()| st)
+}
+
+/// A write waiting for its handle.
+struct InFlight {
+    handle: WriteHandle,
+    submitted: Instant,
+    ops: u64,
+    bytes: u64,
+}
+
+fn write_loop(
+    role: Role,
+    tid: usize,
+    rng: &mut Mt64,
+    sh: &Shared<'_>,
+    st: &mut ThreadStats,
+    progress: &mut Progress<'_>,
+) -> riptide::Result<()> {
+    let cfg = sh.cfg;
+    let wopts = WriteOptions {
+        sync: cfg.sync,
+        disable_wal: cfg.disable_wal,
+        no_slowdown: false,
+    };
+    let delete = role == Role::DeleteRandom;
+    let max_ops = if delete { cfg.deletes } else { cfg.writes };
+    // db_bench: fillseq ignores --duration; the background writer runs until the readers stop.
+    let duration = if role == Role::WriteSeq { None } else { cfg.duration };
+    let mut budget = OpBudget::new(max_ops, duration);
+    let batch_size = cfg.batch_size as u64;
+    let mut key = KeyBuf::new(cfg.key_size);
+    let mut values = sh.values.cursor(tid.wrapping_mul(7919 * 64));
+    let mut inflight: VecDeque<InFlight> = VecDeque::with_capacity(cfg.async_commit_depth);
+    let mut next_seq = 0u64;
+    let entry_bytes = (cfg.key_size + cfg.value_size) as u64;
+    loop {
+        let stop = match role {
+            Role::BackgroundWriter { readers } => {
+                sh.abort.load(Ordering::Relaxed) || sh.readers_done.load(Ordering::Acquire) >= readers
+            }
+            _ => budget.done(batch_size, sh.abort),
+        };
+        if stop {
+            break;
+        }
+        // db_bench draws one number per batch to pick a DB (of one); keep the sequence.
+        let _db_pick = rng.next_u64();
+        let mut batch = WriteBatch::new();
+        for _ in 0..batch_size {
+            let k = match role {
+                Role::WriteSeq => {
+                    next_seq += 1;
+                    next_seq - 1
+                }
+                _ => rng.next_u64() % cfg.num,
+            };
+            key.set(k);
+            if delete {
+                batch.delete(sh.table, key.get())?;
+            } else {
+                batch.put(sh.table, key.get(), values.next_value())?;
+            }
+        }
+        let bytes = if delete { 0 } else { entry_bytes * batch_size };
+        let submitted = Instant::now();
+        if cfg.async_commit_depth == 0 {
+            sh.db.write(batch, &wopts)?;
+            finish_write(st, progress, submitted, batch_size, bytes);
+        } else {
+            if inflight.len() >= cfg.async_commit_depth {
+                complete_oldest(&mut inflight, st, progress)?;
+            }
+            inflight.push_back(InFlight {
+                handle: sh.db.write_async(batch, &wopts),
+                submitted,
+                ops: batch_size,
+                bytes,
+            });
+        }
+    }
+    while !inflight.is_empty() {
+        complete_oldest(&mut inflight, st, progress)?;
+    }
+    Ok(())
+}
+
+fn finish_write(st: &mut ThreadStats, progress: &mut Progress<'_>, submitted: Instant, ops: u64, bytes: u64) {
+    if st.hist.is_some() {
+        st.sample(submitted.elapsed());
+    }
+    st.done += ops;
+    st.bytes += bytes;
+    progress.add(ops);
+}
+
+fn complete_oldest(
+    inflight: &mut VecDeque<InFlight>,
+    st: &mut ThreadStats,
+    progress: &mut Progress<'_>,
+) -> riptide::Result<()> {
+    if let Some(w) = inflight.pop_front() {
+        w.handle.wait()?;
+        finish_write(st, progress, w.submitted, w.ops, w.bytes);
+    }
+    Ok(())
+}
+
+fn read_random(
+    rng: &mut Mt64,
+    sh: &Shared<'_>,
+    st: &mut ThreadStats,
+    progress: &mut Progress<'_>,
+) -> riptide::Result<()> {
+    let cfg = sh.cfg;
+    let mut budget = OpBudget::new(cfg.reads, cfg.duration);
+    let mut key = KeyBuf::new(cfg.key_size);
+    let timed = st.hist.is_some();
+    while !budget.done(1, sh.abort) {
+        let _db_pick = rng.next_u64();
+        key.set(rng.next_u64() % cfg.num);
+        let t0 = timed.then(Instant::now);
+        let value = sh.table.get(key.get())?;
+        st.lookups += 1;
+        if let Some(v) = value {
+            st.found += 1;
+            st.bytes += (cfg.key_size + v.len()) as u64;
+        }
+        if let Some(t0) = t0 {
+            st.sample(t0.elapsed());
+        }
+        st.done += 1;
+        progress.add(1);
+    }
+    Ok(())
+}
+
+fn seek_random(
+    rng: &mut Mt64,
+    sh: &Shared<'_>,
+    st: &mut ThreadStats,
+    progress: &mut Progress<'_>,
+) -> riptide::Result<()> {
+    let cfg = sh.cfg;
+    let mut budget = OpBudget::new(cfg.reads, cfg.duration);
+    let mut key = KeyBuf::new(cfg.key_size);
+    let timed = st.hist.is_some();
+    let ropts = ReadOptions::default();
+    while !budget.done(1, sh.abort) {
+        key.set(rng.next_u64() % cfg.num);
+        let t0 = timed.then(Instant::now);
+        // As db_bench (without --use_tailing_iterator): a fresh iterator per seek, so it sees
+        // the latest data.
+        let mut it = sh.table.raw_iter(&ropts)?;
+        it.seek(key.get());
+        st.lookups += 1;
+        if it.valid() {
+            // Read the entry: the key (compared) and its value.
+            std::hint::black_box(it.value());
+            if it.key() == key.get() {
+                st.found += 1;
+            }
+        }
+        it.status()?;
+        if let Some(t0) = t0 {
+            st.sample(t0.elapsed());
+        }
+        st.done += 1;
+        progress.add(1);
+    }
+    Ok(())
+}
+
+fn scan(reverse: bool, sh: &Shared<'_>, st: &mut ThreadStats, progress: &mut Progress<'_>) -> riptide::Result<()> {
+    let cfg = sh.cfg;
+    let timed = st.hist.is_some();
+    let mut it = sh.table.raw_iter(&ReadOptions::default())?;
+    if reverse {
+        it.seek_to_last();
+    } else {
+        it.seek_to_first();
+    }
+    let mut last = timed.then(Instant::now);
+    let mut n = 0u64;
+    while n < cfg.reads && it.valid() {
+        st.bytes += (it.key().len() + it.value().len()) as u64;
+        st.done += 1;
+        n += 1;
+        progress.add(1);
+        if let Some(t) = &mut last {
+            // db_bench samples the time between consecutive finished ops.
+            let now = Instant::now();
+            st.sample(now - *t);
+            *t = now;
+        }
+        if n.is_multiple_of(CLOCK_CHECK_OPS) && sh.abort.load(Ordering::Relaxed) {
+            break;
+        }
+        if reverse {
+            it.prev();
+        } else {
+            it.next();
+        }
+    }
+    it.status()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn count_budget_is_db_bench_duration() {
+        let abort = AtomicBool::new(false);
+        let calls = |max: u64, inc: u64| {
+            let mut b = OpBudget::new(max, None);
+            let mut n = 0;
+            while !b.done(inc, &abort) {
+                n += 1;
+            }
+            n
+        };
+        assert_eq!(calls(1000, 1), 1000);
+        assert_eq!(calls(10000, 7), 1428); // db_bench: 9996 ops with --batch_size=7
+        assert_eq!(calls(0, 1), 0);
+        assert_eq!(calls(5, 10), 0);
+    }
+
+    #[test]
+    fn time_budget_ignores_counts_and_stops() {
+        let abort = AtomicBool::new(false);
+        let mut b = OpBudget::new(1, Some(Duration::from_millis(30)));
+        let start = Instant::now();
+        let mut n = 0u64;
+        while !b.done(1, &abort) {
+            n += 1;
+        }
+        assert!(n > 1, "time mode must not stop at max_ops");
+        assert!(start.elapsed() >= Duration::from_millis(30));
+    }
+
+    #[test]
+    fn abort_stops_within_a_check_interval() {
+        let abort = AtomicBool::new(true);
+        let mut b = OpBudget::new(u64::MAX, None);
+        let mut n = 0;
+        while !b.done(1, &abort) {
+            n += 1;
+        }
+        assert!(n < CLOCK_CHECK_OPS);
+    }
+}

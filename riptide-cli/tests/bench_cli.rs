@@ -1,0 +1,421 @@
+//! End-to-end tests of `riptide bench`: run the built binary on a temporary directory, parse its
+//! db_bench-format output and check the operation counts and found counts it reports.
+//!
+//! The "(X of Y found)" figures of `matches_db_bench_key_sequences` were printed by RocksDB's
+//! db_bench 7.8.3 with the same flags: the bench draws the same keys for the same seed.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// One db_bench result line.
+#[derive(Debug, Clone, PartialEq)]
+struct ResultLine {
+    name: String,
+    micros_per_op: f64,
+    ops_per_sec: u64,
+    seconds: f64,
+    ops: u64,
+    mb_per_sec: Option<f64>,
+    found: Option<(u64, u64)>,
+}
+
+/// Parses `name : X micros/op Y ops/sec Z seconds N operations;[ W MB/s][ (F of R found)]`.
+fn parse_result(line: &str) -> Option<ResultLine> {
+    let (name, rest) = line.split_once(" : ")?;
+    let name = name.trim_end();
+    if name.is_empty() || name.contains(' ') {
+        return None;
+    }
+    let (head, tail) = rest.split_once(" operations;")?;
+    let f: Vec<&str> = head.split_whitespace().collect();
+    if f.len() != 7 || f[1] != "micros/op" || f[3] != "ops/sec" || f[5] != "seconds" {
+        return None;
+    }
+    let mut mb_per_sec = None;
+    let mut found = None;
+    let mut tail = tail.trim();
+    if let Some(i) = tail.find(" MB/s") {
+        mb_per_sec = Some(tail[..i].trim().parse().ok()?);
+        tail = tail[i + " MB/s".len()..].trim();
+    }
+    if !tail.is_empty() {
+        let inner = tail.strip_prefix('(')?.strip_suffix(" found)")?;
+        let (x, y) = inner.split_once(" of ")?;
+        found = Some((x.parse().ok()?, y.parse().ok()?));
+    }
+    Some(ResultLine {
+        name: name.to_string(),
+        micros_per_op: f[0].parse().ok()?,
+        ops_per_sec: f[2].parse().ok()?,
+        seconds: f[4].parse().ok()?,
+        ops: f[6].parse().ok()?,
+        mb_per_sec,
+        found,
+    })
+}
+
+fn run(db: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_riptide"))
+        .arg("bench")
+        .arg(format!("--db={}", db.display()))
+        .args(args)
+        .output()
+        .expect("run riptide")
+}
+
+/// Runs the bench, asserts success, returns stdout and its result lines.
+fn bench(db: &Path, args: &[&str]) -> (String, Vec<ResultLine>) {
+    let out = run(db, args);
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        out.status.success(),
+        "riptide bench {args:?} failed: {stderr}\n{stdout}"
+    );
+    let results = stdout.lines().filter_map(parse_result).collect();
+    (stdout, results)
+}
+
+fn result<'a>(results: &'a [ResultLine], name: &str, nth: usize) -> &'a ResultLine {
+    results
+        .iter()
+        .filter(|r| r.name == name)
+        .nth(nth)
+        .unwrap_or_else(|| panic!("no result #{nth} for {name} in {results:?}"))
+}
+
+#[test]
+fn parser_accepts_db_bench_output() {
+    // Lines printed by db_bench 7.8.3.
+    let r = parse_result(
+        "readrandom   :       1.171 micros/op 830564 ops/sec 0.001 seconds 1000 operations;   58.3 MB/s (635 of 1000 found)",
+    )
+    .unwrap();
+    assert_eq!(
+        (r.ops, r.ops_per_sec, r.found, r.mb_per_sec),
+        (1000, 830564, Some((635, 1000)), Some(58.3))
+    );
+    let r = parse_result("deleterandom :      22.840 micros/op 87542 ops/sec 0.228 seconds 20000 operations;").unwrap();
+    assert_eq!((r.ops, r.found, r.mb_per_sec), (20000, None, None));
+    let r = parse_result("readwhilewriting :       5.184 micros/op 322945 ops/sec 0.062 seconds 20000 operations;   35.7 MB/s (10000 of 10000 found)").unwrap();
+    assert_eq!(r.name, "readwhilewriting");
+    assert!(parse_result("Write path: 1 writes").is_none());
+}
+
+#[test]
+fn every_benchmark_reports_its_op_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let list = "fillseq,readrandom,seekrandom,readseq,readreverse,overwrite,readwhilewriting,deleterandom,fillrandom,readrandom";
+    let out = run(
+        &db,
+        &[&format!("--benchmarks={list}"), "--num=2000", "--threads=2", "--seed=3"],
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(out.status.success(), "{stderr}\n{stdout}");
+    // No progress bar or anything else on stderr when it is not a terminal.
+    assert_eq!(stderr, "");
+    let results: Vec<ResultLine> = stdout.lines().filter_map(parse_result).collect();
+    let names: Vec<&str> = results.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, list.split(',').collect::<Vec<_>>(), "{stdout}");
+    for r in &results {
+        // 2 threads x 2000 ops each (reads, writes and deletes default to --num per thread).
+        assert_eq!(r.ops, 4000, "{r:?}");
+        assert!(r.seconds >= 0.0 && r.micros_per_op > 0.0 && r.ops_per_sec > 0, "{r:?}");
+        // micros/op is per thread: about threads / throughput.
+        let expect = 2.0 * 1e6 / r.ops_per_sec as f64;
+        assert!(r.micros_per_op < expect * 1.5 + 1.0, "{r:?}");
+    }
+    // After fillseq every key of [0,num) exists: every random read and seek finds its key.
+    assert_eq!(result(&results, "readrandom", 0).found, Some((4000, 4000)));
+    assert_eq!(result(&results, "seekrandom", 0).found, Some((4000, 4000)));
+    // readwhilewriting's writer only overwrites keys in [0,num): still all found.
+    assert_eq!(result(&results, "readwhilewriting", 0).found, Some((4000, 4000)));
+    // MB/s where db_bench prints it, not for deletes and seeks.
+    for name in [
+        "fillseq",
+        "readrandom",
+        "readseq",
+        "readreverse",
+        "overwrite",
+        "fillrandom",
+    ] {
+        assert!(result(&results, name, 0).mb_per_sec.is_some(), "{name}");
+    }
+    assert!(result(&results, "deleterandom", 0).mb_per_sec.is_none());
+    assert!(result(&results, "seekrandom", 0).mb_per_sec.is_none());
+    // fillrandom starts from an empty database (db_bench's fresh_db) and draws keys with
+    // replacement: 4000 random puts over 2000 keys leave about 1 - e^-2 = 86% of them.
+    let (found, of) = result(&results, "readrandom", 1).found.unwrap();
+    assert_eq!(of, 4000);
+    assert!((3000..3950).contains(&found), "found {found}");
+    // The extra lines.
+    let write_paths: Vec<&str> = stdout.lines().filter(|l| l.starts_with("Write path: ")).collect();
+    assert_eq!(
+        write_paths.len(),
+        5,
+        "fillseq, overwrite, readwhilewriting, deleterandom, fillrandom"
+    );
+    assert!(
+        write_paths[0].starts_with("Write path: 4000 writes (4000 ops) in "),
+        "{}",
+        write_paths[0]
+    );
+    assert!(write_paths[0].contains("0 fsyncs"), "{}", write_paths[0]);
+    let writer = stdout
+        .lines()
+        .find(|l| l.starts_with("Background writer: "))
+        .expect("writer line");
+    assert!(writer.ends_with(" ops/sec"), "{writer}");
+    assert_eq!(stdout.matches("DB path: [").count(), 10);
+    assert!(stdout.contains("Closed the database in "));
+    let last = stdout.lines().last().unwrap();
+    assert!(
+        last.starts_with("Peak RSS (VmHWM): ") && last.ends_with(" kB)"),
+        "{last}"
+    );
+    assert!(stdout.starts_with("Riptide:    version "));
+    assert!(stdout.contains("Keys:       16 bytes each"));
+    assert!(stdout.contains("Entries:    2000\n"));
+}
+
+#[test]
+fn matches_db_bench_key_sequences() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let (_, r) = bench(&db, &["--benchmarks=fillrandom,readrandom", "--num=1000", "--seed=1"]);
+    assert_eq!(result(&r, "readrandom", 0).found, Some((617, 1000)));
+    let (_, r) = bench(
+        &db,
+        &[
+            "--benchmarks=fillrandom,readrandom,seekrandom",
+            "--num=5000",
+            "--seed=1",
+        ],
+    );
+    assert_eq!(result(&r, "readrandom", 0).found, Some((3200, 5000)));
+    assert_eq!(result(&r, "seekrandom", 0).found, Some((3222, 5000)));
+    let (_, r) = bench(
+        &db,
+        &["--benchmarks=fillseq,deleterandom,readrandom", "--num=5000", "--seed=1"],
+    );
+    assert_eq!(result(&r, "deleterandom", 0).ops, 5000);
+    assert_eq!(result(&r, "readrandom", 0).found, Some((1836, 5000)));
+    // Batches: db_bench does floor(5000 / 3) batches of 3.
+    let (_, r) = bench(
+        &db,
+        &[
+            "--benchmarks=fillrandom,readrandom",
+            "--num=5000",
+            "--seed=1",
+            "--batch_size=3",
+        ],
+    );
+    assert_eq!(result(&r, "fillrandom", 0).ops, 4998);
+    assert_eq!(result(&r, "readrandom", 0).found, Some((3150, 5000)));
+    // Three threads of 1000 random puts each, then a full scan per thread.
+    let (_, r) = bench(
+        &db,
+        &[
+            "--benchmarks=fillrandom,readseq",
+            "--num=3000",
+            "--seed=7",
+            "--threads=3",
+            "--writes=1000",
+        ],
+    );
+    assert_eq!(result(&r, "fillrandom", 0).ops, 3000);
+    assert_eq!(result(&r, "readseq", 0).ops, 5685);
+}
+
+#[test]
+fn use_existing_db_skips_fills_and_keeps_the_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    bench(&db, &["--benchmarks=fillseq", "--num=1000"]);
+    let (stdout, r) = bench(
+        &db,
+        &[
+            "--benchmarks=fillseq,readrandom,readreverse",
+            "--num=1000",
+            "--use_existing_db=1",
+            "--reads=300",
+        ],
+    );
+    assert!(
+        stdout.contains("fillseq      : skipped (--use_existing_db is true)\n"),
+        "{stdout}"
+    );
+    assert_eq!(result(&r, "readrandom", 0).found, Some((300, 300)));
+    assert_eq!(result(&r, "readreverse", 0).ops, 300);
+    // Without it, the directory is wiped first.
+    let (_, r) = bench(&db, &["--benchmarks=readseq", "--num=1000"]);
+    assert_eq!(
+        result(&r, "readseq", 0).ops,
+        1,
+        "an empty table: db_bench reports at least 1 op"
+    );
+}
+
+#[test]
+fn histogram_blocks_count_every_op() {
+    let dir = tempfile::tempdir().unwrap();
+    let (stdout, _) = bench(
+        &dir.path().join("db"),
+        &[
+            "--benchmarks=fillseq,readrandom,seekrandom",
+            "--num=500",
+            "--histogram=1",
+        ],
+    );
+    for op in ["write", "read", "seek"] {
+        let block: Vec<&str> = stdout
+            .split(&format!("Microseconds per {op}:\n"))
+            .nth(1)
+            .unwrap_or_else(|| panic!("no {op} histogram in {stdout}"))
+            .lines()
+            .collect();
+        assert!(block[0].starts_with("Count: 500 Average: "), "{}", block[0]);
+        assert!(
+            block[1].starts_with("Min: ") && block[1].contains("  Median: "),
+            "{}",
+            block[1]
+        );
+        let p: Vec<f64> = block[2]
+            .strip_prefix("Percentiles: ")
+            .unwrap()
+            .split_whitespace()
+            .skip(1)
+            .step_by(2)
+            .map(|v| v.parse().unwrap())
+            .collect();
+        assert_eq!(p.len(), 5, "{}", block[2]);
+        assert!(p.windows(2).all(|w| w[0] <= w[1]), "{}", block[2]);
+        assert!(p[4] > 0.0);
+        assert_eq!(block[3], "------------------------------------------------------");
+        // The bucket counts add up to the op count.
+        let total: u64 = block[4..]
+            .iter()
+            .take_while(|l| l.starts_with('[') || l.starts_with('('))
+            .map(|l| {
+                l.split(']')
+                    .nth(1)
+                    .unwrap()
+                    .split_whitespace()
+                    .next()
+                    .unwrap()
+                    .parse::<u64>()
+                    .unwrap()
+            })
+            .sum();
+        assert_eq!(total, 500);
+    }
+}
+
+#[test]
+fn async_commits_count_only_completed_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (stdout, r) = bench(
+        &dir.path().join("db"),
+        &[
+            "--benchmarks=fillrandom,readseq",
+            "--num=400",
+            "--threads=4",
+            "--sync=1",
+            "--async_commit_depth=8",
+        ],
+    );
+    assert_eq!(result(&r, "fillrandom", 0).ops, 1600);
+    let wp = stdout.lines().find(|l| l.starts_with("Write path: ")).unwrap();
+    assert!(wp.starts_with("Write path: 1600 writes (1600 ops) in "), "{wp}");
+    let fsyncs: u64 = wp
+        .split(" fsyncs")
+        .next()
+        .unwrap()
+        .rsplit(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=1600).contains(&fsyncs), "{wp}");
+    // 1600 random puts over 400 keys leave about 1 - e^-4 = 98% of them, each thread scans all.
+    let keys = result(&r, "readseq", 0).ops / 4;
+    assert!((370..=400).contains(&keys), "{keys}");
+}
+
+#[test]
+fn disable_wal_skips_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let (stdout, r) = bench(
+        &dir.path().join("db"),
+        &["--benchmarks=fillseq", "--num=300", "--disable_wal=1"],
+    );
+    assert_eq!(result(&r, "fillseq", 0).ops, 300);
+    let wp = stdout.lines().find(|l| l.starts_with("Write path: ")).unwrap();
+    assert!(wp.contains(" 0 log writes, 0 fsyncs"), "{wp}");
+}
+
+#[test]
+fn duration_runs_random_benchmarks_for_that_long() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, r) = bench(
+        &dir.path().join("db"),
+        &[
+            "--benchmarks=fillseq,readrandom,fillrandom",
+            "--num=1000",
+            "--duration=1",
+        ],
+    );
+    // fillseq ignores --duration.
+    assert_eq!(result(&r, "fillseq", 0).ops, 1000);
+    for name in ["readrandom", "fillrandom"] {
+        let x = result(&r, name, 0);
+        assert!(x.seconds >= 1.0 && x.seconds < 3.0, "{x:?}");
+        assert!(x.ops > 0, "{x:?}");
+    }
+}
+
+#[test]
+fn bad_flags_exit_non_zero_with_a_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    for (args, needle) in [
+        (&["--bogus=1"][..], "--bogus"),
+        (&["--key_size=4"], "key_size"),
+        (&["--benchmarks=fillseq,nope"], "nope"),
+        (&["--threads=0"], "threads"),
+        (&["--sync=2"], "sync"),
+        (&["--num=abc"], "num"),
+        (&["--write_buffer_size=10"], "write_buffer_size"),
+    ] {
+        let out = run(&db, args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+    assert!(
+        !db.exists(),
+        "bad flags must be rejected before the directory is touched"
+    );
+    // `riptide` alone prints help and fails; `--help` succeeds.
+    let out = Command::new(env!("CARGO_BIN_EXE_riptide")).output().unwrap();
+    assert!(!out.status.success());
+    let out = Command::new(env!("CARGO_BIN_EXE_riptide"))
+        .args(["bench", "--help"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("--async_commit_depth"));
+}
+
+#[test]
+fn refuses_to_wipe_a_directory_that_is_not_a_database() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.txt"), b"keep me").unwrap();
+    let out = run(dir.path(), &["--benchmarks=fillseq", "--num=10"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("refusing to wipe"));
+    assert_eq!(std::fs::read(dir.path().join("notes.txt")).unwrap(), b"keep me");
+}
