@@ -419,3 +419,95 @@ fn refuses_to_wipe_a_directory_that_is_not_a_database() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("refusing to wipe"));
     assert_eq!(std::fs::read(dir.path().join("notes.txt")).unwrap(), b"keep me");
 }
+
+#[test]
+fn engine_options_are_printed_and_missing_engines_explained() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let (stdout, r) = bench(&db, &["--engine=riptide", "--benchmarks=fillseq", "--num=100"]);
+    assert_eq!(result(&r, "fillseq", 0).ops, 100);
+    let block = stdout
+        .split("Engine options:\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no engine options in {stdout}"));
+    let settings: Vec<&str> = block
+        .lines()
+        .take_while(|l| l.starts_with("  "))
+        .map(|l| l.trim_start().split(':').next().unwrap())
+        .collect();
+    for s in [
+        "block_size",
+        "bloom_bits_per_key",
+        "compression",
+        "block_cache_size",
+        "write_buffer_size",
+        "wal",
+        "sync",
+    ] {
+        assert!(settings.contains(&s), "{s} missing from {settings:?}");
+    }
+    assert!(stdout.contains("Engine:     riptide "), "{stdout}");
+    assert!(stdout.contains("no block cache yet"), "{stdout}");
+    // The engine block comes before the rule and the first benchmark.
+    assert!(stdout.find("Engine options:").unwrap() < stdout.find("DB path:").unwrap());
+    // Riptide refuses peer-only settings instead of ignoring them.
+    for (args, needle) in [
+        (&["--compression_type=lz4"][..], "no compression"),
+        (&["--max_write_buffer_number=4"], "RocksDB option"),
+        (&["--engine=leveldb"], "unknown engine"),
+    ] {
+        let out = run(&db, args);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains(needle), "{args:?}");
+    }
+    // Engines this binary was built without say how to build them.
+    for (engine, feature) in [("rocksdb", "bench-rocksdb"), ("fjall", "bench-fjall")] {
+        let built = match engine {
+            "rocksdb" => cfg!(feature = "bench-rocksdb"),
+            _ => cfg!(feature = "bench-fjall"),
+        };
+        if !built {
+            let out = run(&db, &[&format!("--engine={engine}")]);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success());
+            assert!(stderr.contains(feature) && stderr.contains("cargo build"), "{stderr}");
+        }
+    }
+}
+
+#[test]
+fn dump_file_lists_every_entry_in_key_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let dump = dir.path().join("dump.txt");
+    let (stdout, _) = bench(
+        &dir.path().join("db"),
+        &[
+            "--benchmarks=fillseq,deleterandom",
+            "--num=50",
+            "--deletes=20",
+            "--key_size=8",
+            "--value_size=3",
+            &format!("--dump_file={}", dump.display()),
+        ],
+    );
+    let text = std::fs::read_to_string(&dump).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        stdout.contains(&format!("Dump: {} entries written to ", lines.len())),
+        "{stdout}"
+    );
+    // 20 random deletes over 50 keys remove some of them.
+    assert!(lines.len() > 30 && lines.len() < 50, "{}", lines.len());
+    let keys: Vec<u64> = lines
+        .iter()
+        .map(|l| {
+            let (k, v) = l.split_once(' ').unwrap();
+            assert_eq!((k.len(), v.len()), (16, 6), "{l}");
+            u64::from_str_radix(k, 16).unwrap()
+        })
+        .collect();
+    assert!(
+        keys.windows(2).all(|w| w[0] < w[1]) && keys[keys.len() - 1] < 50,
+        "{keys:?}"
+    );
+}

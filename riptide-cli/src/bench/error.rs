@@ -1,5 +1,6 @@
 //! [`BenchError`]: what can make `riptide bench` fail, each with a message for the user.
 
+use super::engine::EngineError;
 use std::fmt;
 use std::path::PathBuf;
 
@@ -13,7 +14,7 @@ pub enum BenchError {
         /// What the bench was doing.
         context: String,
         /// The engine's error.
-        source: riptide::Error,
+        source: EngineError,
     },
     /// File-system work of the bench itself (wiping the directory) failed.
     Io {
@@ -22,20 +23,22 @@ pub enum BenchError {
         /// The OS error.
         source: std::io::Error,
     },
-    /// `--db` exists but does not look like a Riptide database, so it is not wiped.
+    /// `--db` exists but does not look like a database of a bench engine, so it is not wiped.
     NotADatabase(PathBuf),
     /// Writers stopped for good (see [`crate::bench::runner`]'s watchdog).
     WriteStop(String),
     /// A benchmark thread panicked (a bug in the bench or the engine).
     Panicked(String),
+    /// The engine's own reads disagree with each other (`--dump_file`'s checks).
+    Inconsistent(String),
 }
 
 impl BenchError {
     /// Wraps an engine error with what the bench was doing.
-    pub fn engine(context: impl Into<String>, source: riptide::Error) -> Self {
+    pub fn engine(context: impl Into<String>, source: impl Into<EngineError>) -> Self {
         BenchError::Engine {
             context: context.into(),
-            source,
+            source: source.into(),
         }
     }
 }
@@ -48,12 +51,13 @@ impl fmt::Display for BenchError {
             BenchError::Io { context, source } => write!(f, "{context}: {source}"),
             BenchError::NotADatabase(p) => write!(
                 f,
-                "refusing to wipe {}: it exists, is not empty and holds no Riptide CATALOG file \
-                 (pick another --db, or --use_existing_db=1)",
+                "refusing to wipe {}: it exists, is not empty and is not a Riptide, RocksDB or fjall database \
+                 (no CATALOG, CURRENT + IDENTITY, or version + keyspaces/; pick another --db, or --use_existing_db=1)",
                 p.display()
             ),
             BenchError::WriteStop(msg) => write!(f, "{msg}"),
             BenchError::Panicked(msg) => write!(f, "a benchmark thread panicked: {msg}"),
+            BenchError::Inconsistent(msg) => write!(f, "the engine's reads disagree: {msg}"),
         }
     }
 }
@@ -61,7 +65,7 @@ impl fmt::Display for BenchError {
 impl std::error::Error for BenchError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            BenchError::Engine { source, .. } => Some(source),
+            BenchError::Engine { source, .. } => Some(source.as_ref()),
             BenchError::Io { source, .. } => Some(source),
             _ => None,
         }

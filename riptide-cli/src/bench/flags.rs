@@ -6,6 +6,7 @@
 //! means true). Anything out of range is a [`BenchError::Usage`] naming the flag, checked before
 //! the database directory is touched.
 
+use super::engine::{Compression, EngineKind};
 use super::error::BenchError;
 use clap::Args;
 use riptide::{Options, MAX_BATCH_SIZE, MAX_KEY_SIZE, MAX_VALUE_SIZE};
@@ -22,8 +23,26 @@ pub const DEFAULT_WORKLOAD_READS: i64 = 100_000;
 /// Seed used when `--seed=0` (the default): db_bench would pick the clock; we stay reproducible.
 pub const DEFAULT_SEED: u64 = 1;
 
-/// Default database directory (the repository's `.gitignore` ignores `/bench-data/`).
+/// Default database directory of the default engine (the repository's `.gitignore` ignores
+/// `/bench-data/`); other engines default to `./bench-data/<engine>`.
 pub const DEFAULT_DB: &str = "./bench-data/riptide";
+
+/// db_bench's default `--cache_size` (8 MiB).
+pub const DEFAULT_CACHE_SIZE: i64 = 8 << 20;
+
+/// Default `--block_size`: 16 KiB, the block size Riptide's extents will use.
+pub const DEFAULT_BLOCK_SIZE: i64 = 16 << 10;
+
+/// Default `--bloom_bits` (bits per key of the peers' bloom filters).
+pub const DEFAULT_BLOOM_BITS: i64 = 10;
+
+/// The directory `--db` defaults to for `engine`.
+pub fn default_db(engine: EngineKind) -> PathBuf {
+    match engine {
+        EngineKind::Riptide => PathBuf::from(DEFAULT_DB),
+        other => PathBuf::from(format!("./bench-data/{}", other.name())),
+    }
+}
 
 const AFTER_HELP: &str = "\
 Benchmarks (run in the order given, on one database directory):
@@ -46,9 +65,13 @@ process (1 for the first), using db_bench's mt19937-64, so --seed=N draws the sa
 (fillseq, readseq and readreverse ignore it); micros/op is per thread (threads / throughput),
 ops/sec is the aggregate. Unlike db_bench, \"(X of Y found)\" sums all reader threads.
 
+Engines (--engine): riptide (default); rocksdb and fjall when built with the cargo features
+bench-rocksdb / bench-fjall. Every engine runs the same key/value generator, thread model and
+histograms; the run prints the engine's options (\"Engine options:\") before the first benchmark.
+
 After each write benchmark a \"Write path:\" line gives the engine's own write-path counters over
 that benchmark (commit groups, writes per group, log writes, fsyncs, writes per fsync, stall
-time); the run ends with the process's peak RSS (VmHWM).
+time; riptide only); the run ends with the process's peak RSS (VmHWM).
 
 Example: riptide bench --benchmarks=fillrandom --num=200000 --threads=32 --sync=1 --duration=5 \\
              --async_commit_depth=16 --histogram=1";
@@ -56,8 +79,9 @@ Example: riptide bench --benchmarks=fillrandom --num=200000 --threads=32 --sync=
 /// `riptide bench` flags.
 #[derive(Args, Debug, Clone)]
 #[command(
-    about = "Run db_bench-compatible benchmarks against a Riptide database",
-    long_about = "Run db_bench-compatible benchmarks against a Riptide database.\n\n\
+    about = "Run db_bench-compatible benchmarks against Riptide (or RocksDB / fjall, see --engine)",
+    long_about = "Run db_bench-compatible benchmarks against a Riptide database, or with --engine=rocksdb|fjall \
+                  (cargo features bench-rocksdb / bench-fjall) the same workloads against RocksDB or fjall.\n\n\
                   Flags use db_bench's names and `--flag=value` form, and the result lines have db_bench 7.8's \
                   format, so scripts written for RocksDB's db_bench work unchanged. With no flags it runs \
                   fillseq,fillrandom,overwrite,readrandom,readseq,seekrandom over 1,000,000 keys in \
@@ -124,9 +148,67 @@ pub struct BenchFlags {
           require_equals = true, default_missing_value = "1")]
     pub histogram: bool,
 
-    /// Database directory
-    #[arg(long, value_name = "DIR", default_value = DEFAULT_DB)]
-    pub db: PathBuf,
+    /// Database directory [default: ./bench-data/<engine>]
+    #[arg(long, value_name = "DIR")]
+    pub db: Option<PathBuf>,
+
+    /// Storage engine: riptide, rocksdb or fjall (the last two need the bench-rocksdb /
+    /// bench-fjall cargo features)
+    #[arg(long, value_name = "NAME", default_value = "riptide")]
+    pub engine: String,
+
+    /// Block cache size in bytes (peers; Riptide has no block cache yet)
+    #[arg(
+        long = "cache_size",
+        alias = "cache-size",
+        value_name = "BYTES",
+        default_value_t = DEFAULT_CACHE_SIZE,
+        allow_negative_numbers = true
+    )]
+    pub cache_size: i64,
+
+    /// Data block size in bytes (peers; Riptide writes no blocks yet)
+    #[arg(
+        long = "block_size",
+        alias = "block-size",
+        value_name = "BYTES",
+        default_value_t = DEFAULT_BLOCK_SIZE,
+        allow_negative_numbers = true
+    )]
+    pub block_size: i64,
+
+    /// Bloom filter bits per key; 0 = no filter (peers; Riptide has no filters yet)
+    #[arg(
+        long = "bloom_bits",
+        alias = "bloom-bits",
+        value_name = "N",
+        default_value_t = DEFAULT_BLOOM_BITS,
+        allow_negative_numbers = true
+    )]
+    pub bloom_bits: i64,
+
+    /// Block compression: none, lz4 (rocksdb, fjall) or zstd (rocksdb)
+    #[arg(
+        long = "compression_type",
+        alias = "compression-type",
+        value_name = "NAME",
+        default_value = "none"
+    )]
+    pub compression_type: String,
+
+    /// RocksDB's max_write_buffer_number (memtables, active + immutable) [default: 2]
+    #[arg(
+        long = "max_write_buffer_number",
+        alias = "max-write-buffer-number",
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
+    pub max_write_buffer_number: Option<i64>,
+
+    /// After the last benchmark, write every entry (a full forward scan) to FILE as
+    /// `hex(key) hex(value)` lines, after checking that a backward scan and point reads agree
+    #[arg(long = "dump_file", alias = "dump-file", value_name = "FILE")]
+    pub dump_file: Option<PathBuf>,
 
     /// Reuse the database in --db; with 0 the directory is wiped first (0/1)
     #[arg(long = "use_existing_db", alias = "use-existing-db", value_name = "0|1", default_value = "0",
@@ -141,7 +223,7 @@ pub struct BenchFlags {
     #[arg(long, value_name = "N", default_value_t = 0, allow_negative_numbers = true)]
     pub seed: i64,
 
-    /// Writes each thread keeps in flight via Db::write_async; 0 = synchronous writes
+    /// Writes each thread keeps in flight via Db::write_async (riptide only); 0 = synchronous writes
     #[arg(
         long = "async_commit_depth",
         alias = "async-commit-depth",
@@ -160,7 +242,7 @@ pub struct BenchFlags {
     )]
     pub write_buffer_size: Option<i64>,
 
-    /// Number of write task queues [default: Riptide's, 4]
+    /// Number of write task queues (riptide only) [default: Riptide's, 4]
     #[arg(
         long = "write_queues",
         alias = "write-queues",
@@ -330,7 +412,23 @@ pub struct Config {
     pub async_commit_depth: usize,
     pub batch_size: usize,
     pub stats_interval: Option<Duration>,
-    /// Engine options (already validated).
+    /// The engine under test.
+    pub engine: EngineKind,
+    /// Block cache bytes (peers).
+    pub cache_size: usize,
+    /// Data block bytes (peers).
+    pub block_size: usize,
+    /// Bloom filter bits per key; 0 = none (peers).
+    pub bloom_bits: u32,
+    /// Block compression.
+    pub compression: Compression,
+    /// `--max_write_buffer_number` if given (RocksDB).
+    pub max_write_buffer_number: Option<usize>,
+    /// True if `--write_queues` was given (a Riptide-only option).
+    pub write_queues_given: bool,
+    /// `--dump_file`.
+    pub dump_file: Option<PathBuf>,
+    /// Riptide's options (already validated; the peers take their memtable size from here).
     pub options: Options,
     /// The run is the default workload (`riptide bench` with no flags); only shown in the header.
     pub default_workload: bool,
@@ -394,6 +492,21 @@ impl Config {
             0 => (DEFAULT_SEED, true),
             s => (s as u64, false),
         };
+        let engine = EngineKind::from_name(&f.engine)?;
+        let cache_size = in_range("cache_size", f.cache_size, 0, i64::MAX, "must not be negative")? as usize;
+        let block_size = in_range(
+            "block_size",
+            f.block_size,
+            1 << 10,
+            1 << 20,
+            "must be in 1024..=1048576",
+        )? as usize;
+        let bloom_bits = in_range("bloom_bits", f.bloom_bits, 0, 64, "must be in 0..=64")? as u32;
+        let compression = Compression::from_name(&f.compression_type)?;
+        let max_write_buffer_number = match f.max_write_buffer_number {
+            Some(v) => Some(in_range("max_write_buffer_number", v, 2, 1024, "must be in 2..=1024")? as usize),
+            None => None,
+        };
         let defaults = Options::default();
         let write_buffer_size = match f.write_buffer_size {
             Some(v) => in_range("write_buffer_size", v, 1, i64::MAX, "must be positive")? as usize,
@@ -412,7 +525,7 @@ impl Config {
             riptide::Error::InvalidOption { option, reason } => BenchError::Usage(format!("--{option}: {reason}")),
             other => BenchError::Usage(other.to_string()),
         })?;
-        Ok(Config {
+        let cfg = Config {
             benchmarks,
             num,
             reads: per_thread(f.reads),
@@ -424,7 +537,7 @@ impl Config {
             sync: f.sync,
             disable_wal: f.disable_wal,
             histogram: f.histogram,
-            db: f.db.clone(),
+            db: f.db.clone().unwrap_or_else(|| default_db(engine)),
             use_existing_db: f.use_existing_db,
             duration: (duration > 0).then(|| Duration::from_secs(duration)),
             seed,
@@ -432,9 +545,20 @@ impl Config {
             async_commit_depth,
             batch_size,
             stats_interval: (stats_interval > 0).then(|| Duration::from_secs(stats_interval)),
+            engine,
+            cache_size,
+            block_size,
+            bloom_bits,
+            compression,
+            max_write_buffer_number,
+            write_queues_given: f.write_queues.is_some(),
+            dump_file: f.dump_file.clone(),
             options,
             default_workload: false,
-        })
+        };
+        // Flags the chosen engine cannot honour are refused here, before the directory is touched.
+        super::engine::check(&cfg)?;
+        Ok(cfg)
     }
 }
 

@@ -1,17 +1,22 @@
-//! `riptide bench`: a db_bench-compatible benchmark driver for Riptide.
+//! `riptide bench`: a db_bench-compatible benchmark driver for Riptide and its peers.
 //!
-//! [`run`] validates the flags, prints the header, prepares the database directory, then runs
-//! each benchmark of `--benchmarks` in order on one database directory and prints db_bench's
-//! result line for it (plus the histogram, the write-path line and readwhilewriting's writer
-//! line), then closes the database cleanly and prints the peak RSS.
+//! [`run`] validates the flags, prints the header, prepares the database directory, opens the
+//! engine of `--engine` and prints its options, then runs each benchmark of `--benchmarks` in
+//! order on one database directory and prints db_bench's result line for it (plus the histogram,
+//! the write-path line and readwhilewriting's writer line), then closes the database cleanly and
+//! prints the peak RSS.
 //!
-//! Modules: [`flags`] (command line), [`keys`] (keys, values, RNG), [`workload`] (one thread's
-//! loop), [`runner`] (threads, progress, watchdog), [`stats`] (measurements), [`report`] (text).
+//! Modules: [`flags`] (command line), [`engine`] (the adapter trait and one adapter per engine),
+//! [`keys`] (keys, values, RNG), [`workload`] (one thread's loop), [`runner`] (threads,
+//! progress, watchdog), [`stats`] (measurements), [`report`] (text), [`dump`] (`--dump_file`).
 //!
 //! Directory rules: with `--use_existing_db=0` the directory is wiped first, and again before
 //! each fillseq/fillrandom that follows a write benchmark (db_bench's `fresh_db`); a directory
-//! is only wiped if it is empty or holds a Riptide `CATALOG` file.
+//! is only wiped if it is empty or holds a database of one of the engines
+//! ([`engine::is_bench_database`]).
 
+pub mod dump;
+pub mod engine;
 pub mod error;
 pub mod flags;
 pub mod keys;
@@ -20,10 +25,10 @@ pub mod runner;
 pub mod stats;
 pub mod workload;
 
+use engine::{BenchEngine, EngineKind};
 use error::BenchError;
 use flags::{BenchFlags, Config};
 use keys::ValueSource;
-use riptide::Db;
 use runner::SeedCounter;
 use std::path::Path;
 use std::time::Instant;
@@ -38,11 +43,26 @@ pub fn run(flags: &BenchFlags, bare: bool) -> Result<(), BenchError> {
     }
     let mut cfg = Config::from_flags(&flags)?;
     cfg.default_workload = bare;
-    print!("{}", report::header(&cfg));
+    match cfg.engine {
+        EngineKind::Riptide => run_on::<engine::riptide::RiptideEngine>(&cfg),
+        #[cfg(feature = "bench-rocksdb")]
+        EngineKind::RocksDb => run_on::<engine::rocksdb::RocksDbEngine>(&cfg),
+        #[cfg(feature = "bench-fjall")]
+        EngineKind::Fjall => run_on::<engine::fjall::FjallEngine>(&cfg),
+        #[allow(unreachable_patterns)]
+        other => Err(engine::not_built(other)),
+    }
+}
+
+/// The whole run on engine `E`.
+fn run_on<E: BenchEngine>(cfg: &Config) -> Result<(), BenchError> {
+    print!("{}", report::header(cfg));
     if !cfg.use_existing_db {
         wipe_dir(&cfg.db)?;
     }
-    let mut db = open(&cfg)?;
+    let mut db = E::open(cfg)?;
+    print!("{}", report::engine_block(&db.describe(cfg)));
+    println!("{}", report::HEADER_RULE);
     // True while the open database holds nothing this run wrote (so a fill need not wipe it).
     let mut pristine = !cfg.use_existing_db;
     let values = ValueSource::new(cfg.seed, cfg.value_size);
@@ -56,14 +76,13 @@ pub fn run(flags: &BenchFlags, bare: bool) -> Result<(), BenchError> {
             if !pristine {
                 db.close().map_err(|e| BenchError::engine("closing the database", e))?;
                 wipe_dir(&cfg.db)?;
-                db = open(&cfg)?;
+                db = E::open(cfg)?;
                 pristine = true;
             }
         }
-        let table = db.default_table();
         println!("DB path: [{}]", cfg.db.display());
         let before = db.write_stats();
-        let outcome = runner::run(bench, &cfg, &db, &table, &values, &mut seeds)?;
+        let outcome = runner::run(bench, cfg, &db, &values, &mut seeds)?;
         println!("{}", report::result_line(bench.name(), &outcome.result));
         if let Some(h) = &outcome.result.hist {
             println!("{}", report::histogram_block(bench.op_name(), h));
@@ -73,9 +92,21 @@ pub fn run(flags: &BenchFlags, bare: bool) -> Result<(), BenchError> {
         }
         if bench.writes() {
             pristine = false;
-            let delta = report::write_stats_delta(&before, &db.write_stats());
-            println!("{}", report::write_path_line(&delta));
+            if let (Some(before), Some(after)) = (before, db.write_stats()) {
+                let delta = report::write_stats_delta(&before, &after);
+                println!("{}", report::write_path_line(&delta));
+            }
         }
+    }
+    if let Some(path) = &cfg.dump_file {
+        let entries = dump::dump(&db, cfg, path)?;
+        println!(
+            "Dump: {entries} entries written to {} (forward scan = backward scan = point reads)",
+            path.display()
+        );
+    }
+    for line in db.end_of_run_stats() {
+        println!("{line}");
     }
     let t = Instant::now();
     db.close().map_err(|e| BenchError::engine("closing the database", e))?;
@@ -84,12 +115,8 @@ pub fn run(flags: &BenchFlags, bare: bool) -> Result<(), BenchError> {
     Ok(())
 }
 
-fn open(cfg: &Config) -> Result<Db, BenchError> {
-    Db::open(&cfg.db, cfg.options.clone())
-        .map_err(|e| BenchError::engine(format!("opening the database in {}", cfg.db.display()), e))
-}
-
-/// Removes `dir` if it is missing, empty or a Riptide database; refuses anything else.
+/// Removes `dir` if it is missing, empty or a database of one of the engines; refuses anything
+/// else.
 pub fn wipe_dir(dir: &Path) -> Result<(), BenchError> {
     let io = |what: &str, e| BenchError::Io {
         context: format!("{what} {}", dir.display()),
@@ -103,7 +130,7 @@ pub fn wipe_dir(dir: &Path) -> Result<(), BenchError> {
     if entries.next().is_none() {
         return Ok(());
     }
-    if !dir.join("CATALOG").is_file() {
+    if !engine::is_bench_database(dir) {
         return Err(BenchError::NotADatabase(dir.to_path_buf()));
     }
     std::fs::remove_dir_all(dir).map_err(|e| io("wiping", e))
@@ -128,10 +155,27 @@ mod tests {
         assert!(tmp.join("precious.txt").exists());
         // A Riptide database: wiped.
         std::fs::remove_file(tmp.join("precious.txt")).unwrap();
-        let db = Db::open(&tmp, riptide::Options::default()).unwrap();
+        let db = riptide::Db::open(&tmp, riptide::Options::default()).unwrap();
         db.default_table().put(b"k", b"v").unwrap();
         db.close().unwrap();
         wipe_dir(&tmp).unwrap();
         assert!(!tmp.exists());
+        // What RocksDB and fjall leave in a database directory: wiped; half of it: refused.
+        for markers in [&["CURRENT", "IDENTITY"][..], &["version", "keyspaces/"]] {
+            std::fs::create_dir_all(&tmp).unwrap();
+            for m in markers {
+                match m.strip_suffix('/') {
+                    Some(d) => std::fs::create_dir(tmp.join(d)).unwrap(),
+                    None => std::fs::write(tmp.join(m), b"").unwrap(),
+                }
+            }
+            std::fs::write(tmp.join("data"), b"x").unwrap();
+            wipe_dir(&tmp).unwrap();
+            assert!(!tmp.exists(), "{markers:?}");
+        }
+        std::fs::create_dir_all(&tmp).unwrap();
+        std::fs::write(tmp.join("CURRENT"), b"").unwrap();
+        assert!(matches!(wipe_dir(&tmp), Err(BenchError::NotADatabase(_))));
+        std::fs::remove_dir_all(&tmp).unwrap();
     }
 }

@@ -1,6 +1,7 @@
 //! Text output of `riptide bench`, in db_bench 7.8's formats where db_bench has one.
 //!
-//! - [`header`]: the run's settings (db_bench's Keys/Values/Entries block) plus Riptide's options.
+//! - [`header`]: the run's settings (db_bench's Keys/Values/Entries block) plus Riptide's options;
+//!   [`engine_block`]: the engine's version and its options, one per line, after it is open.
 //! - [`result_line`]: `name : X micros/op Y ops/sec Z seconds N operations; W MB/s (msg)`, byte
 //!   for byte as db_bench's `Stats::Report` prints it.
 //! - [`histogram_block`]: db_bench's `HistogramImpl::ToString` (Count/Average/StdDev, Min/Median/
@@ -8,6 +9,7 @@
 //! - [`write_path_line`], [`peak_rss_line`]: Riptide's own figures, on lines no db_bench parser
 //!   mistakes for a result.
 
+use super::engine::{Description, EngineKind};
 use super::flags::Config;
 use super::stats::Merged;
 use hdrhistogram::Histogram;
@@ -17,7 +19,8 @@ use std::fmt::Write as _;
 /// The separator db_bench prints after its header.
 pub const HEADER_RULE: &str = "------------------------------------------------";
 
-/// The header printed once before the benchmarks.
+/// The header printed once before the benchmarks (without the closing rule, which follows the
+/// [`engine_block`]).
 pub fn header(cfg: &Config) -> String {
     let mut s = String::new();
     let o = &cfg.options;
@@ -42,8 +45,8 @@ pub fn header(cfg: &Config) -> String {
     let _ = writeln!(s, "Entries:    {}", cfg.num);
     let raw_mb = (cfg.key_size + cfg.value_size) as f64 * cfg.num as f64 / 1_048_576.0;
     let _ = writeln!(s, "RawSize:    {raw_mb:.1} MB (estimated)");
-    let _ = writeln!(s, "Compression: NoCompression");
-    let _ = writeln!(s, "Memtablerep: riptide multi-version skiplist");
+    let _ = writeln!(s, "Compression: {}", cfg.compression.db_bench_name());
+    let _ = writeln!(s, "Memtablerep: {}", cfg.engine.memtablerep());
     let _ = writeln!(
         s,
         "Threads:    {} (reads {} / writes {} / deletes {} per thread)",
@@ -66,21 +69,23 @@ pub fn header(cfg: &Config) -> String {
         cfg.async_commit_depth,
         cfg.batch_size
     );
-    let _ = writeln!(
-        s,
-        "Options:    write_buffer_size={} write_queues={} max_group_size={} max_group_bytes={} \
+    if cfg.engine == EngineKind::Riptide {
+        let _ = writeln!(
+            s,
+            "Options:    write_buffer_size={} write_queues={} max_group_size={} max_group_bytes={} \
          immutable_slowdown_trigger={} immutable_stop_trigger={} slowdown_delay_micros={} redo_segment_size={} \
          rewrite_redo_on_close={}",
-        o.write_buffer_size,
-        o.write_queues,
-        o.max_group_size,
-        o.max_group_bytes,
-        o.immutable_slowdown_trigger,
-        o.immutable_stop_trigger,
-        o.slowdown_delay_micros,
-        o.redo_segment_size,
-        u8::from(o.rewrite_redo_on_close)
-    );
+            o.write_buffer_size,
+            o.write_queues,
+            o.max_group_size,
+            o.max_group_bytes,
+            o.immutable_slowdown_trigger,
+            o.immutable_stop_trigger,
+            o.slowdown_delay_micros,
+            o.redo_segment_size,
+            u8::from(o.rewrite_redo_on_close)
+        );
+    }
     if cfg.default_workload {
         let _ = writeln!(
             s,
@@ -90,7 +95,18 @@ pub fn header(cfg: &Config) -> String {
             cfg.reads
         );
     }
-    let _ = writeln!(s, "{HEADER_RULE}");
+    s
+}
+
+/// The engine's version and options, printed after it is open:
+/// `Engine:     <version>`, then `Engine options:` and one `  <setting>: <value>` line each.
+pub fn engine_block(d: &Description) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "Engine:     {}", d.version);
+    let _ = writeln!(s, "Engine options:");
+    for (name, value) in &d.options {
+        let _ = writeln!(s, "  {name}: {value}");
+    }
     s
 }
 
@@ -439,6 +455,14 @@ mod tests {
         assert!(h.contains("Entries:    1234\n"));
         assert!(h.contains("write_buffer_size=67108864"));
         assert!(h.contains("Set seed to 1 because --seed was 0"));
-        assert!(h.ends_with(&format!("{HEADER_RULE}\n")));
+        assert!(h.contains("Compression: NoCompression\n"));
+        let block = engine_block(&Description {
+            version: "x 1.0".into(),
+            options: vec![("block_size", "16384".into()), ("sync", "0".into())],
+        });
+        assert_eq!(
+            block,
+            "Engine:     x 1.0\nEngine options:\n  block_size: 16384\n  sync: 0\n"
+        );
     }
 }

@@ -7,19 +7,20 @@
 //! - readwhilewriting runs `threads` readers plus one writer (thread index 0, as in db_bench);
 //!   the writer stops when every reader is done and is reported on its own.
 //! - The calling thread draws the progress bar (stderr, only on a terminal), prints
-//!   `--stats_interval_seconds` lines to stderr, and runs the write-stop watchdog: Riptide has no
-//!   flush yet, so once a table holds `immutable_stop_trigger` immutable memtables its writers
-//!   wait forever. If writes make no progress for [`STOP_GRACE`] while the memtables hold at least
-//!   that much, the watchdog closes the database (stalled writers then fail with `Closed`) and
-//!   the benchmark fails with an explanation instead of hanging.
+//!   `--stats_interval_seconds` lines to stderr, and runs the write-stop watchdog for engines that
+//!   have one ([`BenchEngine::write_stop_watch`]): Riptide has no flush yet, so once a table holds
+//!   `immutable_stop_trigger` immutable memtables its writers wait forever. If writes make no
+//!   progress for [`STOP_GRACE`] while the memtables hold at least that much, the watchdog closes
+//!   the database (stalled writers then fail with `Closed`) and the benchmark fails with an
+//!   explanation instead of hanging.
 
+use super::engine::BenchEngine;
 use super::error::BenchError;
 use super::flags::{Benchmark, Config};
 use super::keys::ValueSource;
 use super::stats::{Merged, ThreadStats};
 use super::workload::{run_thread, Role, Shared};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use riptide::{Db, Table};
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
@@ -106,12 +107,11 @@ fn progress_bar(bench: Benchmark, cfg: &Config) -> ProgressBar {
     bar
 }
 
-/// Runs `bench` on `table` and returns its merged result.
-pub fn run(
+/// Runs `bench` on `db` and returns its merged result.
+pub fn run<E: BenchEngine>(
     bench: Benchmark,
     cfg: &Config,
-    db: &Db,
-    table: &Table,
+    db: &E,
     values: &ValueSource,
     seeds: &mut SeedCounter,
 ) -> Result<Outcome, BenchError> {
@@ -125,7 +125,6 @@ pub fn run(
     let shared = Shared {
         cfg,
         db,
-        table,
         values,
         progress: &progress,
         abort: &abort,
@@ -267,10 +266,10 @@ impl StartGate {
 
 /// The calling thread's loop while the benchmark threads run.
 #[allow(clippy::too_many_arguments)]
-fn monitor(
+fn monitor<E: BenchEngine>(
     bench: Benchmark,
     cfg: &Config,
-    db: &Db,
+    db: &E,
     bar: &ProgressBar,
     progress: &AtomicU64,
     finished: &AtomicUsize,
@@ -280,8 +279,8 @@ fn monitor(
 ) {
     let start = Instant::now();
     let mut last_report = (start, 0u64);
-    let mut last_writes = (Instant::now(), db.write_stats().writes);
-    let stop_bytes = cfg.options.write_buffer_size as u128 * cfg.options.immutable_stop_trigger as u128;
+    let watch = db.write_stop_watch().filter(|_| bench.writes());
+    let mut last_writes = (Instant::now(), watch.map_or(0, |w| w.committed_writes()));
     while finished.load(Ordering::Acquire) < threads {
         std::thread::sleep(TICK);
         let done = progress.load(Ordering::Relaxed);
@@ -305,27 +304,18 @@ fn monitor(
                 last_report = (now, done);
             }
         }
-        if bench.writes() {
-            let writes = db.write_stats().writes;
+        if let Some(watch) = watch {
+            let writes = watch.committed_writes();
             if writes != last_writes.1 {
                 last_writes = (Instant::now(), writes);
-            } else if last_writes.0.elapsed() >= STOP_GRACE && db.memtable_usage() as u128 >= stop_bytes {
-                let msg = format!(
-                    "{}: writes stopped: the memtables hold {:.1} MiB, at least immutable_stop_trigger ({}) x \
-                     write_buffer_size ({} bytes), and Riptide cannot flush memtables yet, so the write stop would \
-                     last forever; the database was closed. Use a smaller --num/--writes/--duration or a larger \
-                     --write_buffer_size.",
-                    bench.name(),
-                    db.memtable_usage() as f64 / 1_048_576.0,
-                    cfg.options.immutable_stop_trigger,
-                    cfg.options.write_buffer_size
-                );
-                *watchdog_msg.lock().unwrap_or_else(|e| e.into_inner()) = Some(msg);
-                abort.store(true, Ordering::Relaxed);
-                // Stalled writers re-check `closed` every 50 ms and then fail with `Closed`.
-                let _ = db.clone().close();
-                // Keep waiting for the threads to notice.
-                last_writes = (Instant::now() + Duration::from_secs(3600), writes);
+            } else if last_writes.0.elapsed() >= STOP_GRACE {
+                if let Some(why) = watch.stopped_for_good(cfg) {
+                    *watchdog_msg.lock().unwrap_or_else(|e| e.into_inner()) = Some(format!("{}: {why}", bench.name()));
+                    abort.store(true, Ordering::Relaxed);
+                    watch.abort_writers();
+                    // Keep waiting for the threads to notice.
+                    last_writes = (Instant::now() + Duration::from_secs(3600), writes);
+                }
             }
         }
     }

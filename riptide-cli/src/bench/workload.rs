@@ -1,5 +1,6 @@
 //! The body of one benchmark thread: what db_bench's `DoWrite`, `DoDelete`, `ReadRandom`,
-//! `SeekRandom`, `ReadSequential`/`ReadReverse` and `BGWriter` do, against a Riptide table.
+//! `SeekRandom`, `ReadSequential`/`ReadReverse` and `BGWriter` do, against any
+//! [`BenchEngine`] (the same code, monomorphised per engine).
 //!
 //! Invariants:
 //! - Random key numbers are `rng.next() % num`, drawn in db_bench's order: write and delete
@@ -10,12 +11,12 @@
 //!   time mode checks the clock every [`CLOCK_CHECK_OPS`] ops.
 //! - With `async_commit_depth = N > 0` a thread keeps at most N `write_async` handles; an op is
 //!   done (counted, sampled) only when its handle has completed; all are drained before the
-//!   thread stops its clock.
+//!   thread stops its clock. Only engines that accept the flag (Riptide) get here.
 
+use super::engine::{BenchEngine, Cursor, EngineError};
 use super::flags::Config;
 use super::keys::{KeyBuf, Mt64, ValueSource};
 use super::stats::ThreadStats;
-use riptide::{Db, ReadOptions, Table, WriteBatch, WriteHandle, WriteOptions};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -80,11 +81,13 @@ impl OpBudget {
     }
 }
 
+/// An engine operation's result.
+pub type OpResult<T> = Result<T, EngineError>;
+
 /// Everything a benchmark thread shares with the others.
-pub struct Shared<'a> {
+pub struct Shared<'a, E: BenchEngine> {
     pub cfg: &'a Config,
-    pub db: &'a Db,
-    pub table: &'a Table,
+    pub db: &'a E,
     pub values: &'a ValueSource,
     /// Ops finished by the reported threads (for the progress bar and interval stats).
     pub progress: &'a AtomicU64,
@@ -118,7 +121,7 @@ impl Progress<'_> {
 }
 
 /// Runs `role` as thread `tid` with RNG seed `seed`; returns its measurements.
-pub fn run_thread(role: Role, tid: usize, seed: u64, sh: &Shared<'_>) -> riptide::Result<ThreadStats> {
+pub fn run_thread<E: BenchEngine>(role: Role, tid: usize, seed: u64, sh: &Shared<'_, E>) -> OpResult<ThreadStats> {
     let mut rng = Mt64::new(seed);
     // Progress shows the reported threads only: readwhilewriting's writer counts apart.
     let unreported = AtomicU64::new(0);
@@ -145,27 +148,22 @@ pub fn run_thread(role: Role, tid: usize, seed: u64, sh: &Shared<'_>) -> riptide
 }
 
 /// A write waiting for its handle.
-struct InFlight {
-    handle: WriteHandle,
+struct InFlight<P> {
+    handle: P,
     submitted: Instant,
     ops: u64,
     bytes: u64,
 }
 
-fn write_loop(
+fn write_loop<E: BenchEngine>(
     role: Role,
     tid: usize,
     rng: &mut Mt64,
-    sh: &Shared<'_>,
+    sh: &Shared<'_, E>,
     st: &mut ThreadStats,
     progress: &mut Progress<'_>,
-) -> riptide::Result<()> {
+) -> OpResult<()> {
     let cfg = sh.cfg;
-    let wopts = WriteOptions {
-        sync: cfg.sync,
-        disable_wal: cfg.disable_wal,
-        no_slowdown: false,
-    };
     let delete = role == Role::DeleteRandom;
     let max_ops = if delete { cfg.deletes } else { cfg.writes };
     // db_bench: fillseq ignores --duration; the background writer runs until the readers stop.
@@ -174,7 +172,7 @@ fn write_loop(
     let batch_size = cfg.batch_size as u64;
     let mut key = KeyBuf::new(cfg.key_size);
     let mut values = sh.values.cursor(tid.wrapping_mul(7919 * 64));
-    let mut inflight: VecDeque<InFlight> = VecDeque::with_capacity(cfg.async_commit_depth);
+    let mut inflight: VecDeque<InFlight<E::Pending>> = VecDeque::with_capacity(cfg.async_commit_depth);
     let mut next_seq = 0u64;
     let entry_bytes = (cfg.key_size + cfg.value_size) as u64;
     loop {
@@ -189,7 +187,7 @@ fn write_loop(
         }
         // db_bench draws one number per batch to pick a DB (of one); keep the sequence.
         let _db_pick = rng.next_u64();
-        let mut batch = WriteBatch::new();
+        let mut batch = sh.db.new_batch(cfg.batch_size);
         for _ in 0..batch_size {
             let k = match role {
                 Role::WriteSeq => {
@@ -200,22 +198,22 @@ fn write_loop(
             };
             key.set(k);
             if delete {
-                batch.delete(sh.table, key.get())?;
+                sh.db.delete(&mut batch, key.get())?;
             } else {
-                batch.put(sh.table, key.get(), values.next_value())?;
+                sh.db.put(&mut batch, key.get(), values.next_value())?;
             }
         }
         let bytes = if delete { 0 } else { entry_bytes * batch_size };
         let submitted = Instant::now();
         if cfg.async_commit_depth == 0 {
-            sh.db.write(batch, &wopts)?;
+            sh.db.write(batch)?;
             finish_write(st, progress, submitted, batch_size, bytes);
         } else {
             if inflight.len() >= cfg.async_commit_depth {
-                complete_oldest(&mut inflight, st, progress)?;
+                complete_oldest(sh.db, &mut inflight, st, progress)?;
             }
             inflight.push_back(InFlight {
-                handle: sh.db.write_async(batch, &wopts),
+                handle: sh.db.write_async(batch)?,
                 submitted,
                 ops: batch_size,
                 bytes,
@@ -223,7 +221,7 @@ fn write_loop(
         }
     }
     while !inflight.is_empty() {
-        complete_oldest(&mut inflight, st, progress)?;
+        complete_oldest(sh.db, &mut inflight, st, progress)?;
     }
     Ok(())
 }
@@ -237,24 +235,25 @@ fn finish_write(st: &mut ThreadStats, progress: &mut Progress<'_>, submitted: In
     progress.add(ops);
 }
 
-fn complete_oldest(
-    inflight: &mut VecDeque<InFlight>,
+fn complete_oldest<E: BenchEngine>(
+    db: &E,
+    inflight: &mut VecDeque<InFlight<E::Pending>>,
     st: &mut ThreadStats,
     progress: &mut Progress<'_>,
-) -> riptide::Result<()> {
+) -> OpResult<()> {
     if let Some(w) = inflight.pop_front() {
-        w.handle.wait()?;
+        db.wait(w.handle)?;
         finish_write(st, progress, w.submitted, w.ops, w.bytes);
     }
     Ok(())
 }
 
-fn read_random(
+fn read_random<E: BenchEngine>(
     rng: &mut Mt64,
-    sh: &Shared<'_>,
+    sh: &Shared<'_, E>,
     st: &mut ThreadStats,
     progress: &mut Progress<'_>,
-) -> riptide::Result<()> {
+) -> OpResult<()> {
     let cfg = sh.cfg;
     let mut budget = OpBudget::new(cfg.reads, cfg.duration);
     let mut key = KeyBuf::new(cfg.key_size);
@@ -263,11 +262,11 @@ fn read_random(
         let _db_pick = rng.next_u64();
         key.set(rng.next_u64() % cfg.num);
         let t0 = timed.then(Instant::now);
-        let value = sh.table.get(key.get())?;
+        let value_len = sh.db.get(key.get(), <[u8]>::len)?;
         st.lookups += 1;
-        if let Some(v) = value {
+        if let Some(len) = value_len {
             st.found += 1;
-            st.bytes += (cfg.key_size + v.len()) as u64;
+            st.bytes += (cfg.key_size + len) as u64;
         }
         if let Some(t0) = t0 {
             st.sample(t0.elapsed());
@@ -278,23 +277,22 @@ fn read_random(
     Ok(())
 }
 
-fn seek_random(
+fn seek_random<E: BenchEngine>(
     rng: &mut Mt64,
-    sh: &Shared<'_>,
+    sh: &Shared<'_, E>,
     st: &mut ThreadStats,
     progress: &mut Progress<'_>,
-) -> riptide::Result<()> {
+) -> OpResult<()> {
     let cfg = sh.cfg;
     let mut budget = OpBudget::new(cfg.reads, cfg.duration);
     let mut key = KeyBuf::new(cfg.key_size);
     let timed = st.hist.is_some();
-    let ropts = ReadOptions::default();
     while !budget.done(1, sh.abort) {
         key.set(rng.next_u64() % cfg.num);
         let t0 = timed.then(Instant::now);
         // As db_bench (without --use_tailing_iterator): a fresh iterator per seek, so it sees
         // the latest data.
-        let mut it = sh.table.raw_iter(&ropts)?;
+        let mut it = sh.db.cursor()?;
         it.seek(key.get());
         st.lookups += 1;
         if it.valid() {
@@ -314,10 +312,15 @@ fn seek_random(
     Ok(())
 }
 
-fn scan(reverse: bool, sh: &Shared<'_>, st: &mut ThreadStats, progress: &mut Progress<'_>) -> riptide::Result<()> {
+fn scan<E: BenchEngine>(
+    reverse: bool,
+    sh: &Shared<'_, E>,
+    st: &mut ThreadStats,
+    progress: &mut Progress<'_>,
+) -> OpResult<()> {
     let cfg = sh.cfg;
     let timed = st.hist.is_some();
-    let mut it = sh.table.raw_iter(&ReadOptions::default())?;
+    let mut it = sh.db.cursor()?;
     if reverse {
         it.seek_to_last();
     } else {

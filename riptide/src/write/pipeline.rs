@@ -1,13 +1,13 @@
 //! The four-stage write pipeline (X-Engine, seed 000 §3.2.2; as built: reference §6).
 //!
 //! A writer joins one of N write task queues. The first writer of a queue's pending group is
-//! its leader: it waits until the queue's previous group has left the log stages (so the group
-//! grows meanwhile), takes the whole pending group and drives it through:
+//! its leader: it waits until the queue's previous group has left stage 1 (so the group grows
+//! meanwhile), takes the whole pending group and drives it through:
 //!
 //! 1. **log buffering** (one thread at a time, `log` mutex): allocate the group's LSN range,
 //!    bind each touched table's active memtable, append header and batches to the shared log
 //!    buffer (the payload CRC was computed before taking the lock), and enter the commit window;
-//! 2. **log flushing** (one thread at a time, `flusher` mutex): write the whole buffer, which
+//! 2. **log flushing** (one thread at a time, `flush_state` flag): write the whole buffer, which
 //!    may hold groups of several queues, with one write call and at most one `fdatasync` (if any
 //!    group in it asked for sync). A leader whose bytes were flushed by another leader skips it;
 //! 3. **memtable insertion**, by every leader in parallel, into the memtables bound in stage 1;
@@ -53,7 +53,7 @@ pub(crate) struct Writer {
 struct QueueState {
     pending: Vec<Writer>,
     pending_bytes: usize,
-    /// A group of this queue is in stage 1 or 2.
+    /// A group of this queue is in stage 1 (log buffering).
     busy: bool,
 }
 
@@ -155,6 +155,9 @@ pub(crate) struct Pipeline {
     queues: Vec<CachePadded<WriteQueue>>,
     log: CachePadded<Mutex<LogBuffer>>,
     flusher: Mutex<Flusher>,
+    /// True while a thread runs `flush_buffer`.
+    flush_state: Mutex<bool>,
+    flush_cond: Condvar,
     flushed_pos: CachePadded<AtomicU64>,
     window: CachePadded<Mutex<CommitWindow>>,
     visible_lsn: CachePadded<AtomicU64>,
@@ -207,6 +210,8 @@ impl Pipeline {
                 log: Some(log),
                 spare: Vec::with_capacity(1 << 20),
             }),
+            flush_state: Mutex::new(false),
+            flush_cond: Condvar::new(),
             flushed_pos: CachePadded::new(AtomicU64::new(0)),
             window: CachePadded::new(Mutex::new(CommitWindow {
                 front_seq: 0,
@@ -323,11 +328,13 @@ impl Pipeline {
         self.counters.groups.fetch_add(1, Ordering::Relaxed);
         self.counters.writes.fetch_add(group.len() as u64, Ordering::Relaxed);
 
-        // Stage 1: log buffering.
-        let (seq, end_pos, first_lsn, bound) = match self.buffer_group(&group, wal_writers, payload_crc, payload_len) {
+        // Stage 1: log buffering. Once the group is in the log buffer, the queue's next group may
+        // form and buffer too, so one flush can carry several groups of every queue.
+        let buffered = self.buffer_group(&group, wal_writers, payload_crc, payload_len);
+        Self::release_queue(q);
+        let (seq, end_pos, first_lsn, bound) = match buffered {
             Ok(v) => v,
             Err(e) => {
-                Self::release_queue(q);
                 self.complete_all(&completions, Err(e));
                 return;
             }
@@ -338,7 +345,6 @@ impl Pipeline {
         } else {
             Ok(())
         };
-        Self::release_queue(q);
         if let Err(e) = flushed {
             self.finish(seq, EntryState::Failed(e), completions);
             return;
@@ -416,16 +422,42 @@ impl Pipeline {
 
     /// Stage 2: makes the log durable up to `end_pos` (written; fsynced if any group asked).
     fn flush_log(&self, end_pos: u64) -> Result<()> {
-        if self.flushed_pos.load(Ordering::Acquire) >= end_pos {
-            return Ok(());
+        loop {
+            if self.flushed_pos.load(Ordering::Acquire) >= end_pos {
+                return Ok(());
+            }
+            {
+                // Leaders whose bytes are being flushed wait on the condvar, not in a convoy on a
+                // mutex; when a flush ends they all wake at once and one with unflushed bytes
+                // starts the next flush.
+                let mut flushing = self.flush_state.lock();
+                loop {
+                    if self.flushed_pos.load(Ordering::Acquire) >= end_pos {
+                        return Ok(());
+                    }
+                    if let Some(e) = self.poison_error() {
+                        return Err(Error::Poisoned(Arc::new(e)));
+                    }
+                    if !*flushing {
+                        break;
+                    }
+                    self.flush_cond.wait(&mut flushing);
+                }
+                *flushing = true;
+            }
+            let result = self.flush_buffer();
+            let mut flushing = self.flush_state.lock();
+            *flushing = false;
+            self.flush_cond.notify_all();
+            drop(flushing);
+            result?;
         }
+    }
+
+    /// Writes (and fsyncs, if asked) everything buffered so far. Only one thread at a time
+    /// runs it (see `flush_log`), so the `flusher` lock is never contended.
+    fn flush_buffer(&self) -> Result<()> {
         let mut fl = self.flusher.lock();
-        if self.flushed_pos.load(Ordering::Acquire) >= end_pos {
-            return Ok(());
-        }
-        if let Some(e) = self.poison_error() {
-            return Err(Error::Poisoned(Arc::new(e)));
-        }
         let spare = std::mem::take(&mut fl.spare);
         let (mut buf, sync, synced_writes, upto) = {
             let mut log = self.log.lock();

@@ -1,0 +1,484 @@
+//! The storage engines `riptide bench` can drive, behind one adapter trait, [`BenchEngine`].
+//!
+//! Every benchmark ([`super::workload`]) is written once, generic over [`BenchEngine`], so the
+//! same key/value generator, thread model and histograms run on every engine; an engine only
+//! supplies batches, point reads, cursors and its own figures. The benchmark code is
+//! monomorphised per engine (no dynamic dispatch in the hot loops).
+//!
+//! Engines: [`riptide`] always; `rocksdb` (RocksDB built from source in release mode by the
+//! `rocksdb` crate) behind the cargo feature `bench-rocksdb`; `fjall` behind `bench-fjall`.
+//!
+//! Rules every adapter keeps:
+//! - The write mode (`--sync`, `--disable_wal`) is fixed at [`BenchEngine::open`] and applies to
+//!   every [`BenchEngine::write`].
+//! - A flag an engine cannot honour is refused by [`BenchEngine::check`] (called from
+//!   [`Config::from_flags`], before the directory is touched), never ignored: only Riptide has
+//!   asynchronous commits (`--async_commit_depth`) and write queues (`--write_queues`).
+//! - Options mirroring Riptide's are set and listed by [`BenchEngine::describe`]; deliberate
+//!   differences are in docs/PERFORMANCE.md, section "Peer engines".
+
+pub mod riptide;
+
+#[cfg(feature = "bench-fjall")]
+pub mod fjall;
+#[cfg(feature = "bench-rocksdb")]
+pub mod rocksdb;
+
+use super::error::BenchError;
+use super::flags::Config;
+use std::path::Path;
+
+/// An engine's error, boxed (each engine has its own error type).
+pub type EngineError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Which engine `--engine` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineKind {
+    /// Riptide, this repository's engine.
+    Riptide,
+    /// RocksDB through the `rocksdb` crate (feature `bench-rocksdb`).
+    RocksDb,
+    /// fjall (feature `bench-fjall`).
+    Fjall,
+}
+
+impl EngineKind {
+    /// Every engine, compiled in or not.
+    pub const ALL: [EngineKind; 3] = [EngineKind::Riptide, EngineKind::RocksDb, EngineKind::Fjall];
+
+    /// The `--engine` name.
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineKind::Riptide => "riptide",
+            EngineKind::RocksDb => "rocksdb",
+            EngineKind::Fjall => "fjall",
+        }
+    }
+
+    /// The cargo feature that compiles the engine in (`None`: always there).
+    pub fn feature(self) -> Option<&'static str> {
+        match self {
+            EngineKind::Riptide => None,
+            EngineKind::RocksDb => Some("bench-rocksdb"),
+            EngineKind::Fjall => Some("bench-fjall"),
+        }
+    }
+
+    /// True if this binary has the engine.
+    pub fn compiled_in(self) -> bool {
+        match self {
+            EngineKind::Riptide => true,
+            EngineKind::RocksDb => cfg!(feature = "bench-rocksdb"),
+            EngineKind::Fjall => cfg!(feature = "bench-fjall"),
+        }
+    }
+
+    /// Parses `--engine`; an engine this binary was built without is a usage error saying how to
+    /// build it.
+    pub fn from_name(name: &str) -> Result<EngineKind, BenchError> {
+        let kind = Self::ALL
+            .into_iter()
+            .find(|k| k.name() == name.trim().to_ascii_lowercase())
+            .ok_or_else(|| {
+                BenchError::Usage(format!(
+                    "--engine={name}: unknown engine (known: riptide, rocksdb, fjall)"
+                ))
+            })?;
+        if !kind.compiled_in() {
+            let feature = kind.feature().unwrap_or_default();
+            return Err(BenchError::Usage(format!(
+                "--engine={}: this riptide binary was built without the `{feature}` cargo feature; build it with \
+                 `cargo build --release -p riptide-cli --features {feature}` (see README, \"Comparing with RocksDB and \
+                 fjall\")",
+                kind.name()
+            )));
+        }
+        Ok(kind)
+    }
+
+    /// The "Memtablerep:" line of the header.
+    pub fn memtablerep(self) -> &'static str {
+        match self {
+            EngineKind::Riptide => "riptide multi-version skiplist",
+            EngineKind::RocksDb => "rocksdb skip_list (default)",
+            EngineKind::Fjall => "fjall (lsm-tree) skiplist",
+        }
+    }
+}
+
+/// Block compression (`--compression_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    /// No compression (the default: Riptide has none yet).
+    None,
+    /// LZ4 (rocksdb, fjall).
+    Lz4,
+    /// Zstandard (rocksdb).
+    Zstd,
+}
+
+impl Compression {
+    /// Parses `--compression_type` (db_bench spelling).
+    pub fn from_name(name: &str) -> Result<Compression, BenchError> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "none" | "no" => Ok(Compression::None),
+            "lz4" => Ok(Compression::Lz4),
+            "zstd" => Ok(Compression::Zstd),
+            _ => Err(BenchError::Usage(format!(
+                "--compression_type={name}: expected none, lz4 or zstd"
+            ))),
+        }
+    }
+
+    /// The db_bench name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Compression::None => "none",
+            Compression::Lz4 => "lz4",
+            Compression::Zstd => "zstd",
+        }
+    }
+
+    /// The header's "Compression:" value, as db_bench prints it.
+    pub fn db_bench_name(self) -> &'static str {
+        match self {
+            Compression::None => "NoCompression",
+            Compression::Lz4 => "LZ4",
+            Compression::Zstd => "ZSTD",
+        }
+    }
+}
+
+/// What an engine says about itself at the start of a run.
+#[derive(Debug, Clone)]
+pub struct Description {
+    /// Engine name and version, with how it was built.
+    pub version: String,
+    /// One `(setting, value)` per line of the "Engine options:" block. The settings that mirror
+    /// each other use the same names on every engine.
+    pub options: Vec<(&'static str, String)>,
+}
+
+/// A position in an engine's key space (its iterator), as RocksDB's raw iterator.
+///
+/// `key` and `value` may only be called while `valid`. `next` and `prev` work from any valid
+/// position; when the cursor runs off either end it becomes invalid. An error makes it invalid
+/// and is reported by `status`.
+pub trait Cursor {
+    /// Positions at the first entry.
+    fn seek_to_first(&mut self);
+    /// Positions at the last entry.
+    fn seek_to_last(&mut self);
+    /// Positions at the first entry with a key at or after `target`.
+    fn seek(&mut self, target: &[u8]);
+    /// Moves to the next entry.
+    fn next(&mut self);
+    /// Moves to the previous entry.
+    fn prev(&mut self);
+    /// True if positioned at an entry.
+    fn valid(&self) -> bool;
+    /// The current key.
+    fn key(&self) -> &[u8];
+    /// The current value.
+    fn value(&self) -> &[u8];
+    /// The error that stopped the cursor, if any.
+    fn status(&self) -> Result<(), EngineError>;
+}
+
+/// An engine whose writers can stop for good (Riptide: it cannot flush memtables yet). The
+/// runner's watchdog asks it whether writes are stuck and, if so, shuts the writers down.
+pub trait WriteStopWatch {
+    /// Writes committed so far (progress marker).
+    fn committed_writes(&self) -> u64;
+    /// If the writers can never resume, why (without the benchmark name).
+    fn stopped_for_good(&self, cfg: &Config) -> Option<String>;
+    /// Makes stalled writers fail soon (Riptide: closes the database).
+    fn abort_writers(&self);
+}
+
+/// The adapter every benchmark runs through. One value of it is the open database, shared by
+/// all benchmark threads.
+pub trait BenchEngine: Send + Sync + Sized {
+    /// A write batch being built.
+    type Batch: Send;
+    /// An asynchronous write not yet waited for (engines without asynchronous commits use
+    /// [`std::convert::Infallible`]).
+    type Pending: Send;
+    /// A cursor over the benchmark's key space.
+    type Cursor<'a>: Cursor
+    where
+        Self: 'a;
+
+    /// Refuses the flags this engine cannot honour (called before the directory is touched).
+    fn check(cfg: &Config) -> Result<(), BenchError>;
+
+    /// Opens (creating if needed) the database in `cfg.db` with the options mirroring Riptide's
+    /// and the write mode of `--sync` / `--disable_wal`.
+    fn open(cfg: &Config) -> Result<Self, BenchError>;
+
+    /// The engine's version and effective options, printed at the start of the run.
+    fn describe(&self, cfg: &Config) -> Description;
+
+    /// An empty batch for `ops` operations.
+    fn new_batch(&self, ops: usize) -> Self::Batch;
+
+    /// Adds a put to `batch`.
+    fn put(&self, batch: &mut Self::Batch, key: &[u8], value: &[u8]) -> Result<(), EngineError>;
+
+    /// Adds a delete to `batch`.
+    fn delete(&self, batch: &mut Self::Batch, key: &[u8]) -> Result<(), EngineError>;
+
+    /// Applies `batch` atomically in the run's write mode; returns once it is committed (and,
+    /// with `--sync`, durable).
+    fn write(&self, batch: Self::Batch) -> Result<(), EngineError>;
+
+    /// Submits `batch` and returns at once with a handle for [`BenchEngine::wait`]. Only engines
+    /// whose [`BenchEngine::check`] accepts `--async_commit_depth` are ever asked.
+    fn write_async(&self, batch: Self::Batch) -> Result<Self::Pending, EngineError>;
+
+    /// Waits until an asynchronous write is committed (and, with `--sync`, durable).
+    fn wait(&self, pending: Self::Pending) -> Result<(), EngineError>;
+
+    /// Point read of `key` at the latest state: `read` sees the value if there is one.
+    fn get<R>(&self, key: &[u8], read: impl FnOnce(&[u8]) -> R) -> Result<Option<R>, EngineError>;
+
+    /// A fresh cursor seeing the latest committed state (unpositioned).
+    fn cursor(&self) -> Result<Self::Cursor<'_>, EngineError>;
+
+    /// Closes the database cleanly.
+    fn close(self) -> Result<(), EngineError>;
+
+    /// Write-path counters (commit groups, fsyncs, ...) for the "Write path:" line after each
+    /// write benchmark; `None` = the engine has no such line.
+    fn write_stats(&self) -> Option<::riptide::WriteStats> {
+        None
+    }
+
+    /// Engine-specific lines printed once at the end of the run, before closing.
+    fn end_of_run_stats(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// The write-stop watchdog's view of the engine, if its writers can stop for good.
+    fn write_stop_watch(&self) -> Option<&dyn WriteStopWatch> {
+        None
+    }
+}
+
+/// Refuses the Riptide-only flags for a peer engine.
+#[cfg_attr(not(any(feature = "bench-rocksdb", feature = "bench-fjall")), allow(dead_code))]
+pub fn refuse_riptide_only_flags(cfg: &Config) -> Result<(), BenchError> {
+    let engine = cfg.engine.name();
+    if cfg.async_commit_depth > 0 {
+        return Err(BenchError::Usage(format!(
+            "--async_commit_depth={}: the {engine} engine has no asynchronous commit (it would run synchronously); \
+             only --engine=riptide supports it",
+            cfg.async_commit_depth
+        )));
+    }
+    if cfg.write_queues_given {
+        return Err(BenchError::Usage(format!(
+            "--write_queues: a Riptide option; the {engine} engine has no write task queues"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks the flags against the chosen engine (see [`BenchEngine::check`]).
+pub fn check(cfg: &Config) -> Result<(), BenchError> {
+    match cfg.engine {
+        EngineKind::Riptide => riptide::RiptideEngine::check(cfg),
+        #[cfg(feature = "bench-rocksdb")]
+        EngineKind::RocksDb => rocksdb::RocksDbEngine::check(cfg),
+        #[cfg(feature = "bench-fjall")]
+        EngineKind::Fjall => fjall::FjallEngine::check(cfg),
+        #[allow(unreachable_patterns)]
+        other => Err(not_built(other)),
+    }
+}
+
+/// The error for an engine this binary lacks (normally caught by [`EngineKind::from_name`]).
+pub fn not_built(kind: EngineKind) -> BenchError {
+    BenchError::Usage(format!(
+        "--engine={}: not built into this binary (cargo feature {})",
+        kind.name(),
+        kind.feature().unwrap_or("?")
+    ))
+}
+
+/// True if `dir` holds a database of one of the bench's engines (so it may be wiped): Riptide's
+/// `CATALOG`, RocksDB's `CURRENT` + `IDENTITY`, or fjall's `version` + `keyspaces/`.
+pub fn is_bench_database(dir: &Path) -> bool {
+    dir.join("CATALOG").is_file()
+        || (dir.join("CURRENT").is_file() && dir.join("IDENTITY").is_file())
+        || (dir.join("version").is_file() && dir.join("keyspaces").is_dir())
+}
+
+/// A size in bytes for the options block: `8388608 (8.0 MiB)`.
+pub fn bytes(n: u64) -> String {
+    if n >= 1 << 20 {
+        format!("{n} ({:.1} MiB)", n as f64 / 1_048_576.0)
+    } else if n >= 1 << 10 {
+        format!("{n} ({:.1} KiB)", n as f64 / 1024.0)
+    } else {
+        format!("{n}")
+    }
+}
+
+/// The WAL / sync lines shared by the engines' descriptions.
+pub fn durability_options(cfg: &Config, wal_name: &str, sync_how: &str) -> Vec<(&'static str, String)> {
+    vec![
+        (
+            "wal",
+            if cfg.disable_wal {
+                format!("off (--disable_wal=1; {wal_name} skipped)")
+            } else {
+                format!("on ({wal_name})")
+            },
+        ),
+        (
+            "sync",
+            if cfg.sync {
+                format!("1 (every write waits for {sync_how})")
+            } else {
+                "0 (written to the OS page cache, no fsync)".to_string()
+            },
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn engine_names_round_trip_and_missing_ones_say_how_to_build() {
+        assert_eq!(EngineKind::from_name("riptide").unwrap(), EngineKind::Riptide);
+        assert!(EngineKind::from_name("leveldb")
+            .unwrap_err()
+            .to_string()
+            .contains("unknown engine"));
+        for kind in [EngineKind::RocksDb, EngineKind::Fjall] {
+            match EngineKind::from_name(kind.name()) {
+                Ok(k) => assert!(k.compiled_in() && k == kind),
+                Err(e) => {
+                    let msg = e.to_string();
+                    assert!(
+                        msg.contains(kind.feature().unwrap()) && msg.contains("cargo build"),
+                        "{msg}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn compression_names() {
+        for c in [Compression::None, Compression::Lz4, Compression::Zstd] {
+            assert_eq!(Compression::from_name(c.name()).unwrap(), c);
+        }
+        assert!(Compression::from_name("snappy").is_err());
+        assert_eq!(Compression::None.db_bench_name(), "NoCompression");
+    }
+
+    /// Opens engine `E` on a temporary directory with default flags plus `args`.
+    fn open<E: BenchEngine>(engine: &str, dir: &Path, args: &[&str]) -> (E, Config) {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Wrap {
+            #[command(flatten)]
+            flags: crate::bench::flags::BenchFlags,
+        }
+        let db = format!("--db={}", dir.display());
+        let engine = format!("--engine={engine}");
+        let argv = ["bench", &engine, &db].into_iter().chain(args.iter().copied());
+        let cfg = Config::from_flags(&Wrap::try_parse_from(argv).unwrap().flags).unwrap();
+        (E::open(&cfg).unwrap(), cfg)
+    }
+
+    /// What every adapter must do: batches of puts and deletes, point reads, and a cursor that
+    /// seeks, walks both ways and turns around.
+    fn conformance<E: BenchEngine>(engine: &str) {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, _) = open::<E>(engine, dir.path(), &[]);
+        let mut b = db.new_batch(6);
+        for k in [&b"k1"[..], b"k2", b"k3", b"k4", b"k5"] {
+            db.put(&mut b, k, &[k[1], b'v']).unwrap();
+        }
+        db.delete(&mut b, b"k3").unwrap();
+        db.write(b).unwrap();
+        let mut b = db.new_batch(1);
+        db.put(&mut b, b"k2", b"new").unwrap();
+        db.write(b).unwrap();
+        assert_eq!(
+            db.get(b"k2", <[u8]>::to_vec).unwrap(),
+            Some(b"new".to_vec()),
+            "{engine}"
+        );
+        assert_eq!(db.get(b"k3", <[u8]>::to_vec).unwrap(), None, "{engine}");
+        assert_eq!(db.get(b"k1", <[u8]>::len).unwrap(), Some(2), "{engine}");
+
+        let mut c = db.cursor().unwrap();
+        let at = |c: &E::Cursor<'_>| c.valid().then(|| (c.key().to_vec(), c.value().to_vec()));
+        let kv = |k: &[u8], v: &[u8]| Some((k.to_vec(), v.to_vec()));
+        c.seek_to_first();
+        assert_eq!(at(&c), kv(b"k1", b"1v"), "{engine}");
+        c.next();
+        assert_eq!(at(&c), kv(b"k2", b"new"), "{engine}");
+        c.next();
+        assert_eq!(at(&c), kv(b"k4", b"4v"), "{engine}: deleted k3 is skipped");
+        c.prev();
+        assert_eq!(at(&c), kv(b"k2", b"new"), "{engine}: turn around");
+        c.prev();
+        c.prev();
+        assert!(!c.valid(), "{engine}: ran off the front");
+        c.seek_to_last();
+        assert_eq!(at(&c), kv(b"k5", b"5v"), "{engine}");
+        c.prev();
+        assert_eq!(at(&c), kv(b"k4", b"4v"), "{engine}");
+        c.next();
+        assert_eq!(at(&c), kv(b"k5", b"5v"), "{engine}: turn around");
+        c.next();
+        assert!(!c.valid(), "{engine}: ran off the back");
+        c.seek(b"k3");
+        assert_eq!(at(&c), kv(b"k4", b"4v"), "{engine}: seek lands on the next key");
+        c.seek(b"k9");
+        assert!(!c.valid(), "{engine}");
+        c.status().unwrap();
+        drop(c);
+        db.close().unwrap();
+        // Reopened, everything is still there.
+        let (db, _) = open::<E>(engine, dir.path(), &["--use_existing_db=1"]);
+        assert_eq!(
+            db.get(b"k2", <[u8]>::to_vec).unwrap(),
+            Some(b"new".to_vec()),
+            "{engine}"
+        );
+        assert_eq!(db.get(b"k3", <[u8]>::to_vec).unwrap(), None, "{engine}");
+        db.close().unwrap();
+    }
+
+    #[test]
+    fn riptide_adapter_conforms() {
+        conformance::<riptide::RiptideEngine>("riptide");
+    }
+
+    #[cfg(feature = "bench-rocksdb")]
+    #[test]
+    fn rocksdb_adapter_conforms() {
+        conformance::<rocksdb::RocksDbEngine>("rocksdb");
+    }
+
+    #[cfg(feature = "bench-fjall")]
+    #[test]
+    fn fjall_adapter_conforms() {
+        conformance::<fjall::FjallEngine>("fjall");
+    }
+
+    #[test]
+    fn byte_sizes_read_well() {
+        assert_eq!(bytes(8 << 20), "8388608 (8.0 MiB)");
+        assert_eq!(bytes(16384), "16384 (16.0 KiB)");
+        assert_eq!(bytes(100), "100");
+    }
+}
