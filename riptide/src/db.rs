@@ -187,7 +187,7 @@ pub(crate) struct DbInner {
     opts: Options,
     registry: RwLock<Registry>,
     ddl: Mutex<()>,
-    pub(crate) pipeline: Pipeline,
+    pub(crate) pipeline: Arc<Pipeline>,
     snapshots: Arc<SnapshotList>,
     stall_lock: Mutex<()>,
     stall_cond: Condvar,
@@ -316,7 +316,7 @@ impl Db {
             path,
             registry: RwLock::new(Registry { catalog, by_name }),
             ddl: Mutex::new(()),
-            pipeline: Pipeline::new(cfg, log, report.max_lsn),
+            pipeline: Pipeline::start(cfg, log, report.max_lsn)?,
             snapshots: Arc::new(SnapshotList::default()),
             stall_lock: Mutex::new(()),
             stall_cond: Condvar::new(),
@@ -445,7 +445,7 @@ impl Db {
     /// Applies `batch` atomically and returns once it has committed (and, with
     /// `opts.sync`, is durable).
     pub fn write(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
-        match self.inner.enqueue(batch, opts)? {
+        match self.inner.enqueue(batch, opts, false)? {
             Some(c) => c.wait(),
             None => Ok(()),
         }
@@ -474,7 +474,7 @@ impl Db {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn write_async(&self, batch: WriteBatch, opts: &WriteOptions) -> WriteHandle {
-        match self.inner.enqueue(batch, opts) {
+        match self.inner.enqueue(batch, opts, true) {
             Ok(Some(completion)) => WriteHandle { completion },
             Ok(None) => {
                 let completion = Completion::new();
@@ -553,7 +553,7 @@ impl DbInner {
     }
 
     /// Validates and queues a batch; `None` when there is nothing to do.
-    fn enqueue(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<Option<Arc<Completion>>> {
+    fn enqueue(&self, batch: WriteBatch, opts: &WriteOptions, asynchronous: bool) -> Result<Option<Arc<Completion>>> {
         if batch.is_empty() {
             return Ok(None);
         }
@@ -571,6 +571,7 @@ impl DbInner {
             batch,
             sync: opts.sync && !opts.disable_wal,
             disable_wal: opts.disable_wal,
+            asynchronous,
             completion: completion.clone(),
         });
         Ok(Some(completion))

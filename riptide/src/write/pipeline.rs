@@ -6,14 +6,22 @@
 //!
 //! 1. **log buffering** (one thread at a time, `log` mutex): allocate the group's LSN range,
 //!    bind each touched table's active memtable, append header and batches to the shared log
-//!    buffer (the payload CRC was computed before taking the lock), and enter the commit window;
-//! 2. **log flushing** (one thread at a time, `flush_state` flag): write the whole buffer, which
-//!    may hold groups of several queues, with one write call and at most one `fdatasync` (if any
-//!    group in it asked for sync). A leader whose bytes were flushed by another leader skips it;
-//! 3. **memtable insertion**, by every leader in parallel, into the memtables bound in stage 1;
+//!    buffer (the payload CRC was computed before taking the lock), enter the commit window and
+//!    the flush queue;
+//! 2. **log flushing** (one thread at a time: the *driver*): take the whole buffer — the groups
+//!    of every queue that arrived since the last flush — write it with one call and at most one
+//!    `fdatasync` (if any group in it asked for sync), then hand each flushed group on;
+//! 3. **memtable insertion**, in parallel: a synchronous leader wakes and inserts its own group;
+//!    the groups of asynchronous leaders (which returned at once) are inserted by the driver;
 //! 4. **commit**: mark the group done in the commit window; the visible LSN advances only over a
 //!    contiguous prefix of done groups, and the thread that advances it completes those groups'
 //!    writers (waking sync writers, running async callbacks).
+//!
+//! Who drives stage 2: a leader that finds no driver becomes it, flushes until its own group
+//! is flushed, and then, if more groups are waiting, hands driving to the pipeline's log-flush
+//! thread, which drives until the buffer is empty. So a lone writer does everything on its own
+//! thread (no context switch), and under load one thread flushes back to back while writers
+//! sleep once per write. A waiting leader is woken only when its group is flushed.
 //!
 //! Invariants:
 //! - LSNs are allocated in log-buffer order, so the redo log is in LSN order.
@@ -24,6 +32,9 @@
 //!   fsynced, for `sync`), and after its group is visible.
 //! - Any failed log write or fsync poisons the pipeline: the failing and all later groups fail,
 //!   no later write is accepted, reads keep working.
+//! - Buffered groups are never stranded: the driver gives up driving only after seeing, under
+//!   the driver lock, an empty flush queue; a leader that buffers a group then checks, under
+//!   the same lock, whether a driver is active.
 
 use super::batch::WriteBatch;
 use super::completion::Completion;
@@ -39,6 +50,7 @@ use std::cell::Cell;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::Instant;
 
 /// One `write` call waiting in a queue.
@@ -46,6 +58,8 @@ pub(crate) struct Writer {
     pub(crate) batch: WriteBatch,
     pub(crate) sync: bool,
     pub(crate) disable_wal: bool,
+    /// `write_async`: the caller does not wait; the driver inserts the group if needed.
+    pub(crate) asynchronous: bool,
     pub(crate) completion: Arc<Completion>,
 }
 
@@ -71,6 +85,45 @@ struct LogBuffer {
     sync_writes: u64,
     /// Log position (bytes ever buffered) at the end of `buf`.
     appended_pos: u64,
+    /// Groups whose bytes are in `buf`, in log order.
+    flush_queue: Vec<Arc<GroupState>>,
+}
+
+/// The work of stage 3 for one group: its batches and the memtables bound to it.
+struct GroupWork {
+    writers: Vec<Writer>,
+    bound: Bound,
+    first_lsn: Lsn,
+}
+
+enum Phase {
+    Buffered,
+    Flushed,
+    Failed(Error),
+}
+
+struct GroupProgress {
+    phase: Phase,
+    /// Taken by whoever inserts the group (its leader, or the driver for async leaders).
+    work: Option<GroupWork>,
+}
+
+/// A buffered group on its way through stages 2 and 3.
+struct GroupState {
+    seq: u64,
+    /// The leader sleeps until the group is flushed, then inserts it itself.
+    leader_waits: bool,
+    progress: Mutex<GroupProgress>,
+    cond: Condvar,
+}
+
+#[derive(Default)]
+struct DriverState {
+    /// A thread is driving stage 2.
+    active: bool,
+    /// The active driver handed driving to the log-flush thread.
+    handoff: bool,
+    shutdown: bool,
 }
 
 struct Flusher {
@@ -155,9 +208,9 @@ pub(crate) struct Pipeline {
     queues: Vec<CachePadded<WriteQueue>>,
     log: CachePadded<Mutex<LogBuffer>>,
     flusher: Mutex<Flusher>,
-    /// True while a thread runs `flush_buffer`.
-    flush_state: Mutex<bool>,
-    flush_cond: Condvar,
+    driver: Mutex<DriverState>,
+    driver_cond: Condvar,
+    flush_thread: Mutex<Option<JoinHandle<()>>>,
     flushed_pos: CachePadded<AtomicU64>,
     window: CachePadded<Mutex<CommitWindow>>,
     visible_lsn: CachePadded<AtomicU64>,
@@ -182,6 +235,14 @@ fn queue_hint() -> usize {
     })
 }
 
+/// Outcome of stage 1.
+enum Buffered {
+    /// The group has redo bytes and waits for a flush.
+    Logged(Arc<GroupState>),
+    /// The group has no redo bytes (`disable_wal`): its window seq and work.
+    Unlogged(u64, GroupWork),
+}
+
 /// Memtables bound to a group in stage 1, by table id.
 struct Bound(Vec<(u32, Arc<Memtable>)>);
 
@@ -192,9 +253,10 @@ impl Bound {
 }
 
 impl Pipeline {
-    /// A pipeline appending to `log`, whose last recovered LSN is `last_lsn`.
-    pub(crate) fn new(cfg: PipelineConfig, log: RedoLog, last_lsn: Lsn) -> Self {
-        Pipeline {
+    /// A pipeline appending to `log`, whose last recovered LSN is `last_lsn`, with its
+    /// log-flush thread running.
+    pub(crate) fn start(cfg: PipelineConfig, log: RedoLog, last_lsn: Lsn) -> Result<Arc<Self>> {
+        let pipeline = Arc::new(Pipeline {
             cfg,
             queues: (0..cfg.queues)
                 .map(|_| CachePadded::new(WriteQueue::default()))
@@ -205,13 +267,15 @@ impl Pipeline {
                 sync_needed: false,
                 sync_writes: 0,
                 appended_pos: 0,
+                flush_queue: Vec::new(),
             })),
             flusher: Mutex::new(Flusher {
                 log: Some(log),
                 spare: Vec::with_capacity(1 << 20),
             }),
-            flush_state: Mutex::new(false),
-            flush_cond: Condvar::new(),
+            driver: Mutex::new(DriverState::default()),
+            driver_cond: Condvar::new(),
+            flush_thread: Mutex::new(None),
             flushed_pos: CachePadded::new(AtomicU64::new(0)),
             window: CachePadded::new(Mutex::new(CommitWindow {
                 front_seq: 0,
@@ -223,7 +287,14 @@ impl Pipeline {
             closed: AtomicBool::new(false),
             inflight: AtomicUsize::new(0),
             counters: Counters::default(),
-        }
+        });
+        let worker = pipeline.clone();
+        let handle = std::thread::Builder::new()
+            .name("riptide-log-flush".into())
+            .spawn(move || worker.flush_thread_main())
+            .map_err(|e| Error::io("spawn log-flush thread", "", e))?;
+        *pipeline.flush_thread.lock() = Some(handle);
+        Ok(pipeline)
     }
 
     /// The newest LSN readers may see.
@@ -308,13 +379,17 @@ impl Pipeline {
     }
 
     fn complete_all(&self, completions: &[Arc<Completion>], result: Result<()>) {
+        // Out of flight before callbacks run: a callback may drop the last database handle,
+        // whose close waits for in-flight writes.
+        self.inflight.fetch_sub(completions.len(), Ordering::AcqRel);
         for c in completions {
             c.complete(result.clone());
         }
-        self.inflight.fetch_sub(completions.len(), Ordering::AcqRel);
     }
 
     fn run_group(&self, mut group: Vec<Writer>, q: &WriteQueue) {
+        // The leader (this thread) is the first writer of the group.
+        let leader_waits = !group[0].asynchronous;
         // Order the group: logged batches first, so their LSNs are contiguous in one record.
         group.sort_by_key(|w| w.disable_wal);
         let wal_writers = group.iter().filter(|w| !w.disable_wal).count();
@@ -324,68 +399,99 @@ impl Pipeline {
             payload_crc = crc32c::crc32c_append(payload_crc, &w.batch.rep);
             payload_len += w.batch.rep.len();
         }
-        let completions: Vec<Arc<Completion>> = group.iter().map(|w| w.completion.clone()).collect();
         self.counters.groups.fetch_add(1, Ordering::Relaxed);
         self.counters.writes.fetch_add(group.len() as u64, Ordering::Relaxed);
 
         // Stage 1: log buffering. Once the group is in the log buffer, the queue's next group may
         // form and buffer too, so one flush can carry several groups of every queue.
-        let buffered = self.buffer_group(&group, wal_writers, payload_crc, payload_len);
+        let buffered = self.buffer_group(group, wal_writers, payload_crc, payload_len, leader_waits);
         Self::release_queue(q);
-        let (seq, end_pos, first_lsn, bound) = match buffered {
-            Ok(v) => v,
-            Err(e) => {
+        let state = match buffered {
+            Ok(Buffered::Logged(state)) => state,
+            Ok(Buffered::Unlogged(seq, work)) => {
+                // No redo bytes: straight to stages 3 and 4.
+                self.insert_and_finish(seq, work);
+                return;
+            }
+            Err((e, writers)) => {
+                let completions: Vec<_> = writers.iter().map(|w| w.completion.clone()).collect();
                 self.complete_all(&completions, Err(e));
                 return;
             }
         };
-        // Stage 2: log flushing.
-        let flushed = if wal_writers > 0 {
-            self.flush_log(end_pos)
-        } else {
-            Ok(())
-        };
-        if let Err(e) = flushed {
-            self.finish(seq, EntryState::Failed(e), completions);
-            return;
+        // Stage 2: log flushing, by this thread if no one else is driving.
+        self.drive_if_idle(&state);
+        if !state.leader_waits {
+            return; // the driver inserts the group and completes it
         }
-        // Stage 3: memtable insertion.
-        let mut lsn = first_lsn;
-        for w in &group {
+        // Stage 3 (parallel): wait until flushed, then insert our own group.
+        let mut progress = state.progress.lock();
+        while matches!(progress.phase, Phase::Buffered) {
+            state.cond.wait(&mut progress);
+        }
+        self.take_and_process(&state, progress);
+    }
+
+    /// Takes a flushed (or failed) group's work and runs stages 3 and 4 for it.
+    fn take_and_process(&self, state: &GroupState, mut progress: parking_lot::MutexGuard<'_, GroupProgress>) {
+        let phase = match &progress.phase {
+            Phase::Buffered => return,
+            Phase::Flushed => Ok(()),
+            Phase::Failed(e) => Err(e.clone()),
+        };
+        let Some(work) = progress.work.take() else {
+            return;
+        };
+        drop(progress);
+        match phase {
+            Ok(()) => self.insert_and_finish(state.seq, work),
+            Err(e) => {
+                let completions = work.writers.iter().map(|w| w.completion.clone()).collect();
+                self.finish(state.seq, EntryState::Failed(e), completions);
+            }
+        }
+    }
+
+    /// Stages 3 and 4 for one group.
+    fn insert_and_finish(&self, seq: u64, work: GroupWork) {
+        let mut lsn = work.first_lsn;
+        for w in &work.writers {
             for op in w.batch.ops(lsn) {
-                if let Some(mem) = bound.get(op.table) {
+                if let Some(mem) = work.bound.get(op.table) {
                     mem.insert(op.key, op.lsn, op.kind, op.value);
                 }
             }
             lsn += u64::from(w.batch.count);
         }
-        drop(group);
-        // Stage 4: commit.
+        let completions = work.writers.iter().map(|w| w.completion.clone()).collect();
+        drop(work);
         self.finish(seq, EntryState::Done, completions);
     }
 
-    /// Stage 1. Returns (window seq, log end position, first LSN, bound memtables).
+    /// Stage 1. Appends the group to the log buffer (if it has logged batches) and enters it in
+    /// the commit window.
     fn buffer_group(
         &self,
-        group: &[Writer],
+        group: Vec<Writer>,
         wal_writers: usize,
         payload_crc: u32,
         payload_len: usize,
-    ) -> Result<(u64, u64, Lsn, Bound)> {
+        leader_waits: bool,
+    ) -> std::result::Result<Buffered, (Error, Vec<Writer>)> {
         let ops: u64 = group.iter().map(|w| u64::from(w.batch.count)).sum();
         let wal_ops: u64 = group[..wal_writers].iter().map(|w| u64::from(w.batch.count)).sum();
-        let mut tables: Vec<&Arc<TableInner>> = Vec::new();
-        for w in group {
+        let mut tables: Vec<Arc<TableInner>> = Vec::new();
+        for w in &group {
             for t in &w.batch.tables {
                 if !tables.iter().any(|x| x.id == t.id) {
-                    tables.push(t);
+                    tables.push(t.clone());
                 }
             }
         }
         let mut log = self.log.lock();
         // Only poison stops an accepted write; `close` waits for accepted writes to finish.
         if let Some(e) = self.poison_error() {
-            return Err(Error::Poisoned(Arc::new(e)));
+            return Err((Error::Poisoned(Arc::new(e)), group));
         }
         let first_lsn = log.next_lsn;
         log.next_lsn += ops;
@@ -406,7 +512,6 @@ impl Pipeline {
             log.sync_writes += sync_writes;
             log.sync_needed |= sync_writes > 0;
         }
-        let end_pos = log.appended_pos;
         let seq = {
             let mut win = self.window.lock();
             win.entries.push_back(WindowEntry {
@@ -417,77 +522,134 @@ impl Pipeline {
             win.front_seq + win.entries.len() as u64 - 1
         };
         self.counters.ops.fetch_add(ops, Ordering::Relaxed);
-        Ok((seq, end_pos, first_lsn, bound))
+        let work = GroupWork {
+            writers: group,
+            bound,
+            first_lsn,
+        };
+        if wal_ops == 0 {
+            return Ok(Buffered::Unlogged(seq, work));
+        }
+        let state = Arc::new(GroupState {
+            seq,
+            leader_waits,
+            progress: Mutex::new(GroupProgress {
+                phase: Phase::Buffered,
+                work: Some(work),
+            }),
+            cond: Condvar::new(),
+        });
+        log.flush_queue.push(state.clone());
+        Ok(Buffered::Logged(state))
     }
 
-    /// Stage 2: makes the log durable up to `end_pos` (written; fsynced if any group asked).
-    fn flush_log(&self, end_pos: u64) -> Result<()> {
+    /// Makes this thread the driver if none is active; it then flushes until `own` is flushed
+    /// and hands any remaining groups to the log-flush thread.
+    fn drive_if_idle(&self, own: &GroupState) {
+        {
+            let mut d = self.driver.lock();
+            if d.active {
+                return;
+            }
+            d.active = true;
+        }
         loop {
-            if self.flushed_pos.load(Ordering::Acquire) >= end_pos {
-                return Ok(());
+            self.flush_round();
+            let own_flushed = !matches!(own.progress.lock().phase, Phase::Buffered);
+            let mut d = self.driver.lock();
+            if self.log.lock().flush_queue.is_empty() {
+                d.active = false;
+                return;
             }
-            {
-                // Leaders whose bytes are being flushed wait on the condvar, not in a convoy on a
-                // mutex; when a flush ends they all wake at once and one with unflushed bytes
-                // starts the next flush.
-                let mut flushing = self.flush_state.lock();
-                loop {
-                    if self.flushed_pos.load(Ordering::Acquire) >= end_pos {
-                        return Ok(());
-                    }
-                    if let Some(e) = self.poison_error() {
-                        return Err(Error::Poisoned(Arc::new(e)));
-                    }
-                    if !*flushing {
-                        break;
-                    }
-                    self.flush_cond.wait(&mut flushing);
-                }
-                *flushing = true;
+            if own_flushed {
+                d.handoff = true;
+                self.driver_cond.notify_all();
+                return;
             }
-            let result = self.flush_buffer();
-            let mut flushing = self.flush_state.lock();
-            *flushing = false;
-            self.flush_cond.notify_all();
-            drop(flushing);
-            result?;
         }
     }
 
-    /// Writes (and fsyncs, if asked) everything buffered so far. Only one thread at a time
-    /// runs it (see `flush_log`), so the `flusher` lock is never contended.
-    fn flush_buffer(&self) -> Result<()> {
+    /// The log-flush thread: drives stage 2 whenever a leader hands it over, until the buffer
+    /// is empty.
+    fn flush_thread_main(&self) {
+        loop {
+            {
+                let mut d = self.driver.lock();
+                while !d.handoff && !d.shutdown {
+                    self.driver_cond.wait(&mut d);
+                }
+                if !d.handoff {
+                    return; // shutdown
+                }
+                d.handoff = false;
+            }
+            loop {
+                self.flush_round();
+                let mut d = self.driver.lock();
+                if self.log.lock().flush_queue.is_empty() {
+                    d.active = false;
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Stage 2 once: writes (and fsyncs, if asked) everything buffered, then hands each flushed
+    /// group on: a waiting leader is woken to insert it; the driver inserts the others.
+    fn flush_round(&self) {
         let mut fl = self.flusher.lock();
         let spare = std::mem::take(&mut fl.spare);
-        let (mut buf, sync, synced_writes, upto) = {
+        let (mut buf, sync, synced_writes, upto, groups) = {
             let mut log = self.log.lock();
             let buf = std::mem::replace(&mut log.buf, spare);
             let sync = std::mem::take(&mut log.sync_needed);
-            (buf, sync, std::mem::take(&mut log.sync_writes), log.appended_pos)
+            let groups = std::mem::take(&mut log.flush_queue);
+            (
+                buf,
+                sync,
+                std::mem::take(&mut log.sync_writes),
+                log.appended_pos,
+                groups,
+            )
         };
-        let Some(redo) = fl.log.as_mut() else {
-            return Err(Error::Closed);
+        if groups.is_empty() {
+            fl.spare = buf;
+            return;
+        }
+        let result = match (self.poison_error(), fl.log.as_mut()) {
+            (Some(e), _) => Err(Error::Poisoned(Arc::new(e))),
+            (None, None) => Err(Error::Closed),
+            (None, Some(redo)) => redo
+                .append(&buf)
+                .and_then(|()| if sync { redo.sync() } else { Ok(()) })
+                .and_then(|()| redo.maybe_roll())
+                .map_err(|e| self.poison_with(&e)),
         };
-        let result = redo
-            .append(&buf)
-            .and_then(|()| if sync { redo.sync() } else { Ok(()) })
-            .and_then(|()| redo.maybe_roll());
-        match result {
-            Ok(()) => {
-                self.counters.log_writes.fetch_add(1, Ordering::Relaxed);
-                self.counters
-                    .bytes_logged
-                    .fetch_add(buf.len() as u64, Ordering::Relaxed);
-                if sync {
-                    self.counters.fsyncs.fetch_add(1, Ordering::Relaxed);
-                    self.counters.synced_writes.fetch_add(synced_writes, Ordering::Relaxed);
-                }
-                buf.clear();
-                fl.spare = buf;
-                self.flushed_pos.store(upto, Ordering::Release);
-                Ok(())
+        if result.is_ok() {
+            self.counters.log_writes.fetch_add(1, Ordering::Relaxed);
+            self.counters
+                .bytes_logged
+                .fetch_add(buf.len() as u64, Ordering::Relaxed);
+            if sync {
+                self.counters.fsyncs.fetch_add(1, Ordering::Relaxed);
+                self.counters.synced_writes.fetch_add(synced_writes, Ordering::Relaxed);
             }
-            Err(e) => Err(self.poison_with(&e)),
+            self.flushed_pos.store(upto, Ordering::Release);
+        }
+        buf.clear();
+        fl.spare = buf;
+        drop(fl);
+        for g in &groups {
+            let mut progress = g.progress.lock();
+            progress.phase = match &result {
+                Ok(()) => Phase::Flushed,
+                Err(e) => Phase::Failed(e.clone()),
+            };
+            if g.leader_waits {
+                g.cond.notify_one();
+            } else {
+                self.take_and_process(g, progress);
+            }
         }
     }
 
@@ -548,7 +710,26 @@ impl Pipeline {
         while self.inflight.load(Ordering::SeqCst) > 0 {
             std::thread::sleep(std::time::Duration::from_micros(200));
         }
+        self.stop_flush_thread();
         let mut fl = self.flusher.lock();
         fl.log.take()
+    }
+
+    /// Stops and joins the log-flush thread (idempotent). Called once no write is in flight.
+    pub(crate) fn stop_flush_thread(&self) {
+        {
+            let mut d = self.driver.lock();
+            d.shutdown = true;
+            self.driver_cond.notify_all();
+        }
+        let handle = self.flush_thread.lock().take();
+        if let Some(handle) = handle {
+            // The last handle of a database may drop inside a completion callback, which runs on
+            // the flush thread itself: it then just exits after the callback.
+            if handle.thread().id() != std::thread::current().id() {
+                // The thread never panics on its own; a join error means it already died.
+                let _ = handle.join();
+            }
+        }
     }
 }
