@@ -14,7 +14,8 @@
 #   NUM=200000                          key space (--num)
 #   DURATION=0                          seconds per random-key run; 0 = op counts (see below)
 #   REPS=3                              repetitions per engine (at least 3 for a median)
-#   ENGINES="riptide rocksdb"           riptide, rocksdb, fjall, and db_bench78 (Debian's db_bench,
+#   ENGINES="riptide rocksdb"           riptide, riptide-asyncN (riptide with --async_commit_depth=N;
+#                                       its prefill is synchronous), rocksdb, fjall, and db_bench78 (Debian's db_bench,
 #                                       RocksDB 7.8.3, assertions enabled; flags as in
 #                                       shared/anchors/rocksdb_dbbench.sh)
 #   PREFILL=fillrandom                  what fills the database before a non-fill workload
@@ -60,8 +61,8 @@ OUT=${OUT:-bench-data/compare}
 SEED=${SEED:-1}
 RSEED=$((SEED + 1000))
 # Settings every engine gets (the bench's defaults, spelled out for db_bench).
-KEY_SIZE=16
-VALUE_SIZE=100
+KEY_SIZE=${KEY_SIZE:-16}
+VALUE_SIZE=${VALUE_SIZE:-100}
 CACHE_SIZE=${CACHE_SIZE:-8388608}
 BLOCK_SIZE=16384
 BLOOM_BITS=10
@@ -101,6 +102,8 @@ command_for() {
         --compression_type=none "$@")
     case $engine in
         riptide | rocksdb | fjall) printf '%s\n' "$RIPTIDE" bench --engine="$engine" "${common[@]}" ;;
+        riptide-async*) printf '%s\n' "$RIPTIDE" bench --engine=riptide "${common[@]}" \
+            --async_commit_depth="${engine#riptide-async}" ;;
         db_bench78) printf '%s\n' "$DB_BENCH" "${common[@]}" ;;
     esac
 }

@@ -20,3 +20,21 @@ if ! command -v cc >/dev/null 2>&1; then
         exit 1
     fi
 fi
+
+# `scripts/setup.sh --peers`: also what the peer engines of `riptide bench` need
+# (cargo features bench-rocksdb / bench-fjall): RocksDB compiles from C++ source and its
+# bindings run bindgen, which needs libclang; Debian's db_bench is the historical anchor.
+if [ "${1:-}" = "--peers" ]; then
+    missing=()
+    command -v c++ >/dev/null 2>&1 || missing+=(g++)
+    [ -n "$(ls /usr/lib/llvm-*/lib/libclang*.so* 2>/dev/null)" ] || missing+=(libclang-dev)
+    command -v db_bench >/dev/null 2>&1 || missing+=(rocksdb-tools)
+    if [ ${#missing[@]} -gt 0 ]; then
+        if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+            apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+        else
+            echo "setup: install ${missing[*]} (Debian package names)" >&2
+            exit 1
+        fi
+    fi
+fi
