@@ -104,6 +104,12 @@ impl Catalog {
         if off != body.len() {
             return Err(bad(off, "trailing bytes in catalog"));
         }
+        if !tables.iter().any(|(id, name)| *id == 0 && name == DEFAULT_TABLE) {
+            return Err(bad(20, "the default table is missing"));
+        }
+        if tables.iter().any(|(id, _)| *id >= next_id) {
+            return Err(bad(16, "a table id is not below the next table id"));
+        }
         Ok(Catalog { tables, next_id })
     }
 
@@ -134,6 +140,24 @@ impl Catalog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_catalog_without_the_default_table_is_corrupt() {
+        let c = Catalog {
+            tables: vec![(1, "t".into())],
+            next_id: 2,
+        };
+        assert!(Catalog::decode(Path::new("CATALOG"), &c.encode())
+            .unwrap_err()
+            .is_corruption());
+        let reused = Catalog {
+            tables: vec![(0, DEFAULT_TABLE.into()), (5, "t".into())],
+            next_id: 3,
+        };
+        assert!(Catalog::decode(Path::new("CATALOG"), &reused.encode())
+            .unwrap_err()
+            .is_corruption());
+    }
 
     #[test]
     fn round_trips_and_rejects_every_flipped_byte() {
