@@ -73,11 +73,11 @@ die() { echo "compare.sh: $*" >&2; exit 1; }
 [[ "$REPS" -ge 3 ]] || echo "compare.sh: warning: REPS=$REPS; use at least 3 for a meaningful median" >&2
 for e in $ENGINES; do
     case $e in
-        riptide | rocksdb | fjall)
+        riptide | riptide-async[1-9]* | rocksdb | fjall)
             [[ -x "$RIPTIDE" ]] || die "$RIPTIDE not found; build it with: CARGO_TARGET_DIR=target/peers cargo build --release -p riptide-cli --features bench-rocksdb,bench-fjall"
             ;;
         db_bench78) command -v "$DB_BENCH" >/dev/null || die "db_bench not found (Debian package rocksdb-tools)" ;;
-        *) die "unknown engine $e (riptide, rocksdb, fjall, db_bench78)" ;;
+        *) die "unknown engine $e (riptide, riptide-asyncN, rocksdb, fjall, db_bench78)" ;;
     esac
 done
 

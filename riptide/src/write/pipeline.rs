@@ -558,8 +558,9 @@ impl Pipeline {
         Ok(Buffered::Logged(state))
     }
 
-    /// Makes this thread the driver if none is active; it then flushes until `own` is flushed
-    /// and hands any remaining groups to the log-flush thread.
+    /// Makes this thread the driver if none is active (a synchronous leader), or wakes the
+    /// log-flush thread to drive (an asynchronous one). A synchronous driver flushes until `own`
+    /// is flushed and hands any remaining groups to the log-flush thread.
     fn drive_if_idle(&self, own: &GroupState) {
         {
             let mut d = self.driver.lock();
@@ -567,6 +568,13 @@ impl Pipeline {
                 return;
             }
             d.active = true;
+            if !own.leader_waits {
+                // An asynchronous leader must not wait for an fsync: the log-flush thread
+                // drives instead, and this thread goes on submitting.
+                d.handoff = true;
+                self.driver_cond.notify_all();
+                return;
+            }
         }
         loop {
             self.flush_round();
