@@ -42,7 +42,7 @@ use crate::db::TableInner;
 use crate::error::{Error, Result};
 use crate::key::Lsn;
 use crate::memtable::Memtable;
-use crate::redo::record::{RecordHeader, RECORD_GROUP, RECORD_HEADER_SIZE};
+use crate::redo::record::{RecordHeader, RECORD_GROUP};
 use crate::redo::RedoLog;
 use crossbeam_utils::CachePadded;
 use parking_lot::{Condvar, Mutex};
@@ -83,8 +83,6 @@ struct LogBuffer {
     sync_needed: bool,
     /// Writes with `sync` in `buf`.
     sync_writes: u64,
-    /// Log position (bytes ever buffered) at the end of `buf`.
-    appended_pos: u64,
     /// Groups whose bytes are in `buf`, in log order.
     flush_queue: Vec<Arc<GroupState>>,
 }
@@ -213,7 +211,6 @@ pub(crate) struct Pipeline {
     driver: Mutex<DriverState>,
     driver_cond: Condvar,
     flush_thread: Mutex<Option<JoinHandle<()>>>,
-    flushed_pos: CachePadded<AtomicU64>,
     window: CachePadded<Mutex<CommitWindow>>,
     visible_lsn: CachePadded<AtomicU64>,
     poisoned: AtomicBool,
@@ -271,7 +268,6 @@ impl Pipeline {
                 buf: Vec::with_capacity(1 << 20),
                 sync_needed: false,
                 sync_writes: 0,
-                appended_pos: 0,
                 flush_queue: Vec::new(),
             })),
             flusher: Mutex::new(Flusher {
@@ -281,7 +277,6 @@ impl Pipeline {
             driver: Mutex::new(DriverState::default()),
             driver_cond: Condvar::new(),
             flush_thread: Mutex::new(None),
-            flushed_pos: CachePadded::new(AtomicU64::new(0)),
             window: CachePadded::new(Mutex::new(CommitWindow {
                 front_seq: 0,
                 entries: VecDeque::new(),
@@ -521,7 +516,6 @@ impl Pipeline {
             for w in &group[..wal_writers] {
                 log.buf.extend_from_slice(&w.batch.rep);
             }
-            log.appended_pos += (RECORD_HEADER_SIZE + payload_len) as u64;
             let sync_writes = group[..wal_writers].iter().filter(|w| w.sync).count() as u64;
             log.sync_writes += sync_writes;
             log.sync_needed |= sync_writes > 0;
@@ -622,18 +616,12 @@ impl Pipeline {
     fn flush_round(&self) {
         let mut fl = self.flusher.lock();
         let spare = std::mem::take(&mut fl.spare);
-        let (mut buf, sync, synced_writes, upto, groups) = {
+        let (mut buf, sync, synced_writes, groups) = {
             let mut log = self.log.lock();
             let buf = std::mem::replace(&mut log.buf, spare);
             let sync = std::mem::take(&mut log.sync_needed);
             let groups = std::mem::take(&mut log.flush_queue);
-            (
-                buf,
-                sync,
-                std::mem::take(&mut log.sync_writes),
-                log.appended_pos,
-                groups,
-            )
+            (buf, sync, std::mem::take(&mut log.sync_writes), groups)
         };
         if groups.is_empty() {
             fl.spare = buf;
@@ -657,7 +645,6 @@ impl Pipeline {
                 self.counters.fsyncs.fetch_add(1, Ordering::Relaxed);
                 self.counters.synced_writes.fetch_add(synced_writes, Ordering::Relaxed);
             }
-            self.flushed_pos.store(upto, Ordering::Release);
         }
         buf.clear();
         fl.spare = buf;
