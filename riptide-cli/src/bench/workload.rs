@@ -248,26 +248,29 @@ fn complete_oldest<E: BenchEngine>(
     Ok(())
 }
 
-fn read_random<E: BenchEngine>(
+/// The loop shared by readrandom and seekrandom: draws a key per op in db_bench's RNG order
+/// (readrandom first draws db_bench's unused database pick), times `lookup` and counts it.
+/// `lookup` records what it found in the stats.
+fn random_lookups<E: BenchEngine>(
     rng: &mut Mt64,
     sh: &Shared<'_, E>,
     st: &mut ThreadStats,
     progress: &mut Progress<'_>,
+    draws_db_pick: bool,
+    mut lookup: impl FnMut(&[u8], &mut ThreadStats) -> OpResult<()>,
 ) -> OpResult<()> {
     let cfg = sh.cfg;
     let mut budget = OpBudget::new(cfg.reads, cfg.duration);
     let mut key = KeyBuf::new(cfg.key_size);
     let timed = st.hist.is_some();
     while !budget.done(1, sh.abort) {
-        let _db_pick = rng.next_u64();
+        if draws_db_pick {
+            let _db_pick = rng.next_u64();
+        }
         key.set(rng.next_u64() % cfg.num);
         let t0 = timed.then(Instant::now);
-        let value_len = sh.db.get(key.get(), <[u8]>::len)?;
+        lookup(key.get(), st)?;
         st.lookups += 1;
-        if let Some(len) = value_len {
-            st.found += 1;
-            st.bytes += (cfg.key_size + len) as u64;
-        }
         if let Some(t0) = t0 {
             st.sample(t0.elapsed());
         }
@@ -277,39 +280,43 @@ fn read_random<E: BenchEngine>(
     Ok(())
 }
 
+fn read_random<E: BenchEngine>(
+    rng: &mut Mt64,
+    sh: &Shared<'_, E>,
+    st: &mut ThreadStats,
+    progress: &mut Progress<'_>,
+) -> OpResult<()> {
+    let key_size = sh.cfg.key_size;
+    random_lookups(rng, sh, st, progress, true, |key, st| {
+        if let Some(len) = sh.db.get(key, <[u8]>::len)? {
+            st.found += 1;
+            st.bytes += (key_size + len) as u64;
+        }
+        Ok(())
+    })
+}
+
 fn seek_random<E: BenchEngine>(
     rng: &mut Mt64,
     sh: &Shared<'_, E>,
     st: &mut ThreadStats,
     progress: &mut Progress<'_>,
 ) -> OpResult<()> {
-    let cfg = sh.cfg;
-    let mut budget = OpBudget::new(cfg.reads, cfg.duration);
-    let mut key = KeyBuf::new(cfg.key_size);
-    let timed = st.hist.is_some();
-    while !budget.done(1, sh.abort) {
-        key.set(rng.next_u64() % cfg.num);
-        let t0 = timed.then(Instant::now);
+    random_lookups(rng, sh, st, progress, false, |key, st| {
         // As db_bench (without --use_tailing_iterator): a fresh iterator per seek, so it sees
         // the latest data.
         let mut it = sh.db.cursor()?;
-        it.seek(key.get());
-        st.lookups += 1;
+        it.seek(key);
         if it.valid() {
             // Read the entry: the key (compared) and its value.
             std::hint::black_box(it.value());
-            if it.key() == key.get() {
+            if it.key() == key {
                 st.found += 1;
             }
         }
         it.status()?;
-        if let Some(t0) = t0 {
-            st.sample(t0.elapsed());
-        }
-        st.done += 1;
-        progress.add(1);
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 fn scan<E: BenchEngine>(

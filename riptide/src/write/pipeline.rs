@@ -489,11 +489,11 @@ impl Pipeline {
     ) -> std::result::Result<Buffered, (Error, Vec<Writer>)> {
         let ops: u64 = group.iter().map(|w| u64::from(w.batch.count)).sum();
         let wal_ops: u64 = group[..wal_writers].iter().map(|w| u64::from(w.batch.count)).sum();
-        let mut tables: Vec<Arc<TableInner>> = Vec::new();
+        let mut tables: Vec<&Arc<TableInner>> = Vec::new();
         for w in &group {
             for t in &w.batch.tables {
                 if !tables.iter().any(|x| x.id == t.id) {
-                    tables.push(t.clone());
+                    tables.push(t);
                 }
             }
         }
