@@ -33,6 +33,7 @@
 //! How it works inside: `docs/` in the repository (`format.md` for every on-disk byte).
 #![warn(missing_docs)]
 
+mod cache;
 mod catalog;
 mod db;
 mod error;

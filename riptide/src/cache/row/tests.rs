@@ -1,0 +1,427 @@
+use super::*;
+use rand::{Rng, SeedableRng};
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicU64;
+
+fn e(lsn: u64, v: &[u8]) -> RowEntry {
+    RowEntry {
+        lsn,
+        value: Some(v.into()),
+    }
+}
+
+fn del(lsn: u64) -> RowEntry {
+    RowEntry { lsn, value: None }
+}
+
+fn big() -> RowCache {
+    RowCache::new(64 << 20, DEFAULT_MAX_ROW_SIZE)
+}
+
+#[test]
+fn insert_get_erase() {
+    let c = big();
+    assert!(c.get(1, b"k").is_none());
+    assert!(c.insert_if(1, b"k", e(5, b"v5"), || true));
+    assert_eq!(c.get(1, b"k"), Some(e(5, b"v5")));
+    // Same key in another table and another key in the same table are distinct.
+    assert!(c.get(2, b"k").is_none());
+    assert!(c.get(1, b"k2").is_none());
+    assert!(c.insert_if(2, b"k", del(7), || true));
+    assert_eq!(c.get(2, b"k"), Some(del(7)));
+    assert_eq!(c.get(1, b"k"), Some(e(5, b"v5")));
+    // Empty key and empty value are fine.
+    assert!(c.insert_if(1, b"", e(1, b""), || true));
+    assert_eq!(c.get(1, b""), Some(e(1, b"")));
+    c.erase(1, b"k");
+    assert!(c.get(1, b"k").is_none());
+    assert_eq!(c.get(2, b"k"), Some(del(7)));
+    c.erase(1, b"absent");
+    let s = c.stats();
+    assert_eq!(s.entries, 2);
+    assert_eq!(s.usage as usize, (1 + ROW_OVERHEAD) + ROW_OVERHEAD);
+    assert_eq!(s.inserts, 3);
+}
+
+#[test]
+fn get_with_reads_in_place() {
+    let c = big();
+    c.insert_if(3, b"key", e(9, b"value"), || true);
+    assert_eq!(
+        c.get_with(3, b"key", |lsn, v| (lsn, v.map(|v| v.to_vec()))),
+        Some((9, Some(b"value".to_vec())))
+    );
+    assert_eq!(c.get_with(3, b"nope", |lsn, _| lsn), None);
+    c.insert_if(3, b"gone", del(4), || true);
+    assert_eq!(c.get_with(3, b"gone", |lsn, v| (lsn, v.is_none())), Some((4, true)));
+    let s = c.stats();
+    assert_eq!((s.hits, s.misses), (2, 1));
+}
+
+#[test]
+fn insert_never_overwrites_a_newer_lsn() {
+    let c = big();
+    assert!(c.insert_if(1, b"k", e(10, b"new"), || true));
+    assert!(!c.insert_if(1, b"k", e(9, b"old"), || true));
+    assert_eq!(c.get(1, b"k"), Some(e(10, b"new")));
+    // Equal lsn overwrites (same version), higher lsn overwrites.
+    assert!(c.insert_if(1, b"k", e(10, b"new"), || true));
+    assert!(c.insert_if(1, b"k", del(11), || true));
+    assert_eq!(c.get(1, b"k"), Some(del(11)));
+    assert_eq!(c.stats().entries, 1);
+}
+
+#[test]
+fn insert_if_false_guard_inserts_nothing() {
+    let c = big();
+    let mut called = false;
+    assert!(!c.insert_if(1, b"k", e(1, b"v"), || {
+        called = true;
+        false
+    }));
+    assert!(called);
+    assert!(c.get(1, b"k").is_none());
+    assert_eq!(c.stats().entries, 0);
+    // A refused guard also leaves an existing older entry alone.
+    c.insert_if(1, b"k", e(1, b"v"), || true);
+    assert!(!c.insert_if(1, b"k", e(2, b"w"), || false));
+    assert_eq!(c.get(1, b"k"), Some(e(1, b"v")));
+}
+
+#[test]
+fn replace_if_present_semantics() {
+    let c = big();
+    // Absent: never inserts.
+    c.replace_if_present(1, b"k", e(5, b"v"));
+    assert!(c.get(1, b"k").is_none());
+    // Present and older: replaced.
+    c.insert_if(1, b"k", e(3, b"old"), || true);
+    c.replace_if_present(1, b"k", e(5, b"new"));
+    assert_eq!(c.get(1, b"k"), Some(e(5, b"new")));
+    // Present and newer: kept.
+    c.replace_if_present(1, b"k", e(4, b"older"));
+    assert_eq!(c.get(1, b"k"), Some(e(5, b"new")));
+    // Replace by a tombstone.
+    c.replace_if_present(1, b"k", del(6));
+    assert_eq!(c.get(1, b"k"), Some(del(6)));
+    assert_eq!(c.stats().entries, 1);
+    assert_eq!(c.stats().usage as usize, 1 + ROW_OVERHEAD);
+}
+
+#[test]
+fn max_row_size_is_enforced() {
+    let c = RowCache::new(64 << 20, 100);
+    let v90 = vec![7u8; 90];
+    assert!(c.insert_if(1, b"0123456789", e(1, &v90), || true)); // exactly 100 bytes
+    assert!(!c.insert_if(1, b"01234567890", e(1, &v90), || panic!("guard must not run")));
+    assert!(c.get(1, b"01234567890").is_none());
+    // An oversized newer version removes the older cached one (insert and replace).
+    assert!(!c.insert_if(1, b"0123456789", e(2, &[0; 91]), || true));
+    assert!(c.get(1, b"0123456789").is_none());
+    assert!(c.insert_if(1, b"0123456789", e(3, &v90), || true));
+    c.replace_if_present(1, b"0123456789", e(4, &[0; 200]));
+    assert!(c.get(1, b"0123456789").is_none());
+    // ... but an oversized *older* version does not.
+    assert!(c.insert_if(1, b"0123456789", e(5, &v90), || true));
+    assert!(!c.insert_if(1, b"0123456789", e(4, &[0; 200]), || true));
+    assert_eq!(c.get(1, b"0123456789"), Some(e(5, &v90)));
+}
+
+#[test]
+fn capacity_eviction_keeps_usage_bounded() {
+    let cap = 256 << 10;
+    let c = RowCache::new(cap, 1024);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let mut max_charge = 0;
+    for i in 0..20_000u64 {
+        let v = vec![1u8; rng.random_range(0..900)];
+        max_charge = max_charge.max(v.len() + 8 + ROW_OVERHEAD);
+        assert!(c.insert_if(1, &i.to_be_bytes(), e(i, &v), || true));
+        if i % 97 == 0 {
+            let s = c.stats();
+            assert!(s.usage <= s.capacity, "usage {} > capacity {}", s.usage, s.capacity);
+        }
+    }
+    let s = c.stats();
+    assert!(s.usage <= s.capacity);
+    assert!(s.capacity <= cap as u64);
+    assert!(
+        s.usage as usize + max_charge * c.num_shards() >= s.capacity as usize / 2,
+        "cache mostly empty"
+    );
+    assert!(s.evictions > 0);
+    assert_eq!(s.inserts, 20_000);
+}
+
+#[test]
+fn clock_keeps_hot_rows() {
+    // One shard, room for ~100 rows.
+    let c = RowCache::new(100 * (8 + 8 + ROW_OVERHEAD), 256);
+    assert_eq!(c.num_shards(), 1);
+    for i in 0..100u64 {
+        c.insert_if(1, &i.to_be_bytes(), e(i, &[0; 8]), || true);
+    }
+    let hot: Vec<u64> = (0..10).collect();
+    for i in 100..1000u64 {
+        for h in &hot {
+            c.get(1, &h.to_be_bytes());
+        }
+        c.insert_if(1, &i.to_be_bytes(), e(i, &[0; 8]), || true);
+    }
+    for h in &hot {
+        assert!(c.get(1, &h.to_be_bytes()).is_some(), "hot row {h} evicted");
+    }
+    assert!(c.get(1, &50u64.to_be_bytes()).is_none());
+}
+
+#[test]
+fn erase_table_removes_only_that_table() {
+    let c = big();
+    for t in 0..3u32 {
+        for k in 0..100u64 {
+            c.insert_if(t, &k.to_le_bytes(), e(k, b"x"), || true);
+        }
+    }
+    c.erase_table(1);
+    for t in 0..3u32 {
+        for k in 0..100u64 {
+            assert_eq!(c.get(t, &k.to_le_bytes()).is_some(), t != 1);
+        }
+    }
+    assert_eq!(c.stats().entries, 200);
+    // Slots freed by erase_table are reused.
+    for k in 0..100u64 {
+        c.insert_if(1, &k.to_le_bytes(), e(k, b"y"), || true);
+    }
+    assert_eq!(c.stats().entries, 300);
+}
+
+#[test]
+fn disabled_cache() {
+    let c = RowCache::new(0, DEFAULT_MAX_ROW_SIZE);
+    assert!(!c.enabled());
+    assert!(!c.insert_if(1, b"k", e(1, b"v"), || panic!("guard must not run")));
+    assert!(c.get(1, b"k").is_none());
+    c.replace_if_present(1, b"k", e(1, b"v"));
+    c.erase(1, b"k");
+    c.erase_table(1);
+    let s = c.stats();
+    assert_eq!((s.misses, s.entries, s.capacity), (1, 0, 0));
+}
+
+#[test]
+fn tiny_cache_refuses_rows_larger_than_a_shard() {
+    let c = RowCache::new(200, DEFAULT_MAX_ROW_SIZE);
+    assert!(c.insert_if(1, b"k", e(1, b"v"), || true));
+    assert!(!c.insert_if(1, b"k2", e(1, &[0; 200]), || true));
+    assert!(c.stats().usage <= 200);
+}
+
+#[test]
+fn shard_counts() {
+    assert_eq!(row_shards(1 << 20, 4096), 4);
+    assert_eq!(row_shards(1 << 30, 4096), MAX_ROW_SHARDS);
+    assert_eq!(row_shards(1000, 4096), 1);
+    assert_eq!(RowCache::new(1 << 20, 4096).num_shards(), 4);
+}
+
+/// Slots whose 64-bit hashes collide are chained; removal from any chain position keeps the rest.
+#[test]
+fn hash_collision_chains() {
+    for victim in 0..4usize {
+        let mut g = Inner::default();
+        let keys: [&[u8]; 4] = [b"a", b"b", b"c", b"d"];
+        for (n, k) in keys.iter().enumerate() {
+            g.link(Slot {
+                hash: 42,
+                lsn: n as u64,
+                value: None,
+                key: (*k).into(),
+                table: 1,
+                next: NIL,
+                charge: 10,
+                referenced: AtomicBool::new(false),
+            });
+        }
+        assert_eq!(g.index.len(), 1);
+        for (n, k) in keys.iter().enumerate() {
+            assert_eq!(g.slot(g.find(42, 1, k).unwrap()).lsn, n as u64);
+            assert!(g.find(42, 2, k).is_none());
+            assert!(g.find(43, 1, k).is_none());
+        }
+        let i = g.find(42, 1, keys[victim]).unwrap();
+        g.remove(i);
+        for (n, k) in keys.iter().enumerate() {
+            assert_eq!(g.find(42, 1, k).is_some(), n != victim);
+        }
+        assert_eq!((g.len, g.usage), (3, 30));
+        // Remove the rest; the index becomes empty.
+        for k in keys {
+            if let Some(i) = g.find(42, 1, k) {
+                g.remove(i);
+            }
+        }
+        assert!(g.index.is_empty());
+        assert_eq!((g.len, g.usage, g.free.len()), (0, 0, 4));
+    }
+}
+
+/// Random single-threaded operations against a model of an unbounded cache.
+#[test]
+fn randomized_against_model() {
+    for seed in 0..20u64 {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let c = RowCache::new(64 << 20, 64);
+        let mut model: BTreeMap<(u32, Vec<u8>), RowEntry> = BTreeMap::new();
+        for _ in 0..3000 {
+            let table = rng.random_range(0..3u32);
+            let key: Vec<u8> = (0..rng.random_range(0..6usize))
+                .map(|_| rng.random_range(0..3u8))
+                .collect();
+            let lsn = rng.random_range(0..50u64);
+            let entry = if rng.random_bool(0.2) {
+                del(lsn)
+            } else {
+                let len = rng.random_range(0..80usize);
+                e(lsn, &vec![lsn as u8; len])
+            };
+            let fits = key.len() + entry.value.as_ref().map_or(0, |v| v.len()) <= 64;
+            let mk = (table, key.clone());
+            match rng.random_range(0..5) {
+                0 | 1 => {
+                    let ok = rng.random_bool(0.8);
+                    let got = c.insert_if(table, &key, entry.clone(), || ok);
+                    let cur = model.get(&mk).map(|x| x.lsn);
+                    let want = fits && ok && cur.is_none_or(|l| l <= entry.lsn);
+                    assert_eq!(got, want);
+                    if want {
+                        model.insert(mk, entry);
+                    } else if !fits && cur.is_some_and(|l| l < entry.lsn) {
+                        model.remove(&mk);
+                    }
+                }
+                2 => {
+                    c.replace_if_present(table, &key, entry.clone());
+                    if let Some(cur) = model.get(&mk).map(|x| x.lsn) {
+                        if fits && cur <= entry.lsn {
+                            model.insert(mk, entry);
+                        } else if !fits && cur < entry.lsn {
+                            model.remove(&mk);
+                        }
+                    }
+                }
+                3 => {
+                    c.erase(table, &key);
+                    model.remove(&mk);
+                }
+                _ => {
+                    if rng.random_bool(0.02) {
+                        c.erase_table(table);
+                        model.retain(|k, _| k.0 != table);
+                    }
+                }
+            }
+            assert_eq!(c.get(table, &key), model.get(&(table, key.clone())).cloned());
+        }
+        for ((t, k), v) in &model {
+            assert_eq!(c.get(*t, k).as_ref(), Some(v));
+        }
+        let s = c.stats();
+        assert_eq!(s.entries as usize, model.len());
+        let usage: usize = model
+            .iter()
+            .map(|((_, k), v)| k.len() + v.value.as_ref().map_or(0, |v| v.len()) + ROW_OVERHEAD)
+            .sum();
+        assert_eq!(s.usage as usize, usage);
+    }
+}
+
+/// The read-path protocol under concurrency: a flush thread publishes newer versions (disk, then a
+/// metadata version bump, then `replace_if_present`); readers fill the cache on misses with a guard on the
+/// metadata version; an eraser drops keys. After `replace_if_present(lsn N)` returned, no `get` may return
+/// an lsn below N, and every cached value matches its lsn.
+fn protocol_stress(capacity: usize, keys: usize, flushes: u64) {
+    let c = Arc::new(RowCache::new(capacity, 64));
+    let disk: Arc<Vec<AtomicU64>> = Arc::new((0..keys).map(|_| AtomicU64::new(0)).collect());
+    let published: Arc<Vec<AtomicU64>> = Arc::new((0..keys).map(|_| AtomicU64::new(0)).collect());
+    let version = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(AtomicBool::new(false));
+    let key = |k: usize| format!("key{k:04}").into_bytes();
+    let val = |lsn: u64| lsn.to_le_bytes();
+
+    let mut hs = Vec::new();
+    for t in 0..3u64 {
+        let (c, disk, published, version, done) = (
+            c.clone(),
+            disk.clone(),
+            published.clone(),
+            version.clone(),
+            done.clone(),
+        );
+        hs.push(std::thread::spawn(move || {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(100 + t);
+            let mut hits = 0u64;
+            while !done.load(Ordering::SeqCst) {
+                let k = rng.random_range(0..keys);
+                let p = published[k].load(Ordering::SeqCst);
+                match c.get(1, &key(k)) {
+                    Some(got) => {
+                        hits += 1;
+                        assert!(got.lsn >= p, "key {k}: cached lsn {} below published {p}", got.lsn);
+                        assert_eq!(got.value.as_deref(), Some(&val(got.lsn)[..]));
+                    }
+                    None => {
+                        let v0 = version.load(Ordering::SeqCst);
+                        let lsn = disk[k].load(Ordering::SeqCst);
+                        c.insert_if(1, &key(k), e(lsn, &val(lsn)), || version.load(Ordering::SeqCst) == v0);
+                    }
+                }
+            }
+            hits
+        }));
+    }
+    {
+        let (c, done) = (c.clone(), done.clone());
+        hs.push(std::thread::spawn(move || {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+            while !done.load(Ordering::SeqCst) {
+                c.erase(1, &key(rng.random_range(0..keys)));
+                std::thread::yield_now();
+            }
+            0
+        }));
+    }
+    let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+    for lsn in 1..=flushes {
+        let k = rng.random_range(0..keys);
+        disk[k].store(lsn, Ordering::SeqCst);
+        version.fetch_add(1, Ordering::SeqCst);
+        c.replace_if_present(1, &key(k), e(lsn, &val(lsn)));
+        published[k].store(lsn, Ordering::SeqCst);
+        if lsn % 64 == 0 {
+            std::thread::yield_now();
+        }
+    }
+    done.store(true, Ordering::SeqCst);
+    let hits: u64 = hs.into_iter().map(|h| h.join().unwrap()).sum();
+    assert!(hits > 0);
+    // Quiescent state: every cached row is exactly the newest on "disk".
+    for (k, d) in disk.iter().enumerate() {
+        if let Some(got) = c.get(1, &key(k)) {
+            assert_eq!(got.lsn, d.load(Ordering::SeqCst), "key {k}");
+        }
+    }
+    let s = c.stats();
+    assert!(s.usage <= s.capacity);
+}
+
+#[test]
+fn concurrent_protocol_no_stale_rows() {
+    protocol_stress(64 << 20, 16, 30_000);
+}
+
+#[test]
+fn concurrent_protocol_no_stale_rows_under_eviction() {
+    // Room for ~12 of the 64 keys: constant eviction.
+    protocol_stress(12 * (7 + 8 + ROW_OVERHEAD), 64, 30_000);
+}
