@@ -495,7 +495,11 @@ impl ExtentSpace {
             }
         };
         let Some(file) = inner.files.get_mut(&number) else {
-            unreachable!("file {number} was just found or inserted");
+            return Err(misuse(
+                "allocate",
+                &self.file_path(number),
+                format!("data file {number} vanished"),
+            ));
         };
         let end = slot + slots;
         if end > file.len_slots {
