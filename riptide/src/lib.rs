@@ -43,6 +43,7 @@ pub mod key;
 mod memtable;
 mod options;
 mod redo;
+mod space;
 mod write;
 
 pub use catalog::{DEFAULT_TABLE, MAX_TABLE_NAME};

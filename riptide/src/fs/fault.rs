@@ -2,10 +2,20 @@
 //! for tests.
 //!
 //! Invariants:
-//! - Every file is a node holding `data` and `synced_len`, with `synced_len <= data.len()`
-//!   at all times. Appends only grow `data`; `sync_data` sets `synced_len = data.len()`;
+//! - Every file is a node holding `data`, `synced_len` and `undo`, an undo log of the positional
+//!   changes since the last sync. Let `base_len` be the length `data` had before the first undo
+//!   entry (`data.len()` when the log is empty); then `synced_len <= base_len` at all times.
+//!   The node's durable content is `data` with every undo entry rolled back (newest first), cut
+//!   to `synced_len`.
+//! - Appends (of a [`WritableFile`]) only grow `data`; they are logged as an undo entry only when
+//!   the log is not empty (a file that is only ever appended to keeps an empty log, and behaves
+//!   exactly as plain append-only bookkeeping). `write_at` and `set_len` (of a [`RandomRwFile`])
+//!   always push an undo entry `(offset, previous bytes, previous length)` before changing
+//!   `data`; `previous bytes` covers only the overwritten or cut range inside the old length, so
+//!   rolling back is `data.resize(previous length)` then copying the previous bytes back.
+//! - Either handle's `sync_data` sets `synced_len = data.len()` and clears the undo log.
 //!   `truncate` resizes `data` (zero-filling when growing, like `set_len`) and makes the whole
-//!   new length durable (`synced_len = len`).
+//!   file durable (`synced_len = len`, log cleared), like `set_len` plus `fsync`.
 //! - There are two namespaces mapping paths to nodes: `current` (what every operation sees now)
 //!   and `durable` (what a crash leaves). `create`, `rename`, `remove_file` and the file created
 //!   by `lock` change only `current`; `sync_dir(d)` makes the durable children of `d` exactly the
@@ -14,20 +24,26 @@
 //!   durably, nothing removes them, and a crash leaves them alone (a deliberate simplification).
 //!   A path without a parent (`""`, `/`) is always an existing directory. Paths are compared
 //!   component-wise after dropping `.` components; `..` is not resolved.
-//! - `crash` replaces every surviving node by a fresh copy that holds only its synced bytes (plus,
-//!   under [`CrashMode::KeepRandomPrefix`], a random prefix of its unsynced bytes), sets
-//!   `current = durable`, releases every lock and bumps the epoch. Every handle remembers the
+//! - `crash` replaces every surviving node by a fresh copy that holds only its durable content,
+//!   sets `current = durable`, releases every lock and bumps the epoch. Under
+//!   [`CrashMode::KeepRandomPrefix`] a node with an undo log keeps a random number `k` of its
+//!   logged changes, in order (rolling back only the rest); when `k = 0`, and for every node
+//!   without a log, it also keeps a random byte prefix of its unsynced appended bytes. So a
+//!   crashed file always holds its synced content plus possibly an in-order prefix of the later
+//!   changes. A node without a log draws exactly as it did before undo logs existed. Every handle remembers the
 //!   epoch it was opened in, and any call on a handle from an older epoch fails with
 //!   `ErrorKind::Other` ("file handle from before crash"), touching nothing.
+//! - `open_rw` with `create` adds a directory entry exactly like `create` (in `current` only,
+//!   durable after `sync_dir`), but never replaces or truncates an existing file.
 //! - Fault injection happens first in every operation that has a [`FaultOp`], before any other
 //!   check: a fault that fires returns `io::Error::from_raw_os_error(errno)` and changes nothing
-//!   (a failing append writes no byte). A one-shot fault counts down only on matching calls that
+//!   (a failing append or `write_at` writes no byte, a failing `set_len` keeps the length). A one-shot fault counts down only on matching calls that
 //!   then *succeed*; it fires on the first matching call once its count is zero and is then
 //!   removed. `read_at`, the `len`s, `exists` and `create_dir_all` never inject faults.
 //! - All state lives behind one `parking_lot::Mutex`; node mutexes are only ever taken while
 //!   holding it (lock order: state, then node), so every method is thread-safe and atomic.
 
-use super::{FileLock, FileSystem, ReadableFile, WritableFile};
+use super::{FileLock, FileSystem, RandomRwFile, ReadableFile, WritableFile};
 use parking_lot::Mutex;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -40,14 +56,19 @@ use std::sync::Arc;
 /// An operation that can be made to fail with [`FaultFs::fail_after`] / [`FaultFs::fail_always`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FaultOp {
-    /// [`FileSystem::create`].
+    /// [`FileSystem::create`], and [`FileSystem::open_rw`] with `create` set.
     Create,
-    /// [`FileSystem::open_read`].
+    /// [`FileSystem::open_read`], and [`FileSystem::open_rw`] without `create`.
     OpenRead,
     /// [`WritableFile::append`]; the path is the one the file was created under.
     Append,
-    /// [`WritableFile::sync_data`]; the path is the one the file was created under.
+    /// [`WritableFile::sync_data`] and [`RandomRwFile::sync_data`]; the path is the one the
+    /// file was created or opened under.
     Sync,
+    /// [`RandomRwFile::write_at`]; the path is the one the file was opened under.
+    WriteAt,
+    /// [`RandomRwFile::set_len`]; the path is the one the file was opened under.
+    SetLen,
     /// [`FileSystem::rename`]; a path filter matches if either the source or the target matches.
     Rename,
     /// [`FileSystem::remove_file`].
@@ -65,11 +86,13 @@ pub enum FaultOp {
 /// What survives a [`FaultFs::crash`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CrashMode {
-    /// Drop every byte appended since the file's last sync_data, and every directory change since
-    /// the directory's last sync_dir.
+    /// Drop every byte appended, every positional write and every length change since the file's
+    /// last sync_data, and every directory change since the directory's last sync_dir.
     DropUnsynced,
     /// Like DropUnsynced, but each file keeps a random prefix (chosen from `seed`) of its unsynced
-    /// bytes — simulates a torn write. Directory entries as in DropUnsynced.
+    /// changes, in order: a random number of its unsynced positional writes and length changes,
+    /// and a random byte prefix of its unsynced appends — simulates writes that reached the disk
+    /// before the power went, and torn appends. Directory entries as in DropUnsynced.
     KeepRandomPrefix {
         /// Seed of the random generator choosing each file's kept prefix; the same seed on the
         /// same state gives the same result.
@@ -88,10 +111,103 @@ pub struct FaultFs {
 
 /// One file's content.
 struct Node {
-    /// Everything appended so far (what readers see).
+    /// Everything written so far (what readers see).
     data: Vec<u8>,
-    /// How many leading bytes of `data` survive a crash.
+    /// How many leading bytes of `data`, after rolling back `undo`, survive a crash.
     synced_len: usize,
+    /// Unsynced positional changes (and appends after the first of them), oldest first.
+    undo: Vec<Undo>,
+}
+
+/// How to roll back one unsynced change.
+struct Undo {
+    /// Where `prev` goes back.
+    offset: usize,
+    /// The bytes the change overwrote or cut off, within the old length only.
+    prev: Vec<u8>,
+    /// The length before the change.
+    prev_len: usize,
+}
+
+impl Undo {
+    fn roll_back(&self, data: &mut Vec<u8>) {
+        data.resize(self.prev_len, 0);
+        data[self.offset..self.offset + self.prev.len()].copy_from_slice(&self.prev);
+    }
+}
+
+impl Node {
+    /// Logs that the bytes `[offset, end)` and the length are about to change.
+    fn log(&mut self, offset: usize, end: usize) {
+        let old = self.data.len();
+        let start = offset.min(old);
+        let stop = end.clamp(start, old);
+        let prev = self.data[start..stop].to_vec();
+        self.undo.push(Undo {
+            offset: start,
+            prev,
+            prev_len: old,
+        });
+    }
+
+    fn append(&mut self, data: &[u8]) {
+        if !self.undo.is_empty() {
+            let len = self.data.len();
+            self.log(len, len);
+        }
+        self.data.extend_from_slice(data);
+    }
+
+    fn write_at(&mut self, data: &[u8], offset: u64) -> io::Result<()> {
+        let too_large = || io::Error::new(io::ErrorKind::InvalidInput, "offset too large");
+        let offset = usize::try_from(offset).map_err(|_| too_large())?;
+        let end = offset.checked_add(data.len()).ok_or_else(too_large)?;
+        self.log(offset, end);
+        if end > self.data.len() {
+            self.data.resize(end, 0);
+        }
+        self.data[offset..end].copy_from_slice(data);
+        Ok(())
+    }
+
+    fn set_len(&mut self, len: u64) -> io::Result<()> {
+        let len = usize::try_from(len).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "length too large"))?;
+        self.log(len, usize::MAX);
+        self.data.resize(len, 0);
+        Ok(())
+    }
+
+    /// Everything so far becomes durable.
+    fn sync(&mut self) {
+        self.synced_len = self.data.len();
+        self.undo.clear();
+    }
+
+    /// What a crash leaves of this node; `rng` is `Some` under [`CrashMode::KeepRandomPrefix`].
+    fn crash_image(&self, mut rng: Option<&mut StdRng>) -> Vec<u8> {
+        let mut data = self.data.clone();
+        let mut kept_changes = 0;
+        if let Some(rng) = rng.as_deref_mut() {
+            if !self.undo.is_empty() {
+                kept_changes = rng.random_range(0..=self.undo.len());
+            }
+        }
+        for u in self.undo[kept_changes..].iter().rev() {
+            u.roll_back(&mut data);
+        }
+        if kept_changes == 0 {
+            // `data` is back at `base_len`: the synced bytes plus unsynced appends.
+            let unsynced = data.len() - self.synced_len;
+            let mut keep = self.synced_len;
+            if let Some(rng) = rng {
+                if unsynced > 0 {
+                    keep += rng.random_range(0..=unsynced);
+                }
+            }
+            data.truncate(keep);
+        }
+        data
+    }
 }
 
 type NodeRef = Arc<Mutex<Node>>;
@@ -100,6 +216,7 @@ fn new_node(data: Vec<u8>) -> NodeRef {
     Arc::new(Mutex::new(Node {
         synced_len: data.len(),
         data,
+        undo: Vec::new(),
     }))
 }
 
@@ -340,17 +457,7 @@ impl FaultFs {
         for (path, node) in &st.durable {
             let copy = fresh
                 .entry(Arc::as_ptr(node))
-                .or_insert_with(|| {
-                    let n = node.lock();
-                    let unsynced = n.data.len() - n.synced_len;
-                    let mut keep = n.synced_len;
-                    if let Some(rng) = rng.as_mut() {
-                        if unsynced > 0 {
-                            keep += rng.random_range(0..=unsynced);
-                        }
-                    }
-                    new_node(n.data[..keep].to_vec())
-                })
+                .or_insert_with(|| new_node(node.lock().crash_image(rng.as_mut())))
                 .clone();
             durable.insert(path.clone(), copy);
         }
@@ -386,8 +493,8 @@ impl FaultFs {
         let node = match st.current.get(&path) {
             Some(node) => {
                 let mut n = node.lock();
-                n.synced_len = data.len();
                 n.data = data;
+                n.sync();
                 drop(n);
                 node.clone()
             }
@@ -473,6 +580,28 @@ impl FileSystem for FaultFs {
         }))
     }
 
+    fn open_rw(&self, path: &Path, create: bool) -> io::Result<Arc<dyn RandomRwFile>> {
+        let path = norm(path);
+        let mut st = self.state.lock();
+        let op = if create { FaultOp::Create } else { FaultOp::OpenRead };
+        let node = st.run(op, &[&path], |st| match st.current.get(&path) {
+            Some(node) => Ok(node.clone()),
+            None if !create => Err(st.file(&path).err().unwrap_or_else(|| not_found(&path))),
+            None => {
+                st.check_new_file(&path)?;
+                let node = new_node(Vec::new());
+                st.current.insert(path.clone(), node.clone());
+                Ok(node)
+            }
+        })?;
+        Ok(Arc::new(FaultRw {
+            state: self.state.clone(),
+            node,
+            epoch: st.epoch,
+            path,
+        }))
+    }
+
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         let (from, to) = (norm(from), norm(to));
         let mut st = self.state.lock();
@@ -504,7 +633,7 @@ impl FileSystem for FaultFs {
         st.run(FaultOp::Truncate, &[&path], |st| {
             let mut n = st.file(&path)?.lock();
             n.data.resize(len, 0);
-            n.synced_len = len;
+            n.sync();
             Ok(())
         })
     }
@@ -568,7 +697,7 @@ impl WritableFile for FaultWritable {
         st.check_epoch(self.epoch)?;
         let node = &self.node;
         st.run(FaultOp::Append, &[&self.path], |_| {
-            node.lock().data.extend_from_slice(data);
+            node.lock().append(data);
             Ok(())
         })
     }
@@ -578,8 +707,7 @@ impl WritableFile for FaultWritable {
         st.check_epoch(self.epoch)?;
         let node = &self.node;
         st.run(FaultOp::Sync, &[&self.path], |st| {
-            let mut n = node.lock();
-            n.synced_len = n.data.len();
+            node.lock().sync();
             st.syncs += 1;
             Ok(())
         })
@@ -601,20 +729,74 @@ struct FaultReadable {
 
 impl ReadableFile for FaultReadable {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        let st = self.state.lock();
-        st.check_epoch(self.epoch)?;
-        let n = self.node.lock();
-        let start = usize::try_from(offset).map_or(n.data.len(), |o| o.min(n.data.len()));
-        let count = buf.len().min(n.data.len() - start);
-        buf[..count].copy_from_slice(&n.data[start..start + count]);
-        Ok(count)
+        node_read_at(&self.state, &self.node, self.epoch, buf, offset)
     }
 
     fn len(&self) -> io::Result<u64> {
-        let st = self.state.lock();
+        node_len(&self.state, &self.node, self.epoch)
+    }
+}
+
+fn node_read_at(state: &Mutex<State>, node: &NodeRef, epoch: u64, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    let st = state.lock();
+    st.check_epoch(epoch)?;
+    let n = node.lock();
+    let start = usize::try_from(offset).map_or(n.data.len(), |o| o.min(n.data.len()));
+    let count = buf.len().min(n.data.len() - start);
+    buf[..count].copy_from_slice(&n.data[start..start + count]);
+    Ok(count)
+}
+
+fn node_len(state: &Mutex<State>, node: &NodeRef, epoch: u64) -> io::Result<u64> {
+    let st = state.lock();
+    st.check_epoch(epoch)?;
+    let len = node.lock().data.len();
+    Ok(len as u64)
+}
+
+/// A [`RandomRwFile`] of [`FaultFs`]. Like [`FaultReadable`] it keeps its node.
+struct FaultRw {
+    state: Arc<Mutex<State>>,
+    node: NodeRef,
+    /// The path the file was opened under (for fault path filters, even after a rename).
+    path: PathBuf,
+    epoch: u64,
+}
+
+impl ReadableFile for FaultRw {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        node_read_at(&self.state, &self.node, self.epoch, buf, offset)
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        node_len(&self.state, &self.node, self.epoch)
+    }
+}
+
+impl RandomRwFile for FaultRw {
+    fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()> {
+        let mut st = self.state.lock();
         st.check_epoch(self.epoch)?;
-        let len = self.node.lock().data.len();
-        Ok(len as u64)
+        let node = &self.node;
+        st.run(FaultOp::WriteAt, &[&self.path], |_| node.lock().write_at(data, offset))
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        let mut st = self.state.lock();
+        st.check_epoch(self.epoch)?;
+        let node = &self.node;
+        st.run(FaultOp::Sync, &[&self.path], |st| {
+            node.lock().sync();
+            st.syncs += 1;
+            Ok(())
+        })
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        let mut st = self.state.lock();
+        st.check_epoch(self.epoch)?;
+        let node = &self.node;
+        st.run(FaultOp::SetLen, &[&self.path], |_| node.lock().set_len(len))
     }
 }
 
@@ -1027,6 +1209,293 @@ mod tests {
         fs.crash(CrashMode::DropUnsynced);
         assert_eq!(fs.read_file(p("/d/e/f")).unwrap(), b"two!");
         assert!(fs.exists(p("/d/e")));
+    }
+
+    /// A synced, dir-synced rw file `/db/d` holding `content`.
+    fn rw_setup(content: &[u8]) -> (FaultFs, Arc<dyn RandomRwFile>) {
+        let fs = setup();
+        let f = fs.open_rw(p("/db/d"), true).unwrap();
+        fs.sync_dir(p("/db")).unwrap();
+        f.write_at(content, 0).unwrap();
+        f.sync_data().unwrap();
+        (fs, f)
+    }
+
+    #[test]
+    fn rw_unsynced_write_at_vanishes_synced_stays() {
+        let (fs, f) = rw_setup(b"0123456789");
+        f.write_at(b"ab", 2).unwrap();
+        f.sync_data().unwrap();
+        f.write_at(b"XY", 5).unwrap();
+        f.write_at(b"tail", 12).unwrap();
+        assert_eq!(f.read_all().unwrap(), b"01ab4XY789\0\0tail");
+        assert_eq!(f.len().unwrap(), 16);
+        fs.crash(CrashMode::DropUnsynced);
+        assert_eq!(fs.read_file(p("/db/d")).unwrap(), b"01ab456789");
+        let g = fs.open_rw(p("/db/d"), false).unwrap();
+        assert_eq!(g.read_all().unwrap(), b"01ab456789");
+        // Overwrites of overwrites roll back to the synced bytes too.
+        g.write_at(b"AAAA", 0).unwrap();
+        g.write_at(b"BB", 1).unwrap();
+        g.write_at(b"C", 20).unwrap();
+        g.write_at(b"DDD", 8).unwrap();
+        fs.crash(CrashMode::DropUnsynced);
+        assert_eq!(fs.read_file(p("/db/d")).unwrap(), b"01ab456789");
+    }
+
+    #[test]
+    fn rw_set_len_durable_only_after_sync() {
+        let (fs, f) = rw_setup(b"0123456789");
+        f.set_len(4).unwrap();
+        assert_eq!(f.read_all().unwrap(), b"0123");
+        f.set_len(6).unwrap();
+        assert_eq!(f.read_all().unwrap(), b"0123\0\0");
+        fs.crash(CrashMode::DropUnsynced);
+        assert_eq!(fs.read_file(p("/db/d")).unwrap(), b"0123456789");
+        let f = fs.open_rw(p("/db/d"), false).unwrap();
+        f.set_len(3).unwrap();
+        f.sync_data().unwrap();
+        f.set_len(8).unwrap();
+        fs.crash(CrashMode::DropUnsynced);
+        assert_eq!(fs.read_file(p("/db/d")).unwrap(), b"012");
+        let f = fs.open_rw(p("/db/d"), false).unwrap();
+        f.set_len(5).unwrap();
+        f.sync_data().unwrap();
+        fs.crash(CrashMode::DropUnsynced);
+        assert_eq!(fs.read_file(p("/db/d")).unwrap(), b"012\0\0");
+    }
+
+    #[test]
+    fn rw_keep_random_prefix_keeps_changes_in_order() {
+        // Each change is a whole step of a sequence; a crash must leave exactly one step's state.
+        let steps: Vec<Vec<u8>> = {
+            let mut v = vec![b"0123456789".to_vec()];
+            let mut cur = v[0].clone();
+            for (i, change) in [(2usize, &b"ab"[..]), (12, b"xyz"), (0, b"Q"), (5, b"-")]
+                .iter()
+                .enumerate()
+            {
+                let end = change.0 + change.1.len();
+                if end > cur.len() {
+                    cur.resize(end, 0);
+                }
+                cur[change.0..end].copy_from_slice(change.1);
+                v.push(cur.clone());
+                if i == 1 {
+                    cur.truncate(7);
+                    v.push(cur.clone());
+                }
+            }
+            v
+        };
+        let mut seen = BTreeSet::new();
+        for seed in 0..64 {
+            let (fs, f) = rw_setup(&steps[0]);
+            f.write_at(b"ab", 2).unwrap();
+            f.write_at(b"xyz", 12).unwrap();
+            f.set_len(7).unwrap();
+            f.write_at(b"Q", 0).unwrap();
+            f.write_at(b"-", 5).unwrap();
+            assert_eq!(&f.read_all().unwrap(), steps.last().unwrap());
+            fs.crash(CrashMode::KeepRandomPrefix { seed });
+            let data = fs.read_file(p("/db/d")).unwrap();
+            let step = steps
+                .iter()
+                .position(|s| *s == data)
+                .expect("not a prefix of the changes");
+            seen.insert(step);
+            // What survived is synced now.
+            fs.crash(CrashMode::DropUnsynced);
+            assert_eq!(fs.read_file(p("/db/d")).unwrap(), data);
+        }
+        assert_eq!(seen.len(), steps.len(), "not every prefix was chosen: {seen:?}");
+    }
+
+    #[test]
+    fn rw_keep_random_prefix_is_deterministic() {
+        let run = |seed| {
+            let fs = setup();
+            let files: Vec<_> = (0..4)
+                .map(|i| fs.open_rw(&PathBuf::from(format!("/db/{i}")), true).unwrap())
+                .collect();
+            fs.sync_dir(p("/db")).unwrap();
+            for (i, f) in files.iter().enumerate() {
+                for j in 0..20u64 {
+                    f.write_at(&[j as u8 + 1; 3], j * 3 + i as u64).unwrap();
+                }
+            }
+            fs.crash(CrashMode::KeepRandomPrefix { seed });
+            (0..4)
+                .map(|i| fs.read_file(&PathBuf::from(format!("/db/{i}"))).unwrap())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(run(7), run(7));
+        assert_ne!(run(1), run(2));
+    }
+
+    #[test]
+    fn rw_mixed_with_appends() {
+        let fs = setup();
+        let mut w = fs.create(p("/db/m")).unwrap();
+        fs.sync_dir(p("/db")).unwrap();
+        w.append(b"abc").unwrap();
+        w.sync_data().unwrap();
+        w.append(b"def").unwrap();
+        let f = fs.open_rw(p("/db/m"), false).unwrap();
+        f.write_at(b"X", 0).unwrap();
+        w.append(b"ghi").unwrap();
+        assert_eq!(f.read_all().unwrap(), b"Xbcdefghi");
+        fs.crash(CrashMode::DropUnsynced);
+        assert_eq!(fs.read_file(p("/db/m")).unwrap(), b"abc");
+        for seed in 0..32 {
+            let fs = setup();
+            let mut w = fs.create(p("/db/m")).unwrap();
+            fs.sync_dir(p("/db")).unwrap();
+            w.append(b"abc").unwrap();
+            w.sync_data().unwrap();
+            w.append(b"def").unwrap();
+            let f = fs.open_rw(p("/db/m"), false).unwrap();
+            f.write_at(b"X", 0).unwrap();
+            w.append(b"ghi").unwrap();
+            fs.crash(CrashMode::KeepRandomPrefix { seed });
+            let data = fs.read_file(p("/db/m")).unwrap();
+            let ok =
+                [&b"Xbcdef"[..], b"Xbcdefghi"].contains(&&data[..]) || b"abcdef".starts_with(&data) && data.len() >= 3;
+            assert!(ok, "seed {seed}: {:?}", String::from_utf8_lossy(&data));
+        }
+    }
+
+    #[test]
+    fn rw_open_create_and_dir_entries() {
+        let fs = setup();
+        assert_eq!(
+            fs.open_rw(p("/db/x"), false).err().unwrap().kind(),
+            io::ErrorKind::NotFound
+        );
+        assert_eq!(errno(&fs.open_rw(p("/db"), true).err().unwrap()), Some(libc::EISDIR));
+        assert_eq!(
+            fs.open_rw(p("/nope/x"), true).err().unwrap().kind(),
+            io::ErrorKind::NotFound
+        );
+        let f = fs.open_rw(p("/db/x"), true).unwrap();
+        assert!(fs.exists(p("/db/x")));
+        f.write_at(b"data", 0).unwrap();
+        f.sync_data().unwrap();
+        // Reopening (with or without create) never truncates and shares the node.
+        let g = fs.open_rw(p("/db/x"), true).unwrap();
+        assert_eq!(g.read_all().unwrap(), b"data");
+        g.write_at(b"D", 0).unwrap();
+        assert_eq!(f.read_all().unwrap(), b"Data");
+        // Not dir-synced: the file vanishes in a crash, synced data or not.
+        fs.crash(CrashMode::DropUnsynced);
+        assert!(!fs.exists(p("/db/x")));
+        let f = fs.open_rw(p("/db/x"), true).unwrap();
+        fs.sync_dir(p("/db")).unwrap();
+        f.write_at(b"kept", 0).unwrap();
+        f.sync_data().unwrap();
+        fs.crash(CrashMode::DropUnsynced);
+        assert_eq!(fs.read_file(p("/db/x")).unwrap(), b"kept");
+        // The rw handle upcasts to a readable file.
+        let f = fs.open_rw(p("/db/x"), false).unwrap();
+        let r: Arc<dyn ReadableFile> = f.clone();
+        let by_ref: &dyn ReadableFile = &*f;
+        assert_eq!(r.read_all().unwrap(), b"kept");
+        assert_eq!(by_ref.len().unwrap(), 4);
+        // truncate makes everything durable, including earlier positional writes.
+        f.write_at(b"KE", 0).unwrap();
+        fs.truncate(p("/db/x"), 3).unwrap();
+        fs.crash(CrashMode::DropUnsynced);
+        assert_eq!(fs.read_file(p("/db/x")).unwrap(), b"KEp");
+    }
+
+    #[test]
+    fn rw_handles_from_before_crash_are_dead() {
+        let (fs, f) = rw_setup(b"abc");
+        fs.crash(CrashMode::DropUnsynced);
+        for e in [
+            f.write_at(b"x", 0).unwrap_err(),
+            f.set_len(0).unwrap_err(),
+            f.sync_data().unwrap_err(),
+            f.read_at(&mut [0u8; 2], 0).unwrap_err(),
+            f.len().unwrap_err(),
+        ] {
+            assert_eq!(e.kind(), io::ErrorKind::Other);
+            assert_eq!(e.to_string(), "file handle from before crash");
+        }
+        assert_eq!(fs.read_file(p("/db/d")).unwrap(), b"abc");
+        assert_eq!(fs.faults_fired(), 0);
+    }
+
+    #[test]
+    fn rw_faults_fire_and_change_nothing() {
+        let (fs, f) = rw_setup(b"0123456789");
+        fs.fail_after(FaultOp::WriteAt, Some("/db/d"), 1, libc::ENOSPC);
+        f.write_at(b"a", 0).unwrap();
+        assert_eq!(
+            errno(&f.write_at(b"bbbbbbbbbbbbbbbb", 5).unwrap_err()),
+            Some(libc::ENOSPC)
+        );
+        assert_eq!(f.read_all().unwrap(), b"a123456789");
+        f.write_at(b"b", 1).unwrap();
+        fs.fail_after(FaultOp::SetLen, None, 0, libc::EIO);
+        assert_eq!(errno(&f.set_len(2).unwrap_err()), Some(libc::EIO));
+        assert_eq!(f.len().unwrap(), 10);
+        fs.fail_after(FaultOp::Sync, None, 0, libc::EIO);
+        assert_eq!(errno(&f.sync_data().unwrap_err()), Some(libc::EIO));
+        assert_eq!(fs.syncs(), 1);
+        assert_eq!(fs.faults_fired(), 3);
+        // The failed sync made nothing durable.
+        fs.crash(CrashMode::DropUnsynced);
+        assert_eq!(fs.read_file(p("/db/d")).unwrap(), b"0123456789");
+        // open_rw: Create with `create`, OpenRead without.
+        fs.fail_after(FaultOp::Create, Some("new"), 0, libc::ENOSPC);
+        fs.fail_after(FaultOp::OpenRead, Some("/db/d"), 0, libc::EIO);
+        assert_eq!(
+            errno(&fs.open_rw(p("/db/new"), true).err().unwrap()),
+            Some(libc::ENOSPC)
+        );
+        assert!(!fs.exists(p("/db/new")));
+        assert_eq!(errno(&fs.open_rw(p("/db/d"), false).err().unwrap()), Some(libc::EIO));
+        fs.open_rw(p("/db/new"), true).unwrap();
+        fs.open_rw(p("/db/d"), false).unwrap();
+        assert_eq!(fs.faults_fired(), 5);
+        // A failed set_len that would extend writes nothing either.
+        let g = fs.open_rw(p("/db/d"), false).unwrap();
+        fs.fail_always(FaultOp::SetLen, Some("/db/d"), libc::ENOSPC);
+        assert!(g.set_len(1 << 20).is_err());
+        assert_eq!(g.len().unwrap(), 10);
+    }
+
+    #[test]
+    fn rw_concurrent_write_at_from_threads() {
+        let (fs, f) = rw_setup(b"");
+        let threads: Vec<_> = (0..8u8)
+            .map(|t| {
+                let f = f.clone();
+                std::thread::spawn(move || {
+                    for i in 0..64u64 {
+                        f.write_at(&[t + 1; 16], (i * 8 + u64::from(t)) * 16).unwrap();
+                        if i % 16 == 15 {
+                            f.sync_data().unwrap();
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let check = |data: &[u8]| {
+            assert_eq!(data.len(), 64 * 8 * 16);
+            for (i, b) in data.iter().enumerate() {
+                assert_eq!(usize::from(*b), (i / 16) % 8 + 1, "byte {i}");
+            }
+        };
+        check(&f.read_all().unwrap());
+        assert_eq!(fs.syncs(), 1 + 8 * 4);
+        // Every thread synced after its last write, so everything survives.
+        fs.crash(CrashMode::DropUnsynced);
+        check(&fs.read_file(p("/db/d")).unwrap());
     }
 
     #[test]

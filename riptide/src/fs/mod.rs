@@ -5,7 +5,9 @@
 //!   [`crate::Options::fs`]. This is what lets tests inject faults ([`FaultFs`]) and, later,
 //!   put a level on object storage.
 //! - Durability is explicit: data appended to a [`WritableFile`] is durable only after
-//!   [`WritableFile::sync_data`]; a new, renamed or removed directory entry is durable only after
+//!   [`WritableFile::sync_data`]; bytes written and lengths set through a [`RandomRwFile`] are
+//!   durable only after [`RandomRwFile::sync_data`]; a new, renamed or removed directory entry is
+//!   durable only after
 //!   [`FileSystem::sync_dir`] on its parent. [`FaultFs`] simulates exactly this contract on a crash.
 //! - Methods return `std::io::Error`; the engine wraps them into [`crate::Error::Io`] with the
 //!   operation and path.
@@ -19,6 +21,7 @@ pub use posix::PosixFs;
 use std::fmt::Debug;
 use std::io;
 use std::path::Path;
+use std::sync::Arc;
 
 /// A file open for appending.
 pub trait WritableFile: Send {
@@ -60,6 +63,20 @@ pub trait ReadableFile: Send + Sync {
     }
 }
 
+/// A file open for positional reads and writes (data files of 2 MiB extents).
+///
+/// Every method takes `&self`: one handle is shared by concurrent readers and writers, which
+/// must write disjoint ranges. An `Arc<dyn RandomRwFile>` upcasts to `Arc<dyn ReadableFile>`.
+pub trait RandomRwFile: ReadableFile {
+    /// Writes all of `data` at `offset`, growing the file (zero-filled gap) if needed.
+    fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()>;
+    /// Makes every write so far (data and length) durable (`fdatasync`).
+    fn sync_data(&self) -> io::Result<()>;
+    /// Cuts or extends (zero-filled) the file to `len`; durable after the next
+    /// [`RandomRwFile::sync_data`].
+    fn set_len(&self, len: u64) -> io::Result<()>;
+}
+
 /// An exclusive lock on a file, released when dropped.
 pub trait FileLock: Send + Sync + Debug {}
 
@@ -75,6 +92,10 @@ pub trait FileSystem: Send + Sync + Debug {
     fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>>;
     /// Opens an existing file for reading.
     fn open_read(&self, path: &Path) -> io::Result<Box<dyn ReadableFile>>;
+    /// Opens `path` for positional reads and writes, creating it (empty) if `create` and
+    /// missing. Never truncates. A created file's directory entry is durable only after
+    /// [`FileSystem::sync_dir`] on its parent, as with [`FileSystem::create`].
+    fn open_rw(&self, path: &Path, create: bool) -> io::Result<Arc<dyn RandomRwFile>>;
     /// Atomically renames `from` to `to`, replacing `to` if it exists.
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// Removes a file.

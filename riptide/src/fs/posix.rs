@@ -3,11 +3,12 @@
 //! `sync_data` is `fdatasync`; `sync_dir` opens the directory and `fsync`s it; `lock` is an
 //! advisory `flock` on a LOCK file, released when the handle drops (or the process dies).
 
-use super::{FileLock, FileSystem, ReadableFile, WritableFile};
+use super::{FileLock, FileSystem, RandomRwFile, ReadableFile, WritableFile};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::sync::Arc;
 
 /// The operating system's file system.
 #[derive(Debug, Default, Clone, Copy)]
@@ -48,6 +49,35 @@ impl ReadableFile for PosixReadable {
     }
 }
 
+/// A [`RandomRwFile`]: `pread`/`pwrite` on one shared descriptor.
+struct PosixRw {
+    file: File,
+}
+
+impl ReadableFile for PosixRw {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        self.file.read_at(buf, offset)
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.file.metadata()?.len())
+    }
+}
+
+impl RandomRwFile for PosixRw {
+    fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()> {
+        self.file.write_all_at(data, offset)
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.file.set_len(len)
+    }
+}
+
 #[derive(Debug)]
 struct PosixLock {
     _file: File,
@@ -83,6 +113,16 @@ impl FileSystem for PosixFs {
         }))
     }
 
+    fn open_rw(&self, path: &Path, create: bool) -> io::Result<Arc<dyn RandomRwFile>> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(create)
+            .truncate(false)
+            .open(path)?;
+        Ok(Arc::new(PosixRw { file }))
+    }
+
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         fs::rename(from, to)
     }
@@ -115,6 +155,52 @@ impl FileSystem for PosixFs {
                 "lock held by another process",
             )),
             Err(fs::TryLockError::Error(e)) => Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rw_file_positional_writes_and_upcast() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.dat");
+        let fs = PosixFs;
+        assert_eq!(fs.open_rw(&path, false).err().unwrap().kind(), io::ErrorKind::NotFound);
+        let f = fs.open_rw(&path, true).unwrap();
+        assert_eq!(f.len().unwrap(), 0);
+        f.write_at(b"world", 6).unwrap();
+        f.write_at(b"hello", 0).unwrap();
+        f.sync_data().unwrap();
+        assert_eq!(f.read_all().unwrap(), b"hello\0world");
+        // Reopening never truncates; the same handle serves readers through an upcast.
+        let g = fs.open_rw(&path, true).unwrap();
+        let r: Arc<dyn ReadableFile> = g.clone();
+        assert_eq!(r.len().unwrap(), 11);
+        g.set_len(3).unwrap();
+        assert_eq!(f.read_all().unwrap(), b"hel");
+        g.set_len(5).unwrap();
+        g.sync_data().unwrap();
+        assert_eq!(fs.open_read(&path).unwrap().read_all().unwrap(), b"hel\0\0");
+        let threads: Vec<_> = (0..4u8)
+            .map(|t| {
+                let f = f.clone();
+                std::thread::spawn(move || {
+                    for i in 0..16u64 {
+                        f.write_at(&[t; 8], (u64::from(t) * 16 + i) * 8).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let all = f.read_all().unwrap();
+        assert_eq!(all.len(), 4 * 16 * 8);
+        for (i, b) in all.iter().enumerate() {
+            assert_eq!(usize::from(*b), i / 128);
         }
     }
 }
