@@ -212,12 +212,21 @@ pub(crate) fn load_checkpoint(fs: &dyn FileSystem, path: &Path) -> Result<(u64, 
             return Err(corrupt(path, off, "record payload checksum mismatch"));
         }
         if rec.seq != seq {
-            return Err(corrupt(path, off, format!("record {} where record {seq} belongs", rec.seq)));
+            return Err(corrupt(
+                path,
+                off,
+                format!("record {} where record {seq} belongs", rec.seq),
+            ));
         }
         match rec.kind {
             REC_ENTRIES => {
-                let list = decode_entries(&payload)
-                    .map_err(|at| corrupt(path, body + at as u64, "malformed entry in a record whose checksum matches"))?;
+                let list = decode_entries(&payload).map_err(|at| {
+                    corrupt(
+                        path,
+                        body + at as u64,
+                        "malformed entry in a record whose checksum matches",
+                    )
+                })?;
                 for e in &list {
                     if !matches!(e, SlogEntry::Edit(ed) if ed.removed.is_empty()) {
                         return Err(corrupt(path, off, "a checkpoint entry that is not a pure addition"));

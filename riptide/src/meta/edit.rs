@@ -198,7 +198,10 @@ impl MetaState {
                 }
                 for (i, e) in extents.iter().enumerate() {
                     if e.table != table {
-                        return Err(format!("extent {} of table {} is filed under table {table}", e.id, e.table));
+                        return Err(format!(
+                            "extent {} of table {} is filed under table {table}",
+                            e.id, e.table
+                        ));
                     }
                     if i > 0 && extent_order(&extents[i - 1], e) != Ordering::Less {
                         return Err(format!(
@@ -269,10 +272,7 @@ impl MetaState {
                 return Err(format!("extent {id} removed twice in one edit"));
             }
         }
-        let (cur_flushed, cur_next) = self
-            .tables
-            .get(&t)
-            .map_or((0, 0), |tm| (tm.flushed_lsn, tm.next_layer));
+        let (cur_flushed, cur_next) = self.tables.get(&t).map_or((0, 0), |tm| (tm.flushed_lsn, tm.next_layer));
         if let Some(f) = edit.flushed_lsn {
             if f < cur_flushed {
                 return Err(format!("table {t}: flushed_lsn moves back from {cur_flushed} to {f}"));

@@ -332,9 +332,12 @@ fn find_valid_record(data: &[u8], from: usize) -> Option<usize> {
     (from..data.len().saturating_sub(RECORD_HEADER_SIZE - 1)).find(|&p| try_record(data, p).is_ok())
 }
 
+/// A torn tail: its offset and why the record there is invalid.
+type TornTail = (usize, &'static str);
+
 /// Frames every record of a slog image after its header. Returns the records and, if the file
-/// ends in a torn tail, its offset and why. Damage followed by a valid record is corruption.
-fn frame_slog(path: &Path, data: &[u8]) -> Result<(Vec<Framed>, Option<(usize, &'static str)>)> {
+/// ends in a torn tail, where and why. Damage followed by a valid record is corruption.
+fn frame_slog(path: &Path, data: &[u8]) -> Result<(Vec<Framed>, Option<TornTail>)> {
     let mut out = Vec::new();
     let mut off = SLOG_HEADER_SIZE;
     while off < data.len() {
@@ -575,7 +578,12 @@ impl std::fmt::Debug for Slog {
 
 /// Creates a slog file holding its header and then `records` (already framed), fdatasynced.
 /// The caller fsyncs the directory.
-fn create_slog(fs: &dyn FileSystem, dir: &Path, number: u64, records: &[u8]) -> Result<(PathBuf, Box<dyn WritableFile>)> {
+fn create_slog(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    number: u64,
+    records: &[u8],
+) -> Result<(PathBuf, Box<dyn WritableFile>)> {
     let path = slog_path(dir, number);
     let mut f = fs.create(&path).map_err(|e| Error::io("create", &path, e))?;
     let mut buf = Vec::with_capacity(SLOG_HEADER_SIZE + records.len());
