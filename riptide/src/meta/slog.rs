@@ -632,8 +632,16 @@ impl Slog {
             Self::initialize(fs.as_ref(), &dir)?
         };
 
+        let named_missing = |p: &Path| -> Result<()> {
+            if fs.exists(p) {
+                Ok(())
+            } else {
+                Err(corrupt(p, 0, "named by CURRENT but missing"))
+            }
+        };
         let mut state = if cur.checkpoint > 0 {
             let p = checkpoint_path(&dir, cur.checkpoint);
+            named_missing(&p)?;
             let (number, state) = load_checkpoint(fs.as_ref(), &p)?;
             if number != cur.checkpoint {
                 return Err(corrupt(&p, 16, format!("checkpoint header says number {number}")));
@@ -644,6 +652,7 @@ impl Slog {
         };
 
         let old_path = slog_path(&dir, cur.slog);
+        named_missing(&old_path)?;
         let data = read_file(fs.as_ref(), &old_path)?;
         let (number, _) = decode_slog_header(&old_path, &data)?;
         if number != cur.slog {
