@@ -41,6 +41,7 @@ pub mod fs;
 mod iter;
 pub mod key;
 mod memtable;
+mod meta;
 mod options;
 mod redo;
 mod space;
