@@ -36,6 +36,7 @@
 mod catalog;
 mod db;
 mod error;
+mod extent;
 pub mod fs;
 mod iter;
 pub mod key;
