@@ -37,6 +37,7 @@ mod cache;
 mod catalog;
 mod db;
 mod error;
+mod extent;
 pub mod fs;
 mod iter;
 pub mod key;

@@ -1,0 +1,734 @@
+//! Data blocks: LevelDB-style prefix-compressed entries with restart points.
+//!
+//! ```text
+//! entry    = varint32 shared ‖ varint32 non_shared ‖ varint32 value_len ‖ key[shared..] ‖ value
+//! block    = entry* ‖ fixed32 restart[num_restarts] ‖ fixed32 num_restarts
+//! ```
+//!
+//! Invariants:
+//! - An entry at a restart point has `shared == 0`; restart offsets are increasing and the first
+//!   is 0. A block has at least one restart point.
+//! - [`Block::new`] checks only the restart array's bounds; [`BlockIter`] checks every entry as
+//!   it decodes it and turns any inconsistency into a sticky corruption status (then
+//!   `valid() == false`). Nothing here panics or reads out of bounds on arbitrary bytes.
+//! - [`BlockIter`] allocates nothing per entry: the current key lives in one reusable buffer and
+//!   the value is a slice of the block.
+
+use std::cmp::Ordering;
+use std::path::Path;
+use std::sync::Arc;
+
+use super::{get_u32, get_varint32, put_varint};
+use crate::error::{Error, Result};
+use crate::key::compare_internal_keys;
+
+/// Builds one data block.
+pub(crate) struct BlockBuilder {
+    buf: Vec<u8>,
+    restarts: Vec<u32>,
+    /// Entries since the last restart point.
+    counter: usize,
+    restart_interval: usize,
+    entries: usize,
+}
+
+impl BlockBuilder {
+    pub(crate) fn new(restart_interval: usize) -> Self {
+        BlockBuilder {
+            buf: Vec::new(),
+            restarts: vec![0],
+            counter: 0,
+            restart_interval: restart_interval.max(1),
+            entries: 0,
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.entries == 0
+    }
+
+    pub(crate) fn entries(&self) -> usize {
+        self.entries
+    }
+
+    /// Size of the block if finished now.
+    pub(crate) fn size_estimate(&self) -> usize {
+        self.buf.len() + 4 * self.restarts.len() + 4
+    }
+
+    /// Upper bound of [`Self::size_estimate`] after adding an entry with these lengths.
+    pub(crate) fn size_after(&self, key_len: usize, value_len: usize) -> usize {
+        self.size_estimate() + 15 + key_len + value_len + 4
+    }
+
+    /// Appends an entry. `prev_key` is the previously added key (ignored at a restart point);
+    /// the caller guarantees ordering and that lengths fit in 32 bits.
+    pub(crate) fn add(&mut self, prev_key: &[u8], key: &[u8], value: &[u8]) {
+        let mut shared = 0;
+        if self.counter >= self.restart_interval {
+            self.restarts.push(self.buf.len() as u32);
+            self.counter = 0;
+        } else if self.entries > 0 {
+            shared = common_prefix(prev_key, key);
+        }
+        put_varint(&mut self.buf, shared as u64);
+        put_varint(&mut self.buf, (key.len() - shared) as u64);
+        put_varint(&mut self.buf, value.len() as u64);
+        self.buf.extend_from_slice(&key[shared..]);
+        self.buf.extend_from_slice(value);
+        self.counter += 1;
+        self.entries += 1;
+    }
+
+    /// Appends the restart array and returns the finished block; call [`Self::reset`] before
+    /// reusing the builder.
+    pub(crate) fn finish(&mut self) -> &[u8] {
+        for r in &self.restarts {
+            self.buf.extend_from_slice(&r.to_le_bytes());
+        }
+        self.buf.extend_from_slice(&(self.restarts.len() as u32).to_le_bytes());
+        &self.buf
+    }
+
+    pub(crate) fn reset(&mut self) {
+        self.buf.clear();
+        self.restarts.clear();
+        self.restarts.push(0);
+        self.counter = 0;
+        self.entries = 0;
+    }
+}
+
+/// Length of the common prefix of two byte strings.
+#[inline]
+pub(crate) fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut i = 0;
+    while i + 8 <= n {
+        let x = u64::from_le_bytes(a[i..i + 8].try_into().unwrap_or([0; 8]))
+            ^ u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
+        if x != 0 {
+            return i + (x.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while i < n && a[i] == b[i] {
+        i += 1;
+    }
+    i
+}
+
+/// A decoded (uncompressed, checksum-verified) data block. Owns its bytes.
+pub(crate) struct Block {
+    data: Vec<u8>,
+    /// Offset of the restart array = end of the entries.
+    restarts_offset: usize,
+    num_restarts: usize,
+    /// File the block came from, for errors.
+    path: Arc<Path>,
+    /// Absolute file offset of the stored block, for errors.
+    offset: u64,
+}
+
+impl std::fmt::Debug for Block {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Block")
+            .field("len", &self.data.len())
+            .field("num_restarts", &self.num_restarts)
+            .field("path", &self.path)
+            .field("offset", &self.offset)
+            .finish()
+    }
+}
+
+impl Block {
+    /// Wraps decoded block contents, checking the restart array's bounds. `path` and `offset`
+    /// (absolute offset of the stored block) are used in errors.
+    pub(crate) fn new(data: Vec<u8>, path: Arc<Path>, offset: u64) -> Result<Block> {
+        let n = data.len();
+        let num_restarts = match n.checked_sub(4).and_then(|p| get_u32(&data, p)) {
+            Some(v) => v as usize,
+            None => {
+                return Err(Error::corruption(
+                    &*path,
+                    offset,
+                    "data block shorter than its restart count",
+                ))
+            }
+        };
+        let max_restarts = (n - 4) / 4;
+        if num_restarts == 0 || num_restarts > max_restarts {
+            return Err(Error::corruption(
+                &*path,
+                offset,
+                format!("data block has a bad restart count {num_restarts} (block is {n} bytes)"),
+            ));
+        }
+        let restarts_offset = n - 4 - 4 * num_restarts;
+        if get_u32(&data, restarts_offset) != Some(0) {
+            return Err(Error::corruption(
+                &*path,
+                offset,
+                "data block's first restart point is not 0",
+            ));
+        }
+        Ok(Block {
+            data,
+            restarts_offset,
+            num_restarts,
+            path,
+            offset,
+        })
+    }
+
+    /// Bytes charged for this block in a cache.
+    pub fn size(&self) -> usize {
+        self.data.capacity() + std::mem::size_of::<Self>()
+    }
+
+    /// The decoded block contents.
+    pub(crate) fn data(&self) -> &[u8] {
+        &self.data
+    }
+
+    /// Number of restart points.
+    pub(crate) fn num_restarts(&self) -> usize {
+        self.num_restarts
+    }
+
+    /// Absolute file offset of the stored block.
+    pub(crate) fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// File the block came from.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Offset of restart point `i` (`i < num_restarts`), unchecked against the entry area.
+    #[inline]
+    fn restart_point(&self, i: usize) -> usize {
+        get_u32(&self.data, self.restarts_offset + 4 * i).unwrap_or(u32::MAX) as usize
+    }
+}
+
+/// Decodes the entry header at `p`: (shared, non_shared, value_len, key_start). Checks that the
+/// key delta and the value lie before `limit`.
+#[inline]
+fn decode_entry(data: &[u8], p: usize, limit: usize) -> Option<(usize, usize, usize, usize)> {
+    let d = data.get(p..limit)?;
+    if d.len() < 3 {
+        return None;
+    }
+    let (shared, non_shared, value_len, hdr) = if (d[0] | d[1] | d[2]) < 0x80 {
+        (d[0] as usize, d[1] as usize, d[2] as usize, 3)
+    } else {
+        let mut pos = 0;
+        let s = get_varint32(d, &mut pos)? as usize;
+        let n = get_varint32(d, &mut pos)? as usize;
+        let v = get_varint32(d, &mut pos)? as usize;
+        (s, n, v, pos)
+    };
+    let end = hdr.checked_add(non_shared)?.checked_add(value_len)?;
+    if end > d.len() {
+        return None;
+    }
+    Some((shared, non_shared, value_len, p + hdr))
+}
+
+/// An iterator over one block's entries. Owns an `Arc<Block>`.
+pub(crate) struct BlockIter {
+    block: Arc<Block>,
+    /// End of the entry area (= restart array offset).
+    limit: usize,
+    /// Offset of the current entry; `limit` when not valid.
+    current: usize,
+    /// Offset just past the current entry.
+    next: usize,
+    /// Restart region that contains `current`.
+    restart_index: usize,
+    key: Vec<u8>,
+    value_start: usize,
+    value_len: usize,
+    corruption: Option<String>,
+}
+
+impl BlockIter {
+    /// An iterator positioned nowhere (not valid); call a seek first.
+    pub fn new(block: Arc<Block>) -> Self {
+        let limit = block.restarts_offset;
+        BlockIter {
+            block,
+            limit,
+            current: limit,
+            next: limit,
+            restart_index: 0,
+            key: Vec::new(),
+            value_start: 0,
+            value_len: 0,
+            corruption: None,
+        }
+    }
+
+    /// The block this iterator reads.
+    pub(crate) fn block(&self) -> &Arc<Block> {
+        &self.block
+    }
+
+    /// True when positioned at an entry.
+    #[inline]
+    pub fn valid(&self) -> bool {
+        self.current < self.limit
+    }
+
+    /// Current internal key (empty when not valid).
+    #[inline]
+    pub fn key(&self) -> &[u8] {
+        &self.key
+    }
+
+    /// Current value (empty when not valid).
+    #[inline]
+    pub fn value(&self) -> &[u8] {
+        self.block
+            .data
+            .get(self.value_start..self.value_start + self.value_len)
+            .unwrap_or(&[])
+    }
+
+    /// `Err(Corruption)` if decoding hit a malformed entry or restart point.
+    pub fn status(&self) -> Result<()> {
+        match &self.corruption {
+            None => Ok(()),
+            Some(reason) => Err(Error::corruption(&*self.block.path, self.block.offset, reason.clone())),
+        }
+    }
+
+    fn invalidate(&mut self) {
+        self.current = self.limit;
+        self.next = self.limit;
+        self.restart_index = 0;
+        self.key.clear();
+        self.value_start = 0;
+        self.value_len = 0;
+    }
+
+    fn corrupt(&mut self, reason: String) {
+        if self.corruption.is_none() {
+            self.corruption = Some(reason);
+        }
+        self.invalidate();
+    }
+
+    /// Positions before restart point `i` (not valid until [`Self::parse_next`]).
+    fn seek_to_restart_point(&mut self, i: usize) -> bool {
+        let p = self.block.restart_point(i);
+        if p >= self.limit {
+            self.corrupt(format!(
+                "restart point {i} at offset {p} is past the entries (end {})",
+                self.limit
+            ));
+            return false;
+        }
+        self.key.clear();
+        self.restart_index = i;
+        self.next = p;
+        true
+    }
+
+    /// Decodes the entry at `self.next`; false at the end or on corruption.
+    #[inline]
+    fn parse_next(&mut self) -> bool {
+        let p = self.next;
+        if p >= self.limit {
+            self.invalidate();
+            return false;
+        }
+        let block = &*self.block;
+        let Some((shared, non_shared, value_len, key_start)) = decode_entry(&block.data, p, self.limit) else {
+            self.corrupt(format!("malformed entry at block offset {p}"));
+            return false;
+        };
+        if shared > self.key.len() {
+            self.corrupt(format!(
+                "entry at block offset {p} shares {shared} bytes with a {}-byte previous key",
+                self.key.len()
+            ));
+            return false;
+        }
+        self.key.truncate(shared);
+        self.key
+            .extend_from_slice(&block.data[key_start..key_start + non_shared]);
+        self.current = p;
+        self.value_start = key_start + non_shared;
+        self.value_len = value_len;
+        self.next = self.value_start + value_len;
+        while self.restart_index + 1 < block.num_restarts && block.restart_point(self.restart_index + 1) <= p {
+            self.restart_index += 1;
+        }
+        true
+    }
+
+    /// Positions at the first entry.
+    pub fn seek_to_first(&mut self) {
+        self.corruption_guard();
+        if self.seek_to_restart_point(0) {
+            self.parse_next();
+        }
+    }
+
+    /// Positions at the last entry.
+    pub fn seek_to_last(&mut self) {
+        self.corruption_guard();
+        if !self.seek_to_restart_point(self.block.num_restarts - 1) {
+            return;
+        }
+        while self.parse_next() && self.next < self.limit {}
+    }
+
+    /// Advances to the next entry (not valid past the last one).
+    pub fn next(&mut self) {
+        if !self.valid() {
+            return;
+        }
+        self.parse_next();
+    }
+
+    /// Steps back to the previous entry (not valid before the first one): rescans forward from
+    /// the restart point before the current entry, as LevelDB does.
+    pub fn prev(&mut self) {
+        if !self.valid() {
+            return;
+        }
+        let original = self.current;
+        while self.block.restart_point(self.restart_index) >= original {
+            if self.restart_index == 0 {
+                self.invalidate();
+                return;
+            }
+            self.restart_index -= 1;
+        }
+        if !self.seek_to_restart_point(self.restart_index) {
+            return;
+        }
+        loop {
+            if !self.parse_next() {
+                if self.corruption.is_none() {
+                    self.corrupt(format!("entries do not lead back to block offset {original}"));
+                }
+                return;
+            }
+            match self.next.cmp(&original) {
+                Ordering::Less => continue,
+                Ordering::Equal => return,
+                Ordering::Greater => {
+                    self.corrupt(format!("entries do not lead back to block offset {original}"));
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Positions at the first entry whose key is `>= target` (internal-key order); not valid if
+    /// there is none. Binary search over the restart points, then a linear scan.
+    pub fn seek(&mut self, target: &[u8]) {
+        self.corruption_guard();
+        let block = &*self.block;
+        let data = &block.data[..];
+        let mut left = 0usize;
+        let mut right = block.num_restarts - 1;
+        // Narrow with the current position when it is usable (common for forward seeks).
+        if self.current < self.limit {
+            match compare_internal_keys(&self.key, target) {
+                Ordering::Less => left = self.restart_index,
+                Ordering::Equal => return,
+                Ordering::Greater => right = self.restart_index,
+            }
+        }
+        while left < right {
+            let mid = left + (right - left).div_ceil(2);
+            let p = block.restart_point(mid);
+            let Some((shared, non_shared, _, key_start)) = decode_entry(data, p, self.limit) else {
+                self.corrupt(format!("malformed entry at restart point {mid} (block offset {p})"));
+                return;
+            };
+            if shared != 0 {
+                self.corrupt(format!(
+                    "entry at restart point {mid} (block offset {p}) has a shared prefix"
+                ));
+                return;
+            }
+            let key = &data[key_start..key_start + non_shared];
+            if compare_internal_keys(key, target) == Ordering::Less {
+                left = mid;
+            } else {
+                right = mid - 1;
+            }
+        }
+        if !self.seek_to_restart_point(left) {
+            return;
+        }
+        while self.parse_next() {
+            if compare_internal_keys(&self.key, target) != Ordering::Less {
+                return;
+            }
+        }
+    }
+
+    /// A corrupt iterator stays corrupt; this only resets the position so a new seek starts
+    /// cleanly.
+    #[inline]
+    fn corruption_guard(&mut self) {
+        if self.corruption.is_some() {
+            self.invalidate();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::{encode_internal_key, ValueKind};
+    use rand::{Rng, SeedableRng};
+
+    fn ikey(user: &[u8], lsn: u64) -> Vec<u8> {
+        let mut v = Vec::new();
+        encode_internal_key(&mut v, user, lsn, ValueKind::Put);
+        v
+    }
+
+    fn mem_path() -> Arc<Path> {
+        Arc::from(Path::new("<memory>"))
+    }
+
+    fn build(entries: &[(Vec<u8>, Vec<u8>)], interval: usize) -> Arc<Block> {
+        let mut b = BlockBuilder::new(interval);
+        let mut prev: Vec<u8> = Vec::new();
+        for (k, v) in entries {
+            b.add(&prev, k, v);
+            prev.clone_from(k);
+        }
+        let est = b.size_estimate();
+        let data = b.finish().to_vec();
+        assert_eq!(est, data.len());
+        Arc::new(Block::new(data, mem_path(), 0).unwrap())
+    }
+
+    fn sorted_entries(rng: &mut impl Rng, n: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut keys: Vec<Vec<u8>> = (0..n)
+            .map(|_| {
+                let len = rng.random_range(0..12);
+                let user: Vec<u8> = (0..len).map(|_| rng.random_range(b'a'..b'e')).collect();
+                ikey(&user, rng.random_range(0..1000))
+            })
+            .collect();
+        keys.sort_by(|a, b| compare_internal_keys(a, b));
+        keys.dedup();
+        keys.into_iter()
+            .map(|k| {
+                let vlen = rng.random_range(0..20);
+                let v = (0..vlen).map(|_| rng.random()).collect();
+                (k, v)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn common_prefix_works() {
+        assert_eq!(common_prefix(b"", b"abc"), 0);
+        assert_eq!(common_prefix(b"abcdefghijk", b"abcdefghijx"), 10);
+        assert_eq!(common_prefix(b"abcdefgh", b"abcdefgh"), 8);
+        assert_eq!(common_prefix(b"abcdefgh", b"abcdefghi"), 8);
+        assert_eq!(common_prefix(b"xbc", b"abc"), 0);
+        assert_eq!(common_prefix(b"abcdefgx", b"abcdefgh"), 7);
+    }
+
+    #[test]
+    fn exhaustive_seek_next_prev_against_vec() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        for &interval in &[1usize, 2, 3, 16] {
+            for &n in &[1usize, 2, 5, 17, 100, 300] {
+                let entries = sorted_entries(&mut rng, n);
+                let block = build(&entries, interval);
+                let mut it = BlockIter::new(block.clone());
+                assert!(!it.valid());
+                // forward
+                it.seek_to_first();
+                for (k, v) in &entries {
+                    assert!(it.valid());
+                    assert_eq!(it.key(), &k[..]);
+                    assert_eq!(it.value(), &v[..]);
+                    it.next();
+                }
+                assert!(!it.valid());
+                it.status().unwrap();
+                // backward
+                it.seek_to_last();
+                for (k, v) in entries.iter().rev() {
+                    assert!(it.valid());
+                    assert_eq!(it.key(), &k[..]);
+                    assert_eq!(it.value(), &v[..]);
+                    it.prev();
+                }
+                assert!(!it.valid());
+                // seek to every key, and to keys between
+                for (i, (k, _)) in entries.iter().enumerate() {
+                    it.seek(k);
+                    assert_eq!(it.key(), &k[..]);
+                    // prev then next returns to it
+                    it.prev();
+                    if i == 0 {
+                        assert!(!it.valid());
+                    } else {
+                        assert_eq!(it.key(), &entries[i - 1].0[..]);
+                        it.next();
+                        assert_eq!(it.key(), &k[..]);
+                    }
+                }
+                for _ in 0..200 {
+                    let len = rng.random_range(0..12);
+                    let user: Vec<u8> = (0..len).map(|_| rng.random_range(b'a'..b'e')).collect();
+                    let t = ikey(&user, rng.random_range(0..1000));
+                    let want = entries.partition_point(|(k, _)| compare_internal_keys(k, &t) == Ordering::Less);
+                    // from an unpositioned iterator and from a random position
+                    let mut fresh = BlockIter::new(block.clone());
+                    fresh.seek(&t);
+                    if rng.random_bool(0.5) {
+                        let j = rng.random_range(0..entries.len());
+                        it.seek(&entries[j].0);
+                    }
+                    it.seek(&t);
+                    for i in [&fresh, &it] {
+                        if want == entries.len() {
+                            assert!(!i.valid());
+                        } else {
+                            assert_eq!(i.key(), &entries[want].0[..]);
+                            assert_eq!(i.value(), &entries[want].1[..]);
+                        }
+                    }
+                }
+                it.status().unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn long_keys_and_values_use_multibyte_varints() {
+        let big_key = ikey(&vec![b'k'; 70_000], 5);
+        let entries = vec![
+            (ikey(b"a", 1), vec![]),
+            (big_key.clone(), vec![7u8; 300]),
+            (ikey(&[b'k'; 70_001], 9), vec![1u8; 200_000]),
+        ];
+        let block = build(&entries, 16);
+        let mut it = BlockIter::new(block);
+        it.seek(&big_key);
+        assert_eq!(it.key(), &big_key[..]);
+        assert_eq!(it.value().len(), 300);
+        it.next();
+        assert_eq!(it.value().len(), 200_000);
+        it.prev();
+        it.prev();
+        assert_eq!(it.key(), &entries[0].0[..]);
+    }
+
+    #[test]
+    fn bad_restart_counts_are_corruption() {
+        for data in [vec![], vec![1, 0, 0], vec![0, 0, 0, 0], vec![5, 0, 0, 0], vec![0; 7]] {
+            let e = Block::new(data, mem_path(), 42).unwrap_err();
+            assert!(e.is_corruption());
+        }
+    }
+
+    #[test]
+    fn garbage_blocks_never_panic() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(99);
+        let good = build(&sorted_entries(&mut rng, 60), 4).data().to_vec();
+        for round in 0..3000 {
+            let data: Vec<u8> = if round % 2 == 0 {
+                // a valid block with a few bytes damaged
+                let mut d = good.clone();
+                for _ in 0..rng.random_range(1..4) {
+                    let i = rng.random_range(0..d.len());
+                    d[i] = rng.random();
+                }
+                d
+            } else {
+                let len = rng.random_range(0..200);
+                let mut d: Vec<u8> = (0..len).map(|_| rng.random()).collect();
+                if len >= 4 && rng.random_bool(0.7) {
+                    // a plausible restart count
+                    let n = rng.random_range(1..=((len - 4) / 4).max(1)) as u32;
+                    d[len - 4..].copy_from_slice(&n.to_le_bytes());
+                }
+                d
+            };
+            let Ok(block) = Block::new(data, mem_path(), 0) else {
+                continue;
+            };
+            let block = Arc::new(block);
+            let mut it = BlockIter::new(block);
+            it.seek_to_first();
+            let mut steps = 0;
+            while it.valid() && steps < 10_000 {
+                let _ = (it.key(), it.value());
+                it.next();
+                steps += 1;
+            }
+            it.seek_to_last();
+            steps = 0;
+            while it.valid() && steps < 10_000 {
+                it.prev();
+                steps += 1;
+            }
+            for _ in 0..5 {
+                let t = ikey(&[rng.random::<u8>(); 3], rng.random_range(0..100));
+                it.seek(&t);
+                if it.valid() {
+                    it.next();
+                    it.prev();
+                }
+            }
+            if let Err(e) = it.status() {
+                assert!(e.is_corruption());
+            }
+        }
+    }
+
+    #[test]
+    fn corruption_is_reported_and_sticky() {
+        // an entry whose shared length exceeds the (empty) previous key
+        let mut data = vec![5u8, 1, 0, b'x'];
+        data.extend_from_slice(&0u32.to_le_bytes());
+        data.extend_from_slice(&1u32.to_le_bytes());
+        let mut it = BlockIter::new(Arc::new(Block::new(data, mem_path(), 1234).unwrap()));
+        it.seek_to_first();
+        assert!(!it.valid());
+        match it.status().unwrap_err() {
+            Error::Corruption { offset, .. } => assert_eq!(offset, 1234),
+            e => panic!("unexpected {e:?}"),
+        }
+        it.seek(b"anything");
+        assert!(!it.valid());
+        assert!(it.status().is_err());
+        // an entry that runs past the end
+        let mut data = vec![0u8, 10, 0, b'x'];
+        data.extend_from_slice(&0u32.to_le_bytes());
+        data.extend_from_slice(&1u32.to_le_bytes());
+        let mut it = BlockIter::new(Arc::new(Block::new(data, mem_path(), 0).unwrap()));
+        it.seek_to_last();
+        assert!(!it.valid());
+        assert!(it.status().is_err());
+        // a restart point past the entries
+        let mut data = vec![0u8, 1, 0, b'x'];
+        data.extend_from_slice(&0u32.to_le_bytes());
+        data.extend_from_slice(&100u32.to_le_bytes());
+        data.extend_from_slice(&2u32.to_le_bytes());
+        let mut it = BlockIter::new(Arc::new(Block::new(data, mem_path(), 0).unwrap()));
+        it.seek_to_last();
+        assert!(!it.valid());
+        assert!(it.status().is_err());
+    }
+}

@@ -1,0 +1,458 @@
+//! [`ExtentBuilder`]: turns a sorted stream of internal-key entries into the bytes of one extent.
+//!
+//! Invariants:
+//! - Entries are strictly increasing in internal-key order; a key out of order or malformed is
+//!   refused with `Error::InvalidOption` and leaves the builder unchanged.
+//! - [`ExtentBuilder::estimated_size`] and [`ExtentBuilder::estimated_size_after`] are upper
+//!   bounds of the finished extent's `valid + FOOTER_SIZE` bytes (finished blocks are counted as
+//!   stored, the open block uncompressed), so a caller that keeps them within [`EXTENT_SIZE`] gets
+//!   a one-slot extent.
+//! - The builder allocates per block, not per entry (apart from the filter's one u64 per
+//!   distinct user key).
+
+use std::cmp::Ordering;
+use std::path::Path;
+use std::sync::Arc;
+
+use super::block::{Block, BlockBuilder, BlockIter};
+use super::filter::{build_filter, filter_block_size, hash64};
+use super::format::{
+    check_block, compress_lz4, decompress_lz4, encode_index, props_size_bound, trailer, ExtentProperties, Footer,
+    Handle, IndexEntry, EXTENT_FORMAT_VERSION, FOOTER_SIZE, TRAILER_SIZE,
+};
+use super::{Compression, ExtentOptions, EXTENT_SIZE};
+use crate::error::{Error, Result};
+use crate::key::{compare_internal_keys, decode_internal_key, Lsn, ValueKind};
+
+/// Largest key + value of one entry (keeps every block size within u32).
+const MAX_ENTRY_SIZE: usize = (u32::MAX / 2) as usize;
+
+/// A finished extent, ready to be written: `valid` at the extent start, `footer` so that it ends
+/// exactly at `start + slots * EXTENT_SIZE`.
+#[derive(Clone, Debug)]
+pub(crate) struct BuiltExtent {
+    /// Data blocks, index, filter and properties, with trailers.
+    pub valid: Vec<u8>,
+    /// The footer ([`FOOTER_SIZE`] bytes).
+    pub footer: Vec<u8>,
+    /// 2 MiB slots the extent occupies.
+    pub slots: u32,
+    /// Its properties (as stored).
+    pub props: ExtentProperties,
+    /// Number of data blocks.
+    pub blocks: u32,
+    /// The index entries (as stored), e.g. to build a reader without reading them back.
+    pub index: Vec<IndexEntry>,
+}
+
+impl BuiltExtent {
+    /// The whole extent image: `valid`, zeros, `footer` (`slots * EXTENT_SIZE` bytes).
+    pub(crate) fn image(&self) -> Vec<u8> {
+        let total = self.slots as usize * EXTENT_SIZE as usize;
+        let mut img = Vec::with_capacity(total);
+        img.extend_from_slice(&self.valid);
+        img.resize(total - FOOTER_SIZE, 0);
+        img.extend_from_slice(&self.footer);
+        img
+    }
+}
+
+/// A data block read verbatim for reuse by compaction: its index entry and stored bytes
+/// (`contents ‖ trailer`, checksum verified), plus where it came from for errors.
+#[derive(Clone, Debug)]
+pub(crate) struct RawBlock {
+    /// The block's index entry in its source extent.
+    pub entry: IndexEntry,
+    /// Contents and trailer exactly as stored.
+    pub stored: Vec<u8>,
+    /// Source file.
+    pub path: Arc<Path>,
+    /// Absolute offset of the block in the source file.
+    pub file_offset: u64,
+}
+
+/// Builds one extent in memory.
+pub(crate) struct ExtentBuilder {
+    opts: ExtentOptions,
+    /// Finished data blocks with trailers.
+    out: Vec<u8>,
+    block: BlockBuilder,
+    /// First key and stats of the open block.
+    blk_first: Vec<u8>,
+    blk_rows: u32,
+    blk_deletes: u32,
+    blk_min_lsn: Lsn,
+    blk_max_lsn: Lsn,
+    index: Vec<IndexEntry>,
+    /// Encoded size of `index`.
+    index_bytes: usize,
+    /// Filter hashes of the distinct user keys (only with a filter).
+    hashes: Vec<u64>,
+    /// Last internal key added (empty before the first).
+    last_key: Vec<u8>,
+    /// Running totals (`largest`, sizes and block counts are filled in by `finish`).
+    props: ExtentProperties,
+    /// Compression output buffer.
+    scratch: Vec<u8>,
+}
+
+fn invalid(option: &'static str, reason: impl Into<String>) -> Error {
+    Error::InvalidOption {
+        option,
+        reason: reason.into(),
+    }
+}
+
+impl ExtentBuilder {
+    /// A builder; out-of-range options are clamped (see [`ExtentOptions::validate`]).
+    pub fn new(opts: ExtentOptions) -> Self {
+        let opts = opts.sanitized();
+        ExtentBuilder {
+            block: BlockBuilder::new(opts.restart_interval),
+            opts,
+            out: Vec::new(),
+            blk_first: Vec::new(),
+            blk_rows: 0,
+            blk_deletes: 0,
+            blk_min_lsn: Lsn::MAX,
+            blk_max_lsn: 0,
+            index: Vec::new(),
+            index_bytes: 0,
+            hashes: Vec::new(),
+            last_key: Vec::new(),
+            props: ExtentProperties {
+                min_lsn: Lsn::MAX,
+                ..Default::default()
+            },
+            scratch: Vec::new(),
+        }
+    }
+
+    /// True before the first entry.
+    pub fn is_empty(&self) -> bool {
+        self.props.entries == 0
+    }
+
+    /// Entries added so far.
+    pub fn entries(&self) -> u64 {
+        self.props.entries
+    }
+
+    /// The last internal key added (empty before the first).
+    pub fn last_key(&self) -> &[u8] {
+        &self.last_key
+    }
+
+    /// Checks an entry against the last key; returns its LSN and kind.
+    fn check_next(&self, ikey: &[u8]) -> Result<(Lsn, ValueKind)> {
+        let Some((_, lsn, kind)) = decode_internal_key(ikey) else {
+            return Err(invalid(
+                "ikey",
+                format!("malformed internal key of {} bytes", ikey.len()),
+            ));
+        };
+        if !self.is_empty() && compare_internal_keys(&self.last_key, ikey) != Ordering::Less {
+            return Err(invalid(
+                "ikey",
+                "internal keys must be added in strictly increasing order",
+            ));
+        }
+        Ok((lsn, kind))
+    }
+
+    /// True if `user` differs from the user key of the last entry.
+    fn is_new_user_key(&self, user: &[u8]) -> bool {
+        match self.last_key.len().checked_sub(8) {
+            Some(n) if !self.is_empty() => &self.last_key[..n] != user,
+            _ => true,
+        }
+    }
+
+    fn note_user_key(&mut self, user: &[u8]) {
+        if self.is_new_user_key(user) {
+            self.props.user_keys += 1;
+            if self.opts.bloom_bits_per_key > 0 {
+                self.hashes.push(hash64(user));
+            }
+        }
+    }
+
+    /// Adds one entry; internal keys must be strictly increasing.
+    pub fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
+        let (lsn, kind) = self.check_next(ikey)?;
+        if ikey.len() + value.len() > MAX_ENTRY_SIZE {
+            return Err(invalid(
+                "value",
+                format!("entry of {} bytes is too large", ikey.len() + value.len()),
+            ));
+        }
+        if !self.block.is_empty() {
+            let bs = self.opts.block_size;
+            let cur = self.block.size_estimate();
+            // Cut at the target size, or early when the entry would overflow a block that is
+            // already 90 % full (RocksDB's block_size_deviation = 10).
+            if cur >= bs || (self.block.size_after(ikey.len(), value.len()) > bs && cur * 10 > bs * 9) {
+                self.flush_block()?;
+            }
+        }
+        let user = &ikey[..ikey.len() - 8];
+        self.note_user_key(user);
+        if self.block.is_empty() {
+            self.blk_first.clear();
+            self.blk_first.extend_from_slice(ikey);
+            self.blk_rows = 0;
+            self.blk_deletes = 0;
+            self.blk_min_lsn = Lsn::MAX;
+            self.blk_max_lsn = 0;
+        }
+        self.block.add(&self.last_key, ikey, value);
+        let is_delete = kind == ValueKind::Delete;
+        self.blk_rows += 1;
+        self.blk_deletes += u32::from(is_delete);
+        self.blk_min_lsn = self.blk_min_lsn.min(lsn);
+        self.blk_max_lsn = self.blk_max_lsn.max(lsn);
+        if self.props.entries == 0 {
+            self.props.smallest = ikey.to_vec();
+        }
+        self.props.entries += 1;
+        self.props.deletes += u64::from(is_delete);
+        self.props.min_lsn = self.props.min_lsn.min(lsn);
+        self.props.max_lsn = self.props.max_lsn.max(lsn);
+        self.props.raw_key_bytes += ikey.len() as u64;
+        self.props.raw_value_bytes += value.len() as u64;
+        self.last_key.clear();
+        self.last_key.extend_from_slice(ikey);
+        Ok(())
+    }
+
+    /// Appends a data block of another extent verbatim (compaction block reuse). Its keys must
+    /// all sort after the last key added. The block is decoded once to check it against its
+    /// index entry and to feed the filter; it is not re-encoded or recompressed.
+    pub fn add_raw_block(&mut self, raw: &RawBlock) -> Result<()> {
+        let e = &raw.entry;
+        let corrupt = |reason: String| Error::corruption(&*raw.path, raw.file_offset, reason);
+        self.check_next(&e.first_key)?;
+        let (contents, ctype) = check_block(&raw.stored).map_err(corrupt)?;
+        if contents.len() != e.size as usize {
+            return Err(corrupt(format!(
+                "reused block is {} bytes, index says {}",
+                contents.len(),
+                e.size
+            )));
+        }
+        let decoded = match Compression::from_u8(ctype) {
+            Some(Compression::None) => contents.to_vec(),
+            Some(Compression::Lz4) => decompress_lz4(contents).map_err(corrupt)?,
+            None => return Err(corrupt(format!("unknown block compression type {ctype}"))),
+        };
+        let block = Arc::new(Block::new(decoded, raw.path.clone(), raw.file_offset)?);
+        // Close the open block so the reused one keeps its own boundaries.
+        self.flush_block()?;
+        let mut it = BlockIter::new(block);
+        it.seek_to_first();
+        let (mut rows, mut deletes, mut min_lsn, mut max_lsn) = (0u32, 0u32, Lsn::MAX, 0);
+        let mut first = true;
+        let mut users = 0u64;
+        let (mut key_bytes, mut value_bytes) = (0u64, 0u64);
+        let mut hashes = Vec::new();
+        let mut prev: Vec<u8> = self.last_key.clone();
+        let had_prev = !self.is_empty();
+        while it.valid() {
+            let k = it.key();
+            let Some((user, lsn, kind)) = decode_internal_key(k) else {
+                return Err(corrupt("reused block holds a malformed internal key".into()));
+            };
+            if first && k != &e.first_key[..] {
+                return Err(corrupt("reused block's first key differs from its index entry".into()));
+            }
+            if !first && compare_internal_keys(&prev, k) != Ordering::Less {
+                return Err(corrupt("reused block's keys are out of order".into()));
+            }
+            let new_user = match prev.len().checked_sub(8) {
+                Some(n) if had_prev || !first => &prev[..n] != user,
+                _ => true,
+            };
+            if new_user {
+                users += 1;
+                if self.opts.bloom_bits_per_key > 0 {
+                    hashes.push(hash64(user));
+                }
+            }
+            rows += 1;
+            deletes += u32::from(kind == ValueKind::Delete);
+            key_bytes += k.len() as u64;
+            value_bytes += it.value().len() as u64;
+            min_lsn = min_lsn.min(lsn);
+            max_lsn = max_lsn.max(lsn);
+            prev.clear();
+            prev.extend_from_slice(k);
+            first = false;
+            it.next();
+        }
+        it.status()?;
+        if first
+            || prev != e.last_key
+            || rows != e.rows
+            || deletes != e.deletes
+            || min_lsn != e.min_lsn
+            || max_lsn != e.max_lsn
+        {
+            return Err(corrupt("reused block's contents differ from its index entry".into()));
+        }
+        let offset = self.out.len() as u64;
+        self.out.extend_from_slice(&raw.stored);
+        let entry = IndexEntry { offset, ..e.clone() };
+        self.index_bytes += entry.encoded_len();
+        self.index.push(entry);
+        if ctype == Compression::Lz4 as u8 {
+            self.props.compressed_blocks += 1;
+        }
+        if self.props.entries == 0 {
+            self.props.smallest = e.first_key.clone();
+        }
+        self.props.entries += u64::from(rows);
+        self.props.deletes += u64::from(deletes);
+        self.props.user_keys += users;
+        self.props.min_lsn = self.props.min_lsn.min(min_lsn);
+        self.props.max_lsn = self.props.max_lsn.max(max_lsn);
+        self.props.raw_key_bytes += key_bytes;
+        self.props.raw_value_bytes += value_bytes;
+        self.hashes.extend_from_slice(&hashes);
+        self.last_key.clone_from(&e.last_key);
+        Ok(())
+    }
+
+    /// Closes the open data block (if any): compresses it when that pays, appends it with its
+    /// trailer and records its index entry.
+    fn flush_block(&mut self) -> Result<()> {
+        if self.block.is_empty() {
+            return Ok(());
+        }
+        let raw = self.block.finish();
+        let offset = self.out.len() as u64;
+        let (stored, ctype): (&[u8], Compression) =
+            if self.opts.compression == Compression::Lz4 && compress_lz4(raw, &mut self.scratch) {
+                (&self.scratch, Compression::Lz4)
+            } else {
+                (raw, Compression::None)
+            };
+        let size = u32::try_from(stored.len()).map_err(|_| invalid("value", "data block exceeds 4 GiB"))?;
+        self.out.extend_from_slice(stored);
+        self.out.extend_from_slice(&trailer(stored, ctype as u8));
+        if ctype == Compression::Lz4 {
+            self.props.compressed_blocks += 1;
+        }
+        let entry = IndexEntry {
+            first_key: std::mem::take(&mut self.blk_first),
+            last_key: self.last_key.clone(),
+            offset,
+            size,
+            rows: self.blk_rows,
+            deletes: self.blk_deletes,
+            min_lsn: self.blk_min_lsn,
+            max_lsn: self.blk_max_lsn,
+        };
+        self.index_bytes += entry.encoded_len();
+        self.index.push(entry);
+        self.block.reset();
+        Ok(())
+    }
+
+    fn filter_bound(&self, keys: usize) -> usize {
+        if self.opts.bloom_bits_per_key == 0 {
+            0
+        } else {
+            filter_block_size(keys, self.opts.bloom_bits_per_key) + TRAILER_SIZE
+        }
+    }
+
+    /// Bytes the finished extent would need (`valid` + footer) if finished now; an upper bound.
+    pub fn estimated_size(&self) -> usize {
+        let mut data = self.out.len();
+        let mut index = self.index_bytes + 4 + TRAILER_SIZE;
+        if !self.block.is_empty() {
+            data += self.block.size_estimate() + TRAILER_SIZE;
+            index += IndexEntry::encoded_len_bound(self.blk_first.len(), self.last_key.len());
+        }
+        let props = props_size_bound(self.props.smallest.len(), self.last_key.len()) + TRAILER_SIZE;
+        data + index + self.filter_bound(self.hashes.len()) + props + FOOTER_SIZE
+    }
+
+    /// Upper bound of [`Self::estimated_size`] after adding an entry with these lengths next.
+    pub fn estimated_size_after(&self, ikey_len: usize, value_len: usize) -> usize {
+        let filter_growth = self.filter_bound(self.hashes.len() + 1) - self.filter_bound(self.hashes.len());
+        // New entry (≤ 15 header bytes), a possible restart point, and if it opens a new block:
+        // that block's restart count and trailer and its index entry; props keys may grow.
+        self.estimated_size()
+            + 15
+            + ikey_len
+            + value_len
+            + 4
+            + 4
+            + TRAILER_SIZE
+            + IndexEntry::encoded_len_bound(ikey_len, ikey_len)
+            + filter_growth
+            + 2 * ikey_len
+    }
+
+    fn append_meta_block(&mut self, contents: &[u8]) -> Result<Handle> {
+        let offset = self.out.len() as u64;
+        let size = u32::try_from(contents.len()).map_err(|_| invalid("extent", "meta block exceeds 4 GiB"))?;
+        self.out.extend_from_slice(contents);
+        self.out.extend_from_slice(&trailer(contents, Compression::None as u8));
+        Ok(Handle { offset, size })
+    }
+
+    /// Finishes the extent. An extent needs at least one entry.
+    pub fn finish(mut self) -> Result<BuiltExtent> {
+        if self.is_empty() {
+            return Err(invalid("extent", "an extent needs at least one entry"));
+        }
+        self.flush_block()?;
+        let data_size = self.out.len() as u64;
+        let index_block = encode_index(&self.index);
+        let index = self.append_meta_block(&index_block)?;
+        let bits = self.opts.bloom_bits_per_key;
+        let filter = if bits > 0 {
+            let f = build_filter(&self.hashes, bits);
+            self.append_meta_block(&f)?
+        } else {
+            Handle {
+                offset: self.out.len() as u64,
+                size: 0,
+            }
+        };
+        let blocks = u32::try_from(self.index.len()).map_err(|_| invalid("extent", "too many data blocks"))?;
+        let mut props = std::mem::take(&mut self.props);
+        props.format_version = EXTENT_FORMAT_VERSION;
+        props.largest = self.last_key.clone();
+        props.data_blocks = blocks;
+        props.data_size = data_size;
+        props.index_size = index.size;
+        props.filter_size = filter.size;
+        props.bloom_bits_per_key = bits;
+        let props_block = props.encode();
+        let props_handle = self.append_meta_block(&props_block)?;
+        let valid_size = self.out.len() as u64;
+        let slots = u32::try_from((valid_size + FOOTER_SIZE as u64).div_ceil(EXTENT_SIZE))
+            .map_err(|_| invalid("extent", "extent too large"))?;
+        let footer = Footer {
+            version: EXTENT_FORMAT_VERSION,
+            slots,
+            valid_size,
+            index,
+            filter,
+            props: props_handle,
+        }
+        .encode()
+        .to_vec();
+        Ok(BuiltExtent {
+            valid: self.out,
+            footer,
+            slots,
+            props,
+            blocks,
+            index: self.index,
+        })
+    }
+}

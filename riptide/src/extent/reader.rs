@@ -1,0 +1,461 @@
+//! [`ExtentReader`]: opens an extent through a [`ReadableFile`] and reads its blocks.
+//!
+//! Invariants:
+//! - `open` does exactly two reads: the footer, then one read covering the contiguous index,
+//!   filter and properties blocks. Everything is verified before the reader exists: footer CRC,
+//!   magic, version and slot count; each meta block's trailer CRC; the index entries' structure
+//!   (contiguous handles from offset 0 up to the index block, keys increasing across blocks,
+//!   sane stats); and the properties agreeing with the index.
+//! - `read_block` verifies the block's CRC before decompressing or decoding it.
+//! - Errors name the file and an absolute file offset inside the damaged block or footer.
+
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+
+use super::block::{Block, BlockIter};
+use super::builder::{BuiltExtent, RawBlock};
+use super::filter::{hash64, Filter};
+use super::format::{
+    check_block, decode_index, decompress_lz4, ExtentProperties, Footer, FooterError, Handle, IndexEntry,
+    EXTENT_FORMAT_VERSION, FOOTER_SIZE, TRAILER_SIZE,
+};
+use super::{Compression, EXTENT_SIZE};
+use crate::error::{Error, Result};
+use crate::fs::ReadableFile;
+use crate::key::{compare_internal_keys, decode_internal_key, Lsn, ValueKind};
+
+/// Reads exactly `buf.len()` bytes at `offset`; a short file is corruption at the offset where
+/// it ends.
+fn read_exact_at(file: &dyn ReadableFile, path: &Path, buf: &mut [u8], offset: u64) -> Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        match file.read_at(&mut buf[done..], offset + done as u64) {
+            Ok(0) => {
+                return Err(Error::corruption(
+                    path,
+                    offset + done as u64,
+                    format!(
+                        "file ends at {} inside an extent (needed {} bytes at {offset})",
+                        offset + done as u64,
+                        buf.len()
+                    ),
+                ))
+            }
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(Error::io("read", path, e)),
+        }
+    }
+    Ok(())
+}
+
+/// An open extent: parsed footer, index, filter and properties. `Send + Sync`; reads go through
+/// a file the caller passes in (so the table cache decides who owns file handles).
+#[derive(Debug)]
+pub(crate) struct ExtentReader {
+    path: Arc<Path>,
+    base: u64,
+    slots: u32,
+    footer: Footer,
+    index: Vec<IndexEntry>,
+    filter: Option<Filter>,
+    props: ExtentProperties,
+}
+
+/// Absolute offset of the end of an extent, checked.
+fn extent_end(path: &Path, base: u64, slots: u32) -> Result<u64> {
+    if slots == 0 {
+        return Err(Error::InvalidOption {
+            option: "slots",
+            reason: format!("an extent has at least one slot ({path:?} at {base})"),
+        });
+    }
+    base.checked_add(u64::from(slots) * EXTENT_SIZE)
+        .ok_or_else(|| Error::InvalidOption {
+            option: "base",
+            reason: format!("extent at {base} with {slots} slots overflows the file offset range"),
+        })
+}
+
+impl ExtentReader {
+    /// Reads and verifies the footer (at `base + slots * EXTENT_SIZE - FOOTER_SIZE`), then the
+    /// index, filter and properties blocks in one read.
+    pub fn open(file: &dyn ReadableFile, path: &Path, base: u64, slots: u32) -> Result<ExtentReader> {
+        let path: Arc<Path> = Arc::from(path);
+        let footer_off = extent_end(&path, base, slots)? - FOOTER_SIZE as u64;
+        let mut fbuf = [0u8; FOOTER_SIZE];
+        read_exact_at(file, &path, &mut fbuf, footer_off)?;
+        let footer = parse_footer(&path, footer_off, &fbuf, slots)?;
+        let meta_start = footer.index.offset;
+        let meta_len = (footer.valid_size - meta_start) as usize;
+        let mut meta = vec![0u8; meta_len];
+        read_exact_at(file, &path, &mut meta, base + meta_start)?;
+        Self::from_parts(path, base, slots, footer, &meta)
+    }
+
+    /// A reader for an extent just built (no I/O), e.g. to install it in the table cache right
+    /// after writing it at `base` of `path`. Verifies exactly what [`Self::open`] does.
+    pub(crate) fn from_built(built: &BuiltExtent, path: &Path, base: u64) -> Result<ExtentReader> {
+        let path: Arc<Path> = Arc::from(path);
+        let footer_off = extent_end(&path, base, built.slots)? - FOOTER_SIZE as u64;
+        let footer = parse_footer(&path, footer_off, &built.footer, built.slots)?;
+        let meta = built
+            .valid
+            .get(footer.index.offset as usize..footer.valid_size as usize)
+            .ok_or_else(|| Error::corruption(&*path, footer_off, "footer's valid size exceeds the built extent"))?;
+        Self::from_parts(path, base, built.slots, footer, meta)
+    }
+
+    /// Verifies and parses the meta blocks (`meta` starts at the index block).
+    fn from_parts(path: Arc<Path>, base: u64, slots: u32, footer: Footer, meta: &[u8]) -> Result<ExtentReader> {
+        let meta_start = footer.index.offset;
+        let block = |h: Handle| -> Result<&[u8]> {
+            let at = base + h.offset;
+            let lo = (h.offset - meta_start) as usize;
+            let hi = lo + h.size as usize + TRAILER_SIZE;
+            let stored = meta
+                .get(lo..hi)
+                .ok_or_else(|| Error::corruption(&*path, at, "meta block lies outside the extent's meta area"))?;
+            let (contents, ctype) = check_block(stored).map_err(|r| Error::corruption(&*path, at, r))?;
+            if ctype != Compression::None as u8 {
+                return Err(Error::corruption(
+                    &*path,
+                    at,
+                    format!("meta block has compression type {ctype}"),
+                ));
+            }
+            Ok(contents)
+        };
+        let index_at = base + footer.index.offset;
+        let index = decode_index(block(footer.index)?).map_err(|r| Error::corruption(&*path, index_at, r))?;
+        check_index(&index, footer.index.offset).map_err(|r| Error::corruption(&*path, index_at, r))?;
+        let filter = if footer.filter.size > 0 {
+            let at = base + footer.filter.offset;
+            Some(Filter::parse(block(footer.filter)?).map_err(|r| Error::corruption(&*path, at, r))?)
+        } else {
+            None
+        };
+        let props_at = base + footer.props.offset;
+        let props =
+            ExtentProperties::decode(block(footer.props)?).map_err(|r| Error::corruption(&*path, props_at, r))?;
+        check_props(&props, &index, &footer).map_err(|r| Error::corruption(&*path, props_at, r))?;
+        Ok(ExtentReader {
+            path,
+            base,
+            slots,
+            footer,
+            index,
+            filter,
+            props,
+        })
+    }
+
+    /// False only if no version of `user_key` is in this extent (bloom filter); true when the
+    /// extent has no filter.
+    #[inline]
+    pub fn may_contain(&self, user_key: &[u8]) -> bool {
+        self.may_contain_hash(hash64(user_key))
+    }
+
+    /// [`Self::may_contain`] with a precomputed [`super::filter_hash`] of the user key, so one
+    /// hash serves every extent a lookup probes.
+    #[inline]
+    pub fn may_contain_hash(&self, hash: u64) -> bool {
+        self.filter.as_ref().is_none_or(|f| f.may_contain_hash(hash))
+    }
+
+    /// True if the extent has a bloom filter.
+    pub fn has_filter(&self) -> bool {
+        self.filter.is_some()
+    }
+
+    /// The index: one entry per data block, in key order.
+    pub fn index(&self) -> &[IndexEntry] {
+        &self.index
+    }
+
+    /// The extent's properties.
+    pub fn props(&self) -> &ExtentProperties {
+        &self.props
+    }
+
+    /// Index of the first block whose last key is `>= ikey` (internal-key order), or `None` if
+    /// `ikey` is past the extent's largest key.
+    #[inline]
+    pub fn find_block(&self, ikey: &[u8]) -> Option<usize> {
+        let i = self
+            .index
+            .partition_point(|e| compare_internal_keys(&e.last_key, ikey) == std::cmp::Ordering::Less);
+        (i < self.index.len()).then_some(i)
+    }
+
+    fn entry(&self, i: usize) -> Result<&IndexEntry> {
+        self.index.get(i).ok_or_else(|| Error::InvalidOption {
+            option: "block",
+            reason: format!(
+                "block {i} out of range: {:?} has {} blocks",
+                self.path,
+                self.index.len()
+            ),
+        })
+    }
+
+    /// Absolute file offset of block `i` (`None` if out of range).
+    pub fn block_file_offset(&self, i: usize) -> Option<u64> {
+        self.index.get(i).map(|e| self.base + e.offset)
+    }
+
+    /// Reads block `i`'s stored bytes (`contents ‖ trailer`) and verifies the CRC.
+    fn read_stored(&self, file: &dyn ReadableFile, e: &IndexEntry) -> Result<(Vec<u8>, u8)> {
+        let at = self.base + e.offset;
+        let mut buf = vec![0u8; e.size as usize + TRAILER_SIZE];
+        read_exact_at(file, &self.path, &mut buf, at)?;
+        let ctype = check_block(&buf).map_err(|r| Error::corruption(&*self.path, at, r))?.1;
+        Ok((buf, ctype))
+    }
+
+    /// Reads, verifies (CRC) and decompresses data block `i`.
+    pub fn read_block(&self, file: &dyn ReadableFile, i: usize) -> Result<Block> {
+        let e = self.entry(i)?;
+        let at = self.base + e.offset;
+        let (mut buf, ctype) = self.read_stored(file, e)?;
+        let data = match Compression::from_u8(ctype) {
+            Some(Compression::None) => {
+                buf.truncate(e.size as usize);
+                buf
+            }
+            Some(Compression::Lz4) => {
+                decompress_lz4(&buf[..e.size as usize]).map_err(|r| Error::corruption(&*self.path, at, r))?
+            }
+            None => {
+                return Err(Error::corruption(
+                    &*self.path,
+                    at,
+                    format!("unknown block compression type {ctype}"),
+                ))
+            }
+        };
+        Block::new(data, self.path.clone(), at)
+    }
+
+    /// Reads data block `i` verbatim (CRC verified, not decoded) for reuse by compaction
+    /// ([`super::ExtentBuilder::add_raw_block`]).
+    pub fn read_raw_block(&self, file: &dyn ReadableFile, i: usize) -> Result<RawBlock> {
+        let e = self.entry(i)?;
+        let (stored, _) = self.read_stored(file, e)?;
+        Ok(RawBlock {
+            entry: e.clone(),
+            stored,
+            path: self.path.clone(),
+            file_offset: self.base + e.offset,
+        })
+    }
+
+    /// Absolute file offset of the extent's start.
+    pub fn base(&self) -> u64 {
+        self.base
+    }
+
+    /// 2 MiB slots the extent occupies.
+    pub fn slots(&self) -> u32 {
+        self.slots
+    }
+
+    /// The data file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Bytes written at the extent start (data, index, filter, properties).
+    pub fn valid_size(&self) -> u64 {
+        self.footer.valid_size
+    }
+
+    /// Memory held by the reader (for a table cache charge).
+    pub fn memory_size(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + self.filter.as_ref().map_or(0, Filter::size)
+            + self
+                .index
+                .iter()
+                .map(|e| std::mem::size_of::<IndexEntry>() + e.first_key.capacity() + e.last_key.capacity())
+                .sum::<usize>()
+            + self.props.smallest.capacity()
+            + self.props.largest.capacity()
+    }
+}
+
+/// Decodes and checks the footer against the expected slot count.
+fn parse_footer(path: &Path, footer_off: u64, f: &[u8], slots: u32) -> Result<Footer> {
+    let corrupt = |r: String| Error::corruption(path, footer_off, r);
+    let footer = match Footer::decode(f) {
+        Ok(f) => f,
+        Err(FooterError::Magic(m)) => return Err(corrupt(format!("bad extent footer magic {m:#018x}"))),
+        Err(FooterError::Checksum) => return Err(corrupt("extent footer checksum mismatch".into())),
+        Err(FooterError::Version(v)) if v > EXTENT_FORMAT_VERSION => {
+            return Err(Error::UnsupportedFormat {
+                path: path.to_path_buf(),
+                found: v,
+                supported: EXTENT_FORMAT_VERSION,
+            })
+        }
+        Err(FooterError::Version(v)) => return Err(corrupt(format!("unknown extent format version {v}"))),
+    };
+    if footer.slots != slots {
+        return Err(corrupt(format!("footer says {} slots, expected {slots}", footer.slots)));
+    }
+    let (idx, flt, props) = (footer.index, footer.filter, footer.props);
+    let room = u64::from(slots) * EXTENT_SIZE - FOOTER_SIZE as u64;
+    if footer.valid_size > room {
+        return Err(corrupt(format!(
+            "valid size {} exceeds the extent's {room} bytes",
+            footer.valid_size
+        )));
+    }
+    let filter_end = if flt.size > 0 { flt.end() } else { flt.offset };
+    if idx.offset == 0
+        || idx.size < 4
+        || idx.end() != flt.offset
+        || filter_end != props.offset
+        || props.end() != footer.valid_size
+    {
+        return Err(corrupt(format!(
+            "inconsistent footer handles: index {idx:?}, filter {flt:?}, properties {props:?}, valid size {}",
+            footer.valid_size
+        )));
+    }
+    Ok(footer)
+}
+
+/// Structural checks of the index beyond its encoding.
+fn check_index(index: &[IndexEntry], data_end: u64) -> Result<(), String> {
+    let mut expect = 0u64;
+    for (i, e) in index.iter().enumerate() {
+        if e.offset != expect {
+            return Err(format!(
+                "index entry {i}: block at {} where {expect} was expected",
+                e.offset
+            ));
+        }
+        expect = e.offset + e.stored_size();
+        if e.rows == 0 || e.deletes > e.rows || e.min_lsn > e.max_lsn {
+            return Err(format!(
+                "index entry {i}: bad stats (rows {}, deletes {})",
+                e.rows, e.deletes
+            ));
+        }
+        if decode_internal_key(&e.first_key).is_none() || decode_internal_key(&e.last_key).is_none() {
+            return Err(format!("index entry {i}: malformed internal key"));
+        }
+        if compare_internal_keys(&e.first_key, &e.last_key) == std::cmp::Ordering::Greater {
+            return Err(format!("index entry {i}: first key after last key"));
+        }
+        if i > 0 && compare_internal_keys(&index[i - 1].last_key, &e.first_key) != std::cmp::Ordering::Less {
+            return Err(format!("index entry {i}: keys overlap the previous block"));
+        }
+    }
+    if index.is_empty() {
+        return Err("index has no entries".into());
+    }
+    if expect != data_end {
+        return Err(format!("data blocks end at {expect}, index block starts at {data_end}"));
+    }
+    Ok(())
+}
+
+/// The properties must agree with the index and footer.
+fn check_props(p: &ExtentProperties, index: &[IndexEntry], footer: &Footer) -> Result<(), String> {
+    let rows: u64 = index.iter().map(|e| u64::from(e.rows)).sum();
+    let deletes: u64 = index.iter().map(|e| u64::from(e.deletes)).sum();
+    let min_lsn = index.iter().map(|e| e.min_lsn).min().unwrap_or(0);
+    let max_lsn = index.iter().map(|e| e.max_lsn).max().unwrap_or(0);
+    let first = index.first().map(|e| &e.first_key[..]).unwrap_or_default();
+    let last = index.last().map(|e| &e.last_key[..]).unwrap_or_default();
+    let checks: [(&str, bool); 12] = [
+        ("format version", p.format_version == footer.version),
+        ("data block count", p.data_blocks as usize == index.len()),
+        ("entries", p.entries == rows),
+        ("deletes", p.deletes == deletes),
+        ("min LSN", p.min_lsn == min_lsn),
+        ("max LSN", p.max_lsn == max_lsn),
+        ("smallest key", p.smallest == first),
+        ("largest key", p.largest == last),
+        ("data size", p.data_size == footer.index.offset),
+        ("index size", p.index_size == footer.index.size),
+        ("filter size", p.filter_size == footer.filter.size),
+        ("bloom bits", (p.bloom_bits_per_key == 0) == (footer.filter.size == 0)),
+    ];
+    for (what, ok) in checks {
+        if !ok {
+            return Err(format!("properties disagree with the index/footer: {what}"));
+        }
+    }
+    if p.user_keys > p.entries || p.compressed_blocks > p.data_blocks || p.raw_key_bytes < 8 * p.entries {
+        return Err("properties hold impossible counts".into());
+    }
+    Ok(())
+}
+
+/// Verifies every checksum and structure of an extent (footer, meta blocks, every data block,
+/// every entry against its index entry), as an inspect tool would. Returns the open reader.
+pub(crate) fn verify_extent(file: &dyn ReadableFile, path: &Path, base: u64, slots: u32) -> Result<ExtentReader> {
+    let reader = ExtentReader::open(file, path, base, slots)?;
+    let mut prev_last: Option<Vec<u8>> = None;
+    let (mut key_bytes, mut value_bytes) = (0u64, 0u64);
+    for (i, e) in reader.index.iter().enumerate() {
+        let block = Arc::new(reader.read_block(file, i)?);
+        let at = block.offset();
+        let corrupt = |r: String| Error::corruption(path, at, format!("data block {i}: {r}"));
+        let mut it = BlockIter::new(block);
+        it.seek_to_first();
+        let (mut rows, mut deletes, mut min_lsn, mut max_lsn) = (0u32, 0u32, Lsn::MAX, 0);
+        let mut prev: Option<Vec<u8>> = prev_last.take();
+        let mut first = true;
+        while it.valid() {
+            let k = it.key();
+            let Some((_, lsn, kind)) = decode_internal_key(k) else {
+                return Err(corrupt("malformed internal key".into()));
+            };
+            if first && k != &e.first_key[..] {
+                return Err(corrupt("first key differs from the index".into()));
+            }
+            if let Some(p) = &prev {
+                if compare_internal_keys(p, k) != std::cmp::Ordering::Less {
+                    return Err(corrupt("keys out of order".into()));
+                }
+            }
+            first = false;
+            rows = rows.saturating_add(1);
+            deletes += u32::from(kind == ValueKind::Delete);
+            min_lsn = min_lsn.min(lsn);
+            max_lsn = max_lsn.max(lsn);
+            key_bytes += k.len() as u64;
+            value_bytes += it.value().len() as u64;
+            let p = prev.get_or_insert_with(Vec::new);
+            p.clear();
+            p.extend_from_slice(k);
+            it.next();
+        }
+        it.status()?;
+        if prev.as_deref() != Some(&e.last_key[..]) {
+            return Err(corrupt("last key differs from the index".into()));
+        }
+        if rows != e.rows || deletes != e.deletes || min_lsn != e.min_lsn || max_lsn != e.max_lsn {
+            return Err(corrupt(format!(
+                "stats differ from the index: rows {rows}/{}, deletes {deletes}/{}, LSNs {min_lsn}..{max_lsn} / {}..{}",
+                e.rows, e.deletes, e.min_lsn, e.max_lsn
+            )));
+        }
+        prev_last = prev;
+    }
+    let p = &reader.props;
+    if p.raw_key_bytes != key_bytes || p.raw_value_bytes != value_bytes {
+        return Err(Error::corruption(
+            path,
+            base + reader.footer.props.offset,
+            "properties' raw key/value sizes differ from the data blocks",
+        ));
+    }
+    Ok(reader)
+}

@@ -1,0 +1,924 @@
+//! Extent tests: builder → reader round trips (random keys and values, empty values, 64 KiB keys,
+//! multi-MiB values spanning several slots, many versions of one key across block boundaries),
+//! exhaustive seek/next/prev against a sorted `Vec`, index and properties contents, size
+//! estimates, the bloom filter's false-positive rate, block reuse, and corruption: a flipped
+//! byte anywhere in the written bytes gives `Error::Corruption` naming the file and an offset
+//! inside the damaged region, never wrong data or a panic.
+
+use std::cmp::Ordering;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use super::format::{Footer, Handle};
+use super::*;
+use crate::fs::ReadableFile;
+use crate::key::{compare_internal_keys, decode_internal_key, encode_internal_key, Lsn, ValueKind};
+
+/// An in-memory file.
+struct MemFile(Vec<u8>);
+
+impl ReadableFile for MemFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let Ok(off) = usize::try_from(offset) else { return Ok(0) };
+        if off >= self.0.len() {
+            return Ok(0);
+        }
+        // Short reads on purpose, to exercise the read loop.
+        let n = buf.len().min(self.0.len() - off).min(1 << 20);
+        buf[..n].copy_from_slice(&self.0[off..off + n]);
+        Ok(n)
+    }
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.0.len() as u64)
+    }
+}
+
+/// A file whose reads fail.
+struct FailFile;
+
+impl ReadableFile for FailFile {
+    fn read_at(&self, _: &mut [u8], _: u64) -> io::Result<usize> {
+        Err(io::Error::from_raw_os_error(libc::EIO))
+    }
+    fn len(&self) -> io::Result<u64> {
+        Ok(0)
+    }
+}
+
+fn path() -> PathBuf {
+    PathBuf::from("/db/data/000007.ext")
+}
+
+/// Extents are placed after a 2 MiB header slot, so offsets in errors must be absolute.
+const BASE: u64 = EXTENT_SIZE;
+
+fn file_with(built: &BuiltExtent) -> MemFile {
+    let mut f = vec![0xAAu8; BASE as usize];
+    f.extend_from_slice(&built.image());
+    MemFile(f)
+}
+
+fn ikey(user: &[u8], lsn: Lsn, kind: ValueKind) -> Vec<u8> {
+    let mut v = Vec::with_capacity(user.len() + 8);
+    encode_internal_key(&mut v, user, lsn, kind);
+    v
+}
+
+type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
+fn build(entries: &Entries, opts: ExtentOptions) -> BuiltExtent {
+    let mut b = ExtentBuilder::new(opts);
+    for (k, v) in entries {
+        b.add(k, v).unwrap();
+    }
+    let est = b.estimated_size();
+    let built = b.finish().unwrap();
+    assert!(
+        est >= built.valid.len() + FOOTER_SIZE,
+        "estimate {est} below actual {}",
+        built.valid.len() + FOOTER_SIZE
+    );
+    assert_eq!(built.footer.len(), FOOTER_SIZE);
+    assert_eq!(
+        built.slots as u64,
+        ((built.valid.len() + FOOTER_SIZE) as u64).div_ceil(EXTENT_SIZE)
+    );
+    built
+}
+
+/// Random sorted entries: user keys from a small alphabet (so many have several versions),
+/// unique LSNs, ~10 % deletes, values of 0..max_value bytes (compressible half the time).
+fn random_entries(rng: &mut StdRng, n: usize, max_value: usize) -> Entries {
+    let mut v: Entries = (0..n)
+        .map(|i| {
+            let len = rng.random_range(1..10);
+            let user: Vec<u8> = (0..len).map(|_| rng.random_range(b'a'..b'h')).collect();
+            let kind = if rng.random_bool(0.1) {
+                ValueKind::Delete
+            } else {
+                ValueKind::Put
+            };
+            let vlen = if rng.random_bool(0.1) {
+                0
+            } else {
+                rng.random_range(0..=max_value)
+            };
+            let value: Vec<u8> = if rng.random_bool(0.5) {
+                (0..vlen).map(|j| b"abcd"[j % 4]).collect()
+            } else {
+                (0..vlen).map(|_| rng.random()).collect()
+            };
+            (ikey(&user, 1 + i as u64 * 3, kind), value)
+        })
+        .collect();
+    v.sort_by(|a, b| compare_internal_keys(&a.0, &b.0));
+    v
+}
+
+/// A two-level cursor over a whole extent, reading blocks directly.
+struct Cursor<'a> {
+    r: &'a ExtentReader,
+    f: &'a dyn ReadableFile,
+    blk: usize,
+    it: Option<BlockIter>,
+}
+
+impl<'a> Cursor<'a> {
+    fn new(r: &'a ExtentReader, f: &'a dyn ReadableFile) -> Self {
+        Cursor { r, f, blk: 0, it: None }
+    }
+    fn load(&mut self, i: usize) -> &mut BlockIter {
+        self.blk = i;
+        self.it = Some(BlockIter::new(Arc::new(self.r.read_block(self.f, i).unwrap())));
+        self.it.as_mut().unwrap()
+    }
+    fn valid(&self) -> bool {
+        self.it.as_ref().is_some_and(|i| i.valid())
+    }
+    fn key(&self) -> &[u8] {
+        self.it.as_ref().unwrap().key()
+    }
+    fn value(&self) -> &[u8] {
+        self.it.as_ref().unwrap().value()
+    }
+    fn seek(&mut self, t: &[u8]) {
+        match self.r.find_block(t) {
+            None => self.it = None,
+            Some(i) => {
+                let it = self.load(i);
+                it.seek(t);
+                assert!(it.valid(), "find_block chose a block with no key >= target");
+            }
+        }
+    }
+    fn seek_to_first(&mut self) {
+        self.load(0).seek_to_first();
+    }
+    fn seek_to_last(&mut self) {
+        let n = self.r.index().len();
+        self.load(n - 1).seek_to_last();
+    }
+    fn next(&mut self) {
+        let it = self.it.as_mut().unwrap();
+        it.next();
+        it.status().unwrap();
+        if !it.valid() && self.blk + 1 < self.r.index().len() {
+            let b = self.blk + 1;
+            self.load(b).seek_to_first();
+        }
+    }
+    fn prev(&mut self) {
+        let it = self.it.as_mut().unwrap();
+        it.prev();
+        it.status().unwrap();
+        if !it.valid() && self.blk > 0 {
+            let b = self.blk - 1;
+            self.load(b).seek_to_last();
+        }
+    }
+}
+
+/// Checks everything a reader exposes against the entries the extent was built from.
+fn check_extent(entries: &Entries, built: &BuiltExtent, opts: &ExtentOptions, rng: &mut StdRng) {
+    let file = file_with(built);
+    let r = ExtentReader::open(&file, &path(), BASE, built.slots).unwrap();
+    assert_eq!(r.path(), path());
+    assert_eq!(r.base(), BASE);
+    assert_eq!(r.slots(), built.slots);
+    assert_eq!(r.props(), &built.props);
+    assert_eq!(r.index(), &built.index[..]);
+    let v = verify_extent(&file, &path(), BASE, built.slots).unwrap();
+    assert_eq!(v.index(), r.index());
+    let fb = ExtentReader::from_built(built, &path(), BASE).unwrap();
+    assert_eq!(fb.index(), r.index());
+    assert_eq!(fb.props(), r.props());
+
+    // Properties.
+    let p = r.props();
+    assert_eq!(p.format_version, 1);
+    assert_eq!(p.entries, entries.len() as u64);
+    let deletes = entries
+        .iter()
+        .filter(|(k, _)| decode_internal_key(k).unwrap().2 == ValueKind::Delete)
+        .count();
+    assert_eq!(p.deletes, deletes as u64);
+    assert_eq!(p.data_blocks as usize, r.index().len());
+    assert_eq!(p.smallest, entries[0].0);
+    assert_eq!(p.largest, entries.last().unwrap().0);
+    let lsns = entries.iter().map(|(k, _)| decode_internal_key(k).unwrap().1);
+    assert_eq!(p.min_lsn, lsns.clone().min().unwrap());
+    assert_eq!(p.max_lsn, lsns.max().unwrap());
+    assert_eq!(
+        p.raw_key_bytes,
+        entries.iter().map(|(k, _)| k.len() as u64).sum::<u64>()
+    );
+    assert_eq!(
+        p.raw_value_bytes,
+        entries.iter().map(|(_, v)| v.len() as u64).sum::<u64>()
+    );
+    let mut users: Vec<&[u8]> = entries.iter().map(|(k, _)| &k[..k.len() - 8]).collect();
+    users.dedup();
+    assert_eq!(p.user_keys, users.len() as u64);
+    assert_eq!(p.bloom_bits_per_key, opts.bloom_bits_per_key);
+    assert_eq!(r.has_filter(), opts.bloom_bits_per_key > 0);
+    if opts.compression == Compression::None {
+        assert_eq!(p.compressed_blocks, 0);
+    }
+
+    // Index: blocks partition the entries in order, with exact stats.
+    let mut at = 0usize;
+    let mut offset = 0u64;
+    for e in r.index() {
+        let rows = &entries[at..at + e.rows as usize];
+        assert_eq!(e.first_key, rows[0].0);
+        assert_eq!(e.last_key, rows.last().unwrap().0);
+        assert_eq!(e.offset, offset);
+        offset += e.size as u64 + TRAILER_SIZE as u64;
+        let dels = rows
+            .iter()
+            .filter(|(k, _)| decode_internal_key(k).unwrap().2 == ValueKind::Delete)
+            .count();
+        assert_eq!(e.deletes as usize, dels);
+        let l = rows.iter().map(|(k, _)| decode_internal_key(k).unwrap().1);
+        assert_eq!(e.min_lsn, l.clone().min().unwrap());
+        assert_eq!(e.max_lsn, l.max().unwrap());
+        at += e.rows as usize;
+    }
+    assert_eq!(at, entries.len());
+
+    // Bloom: no false negatives.
+    for u in &users {
+        assert!(r.may_contain(u));
+        assert!(r.may_contain_hash(filter_hash(u)));
+    }
+
+    // Full forward and backward scans.
+    let mut c = Cursor::new(&r, &file);
+    c.seek_to_first();
+    for (k, v) in entries {
+        assert!(c.valid());
+        assert_eq!(c.key(), &k[..]);
+        assert_eq!(c.value(), &v[..]);
+        c.next();
+    }
+    assert!(!c.valid());
+    c.seek_to_last();
+    for (k, v) in entries.iter().rev() {
+        assert!(c.valid());
+        assert_eq!(c.key(), &k[..]);
+        assert_eq!(c.value(), &v[..]);
+        c.prev();
+    }
+    assert!(!c.valid());
+
+    // Seeks to every key, and to random targets, then a few steps each way.
+    let mut targets: Vec<Vec<u8>> = entries.iter().map(|(k, _)| k.clone()).collect();
+    for _ in 0..entries.len().min(500) {
+        let len = rng.random_range(0..10);
+        let user: Vec<u8> = (0..len).map(|_| rng.random_range(b'a'..b'i')).collect();
+        targets.push(ikey(
+            &user,
+            rng.random_range(0..entries.len() as u64 * 3 + 3),
+            ValueKind::Put,
+        ));
+    }
+    targets.push(ikey(b"", crate::MAX_LSN, ValueKind::Put));
+    targets.push(ikey(b"zzzzzzzzzzz", 0, ValueKind::Delete));
+    let step = (targets.len() / 2000).max(1);
+    for t in targets.iter().step_by(step) {
+        let want = entries.partition_point(|(k, _)| compare_internal_keys(k, t) == Ordering::Less);
+        c.seek(t);
+        if want == entries.len() {
+            assert!(!c.valid());
+            assert_eq!(r.find_block(t), None);
+            continue;
+        }
+        assert!(c.valid());
+        assert_eq!(c.key(), &entries[want].0[..]);
+        assert_eq!(c.value(), &entries[want].1[..]);
+        for (k, _) in entries.iter().skip(want + 1).take(2) {
+            c.next();
+            assert_eq!(c.key(), &k[..]);
+        }
+        c.seek(t);
+        for (k, _) in entries[want.saturating_sub(2)..want].iter().rev() {
+            c.prev();
+            assert_eq!(c.key(), &k[..]);
+        }
+    }
+}
+
+fn random_opts(rng: &mut StdRng) -> ExtentOptions {
+    ExtentOptions {
+        block_size: [64, 256, 1024, 4096, 16 << 10][rng.random_range(0..5)],
+        restart_interval: [1, 2, 3, 16, 32][rng.random_range(0..5)],
+        bloom_bits_per_key: [0, 1, 10, 20][rng.random_range(0..4)],
+        compression: if rng.random_bool(0.5) {
+            Compression::Lz4
+        } else {
+            Compression::None
+        },
+    }
+}
+
+#[test]
+fn random_round_trips() {
+    let mut rng = StdRng::seed_from_u64(1);
+    for round in 0..24 {
+        let opts = if round == 0 {
+            ExtentOptions::default()
+        } else {
+            random_opts(&mut rng)
+        };
+        opts.validate().unwrap();
+        let n = [1usize, 2, 10, 300, 3000][round % 5];
+        let entries = random_entries(&mut rng, n, 300);
+        let built = build(&entries, opts.clone());
+        assert_eq!(built.slots, 1);
+        check_extent(&entries, &built, &opts, &mut rng);
+    }
+}
+
+#[test]
+fn full_extent_with_default_options() {
+    // Fill one extent as the flush/compaction writer would: stop before exceeding 2 MiB.
+    let mut rng = StdRng::seed_from_u64(2);
+    let opts = ExtentOptions::default();
+    let mut b = ExtentBuilder::new(opts.clone());
+    let mut entries = Entries::new();
+    let mut i = 0u64;
+    loop {
+        let k = ikey(format!("user{:012}", i * 7).as_bytes(), 1000 + i, ValueKind::Put);
+        let v: Vec<u8> = (0..100).map(|j| if j % 3 == 0 { rng.random() } else { b'x' }).collect();
+        if b.estimated_size_after(k.len(), v.len()) > EXTENT_SIZE as usize {
+            break;
+        }
+        let before = b.estimated_size_after(k.len(), v.len());
+        b.add(&k, &v).unwrap();
+        assert!(b.estimated_size() <= before);
+        entries.push((k, v));
+        i += 1;
+    }
+    let built = b.finish().unwrap();
+    assert_eq!(built.slots, 1);
+    let used = built.valid.len() + FOOTER_SIZE;
+    assert!(used <= EXTENT_SIZE as usize);
+    assert!(used > EXTENT_SIZE as usize * 97 / 100, "extent only {used} bytes full");
+    assert!(built.props.compressed_blocks > 0);
+    // ~16 KiB uncompressed per block
+    assert!(built.blocks > 100, "{} blocks", built.blocks);
+    check_extent(&entries, &built, &opts, &mut rng);
+}
+
+#[test]
+fn estimates_are_tight_upper_bounds_without_compression() {
+    let mut rng = StdRng::seed_from_u64(3);
+    let opts = ExtentOptions {
+        compression: Compression::None,
+        ..Default::default()
+    };
+    let entries = random_entries(&mut rng, 5000, 200);
+    for n in [1, 2, 17, 100, 999, 5000] {
+        let mut b = ExtentBuilder::new(opts.clone());
+        for (k, v) in &entries[..n] {
+            let after = b.estimated_size_after(k.len(), v.len());
+            b.add(k, v).unwrap();
+            assert!(b.estimated_size() <= after);
+        }
+        let est = b.estimated_size();
+        let built = b.finish().unwrap();
+        let actual = built.valid.len() + FOOTER_SIZE;
+        assert!(est >= actual);
+        assert!(est - actual < 1024, "estimate {est} vs actual {actual}");
+    }
+}
+
+#[test]
+fn empty_values_and_64k_keys() {
+    let mut rng = StdRng::seed_from_u64(4);
+    let mut entries = Entries::new();
+    for i in 0..40u8 {
+        let mut user = vec![b'k'; crate::MAX_KEY_SIZE];
+        user[crate::MAX_KEY_SIZE - 1] = i;
+        let kind = if i % 5 == 0 { ValueKind::Delete } else { ValueKind::Put };
+        let value = if i % 2 == 0 { Vec::new() } else { vec![i; 10] };
+        entries.push((ikey(&user, 100 - u64::from(i), kind), value));
+    }
+    for opts in [
+        ExtentOptions::default(),
+        ExtentOptions {
+            compression: Compression::None,
+            restart_interval: 1,
+            ..Default::default()
+        },
+    ] {
+        let built = build(&entries, opts.clone());
+        // 40 × 64 KiB keys (plus index copies) exceed one slot without compression.
+        check_extent(&entries, &built, &opts, &mut rng);
+    }
+}
+
+#[test]
+fn multi_mib_value_needs_several_slots() {
+    let mut rng = StdRng::seed_from_u64(5);
+    let big: Vec<u8> = (0..5 << 20).map(|_| rng.random()).collect();
+    let entries: Entries = vec![
+        (ikey(b"a", 10, ValueKind::Put), b"small".to_vec()),
+        (ikey(b"b", 11, ValueKind::Put), big),
+        (ikey(b"c", 12, ValueKind::Delete), Vec::new()),
+    ];
+    let opts = ExtentOptions::default();
+    let mut b = ExtentBuilder::new(opts.clone());
+    b.add(&entries[0].0, &entries[0].1).unwrap();
+    assert!(b.estimated_size_after(entries[1].0.len(), entries[1].1.len()) > EXTENT_SIZE as usize);
+    let built = build(&entries, opts.clone());
+    assert_eq!(built.slots, 3);
+    assert_eq!(built.image().len(), 3 * EXTENT_SIZE as usize);
+    check_extent(&entries, &built, &opts, &mut rng);
+    // The wrong slot count is refused.
+    let file = file_with(&built);
+    let e = ExtentReader::open(&file, &path(), BASE, 1).unwrap_err();
+    assert!(e.is_corruption());
+}
+
+#[test]
+fn versions_of_one_key_span_blocks() {
+    let mut rng = StdRng::seed_from_u64(6);
+    let mut entries = Entries::new();
+    entries.push((ikey(b"aaa", 5, ValueKind::Put), b"before".to_vec()));
+    for lsn in (10..3010u64).rev() {
+        let kind = if lsn % 7 == 0 {
+            ValueKind::Delete
+        } else {
+            ValueKind::Put
+        };
+        entries.push((ikey(b"hot", lsn, kind), format!("value-{lsn}").repeat(5).into_bytes()));
+    }
+    entries.push((ikey(b"zzz", 1, ValueKind::Put), b"after".to_vec()));
+    let opts = ExtentOptions {
+        block_size: 4096,
+        ..Default::default()
+    };
+    let built = build(&entries, opts.clone());
+    assert!(built.blocks > 10);
+    assert_eq!(built.props.user_keys, 3);
+    check_extent(&entries, &built, &opts, &mut rng);
+
+    // A snapshot read of "hot" at LSN s finds the newest version <= s, wherever it lies.
+    let file = file_with(&built);
+    let r = ExtentReader::open(&file, &path(), BASE, 1).unwrap();
+    // Consecutive blocks share the user key at their boundary.
+    let shared = r
+        .index()
+        .windows(2)
+        .filter(|w| decode_internal_key(&w[0].last_key).unwrap().0 == decode_internal_key(&w[1].first_key).unwrap().0)
+        .count();
+    assert!(shared >= 8);
+    for snap in [10u64, 11, 500, 1234, 3009, 5000] {
+        let t = ikey(b"hot", snap, ValueKind::Put);
+        let mut c = Cursor::new(&r, &file);
+        c.seek(&t);
+        let (user, lsn, _) = decode_internal_key(c.key()).unwrap();
+        assert_eq!(user, b"hot");
+        assert_eq!(lsn, snap.min(3009));
+    }
+    assert!(r.may_contain(b"hot"));
+}
+
+#[test]
+fn bloom_false_positive_rate_in_an_extent() {
+    let n = 100_000u64;
+    let entries: Entries = (0..n)
+        .map(|i| {
+            (
+                ikey(format!("key{:010}", i * 2).as_bytes(), i + 1, ValueKind::Put),
+                Vec::new(),
+            )
+        })
+        .collect();
+    let built = build(&entries, ExtentOptions::default());
+    let file = file_with(&built);
+    let r = ExtentReader::open(&file, &path(), BASE, built.slots).unwrap();
+    for i in 0..n {
+        assert!(r.may_contain(format!("key{:010}", i * 2).as_bytes()), "false negative");
+    }
+    let fp = (0..n)
+        .filter(|i| r.may_contain(format!("key{:010}", i * 2 + 1).as_bytes()))
+        .count();
+    let rate = fp as f64 / n as f64;
+    assert!(rate < 0.02, "false-positive rate {rate}");
+    // The filter is ~10 bits per key.
+    assert!((r.props().filter_size as u64) < n * 10 / 8 + 1024);
+
+    let no_filter = build(
+        &entries[..100].to_vec(),
+        ExtentOptions {
+            bloom_bits_per_key: 0,
+            ..Default::default()
+        },
+    );
+    assert_eq!(no_filter.props.filter_size, 0);
+    let file = file_with(&no_filter);
+    let r = ExtentReader::open(&file, &path(), BASE, 1).unwrap();
+    assert!(!r.has_filter());
+    assert!(r.may_contain(b"anything"));
+}
+
+#[test]
+fn compression_only_when_it_pays() {
+    let mut rng = StdRng::seed_from_u64(8);
+    let compressible: Entries = (0..2000u64)
+        .map(|i| {
+            (
+                ikey(format!("k{i:08}").as_bytes(), i + 1, ValueKind::Put),
+                vec![b'z'; 200],
+            )
+        })
+        .collect();
+    let random: Entries = (0..2000u64)
+        .map(|i| {
+            (
+                ikey(format!("k{i:08}").as_bytes(), i + 1, ValueKind::Put),
+                (0..200).map(|_| rng.random()).collect(),
+            )
+        })
+        .collect();
+    let c = build(&compressible, ExtentOptions::default());
+    assert_eq!(c.props.compressed_blocks, c.blocks);
+    assert!(c.props.data_size < c.props.raw_value_bytes / 4);
+    let u = build(&random, ExtentOptions::default());
+    assert_eq!(u.props.compressed_blocks, 0);
+    let opts = ExtentOptions {
+        compression: Compression::None,
+        ..Default::default()
+    };
+    let n = build(&compressible, opts.clone());
+    assert_eq!(n.props.compressed_blocks, 0);
+    check_extent(&compressible, &c, &ExtentOptions::default(), &mut rng);
+    check_extent(&compressible, &n, &opts, &mut rng);
+}
+
+#[test]
+fn builder_refuses_bad_input() {
+    let mut b = ExtentBuilder::new(ExtentOptions::default());
+    assert!(b.is_empty());
+    assert!(matches!(b.add(b"short", b""), Err(Error::InvalidOption { .. })));
+    let mut bad_kind = b"key".to_vec();
+    bad_kind.extend_from_slice(&((5u64 << 8) | 9).to_le_bytes());
+    assert!(matches!(b.add(&bad_kind, b""), Err(Error::InvalidOption { .. })));
+    b.add(&ikey(b"b", 5, ValueKind::Put), b"v").unwrap();
+    // equal, older-LSN-first, and smaller user keys are out of order
+    for k in [
+        ikey(b"b", 5, ValueKind::Put),
+        ikey(b"b", 6, ValueKind::Put),
+        ikey(b"a", 1, ValueKind::Put),
+    ] {
+        assert!(matches!(b.add(&k, b""), Err(Error::InvalidOption { .. })));
+    }
+    // the builder is unchanged by refused adds
+    b.add(&ikey(b"b", 4, ValueKind::Delete), b"").unwrap();
+    assert_eq!(b.entries(), 2);
+    let built = b.finish().unwrap();
+    assert_eq!(built.props.entries, 2);
+    assert_eq!(built.props.deletes, 1);
+    assert!(matches!(
+        ExtentBuilder::new(ExtentOptions::default()).finish(),
+        Err(Error::InvalidOption { .. })
+    ));
+    // options
+    for bad in [
+        ExtentOptions {
+            block_size: 0,
+            ..Default::default()
+        },
+        ExtentOptions {
+            restart_interval: 0,
+            ..Default::default()
+        },
+        ExtentOptions {
+            bloom_bits_per_key: 1000,
+            ..Default::default()
+        },
+    ] {
+        assert!(bad.validate().is_err());
+        // clamped, still usable
+        let mut b = ExtentBuilder::new(bad);
+        b.add(&ikey(b"x", 1, ValueKind::Put), b"y").unwrap();
+        b.finish().unwrap();
+    }
+}
+
+/// Which region of an extent a byte belongs to, with the region's absolute bounds.
+fn regions(built: &BuiltExtent) -> Vec<(String, u64, u64)> {
+    let f = Footer::decode(&built.footer).unwrap();
+    let mut v: Vec<(String, u64, u64)> = built
+        .index
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            (
+                format!("data block {i}"),
+                BASE + e.offset,
+                BASE + e.offset + e.stored_size(),
+            )
+        })
+        .collect();
+    let h = |name: &str, h: Handle| (name.to_string(), BASE + h.offset, BASE + h.end());
+    v.push(h("index", f.index));
+    if f.filter.size > 0 {
+        v.push(h("filter", f.filter));
+    }
+    v.push(h("properties", f.props));
+    let end = BASE + built.slots as u64 * EXTENT_SIZE;
+    v.push(("footer".into(), end - FOOTER_SIZE as u64, end));
+    v
+}
+
+fn assert_corruption_in(e: Error, lo: u64, hi: u64, what: &str) {
+    match e {
+        Error::Corruption {
+            path: p,
+            offset,
+            reason,
+        } => {
+            assert_eq!(p, path(), "{what}: {reason}");
+            assert!(
+                offset >= lo && offset < hi,
+                "{what}: offset {offset} not in {lo}..{hi} ({reason})"
+            );
+        }
+        e => panic!("{what}: expected corruption, got {e:?}"),
+    }
+}
+
+#[test]
+fn every_flipped_byte_is_caught_in_its_region() {
+    let mut rng = StdRng::seed_from_u64(9);
+    let entries = random_entries(&mut rng, 120, 40);
+    let opts = ExtentOptions {
+        block_size: 512,
+        ..Default::default()
+    };
+    let built = build(&entries, opts);
+    assert!(built.blocks >= 4);
+    let good = file_with(&built);
+    let regions = regions(&built);
+    for (name, lo, hi) in &regions {
+        for pos in *lo..*hi {
+            for bit in [0x01u8, 0x80] {
+                let mut f = MemFile(good.0.clone());
+                f.0[pos as usize] ^= bit;
+                let what = format!("{name} byte {}", pos - lo);
+                let e = match verify_extent(&f, &path(), BASE, built.slots) {
+                    Ok(_) => panic!("{what}: damage not detected"),
+                    Err(e) => e,
+                };
+                assert_corruption_in(e, *lo, *hi, &what);
+                if name.starts_with("data block") {
+                    // open succeeds; reading that block fails, other blocks still read
+                    let r = ExtentReader::open(&f, &path(), BASE, built.slots).unwrap();
+                    let i: usize = name["data block ".len()..].parse().unwrap();
+                    assert_corruption_in(r.read_block(&f, i).unwrap_err(), *lo, *hi, &what);
+                    assert_corruption_in(r.read_raw_block(&f, i).unwrap_err(), *lo, *hi, &what);
+                    let other = if i == 0 { 1 } else { 0 };
+                    r.read_block(&f, other).unwrap();
+                } else {
+                    let e = ExtentReader::open(&f, &path(), BASE, built.slots).unwrap_err();
+                    assert_corruption_in(e, *lo, *hi, &what);
+                }
+            }
+        }
+    }
+    // The gap between the valid bytes and the footer is never read.
+    let mut f = MemFile(good.0.clone());
+    let gap = BASE as usize + built.valid.len();
+    for b in &mut f.0[gap..gap + 1000] {
+        *b = 0x5a;
+    }
+    verify_extent(&f, &path(), BASE, 1).unwrap();
+}
+
+#[test]
+fn compressed_block_damage_is_caught() {
+    let entries: Entries = (0..3000u64)
+        .map(|i| {
+            (
+                ikey(format!("k{i:08}").as_bytes(), i + 1, ValueKind::Put),
+                vec![b'q'; 100],
+            )
+        })
+        .collect();
+    let built = build(&entries, ExtentOptions::default());
+    assert!(built.props.compressed_blocks > 0);
+    let good = file_with(&built);
+    let mut rng = StdRng::seed_from_u64(10);
+    for (name, lo, hi) in regions(&built) {
+        for _ in 0..20 {
+            let pos = rng.random_range(lo..hi);
+            let mut f = MemFile(good.0.clone());
+            f.0[pos as usize] ^= 1 << rng.random_range(0..8);
+            let e = verify_extent(&f, &path(), BASE, 1).unwrap_err();
+            assert_corruption_in(e, lo, hi, &name);
+        }
+    }
+}
+
+#[test]
+fn missing_truncated_or_foreign_extents() {
+    let mut rng = StdRng::seed_from_u64(11);
+    let entries = random_entries(&mut rng, 50, 20);
+    let built = build(&entries, ExtentOptions::default());
+    let good = file_with(&built);
+    let footer_at = BASE + EXTENT_SIZE - FOOTER_SIZE as u64;
+    // Nothing written there (zeros): bad magic at the footer.
+    let zeros = MemFile(vec![0; 3 * EXTENT_SIZE as usize]);
+    assert_corruption_in(
+        ExtentReader::open(&zeros, &path(), BASE, 1).unwrap_err(),
+        footer_at,
+        footer_at + FOOTER_SIZE as u64,
+        "zeros",
+    );
+    // A file that ends early.
+    let short = MemFile(good.0[..good.0.len() - 10].to_vec());
+    assert!(ExtentReader::open(&short, &path(), BASE, 1)
+        .unwrap_err()
+        .is_corruption());
+    let short = MemFile(good.0[..BASE as usize + 100].to_vec());
+    assert!(ExtentReader::open(&short, &path(), BASE, 1)
+        .unwrap_err()
+        .is_corruption());
+    // An I/O error stays an I/O error.
+    let e = ExtentReader::open(&FailFile, &path(), BASE, 1).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EIO));
+    // Zero slots is a caller error.
+    assert!(matches!(
+        ExtentReader::open(&good, &path(), BASE, 0),
+        Err(Error::InvalidOption { .. })
+    ));
+    // A newer format version (with a valid CRC) is reported as such.
+    let mut f = Footer::decode(&built.footer).unwrap();
+    f.version = 2;
+    let mut newer = MemFile(good.0.clone());
+    newer.0[footer_at as usize..].copy_from_slice(&f.encode());
+    assert!(matches!(
+        ExtentReader::open(&newer, &path(), BASE, 1),
+        Err(Error::UnsupportedFormat {
+            found: 2,
+            supported: 1,
+            ..
+        })
+    ));
+    // Footer handles that do not fit together (valid CRC) are corruption at the footer.
+    let mut f = Footer::decode(&built.footer).unwrap();
+    f.props.size += 1;
+    let mut bad = MemFile(good.0.clone());
+    bad.0[footer_at as usize..].copy_from_slice(&f.encode());
+    assert_corruption_in(
+        ExtentReader::open(&bad, &path(), BASE, 1).unwrap_err(),
+        footer_at,
+        footer_at + 64,
+        "handles",
+    );
+    // Out-of-range block number.
+    let r = ExtentReader::open(&good, &path(), BASE, 1).unwrap();
+    assert!(matches!(r.read_block(&good, 1000), Err(Error::InvalidOption { .. })));
+    assert_eq!(r.block_file_offset(0), Some(BASE));
+    assert!(r.memory_size() > 0);
+}
+
+#[test]
+fn raw_blocks_are_reused_verbatim() {
+    let mut rng = StdRng::seed_from_u64(12);
+    let src_entries: Entries = (0..2000u64)
+        .map(|i| {
+            let kind = if i % 9 == 0 { ValueKind::Delete } else { ValueKind::Put };
+            (
+                ikey(format!("m{i:06}").as_bytes(), 5000 + i, kind),
+                format!("v{i}").repeat(20).into_bytes(),
+            )
+        })
+        .collect();
+    for compression in [Compression::Lz4, Compression::None] {
+        let opts = ExtentOptions {
+            block_size: 2048,
+            compression,
+            ..Default::default()
+        };
+        let src = build(&src_entries, opts.clone());
+        let sfile = file_with(&src);
+        let sr = ExtentReader::open(&sfile, &path(), BASE, 1).unwrap();
+        assert!(sr.index().len() > 6);
+        // New extent: a few fresh entries, then blocks 2..5 of the source verbatim, then more.
+        let mut b = ExtentBuilder::new(opts.clone());
+        let mut expected = Entries::new();
+        for i in 0..10u64 {
+            let e = (
+                ikey(format!("a{i:03}").as_bytes(), i + 1, ValueKind::Put),
+                vec![1u8; 30],
+            );
+            b.add(&e.0, &e.1).unwrap();
+            expected.push(e);
+        }
+        let mut row = sr.index()[..2].iter().map(|e| e.rows as usize).sum::<usize>();
+        for i in 2..5 {
+            let raw = sr.read_raw_block(&sfile, i).unwrap();
+            b.add_raw_block(&raw).unwrap();
+            let rows = raw.entry.rows as usize;
+            expected.extend_from_slice(&src_entries[row..row + rows]);
+            row += rows;
+        }
+        // A block that does not sort after the last key is refused.
+        let raw0 = sr.read_raw_block(&sfile, 0).unwrap();
+        assert!(matches!(b.add_raw_block(&raw0), Err(Error::InvalidOption { .. })));
+        // Damaged bytes are corruption naming the source.
+        let mut damaged = sr.read_raw_block(&sfile, 6).unwrap();
+        damaged.stored[3] ^= 1;
+        assert!(b.add_raw_block(&damaged).unwrap_err().is_corruption());
+        let mut lying = sr.read_raw_block(&sfile, 6).unwrap();
+        lying.entry.rows += 1;
+        assert!(b.add_raw_block(&lying).unwrap_err().is_corruption());
+        for i in 0..10u64 {
+            let e = (
+                ikey(format!("z{i:03}").as_bytes(), i + 1, ValueKind::Delete),
+                Vec::new(),
+            );
+            b.add(&e.0, &e.1).unwrap();
+            expected.push(e);
+        }
+        let built = b.finish().unwrap();
+        // The reused blocks are byte-identical.
+        for i in 2..5 {
+            let se = &sr.index()[i];
+            let de = built.index.iter().find(|e| e.first_key == se.first_key).unwrap();
+            let s = &src.valid[se.offset as usize..(se.offset + se.stored_size()) as usize];
+            let d = &built.valid[de.offset as usize..(de.offset + de.stored_size()) as usize];
+            assert_eq!(s, d);
+        }
+        check_extent(&expected, &built, &opts, &mut rng);
+    }
+}
+
+#[test]
+fn readers_and_blocks_are_send_and_sync() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<ExtentReader>();
+    assert_send_sync::<Block>();
+    assert_send_sync::<BlockIter>();
+    assert_send_sync::<ExtentProperties>();
+    assert_send_sync::<IndexEntry>();
+}
+
+#[test]
+fn constants() {
+    assert_eq!(EXTENT_SIZE, 2 << 20);
+    assert_eq!(FOOTER_SIZE, 64);
+    assert_eq!(EXTENT_MAGIC.to_le_bytes(), *b"RPTEXTNT");
+    assert_eq!(EXTENT_FORMAT_VERSION, 1);
+    let _ = Path::new("");
+}
+
+mod prop {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+        /// Any set of entries round-trips through any options.
+        #[test]
+        fn any_entries_round_trip(
+            raw in proptest::collection::btree_map(
+                (proptest::collection::vec(0u8..4, 0..6), 0u64..50, any::<bool>()),
+                proptest::collection::vec(any::<u8>(), 0..40),
+                1..200,
+            ),
+            block_size in 32usize..2048,
+            restart_interval in 1usize..8,
+            bits in 0u32..16,
+            lz4 in any::<bool>(),
+        ) {
+            let mut entries: Entries = raw
+                .into_iter()
+                .map(|((u, lsn, del), v)| {
+                    let kind = if del { ValueKind::Delete } else { ValueKind::Put };
+                    (ikey(&u, lsn, kind), v)
+                })
+                .collect();
+            entries.sort_by(|a, b| compare_internal_keys(&a.0, &b.0));
+            entries.dedup_by(|a, b| compare_internal_keys(&a.0, &b.0) == Ordering::Equal);
+            let opts = ExtentOptions {
+                block_size,
+                restart_interval,
+                bloom_bits_per_key: bits,
+                compression: if lz4 { Compression::Lz4 } else { Compression::None },
+            };
+            let built = build(&entries, opts.clone());
+            let mut rng = StdRng::seed_from_u64(entries.len() as u64);
+            check_extent(&entries, &built, &opts, &mut rng);
+        }
+    }
+}
