@@ -52,7 +52,6 @@ fn read_exact_at(file: &dyn ReadableFile, path: &Path, buf: &mut [u8], offset: u
 
 /// An open extent: parsed footer, index, filter and properties. `Send + Sync`; reads go through
 /// a file the caller passes in (so the table cache decides who owns file handles).
-#[derive(Debug)]
 pub(crate) struct ExtentReader {
     path: Arc<Path>,
     base: u64,
@@ -65,6 +64,19 @@ pub(crate) struct ExtentReader {
     last_key_ends: Vec<usize>,
     filter: Option<Filter>,
     props: ExtentProperties,
+}
+
+impl std::fmt::Debug for ExtentReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExtentReader")
+            .field("path", &self.path)
+            .field("base", &self.base)
+            .field("slots", &self.slots)
+            .field("blocks", &self.index.len())
+            .field("entries", &self.props.entries)
+            .field("filter", &self.filter)
+            .finish()
+    }
 }
 
 /// Absolute offset of the end of an extent, checked.
