@@ -18,9 +18,8 @@ use std::cmp::Ordering;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{get_u32, get_varint32, put_varint};
+use super::{cmp_ikey, get_u32, get_varint32, put_varint};
 use crate::error::{Error, Result};
-use crate::key::compare_internal_keys;
 
 /// Builds one data block.
 pub(crate) struct BlockBuilder {
@@ -272,6 +271,15 @@ impl BlockIter {
         }
     }
 
+    /// Repoints this iterator at another block (not valid until a seek), keeping its key
+    /// buffer: lets a caller reuse one iterator for many point lookups without allocating.
+    pub fn reset(&mut self, block: Arc<Block>) {
+        self.limit = block.restarts_offset;
+        self.block = block;
+        self.corruption = None;
+        self.invalidate();
+    }
+
     /// The block this iterator reads.
     pub(crate) fn block(&self) -> &Arc<Block> {
         &self.block
@@ -338,9 +346,10 @@ impl BlockIter {
         true
     }
 
-    /// Decodes the entry at `self.next`; false at the end or on corruption.
-    #[inline]
-    fn parse_next(&mut self) -> bool {
+    /// Decodes the entry at `self.next`; false at the end or on corruption. Does not maintain
+    /// `restart_index` (see [`Self::parse_next`]).
+    #[inline(always)]
+    fn parse_entry(&mut self) -> bool {
         let p = self.next;
         if p >= self.limit {
             self.invalidate();
@@ -348,14 +357,11 @@ impl BlockIter {
         }
         let block = &*self.block;
         let Some((shared, non_shared, value_len, key_start)) = decode_entry(&block.data, p, self.limit) else {
-            self.corrupt(format!("malformed entry at block offset {p}"));
+            self.entry_corrupt(p, None);
             return false;
         };
         if shared > self.key.len() {
-            self.corrupt(format!(
-                "entry at block offset {p} shares {shared} bytes with a {}-byte previous key",
-                self.key.len()
-            ));
+            self.entry_corrupt(p, Some(shared));
             return false;
         }
         self.key.truncate(shared);
@@ -365,15 +371,47 @@ impl BlockIter {
         self.value_start = key_start + non_shared;
         self.value_len = value_len;
         self.next = self.value_start + value_len;
-        while self.restart_index + 1 < block.num_restarts && block.restart_point(self.restart_index + 1) <= p {
+        true
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn entry_corrupt(&mut self, p: usize, shared: Option<usize>) {
+        let reason = match shared {
+            None => format!("malformed entry at block offset {p}"),
+            Some(s) => format!(
+                "entry at block offset {p} shares {s} bytes with a {}-byte previous key",
+                self.key.len()
+            ),
+        };
+        self.corrupt(reason);
+    }
+
+    /// Advances `restart_index` to the restart region containing `current`.
+    #[inline]
+    fn sync_restart_index(&mut self) {
+        let block = &*self.block;
+        while self.restart_index + 1 < block.num_restarts && block.restart_point(self.restart_index + 1) <= self.current
+        {
             self.restart_index += 1;
         }
+    }
+
+    /// Decodes the entry at `self.next` and keeps `restart_index` current.
+    #[inline]
+    fn parse_next(&mut self) -> bool {
+        if !self.parse_entry() {
+            return false;
+        }
+        self.sync_restart_index();
         true
     }
 
     /// Positions at the first entry.
     pub fn seek_to_first(&mut self) {
-        self.corruption_guard();
+        if self.is_corrupt() {
+            return;
+        }
         if self.seek_to_restart_point(0) {
             self.parse_next();
         }
@@ -381,8 +419,7 @@ impl BlockIter {
 
     /// Positions at the last entry.
     pub fn seek_to_last(&mut self) {
-        self.corruption_guard();
-        if !self.seek_to_restart_point(self.block.num_restarts - 1) {
+        if self.is_corrupt() || !self.seek_to_restart_point(self.block.num_restarts - 1) {
             return;
         }
         while self.parse_next() && self.next < self.limit {}
@@ -434,14 +471,16 @@ impl BlockIter {
     /// Positions at the first entry whose key is `>= target` (internal-key order); not valid if
     /// there is none. Binary search over the restart points, then a linear scan.
     pub fn seek(&mut self, target: &[u8]) {
-        self.corruption_guard();
+        if self.is_corrupt() {
+            return;
+        }
         let block = &*self.block;
         let data = &block.data[..];
         let mut left = 0usize;
         let mut right = block.num_restarts - 1;
         // Narrow with the current position when it is usable (common for forward seeks).
         if self.current < self.limit {
-            match compare_internal_keys(&self.key, target) {
+            match cmp_ikey(&self.key, target) {
                 Ordering::Less => left = self.restart_index,
                 Ordering::Equal => return,
                 Ordering::Greater => right = self.restart_index,
@@ -461,7 +500,7 @@ impl BlockIter {
                 return;
             }
             let key = &data[key_start..key_start + non_shared];
-            if compare_internal_keys(key, target) == Ordering::Less {
+            if cmp_ikey(key, target) == Ordering::Less {
                 left = mid;
             } else {
                 right = mid - 1;
@@ -470,27 +509,29 @@ impl BlockIter {
         if !self.seek_to_restart_point(left) {
             return;
         }
-        while self.parse_next() {
-            if compare_internal_keys(&self.key, target) != Ordering::Less {
+        while self.parse_entry() {
+            if cmp_ikey(&self.key, target) != Ordering::Less {
+                self.sync_restart_index();
                 return;
             }
         }
     }
 
-    /// A corrupt iterator stays corrupt; this only resets the position so a new seek starts
-    /// cleanly.
+    /// A corrupt iterator stays corrupt and not valid: every positioning call is a no-op.
     #[inline]
-    fn corruption_guard(&mut self) {
+    fn is_corrupt(&mut self) -> bool {
         if self.corruption.is_some() {
             self.invalidate();
+            return true;
         }
+        false
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::key::{encode_internal_key, ValueKind};
+    use crate::key::{compare_internal_keys, encode_internal_key, ValueKind};
     use rand::{Rng, SeedableRng};
 
     fn ikey(user: &[u8], lsn: u64) -> Vec<u8> {
@@ -713,6 +754,8 @@ mod tests {
         it.seek(b"anything");
         assert!(!it.valid());
         assert!(it.status().is_err());
+        it.seek_to_last();
+        assert!(!it.valid());
         // an entry that runs past the end
         let mut data = vec![0u8, 10, 0, b'x'];
         data.extend_from_slice(&0u32.to_le_bytes());

@@ -125,11 +125,20 @@ pub(crate) fn build_filter(hashes: &[u64], bits_per_key: u32) -> Vec<u8> {
 }
 
 /// A parsed filter block.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub(crate) struct Filter {
     bits: Vec<u8>,
     lines: usize,
     probes: u8,
+}
+
+impl std::fmt::Debug for Filter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Filter")
+            .field("lines", &self.lines)
+            .field("probes", &self.probes)
+            .finish()
+    }
 }
 
 impl Filter {

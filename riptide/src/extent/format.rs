@@ -103,7 +103,7 @@ pub(crate) struct Handle {
 impl Handle {
     /// Offset just past the block's trailer.
     pub(crate) fn end(&self) -> u64 {
-        self.offset + u64::from(self.size) + TRAILER_SIZE as u64
+        self.offset.saturating_add(u64::from(self.size) + TRAILER_SIZE as u64)
     }
 }
 

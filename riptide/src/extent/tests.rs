@@ -783,6 +783,33 @@ fn missing_truncated_or_foreign_extents() {
         footer_at + 64,
         "handles",
     );
+    // Crafted footers with a valid CRC but absurd handles never panic.
+    let mut rng = StdRng::seed_from_u64(13);
+    let good_footer = Footer::decode(&built.footer).unwrap();
+    for round in 0..2000 {
+        let mut f = good_footer;
+        let pick = |rng: &mut StdRng, v: u64| match rng.random_range(0..4) {
+            0 => v,
+            1 => rng.random(),
+            2 => u64::MAX - rng.random_range(0..10),
+            _ => v.wrapping_add(rng.random_range(0..8)).wrapping_sub(4),
+        };
+        f.valid_size = pick(&mut rng, f.valid_size);
+        f.index.offset = pick(&mut rng, f.index.offset);
+        f.index.size = pick(&mut rng, f.index.size as u64) as u32;
+        f.filter.offset = pick(&mut rng, f.filter.offset);
+        f.filter.size = pick(&mut rng, f.filter.size as u64) as u32;
+        f.props.offset = pick(&mut rng, f.props.offset);
+        f.props.size = pick(&mut rng, f.props.size as u64) as u32;
+        if round % 3 == 0 {
+            f.filter.size = 0;
+        }
+        let mut bad = MemFile(good.0.clone());
+        bad.0[footer_at as usize..].copy_from_slice(&f.encode());
+        if let Err(e) = ExtentReader::open(&bad, &path(), BASE, 1) {
+            assert!(e.is_corruption(), "{e:?}");
+        }
+    }
     // Out-of-range block number.
     let r = ExtentReader::open(&good, &path(), BASE, 1).unwrap();
     assert!(matches!(r.read_block(&good, 1000), Err(Error::InvalidOption { .. })));
@@ -920,5 +947,30 @@ mod prop {
             let mut rng = StdRng::seed_from_u64(entries.len() as u64);
             check_extent(&entries, &built, &opts, &mut rng);
         }
+    }
+}
+
+#[test]
+fn fast_comparison_matches_compare_internal_keys() {
+    let mut rng = StdRng::seed_from_u64(14);
+    let mut keys: Vec<Vec<u8>> = Vec::new();
+    for _ in 0..400 {
+        let len = [0usize, 3, 7, 8, 9, 15, 16, 17, 24, 70, 80][rng.random_range(0..11)];
+        let k: Vec<u8> = (0..len)
+            .map(|_| [0u8, 1, 0x7f, 0x80, 0xff][rng.random_range(0..5)])
+            .collect();
+        keys.push(k);
+    }
+    // shared prefixes, tag-only differences
+    let base = ikey(&[9u8; 70], 5, ValueKind::Put);
+    keys.push(base.clone());
+    keys.push(ikey(&[9u8; 70], 6, ValueKind::Put));
+    keys.push(ikey(&[9u8; 70], 5, ValueKind::Delete));
+    keys.push(ikey(&[9u8; 69], 5, ValueKind::Put));
+    for a in &keys {
+        for b in &keys {
+            assert_eq!(cmp_ikey(a, b), compare_internal_keys(a, b), "{a:?} vs {b:?}");
+        }
+        assert_eq!(cmp_bytes(a, &base), a.cmp(&base));
     }
 }
