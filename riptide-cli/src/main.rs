@@ -1,6 +1,8 @@
-//! The `riptide` command: `riptide bench` (db_bench-compatible benchmarks); more tools later.
+//! The `riptide` command: `riptide bench` (db_bench-compatible benchmarks) and `riptide inspect`
+//! (levels, extents, slog, redo log, checksum verification).
 
 mod bench;
+mod inspect;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -16,6 +18,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     Bench(Box<bench::flags::BenchFlags>),
+    Inspect(inspect::InspectArgs),
 }
 
 fn main() -> ExitCode {
@@ -34,6 +37,14 @@ fn main() -> ExitCode {
             Err(e) => {
                 eprintln!("riptide bench: error: {e}");
                 ExitCode::FAILURE
+            }
+        },
+        Command::Inspect(args) => match inspect::run(&args) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::from(1),
+            Err(e) => {
+                eprintln!("riptide inspect: error: {e}");
+                ExitCode::from(2)
             }
         },
     }

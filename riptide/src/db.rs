@@ -1,184 +1,158 @@
-//! [`Db`]: open, close, sub-tables, reads, writes and snapshots of one database instance.
+//! [`Db`]: open, close, sub-tables, reads, writes, snapshots and the background flush workers
+//! of one database instance.
 //!
 //! Invariants:
 //! - One `Db` instance per directory (a `LOCK` file held for the instance's lifetime).
-//! - A sub-table ([`Table`]) has its own memtables; all sub-tables share the redo log and the
-//!   write pipeline, so a [`WriteBatch`] across tables commits atomically.
-//! - Reads load the visible LSN *before* the memtable set, so every version at or below that
-//!   LSN is in a memtable the read looks at.
-//! - Open recovers the catalog, then replays the redo log; close waits for in-flight writes,
-//!   syncs the log and (by default) rewrites the live data into one fresh segment.
+//! - A sub-table ([`Table`]) is one LSM-tree ([`TableInner`]); all sub-tables share the redo
+//!   log, the write pipeline, the extent space, the slog and the caches, so a [`WriteBatch`]
+//!   across tables commits atomically.
+//! - Open recovers in X-Engine's order: catalog, extent-space headers, checkpoint + slog
+//!   (committed transactions only), extent ownership rebuilt from that metadata, then the redo
+//!   log from each sub-table's recovery point (its last flush's seal LSN).
+//! - Metadata changes go through [`DbInner::commit_meta`]: one fsynced slog transaction, then
+//!   the plain [`MetaState`] used for checkpoints is updated, under one mutex.
+//! - Close waits for in-flight writes, stops the flush workers, flushes every memtable (with
+//!   [`Options::flush_on_close`]) and deletes the redo segments that are no longer needed.
 
+use crate::cache::RowCache;
 use crate::catalog::{Catalog, DEFAULT_TABLE, MAX_TABLE_NAME};
+use crate::compaction::{compact, CompactionKind};
 use crate::error::{Error, Result};
+use crate::extent::ExtentOptions;
+use crate::extent_store::{CacheCounters, ExtentStore};
+use crate::flush::{flush_oldest, FlushContext};
 use crate::fs::FileLock;
 use crate::iter::{DbIterator, Iter};
-use crate::key::{Lsn, ValueKind};
-use crate::memtable::{Lookup, Memtable};
+use crate::key::Lsn;
+use crate::meta::edit::{MetaState, SlogEntry};
+use crate::meta::slog::Slog;
+use crate::meta::version::LevelSet;
 use crate::options::{Options, ReadOptions, WriteOptions};
-use crate::redo::record::{put_rewrite_op, RECORD_REWRITE};
-use crate::redo::{self, encode_record, RedoLog};
+use crate::redo::{self, RedoLog, SegmentList};
+use crate::snapshot::{Snapshot, SnapshotList};
+use crate::space::{ExtentSpace, SpaceOptions};
+use crate::subtable::{Got, TableInner, TableState};
 use crate::write::batch::WriteBatch;
 use crate::write::completion::{Completion, WriteHandle};
 use crate::write::pipeline::{Pipeline, PipelineConfig, WriteStats, Writer};
 use parking_lot::{Condvar, Mutex, RwLock};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 static NEXT_DB_ID: AtomicU64 = AtomicU64::new(1);
 
-/// The memtables of a sub-table: the active one and the immutable ones, newest first.
-pub(crate) struct MemtableSet {
-    pub(crate) active: Arc<Memtable>,
-    pub(crate) immutables: Vec<Arc<Memtable>>,
-}
-
-impl MemtableSet {
-    /// All memtables, newest first.
-    pub(crate) fn newest_first(&self) -> impl Iterator<Item = &Arc<Memtable>> {
-        std::iter::once(&self.active).chain(self.immutables.iter())
-    }
-}
-
-/// The shared state of one sub-table.
-pub(crate) struct TableInner {
-    pub(crate) id: u32,
-    pub(crate) name: String,
-    db_id: u64,
-    write_buffer_size: usize,
-    mems: RwLock<Arc<MemtableSet>>,
-    dropped: AtomicBool,
-}
-
-impl TableInner {
-    fn new(id: u32, name: String, db_id: u64, write_buffer_size: usize) -> Self {
-        TableInner {
-            id,
-            name,
-            db_id,
-            write_buffer_size,
-            mems: RwLock::new(Arc::new(MemtableSet {
-                active: Arc::new(Memtable::for_write_buffer(write_buffer_size)),
-                immutables: Vec::new(),
-            })),
-            dropped: AtomicBool::new(false),
-        }
-    }
-
-    /// The current memtable set (a cheap `Arc` clone).
-    pub(crate) fn memtables(&self) -> Arc<MemtableSet> {
-        self.mems.read().clone()
-    }
-
-    /// The active memtable, switching to a new one first if it reached `write_buffer_size`.
-    /// Called in pipeline stage 1 (under the log-buffer lock), which orders switches with LSNs.
-    pub(crate) fn memtable_for_write(&self) -> Arc<Memtable> {
-        let write_buffer_size = self.write_buffer_size;
-        {
-            let set = self.mems.read();
-            if set.active.memory_usage() < write_buffer_size {
-                return set.active.clone();
-            }
-        }
-        let mut set = self.mems.write();
-        if set.active.memory_usage() >= write_buffer_size {
-            let mut immutables = Vec::with_capacity(set.immutables.len() + 1);
-            immutables.push(set.active.clone());
-            immutables.extend(set.immutables.iter().cloned());
-            *set = Arc::new(MemtableSet {
-                active: Arc::new(Memtable::for_write_buffer(write_buffer_size)),
-                immutables,
-            });
-        }
-        set.active.clone()
-    }
-
-    fn immutable_count(&self) -> usize {
-        self.mems.read().immutables.len()
-    }
-
-    fn get(&self, key: &[u8], snapshot: Lsn) -> Option<Vec<u8>> {
-        let set = self.memtables();
-        for mem in set.newest_first() {
-            if mem.min_lsn() > snapshot {
-                continue;
-            }
-            match mem.get(key, snapshot) {
-                Lookup::Value(v) => return Some(v.to_vec()),
-                Lookup::Deleted => return None,
-                Lookup::NotFound => {}
-            }
-        }
-        None
-    }
-}
-
-/// Live snapshots, counted per LSN (compaction will keep versions they can see).
-#[derive(Default)]
-pub(crate) struct SnapshotList {
-    counts: Mutex<BTreeMap<Lsn, usize>>,
-}
-
-impl SnapshotList {
-    fn acquire(&self, lsn: Lsn) {
-        *self.counts.lock().entry(lsn).or_insert(0) += 1;
-    }
-
-    fn release(&self, lsn: Lsn) {
-        let mut counts = self.counts.lock();
-        if let Some(n) = counts.get_mut(&lsn) {
-            *n -= 1;
-            if *n == 0 {
-                counts.remove(&lsn);
-            }
-        }
-    }
-
-    /// The oldest live snapshot's LSN.
-    pub(crate) fn oldest(&self) -> Option<Lsn> {
-        self.counts.lock().keys().next().copied()
-    }
-}
-
-struct SnapshotInner {
-    lsn: Lsn,
-    db_id: u64,
-    list: Arc<SnapshotList>,
-}
-
-impl Drop for SnapshotInner {
-    fn drop(&mut self) {
-        self.list.release(self.lsn);
-    }
-}
-
-/// A consistent point-in-time view of every table of a database ([`Db::snapshot`]).
-///
-/// Cheap to clone; the view stays readable until the last clone drops.
-#[derive(Clone)]
-pub struct Snapshot {
-    inner: Arc<SnapshotInner>,
-}
-
-impl std::fmt::Debug for Snapshot {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Snapshot").field("lsn", &self.inner.lsn).finish()
-    }
-}
-
-impl Snapshot {
-    /// The LSN this snapshot reads at: it sees every write with a smaller or equal LSN.
-    pub fn lsn(&self) -> Lsn {
-        self.inner.lsn
-    }
-}
-
 struct Registry {
     catalog: Catalog,
     by_name: HashMap<String, Arc<TableInner>>,
+    by_id: HashMap<u32, Arc<TableInner>>,
+}
+
+/// The slog and the plain metadata it describes.
+struct MetaLog {
+    slog: Slog,
+    state: MetaState,
+}
+
+/// Tables waiting for a flush worker.
+#[derive(Default)]
+struct FlushQueue {
+    state: Mutex<FlushQueueState>,
+    cond: Condvar,
+}
+
+#[derive(Default)]
+struct FlushQueueState {
+    pending: VecDeque<u32>,
+    shutdown: bool,
+}
+
+impl FlushQueue {
+    fn push(&self, table: u32) {
+        let mut s = self.state.lock();
+        if !s.pending.contains(&table) {
+            s.pending.push_back(table);
+        }
+        self.cond.notify_one();
+    }
+}
+
+/// Counters of background work.
+#[derive(Debug, Default)]
+struct BackgroundCounters {
+    flushes: AtomicU64,
+    flush_extents: AtomicU64,
+    flush_bytes: AtomicU64,
+    flush_micros: AtomicU64,
+    flush_errors: AtomicU64,
+    redo_segments_deleted: AtomicU64,
+    checkpoints: AtomicU64,
+    compactions: AtomicU64,
+    compaction_bytes_read: AtomicU64,
+    compaction_bytes_written: AtomicU64,
+    compaction_micros: AtomicU64,
+    compaction_errors: AtomicU64,
+}
+
+/// Statistics of flushes, extents and caches ([`Db::stats`]).
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct DbStats {
+    /// Memtables flushed to L0 since open.
+    pub flushes: u64,
+    /// Extents written by flushes.
+    pub flush_extents: u64,
+    /// Bytes written by flushes.
+    pub flush_bytes: u64,
+    /// Time spent in flushes, in microseconds.
+    pub flush_micros: u64,
+    /// Flushes that failed (and were retried).
+    pub flush_errors: u64,
+    /// Redo segments deleted because every table had flushed their contents.
+    pub redo_segments_deleted: u64,
+    /// Metadata checkpoints written.
+    pub checkpoints: u64,
+    /// Compactions run since open.
+    pub compactions: u64,
+    /// Bytes of input extents read by compactions.
+    pub compaction_bytes_read: u64,
+    /// Bytes of extents written by compactions.
+    pub compaction_bytes_written: u64,
+    /// Time spent in compactions, in microseconds.
+    pub compaction_micros: u64,
+    /// Compactions that failed.
+    pub compaction_errors: u64,
+    /// Extents freed (unreachable from any metadata snapshot).
+    pub extents_freed: u64,
+    /// Data files, slots in use and free slots of the extent space.
+    pub space_files: u64,
+    /// Slots (2 MiB) holding extents.
+    pub space_used_slots: u64,
+    /// Free slots inside data files.
+    pub space_free_slots: u64,
+    /// Cache counters.
+    pub caches: CacheCounters,
+}
+
+/// The shape of one sub-table's levels ([`Table::level_info`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LevelInfo {
+    /// L0 layers, newest first: extents per layer.
+    pub l0_layers: Vec<usize>,
+    /// Extents per level (L0, L1, L2).
+    pub extents: [usize; 3],
+    /// Valid bytes per level.
+    pub bytes: [u64; 3],
+    /// Entries (versions) per level.
+    pub entries: [u64; 3],
+    /// Immutable memtables waiting for a flush.
+    pub immutable_memtables: usize,
+    /// The table's recovery point: writes at or below this LSN are in extents.
+    pub flushed_lsn: Lsn,
 }
 
 pub(crate) struct DbInner {
@@ -192,6 +166,16 @@ pub(crate) struct DbInner {
     stall_lock: Mutex<()>,
     stall_cond: Condvar,
     lock: Mutex<Option<Box<dyn FileLock>>>,
+    store: Arc<ExtentStore>,
+    row_cache: Arc<RowCache>,
+    meta: Mutex<MetaLog>,
+    redo_dir: PathBuf,
+    redo_segments: Arc<SegmentList>,
+    flush_queue: Arc<FlushQueue>,
+    flush_threads: Mutex<Vec<JoinHandle<()>>>,
+    /// The last background error (cleared by the next successful flush).
+    bg_error: Mutex<Option<Error>>,
+    counters: BackgroundCounters,
 }
 
 /// An open database. Cheap to clone (all clones share one instance) and safe to share
@@ -209,7 +193,7 @@ pub(crate) struct DbInner {
 /// ```
 #[derive(Clone)]
 pub struct Db {
-    inner: Arc<DbInner>,
+    inner: Arc<DbHandle>,
 }
 
 impl std::fmt::Debug for Db {
@@ -221,7 +205,7 @@ impl std::fmt::Debug for Db {
 /// A handle to one sub-table (one LSM-tree). Cheap to clone.
 #[derive(Clone)]
 pub struct Table {
-    db: Arc<DbInner>,
+    db: Arc<DbHandle>,
     inner: Arc<TableInner>,
 }
 
@@ -248,8 +232,8 @@ fn validate_table_name(name: &str) -> Result<()> {
 }
 
 impl Db {
-    /// Opens (or creates, with `create_if_missing`) the database in directory `path`, replaying
-    /// its redo log.
+    /// Opens (or creates, with `create_if_missing`) the database in directory `path`:
+    /// recovers its metadata and extents, then replays its redo log.
     ///
     /// Errors: [`Error::InvalidOption`] for a bad option, [`Error::Locked`] if another instance
     /// has it open, [`Error::Corruption`] for damage recovery may not repair (see
@@ -286,62 +270,155 @@ impl Db {
         if fs.exists(&tmp) {
             fs.remove_file(&tmp).map_err(|e| Error::io("remove", &tmp, e))?;
         }
+        // Metadata: extent space, checkpoint + slog, ownership of extents.
+        let space = Arc::new(ExtentSpace::open(
+            fs.clone(),
+            &path,
+            SpaceOptions {
+                extents_per_file: opts.extents_per_file,
+            },
+        )?);
+        let (slog, recovered) = Slog::open(fs.clone(), &path)?;
+        let mut state = recovered.state;
+        let store = Arc::new(ExtentStore::new(
+            space.clone(),
+            opts.block_cache_size,
+            opts.table_cache_size,
+        ));
+        let row_cache = Arc::new(RowCache::new(opts.row_cache_size, 4 << 10));
+        let flush_queue = Arc::new(FlushQueue::default());
         let id = NEXT_DB_ID.fetch_add(1, Ordering::Relaxed);
-        let tables: HashMap<u32, Arc<TableInner>> = catalog
-            .tables
-            .iter()
-            .map(|(tid, name)| {
-                (
+        let mut tables: HashMap<u32, Arc<TableInner>> = HashMap::new();
+        let mut floor_lsn: Lsn = 0;
+        for (tid, name) in &catalog.tables {
+            let meta = state.tables.get(tid).cloned().unwrap_or_default();
+            for e in meta.levels.iter().flat_map(|l| l.values()).flatten() {
+                space.reference(crate::space::ExtentId(e.id), e.slots)?;
+                floor_lsn = floor_lsn.max(e.max_lsn);
+            }
+            floor_lsn = floor_lsn.max(meta.flushed_lsn);
+            let levels = LevelSet::from_meta(&store, &meta);
+            let queue = flush_queue.clone();
+            tables.insert(
+                *tid,
+                Arc::new(TableInner::new(
                     *tid,
-                    Arc::new(TableInner::new(*tid, name.clone(), id, opts.write_buffer_size)),
-                )
-            })
+                    name.clone(),
+                    id,
+                    opts.write_buffer_size,
+                    levels,
+                    TableState {
+                        flushed_lsn: meta.flushed_lsn,
+                        next_layer: meta.next_layer.max(1),
+                    },
+                    store.clone(),
+                    row_cache.clone(),
+                    Arc::new(move |t| queue.push(t)),
+                )),
+            );
+        }
+        let _space_report = space.finish_recovery(&crate::extent_store::looks_like_footer)?;
+        let mut meta_log = MetaLog {
+            slog,
+            state: MetaState::default(),
+        };
+        // Metadata of tables dropped from the catalog (a crash between the two updates).
+        let orphans: Vec<u32> = state
+            .tables
+            .keys()
+            .filter(|t| !tables.contains_key(t))
+            .copied()
             .collect();
+        if !orphans.is_empty() {
+            let entries: Vec<SlogEntry> = orphans.iter().map(|t| SlogEntry::DropTable(*t)).collect();
+            meta_log.slog.commit(&entries)?;
+            for e in &entries {
+                state.apply(e)?;
+            }
+        }
+        meta_log.state = state;
+        // Redo: replay what each table has not flushed.
         let redo_dir = redo::redo_dir(&path);
+        let flushed: HashMap<u32, Lsn> = tables
+            .iter()
+            .map(|(id, t)| (*id, t.change.lock().flushed_lsn))
+            .collect();
         let report = redo::recover(fs.as_ref(), &redo_dir, opts.recovery_mode, &mut |op| {
             if let Some(t) = tables.get(&op.table) {
-                t.memtable_for_write().insert(op.key, op.lsn, op.kind, op.value);
+                if op.lsn > flushed[&op.table] {
+                    t.memtable_for_write(op.lsn).insert(op.key, op.lsn, op.kind, op.value);
+                }
             }
             Ok(())
         })?;
-        let log = RedoLog::create(fs.clone(), redo_dir, report.next_segment, opts.redo_segment_size)?;
+        let log = RedoLog::create(
+            fs.clone(),
+            redo_dir.clone(),
+            report.next_segment,
+            opts.redo_segment_size,
+            report.segments.clone(),
+        )?;
+        let redo_segments = log.segments();
         let cfg = PipelineConfig {
             queues: opts.write_queues,
             max_group_size: opts.max_group_size,
             max_group_bytes: opts.max_group_bytes,
         };
         let by_name = tables.values().map(|t| (t.name.clone(), t.clone())).collect();
-        let inner = DbInner {
+        let inner = Arc::new(DbInner {
             id,
             path,
-            registry: RwLock::new(Registry { catalog, by_name }),
+            registry: RwLock::new(Registry {
+                catalog,
+                by_name,
+                by_id: tables.clone(),
+            }),
             ddl: Mutex::new(()),
-            pipeline: Pipeline::start(cfg, log, report.max_lsn)?,
+            pipeline: Pipeline::start(cfg, log, report.max_lsn.max(floor_lsn))?,
             snapshots: Arc::new(SnapshotList::default()),
             stall_lock: Mutex::new(()),
             stall_cond: Condvar::new(),
             lock: Mutex::new(Some(lock)),
+            store,
+            row_cache,
+            meta: Mutex::new(meta_log),
+            redo_dir,
+            redo_segments,
+            flush_queue,
+            flush_threads: Mutex::new(Vec::new()),
+            bg_error: Mutex::new(None),
+            counters: BackgroundCounters::default(),
             opts,
-        };
-        Ok(Db { inner: Arc::new(inner) })
+        });
+        // Replay may have left immutable memtables; and segments may be retirable already.
+        for t in tables.values() {
+            if t.immutable_count() > 0 {
+                inner.flush_queue.push(t.id);
+            }
+        }
+        inner.start_flush_workers()?;
+        Ok(Db {
+            inner: Arc::new(DbHandle(inner)),
+        })
     }
 
-    /// Closes the database: refuses new writes, waits for in-flight ones, makes the redo log
-    /// durable and (with [`Options::rewrite_redo_on_close`]) rewrites the live data into one
-    /// fresh redo segment, deleting the older ones. Other clones of this `Db` and their tables
-    /// see [`Error::Closed`] afterwards. Dropping the last handle without `close` does the same,
+    /// Closes the database: refuses new writes, waits for in-flight ones, stops background
+    /// work, flushes every memtable (with [`Options::flush_on_close`]) and deletes redo
+    /// segments that are no longer needed. Other clones of this `Db` and their tables see
+    /// [`Error::Closed`] afterwards. Dropping the last handle without `close` does the same,
     /// ignoring errors.
     pub fn close(self) -> Result<()> {
         self.inner.shutdown()
     }
 
-    /// Stops the instance as a crash would: no flush, no rewrite, no I/O at all; in-flight
-    /// writes finish first. For crash tests (with [`crate::fs::FaultFs::crash`]).
+    /// Stops the instance as a crash would: no flush, no I/O at all; in-flight writes and
+    /// flushes finish first. For crash tests (with [`crate::fs::FaultFs::crash`]).
     #[doc(hidden)]
     pub fn abandon_for_test(self) {
         if let Some(log) = self.inner.pipeline.close() {
             drop(log);
         }
+        self.inner.stop_flush_workers();
         self.inner.lock.lock().take();
     }
 
@@ -394,23 +471,34 @@ impl Db {
         catalog.next_id += 1;
         catalog.tables.push((id, name.to_string()));
         catalog.store(self.inner.opts.fs.as_ref(), &self.inner.path)?;
+        let queue = self.inner.flush_queue.clone();
         let inner = Arc::new(TableInner::new(
             id,
             name.to_string(),
             self.inner.id,
             self.inner.opts.write_buffer_size,
+            LevelSet::empty(),
+            TableState {
+                flushed_lsn: 0,
+                next_layer: 1,
+            },
+            self.inner.store.clone(),
+            self.inner.row_cache.clone(),
+            Arc::new(move |t| queue.push(t)),
         ));
         let mut reg = self.inner.registry.write();
         reg.catalog = catalog;
         reg.by_name.insert(name.to_string(), inner.clone());
+        reg.by_id.insert(id, inner.clone());
         Ok(Table {
             db: self.inner.clone(),
             inner,
         })
     }
 
-    /// Drops a sub-table and all its data (durably). Handles to it then fail with
-    /// [`Error::TableDropped`]. The default table cannot be dropped.
+    /// Drops a sub-table and all its data (durably); its extents are freed once no reader
+    /// holds them. Handles to it then fail with [`Error::TableDropped`]. The default table
+    /// cannot be dropped.
     pub fn drop_table(&self, name: &str) -> Result<()> {
         if name == DEFAULT_TABLE {
             return Err(Error::InvalidTableName {
@@ -420,26 +508,46 @@ impl Db {
         }
         self.inner.check_open()?;
         let _ddl = self.inner.ddl.lock();
-        let (mut catalog, id) = {
+        let (mut catalog, table) = {
             let reg = self.inner.registry.read();
             let t = reg
                 .by_name
                 .get(name)
                 .ok_or_else(|| Error::TableNotFound(name.to_string()))?;
-            (reg.catalog.clone(), t.id)
+            (reg.catalog.clone(), t.clone())
         };
-        catalog.tables.retain(|(tid, _)| *tid != id);
+        // No flush of the table may commit after its metadata is dropped.
+        let _no_flush = table.flush_lock.lock();
+        let _no_compaction = table.compaction_lock.lock();
+        catalog.tables.retain(|(tid, _)| *tid != table.id);
         catalog.store(self.inner.opts.fs.as_ref(), &self.inner.path)?;
-        let mut reg = self.inner.registry.write();
-        reg.catalog = catalog;
-        if let Some(t) = reg.by_name.remove(name) {
-            t.dropped.store(true, Ordering::Release);
+        {
+            let mut reg = self.inner.registry.write();
+            reg.catalog = catalog;
+            reg.by_name.remove(name);
+            reg.by_id.remove(&table.id);
         }
-        drop(reg);
+        table.dropped.store(true, Ordering::Release);
+        let dropped_meta = self.inner.commit_meta(vec![SlogEntry::DropTable(table.id)]);
+        {
+            let _g = table.change.lock();
+            let cur = table.current();
+            for e in cur.levels.all_extents() {
+                e.mark_obsolete();
+            }
+            table.publish(crate::meta::version::MetaSnapshot {
+                active: cur.active.clone(),
+                immutables: Vec::new(),
+                levels: Arc::new(LevelSet::empty()),
+                version: cur.version + 1,
+                gc_horizon: cur.gc_horizon,
+            });
+        }
+        self.inner.row_cache.erase_table(table.id);
         // Writers stalled on this table's memtables can go on (and fail).
         let _g = self.inner.stall_lock.lock();
         self.inner.stall_cond.notify_all();
-        Ok(())
+        dropped_meta
     }
 
     /// Applies `batch` atomically and returns once it has committed (and, with
@@ -454,8 +562,8 @@ impl Db {
     /// Queues `batch` and returns at once with a handle that completes when the batch commits
     /// (and, with `opts.sync`, is durable). If this thread becomes the leader of its write
     /// group it first drives the group through the log stages, as in X-Engine; it never waits
-    /// for its own commit. Writers stalled by too many immutable memtables still wait here
-    /// (unless `opts.no_slowdown`).
+    /// for its own commit. Writers stalled by too many immutable memtables or L0 layers still
+    /// wait here (unless `opts.no_slowdown`).
     ///
     /// ```
     /// # let dir = tempfile::tempdir()?;
@@ -487,30 +595,35 @@ impl Db {
 
     /// A snapshot of the latest committed state of every table.
     pub fn snapshot(&self) -> Snapshot {
-        let lsn = self.inner.pipeline.visible_lsn();
-        self.inner.snapshots.acquire(lsn);
-        Snapshot {
-            inner: Arc::new(SnapshotInner {
-                lsn,
-                db_id: self.inner.id,
-                list: self.inner.snapshots.clone(),
-            }),
-        }
+        let pipeline = self.inner.pipeline.clone();
+        self.inner.snapshots.acquire(self.inner.id, || pipeline.visible_lsn())
     }
 
     /// Reads several keys, possibly of different tables, at one consistent snapshot.
     pub fn multi_get<K: AsRef<[u8]>>(&self, opts: &ReadOptions, keys: &[(&Table, K)]) -> Vec<Result<Option<Vec<u8>>>> {
-        let snapshot = match self.inner.read_lsn(opts) {
+        let registered = match self.inner.registered_lsn(opts) {
             Ok(s) => s,
             Err(e) => return keys.iter().map(|_| Err(e.clone())).collect(),
         };
+        // One LSN for all tables; retry while a flush raced with an unregistered read.
+        let (lsn, views) = loop {
+            let lsn = registered.unwrap_or_else(|| self.inner.pipeline.visible_lsn());
+            let views: Vec<_> = keys.iter().map(|(t, _)| t.inner.current()).collect();
+            if registered.is_some() || views.iter().all(|v| lsn >= v.gc_horizon) {
+                break (lsn, views);
+            }
+        };
         keys.iter()
-            .map(|(t, k)| {
+            .zip(views)
+            .map(|((t, k), view)| {
                 if t.inner.db_id != self.inner.id {
                     return Err(Error::ForeignTable);
                 }
                 t.check_live()?;
-                Ok(t.inner.get(k.as_ref(), snapshot))
+                match t.inner.get(&view, k.as_ref(), lsn, registered.is_none())? {
+                    Got::Value(v) => Ok(Some(v)),
+                    Got::Absent => Ok(None),
+                }
             })
             .collect()
     }
@@ -520,12 +633,55 @@ impl Db {
         self.inner.pipeline.stats()
     }
 
+    /// Counters of flushes, the extent space and the caches.
+    pub fn stats(&self) -> DbStats {
+        let c = &self.inner.counters;
+        let space = self.inner.store.space.stats();
+        DbStats {
+            flushes: c.flushes.load(Ordering::Relaxed),
+            flush_extents: c.flush_extents.load(Ordering::Relaxed),
+            flush_bytes: c.flush_bytes.load(Ordering::Relaxed),
+            flush_micros: c.flush_micros.load(Ordering::Relaxed),
+            flush_errors: c.flush_errors.load(Ordering::Relaxed),
+            redo_segments_deleted: c.redo_segments_deleted.load(Ordering::Relaxed),
+            checkpoints: c.checkpoints.load(Ordering::Relaxed),
+            compactions: c.compactions.load(Ordering::Relaxed),
+            compaction_bytes_read: c.compaction_bytes_read.load(Ordering::Relaxed),
+            compaction_bytes_written: c.compaction_bytes_written.load(Ordering::Relaxed),
+            compaction_micros: c.compaction_micros.load(Ordering::Relaxed),
+            compaction_errors: c.compaction_errors.load(Ordering::Relaxed),
+            extents_freed: self.inner.store.freed.load(Ordering::Relaxed),
+            space_files: space.files as u64,
+            space_used_slots: space.used_slots,
+            space_free_slots: space.free_slots,
+            caches: CacheCounters {
+                block_cache: self.inner.store.blocks.stats(),
+                table_cache: self.inner.store.readers.stats(),
+                row_cache: self.inner.row_cache.stats(),
+            },
+        }
+    }
+
+    /// The last error of a background flush, if the most recent attempt failed.
+    pub fn background_error(&self) -> Option<Error> {
+        self.inner.bg_error.lock().clone()
+    }
+
+    /// Flushes the memtables of every table to L0 and waits for it.
+    pub fn flush(&self) -> Result<()> {
+        let tables: Vec<Arc<TableInner>> = self.inner.registry.read().by_id.values().cloned().collect();
+        for t in tables {
+            self.inner.flush_table_now(&t)?;
+        }
+        Ok(())
+    }
+
     /// Total bytes held by the memtables of all tables.
     pub fn memtable_usage(&self) -> usize {
         let reg = self.inner.registry.read();
         reg.by_name
             .values()
-            .map(|t| t.memtables().newest_first().map(|m| m.memory_usage()).sum::<usize>())
+            .map(|t| t.current().memtables().map(|m| m.memory_usage()).sum::<usize>())
             .sum()
     }
 
@@ -543,12 +699,13 @@ impl DbInner {
         Ok(())
     }
 
-    fn read_lsn(&self, opts: &ReadOptions) -> Result<Lsn> {
+    /// The LSN of the user's snapshot, if the read has one.
+    fn registered_lsn(&self, opts: &ReadOptions) -> Result<Option<Lsn>> {
         self.check_open()?;
         match &opts.snapshot {
-            Some(s) if s.inner.db_id != self.id => Err(Error::ForeignTable),
-            Some(s) => Ok(s.lsn()),
-            None => Ok(self.pipeline.visible_lsn()),
+            Some(s) if s.db_id() != self.id => Err(Error::ForeignTable),
+            Some(s) => Ok(Some(s.lsn())),
+            None => Ok(None),
         }
     }
 
@@ -561,7 +718,7 @@ impl DbInner {
             return Err(Error::ForeignTable);
         }
         for t in &batch.tables {
-            if t.dropped.load(Ordering::Acquire) {
+            if t.is_dropped() {
                 return Err(Error::TableDropped(t.name.clone()));
             }
         }
@@ -577,23 +734,37 @@ impl DbInner {
         Ok(Some(completion))
     }
 
-    /// Write stall: slow down, then stop, while a touched table has too many immutable memtables.
+    /// Write stall: slow down, then stop, while a touched table has too many immutable
+    /// memtables or L0 layers. A stopped writer whose table cannot flush (a background error)
+    /// gets that error instead of waiting forever.
     fn stall(&self, batch: &WriteBatch, opts: &WriteOptions) -> Result<()> {
         let mut started: Option<Instant> = None;
         for t in &batch.tables {
             loop {
-                let n = t.immutable_count();
-                if n < self.opts.immutable_slowdown_trigger || t.dropped.load(Ordering::Acquire) {
+                let imm = t.immutable_count();
+                let l0 = t.l0_layers();
+                let slow = imm >= self.opts.immutable_slowdown_trigger || l0 >= self.opts.level0_slowdown_layers;
+                if !slow || t.is_dropped() {
                     break;
                 }
                 if opts.no_slowdown {
-                    return Err(Error::WouldStall("too many immutable memtables"));
+                    return Err(Error::WouldStall(if imm >= self.opts.immutable_slowdown_trigger {
+                        "too many immutable memtables"
+                    } else {
+                        "too many L0 layers"
+                    }));
                 }
                 self.check_open()?;
                 started.get_or_insert_with(Instant::now);
-                if n < self.opts.immutable_stop_trigger {
+                let stop = imm >= self.opts.immutable_stop_trigger || l0 >= self.opts.level0_stop_layers;
+                if !stop {
                     std::thread::sleep(Duration::from_micros(self.opts.slowdown_delay_micros));
                     break;
+                }
+                if let Some(e) = self.bg_error.lock().clone() {
+                    if imm >= self.opts.immutable_stop_trigger {
+                        return Err(e);
+                    }
                 }
                 let mut g = self.stall_lock.lock();
                 self.stall_cond.wait_for(&mut g, Duration::from_millis(50));
@@ -605,59 +776,291 @@ impl DbInner {
         Ok(())
     }
 
+    /// Commits one slog transaction and applies it to the plain metadata; checkpoints when
+    /// the slog has grown past `slog_checkpoint_bytes`.
+    pub(crate) fn commit_meta(&self, entries: Vec<SlogEntry>) -> Result<()> {
+        let mut meta = self.meta.lock();
+        meta.slog.commit(&entries)?;
+        for e in &entries {
+            meta.state.apply(e)?;
+        }
+        if meta.slog.bytes_since_checkpoint() >= self.opts.slog_checkpoint_bytes {
+            let MetaLog { slog, state } = &mut *meta;
+            slog.checkpoint(state)?;
+            self.counters.checkpoints.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    fn table_by_id(&self, id: u32) -> Option<Arc<TableInner>> {
+        self.registry.read().by_id.get(&id).cloned()
+    }
+
+    /// Switches the table's active memtable (if it holds anything) and flushes every
+    /// immutable memtable, in this thread.
+    fn flush_table_now(&self, t: &Arc<TableInner>) -> Result<()> {
+        self.check_open()?;
+        // Under the stage-1 lock no group is binding memtables, so every LSN allocated so far
+        // is at or below the seal.
+        self.pipeline.at_seal_point(|last| {
+            let _g = t.change.lock();
+            let view = t.current();
+            if !view.active.is_empty() {
+                t.switch_memtable(&view, last);
+            }
+        });
+        self.flush_all_immutables(t)
+    }
+
+    fn flush_all_immutables(&self, t: &Arc<TableInner>) -> Result<()> {
+        loop {
+            if t.is_dropped() {
+                return Ok(());
+            }
+            let started = Instant::now();
+            match flush_oldest(self, t) {
+                // Another thread may have flushed the last memtable and be compacting: run
+                // (or wait for) the compaction the shape calls for before returning.
+                Ok(None) => return self.maybe_compact(t),
+                Ok(Some(o)) => {
+                    let c = &self.counters;
+                    c.flushes.fetch_add(1, Ordering::Relaxed);
+                    c.flush_extents.fetch_add(o.extents, Ordering::Relaxed);
+                    c.flush_bytes.fetch_add(o.bytes, Ordering::Relaxed);
+                    c.flush_micros
+                        .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+                    *self.bg_error.lock() = None;
+                    {
+                        let _g = self.stall_lock.lock();
+                        self.stall_cond.notify_all();
+                    }
+                    self.retire_redo()?;
+                    self.maybe_compact(t)?;
+                }
+                Err(e) => {
+                    self.counters.flush_errors.fetch_add(1, Ordering::Relaxed);
+                    *self.bg_error.lock() = Some(e.clone());
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// Runs the compactions the table's shape calls for: L0 into L1 once L0 has
+    /// `level0_layer_trigger` layers, L1 into L2 once L1 has `level1_extents_trigger` extents.
+    fn maybe_compact(&self, t: &Arc<TableInner>) -> Result<()> {
+        if t.l0_layers() >= self.opts.level0_layer_trigger {
+            self.run_compaction(t, CompactionKind::L0ToL1)?;
+        }
+        if t.current().levels.sorted[0].extents.len() >= self.opts.level1_extents_trigger {
+            self.run_compaction(t, CompactionKind::L1ToL2)?;
+        }
+        Ok(())
+    }
+
+    fn run_compaction(&self, t: &Arc<TableInner>, kind: CompactionKind) -> Result<()> {
+        let started = Instant::now();
+        match compact(self, t, kind) {
+            Ok(Some(o)) => {
+                let c = &self.counters;
+                c.compactions.fetch_add(1, Ordering::Relaxed);
+                c.compaction_bytes_read.fetch_add(o.bytes_read, Ordering::Relaxed);
+                c.compaction_bytes_written.fetch_add(o.bytes_written, Ordering::Relaxed);
+                c.compaction_micros
+                    .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+                let _g = self.stall_lock.lock();
+                self.stall_cond.notify_all();
+                Ok(())
+            }
+            Ok(None) => Ok(()),
+            Err(e) => {
+                self.counters.compaction_errors.fetch_add(1, Ordering::Relaxed);
+                *self.bg_error.lock() = Some(e.clone());
+                Err(e)
+            }
+        }
+    }
+
+    /// Deletes redo segments whose every record is in extents or belongs to a dropped table.
+    fn retire_redo(&self) -> Result<()> {
+        let needed = self.needed_lsn();
+        let n = self
+            .redo_segments
+            .retire(self.opts.fs.as_ref(), &self.redo_dir, needed)?;
+        self.counters
+            .redo_segments_deleted
+            .fetch_add(n as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The oldest LSN recovery may still need: the oldest version in any memtable, or the
+    /// next LSN to commit (writes in flight are above the visible LSN).
+    fn needed_lsn(&self) -> Lsn {
+        let mut needed = self.pipeline.visible_lsn() + 1;
+        let reg = self.registry.read();
+        for t in reg.by_id.values() {
+            for m in t.current().memtables() {
+                needed = needed.min(m.min_lsn());
+            }
+        }
+        needed
+    }
+
+    fn start_flush_workers(self: &Arc<Self>) -> Result<()> {
+        let mut threads = self.flush_threads.lock();
+        for i in 0..self.opts.max_flushes {
+            let weak: Weak<DbInner> = Arc::downgrade(self);
+            let queue = self.flush_queue.clone();
+            let handle = std::thread::Builder::new()
+                .name(format!("riptide-flush-{i}"))
+                .spawn(move || flush_worker(weak, queue))
+                .map_err(|e| Error::io("spawn flush thread", "", e))?;
+            threads.push(handle);
+        }
+        Ok(())
+    }
+
+    fn stop_flush_workers(&self) {
+        {
+            let mut s = self.flush_queue.state.lock();
+            s.shutdown = true;
+            self.flush_queue.cond.notify_all();
+        }
+        let threads: Vec<JoinHandle<()>> = std::mem::take(&mut *self.flush_threads.lock());
+        for h in threads {
+            if h.thread().id() != std::thread::current().id() {
+                // Workers never panic on their own; a join error means one already died.
+                let _ = h.join();
+            }
+        }
+    }
+
     fn shutdown(&self) -> Result<()> {
         let Some(mut log) = self.pipeline.close() else {
             return Ok(());
         };
+        self.stop_flush_workers();
+        if self.pipeline.poison_error().is_none() {
+            // Flushes below need every logged write durable first (see `flush`).
+            if let Err(e) = log.sync() {
+                self.lock.lock().take();
+                return Err(e);
+            }
+            self.pipeline.mark_synced_at_close();
+        }
         let result = if self.pipeline.poison_error().is_some() {
             // Nothing more may be written after a failed write; reopen recovers.
             Ok(())
-        } else if self.opts.rewrite_redo_on_close {
-            self.rewrite_redo(log)
+        } else if self.opts.flush_on_close {
+            let tables: Vec<Arc<TableInner>> = self.registry.read().by_id.values().cloned().collect();
+            let flushed = tables.iter().try_for_each(|t| {
+                self.pipeline.at_seal_point(|last| {
+                    let _g = t.change.lock();
+                    let view = t.current();
+                    if !view.active.is_empty() {
+                        t.switch_memtable(&view, last);
+                    }
+                });
+                self.flush_all_immutables(t)
+            });
+            match flushed {
+                Ok(()) => log.close(self.needed_lsn()),
+                Err(e) => {
+                    let _ = log.close(0);
+                    Err(e)
+                }
+            }
         } else {
-            log.sync()
+            log.close(0)
         };
         self.lock.lock().take();
         result
     }
+}
 
-    /// Writes the newest visible version of every live key of every table as rewrite records
-    /// into a fresh segment that supersedes the older ones.
-    fn rewrite_redo(&self, log: RedoLog) -> Result<()> {
-        const CHUNK: usize = 1 << 20;
-        let snapshot = self.pipeline.visible_lsn();
-        let tables: Vec<Arc<TableInner>> = self.registry.read().by_name.values().cloned().collect();
-        log.rewrite_and_retire(&mut |emit| {
-            let mut payload = Vec::with_capacity(CHUNK + 1024);
-            let mut record = Vec::with_capacity(CHUNK + 1024);
-            let mut flush = |payload: &mut Vec<u8>, emit: &mut dyn FnMut(&[u8]) -> Result<()>| -> Result<()> {
-                if payload.is_empty() {
-                    return Ok(());
-                }
-                record.clear();
-                encode_record(&mut record, RECORD_REWRITE, 0, payload, crc32c::crc32c(payload));
-                payload.clear();
-                emit(&record)
-            };
-            for t in &tables {
-                let mut it = DbIterator::new(t.memtables(), snapshot, None, None);
-                it.seek_to_first();
-                while it.valid() {
-                    put_rewrite_op(&mut payload, it.lsn(), ValueKind::Put, t.id, it.key(), it.value());
-                    if payload.len() >= CHUNK {
-                        flush(&mut payload, emit)?;
-                    }
-                    it.next();
-                }
+impl FlushContext for DbInner {
+    fn wait_visible(&self, lsn: Lsn) -> Result<()> {
+        loop {
+            if self.pipeline.visible_lsn() >= lsn {
+                return Ok(());
             }
-            flush(&mut payload, emit)
-        })
+            if let Some(e) = self.pipeline.poison_error() {
+                return Err(Error::Poisoned(Arc::new(e)));
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    }
+
+    fn gc_view(&self) -> (Lsn, Vec<Lsn>) {
+        self.snapshots.gc_view(|| self.pipeline.visible_lsn())
+    }
+
+    fn sync_redo(&self) -> Result<()> {
+        self.pipeline.sync_log()
+    }
+
+    fn commit_meta(&self, entries: Vec<SlogEntry>) -> Result<()> {
+        DbInner::commit_meta(self, entries)
+    }
+
+    fn extent_options(&self) -> ExtentOptions {
+        ExtentOptions {
+            block_size: self.opts.block_size,
+            restart_interval: 16,
+            bloom_bits_per_key: self.opts.bloom_bits_per_key,
+            compression: match self.opts.compression {
+                crate::options::Compression::None => crate::extent::Compression::None,
+                crate::options::Compression::Lz4 => crate::extent::Compression::Lz4,
+            },
+        }
     }
 }
 
-impl Drop for DbInner {
+/// A flush worker: takes tables off the queue and flushes their immutable memtables. Holds
+/// the instance only weakly between jobs, so dropping the last `Db` shuts it down.
+fn flush_worker(db: Weak<DbInner>, queue: Arc<FlushQueue>) {
+    loop {
+        let table = {
+            let mut s = queue.state.lock();
+            loop {
+                if s.shutdown {
+                    return;
+                }
+                if let Some(t) = s.pending.pop_front() {
+                    break t;
+                }
+                queue.cond.wait(&mut s);
+            }
+        };
+        let Some(db) = db.upgrade() else {
+            return;
+        };
+        let Some(t) = db.table_by_id(table) else {
+            continue;
+        };
+        if db.flush_all_immutables(&t).is_err() {
+            // Retry later: the error is in `bg_error` and stalled writers see it.
+            drop(db);
+            std::thread::sleep(Duration::from_millis(100));
+            queue.push(table);
+        }
+    }
+}
+
+/// What user handles ([`Db`], [`Table`]) hold: the instance shuts down when the last one
+/// drops, even while a background worker still holds the instance itself.
+pub(crate) struct DbHandle(Arc<DbInner>);
+
+impl std::ops::Deref for DbHandle {
+    type Target = DbInner;
+    fn deref(&self) -> &DbInner {
+        &self.0
+    }
+}
+
+impl Drop for DbHandle {
     fn drop(&mut self) {
-        let _ = self.shutdown();
+        let _ = self.0.shutdown();
     }
 }
 
@@ -671,7 +1074,7 @@ impl Table {
     }
 
     fn check_live(&self) -> Result<()> {
-        if self.inner.dropped.load(Ordering::Acquire) {
+        if self.inner.is_dropped() {
             return Err(Error::TableDropped(self.inner.name.clone()));
         }
         Ok(())
@@ -726,9 +1129,62 @@ impl Table {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn get_opt(&self, key: &[u8], opts: &ReadOptions) -> Result<Option<Vec<u8>>> {
-        let snapshot = self.db.read_lsn(opts)?;
+        let registered = self.db.registered_lsn(opts)?;
         self.check_live()?;
-        Ok(self.inner.get(key, snapshot))
+        let (lsn, view) = self.inner.pin(registered, || self.db.pipeline.visible_lsn());
+        match self.inner.get(&view, key, lsn, registered.is_none())? {
+            Got::Value(v) => Ok(Some(v)),
+            Got::Absent => Ok(None),
+        }
+    }
+
+    /// Flushes this table's memtables to a new L0 layer and waits for it.
+    pub fn flush(&self) -> Result<()> {
+        self.check_live()?;
+        self.db.flush_table_now(&self.inner)
+    }
+
+    /// Compacts the whole table down to the last level: flushes the memtables, merges L0 into
+    /// L1, then L1 into L2 (or, if L1 is empty, rewrites L2), dropping versions no snapshot can
+    /// see and tombstones with nothing below them. Waits for it.
+    pub fn compact(&self) -> Result<()> {
+        self.check_live()?;
+        self.db.flush_table_now(&self.inner)?;
+        self.db.run_compaction(&self.inner, CompactionKind::L0ToL1)?;
+        self.db.run_compaction(&self.inner, CompactionKind::L1ToL2)?;
+        self.db.run_compaction(&self.inner, CompactionKind::L2Rewrite)
+    }
+
+    /// Merges L0 into L1 only (a minor compaction), keeping L2 as it is. Waits for it.
+    pub fn compact_l0(&self) -> Result<()> {
+        self.check_live()?;
+        self.db.run_compaction(&self.inner, CompactionKind::L0ToL1)
+    }
+
+    /// The shape of this table's levels.
+    pub fn level_info(&self) -> LevelInfo {
+        let view = self.inner.current();
+        let mut info = LevelInfo {
+            l0_layers: view.levels.l0.iter().map(|l| l.extents.len()).collect(),
+            immutable_memtables: view.immutables.len(),
+            flushed_lsn: self.inner.change.lock().flushed_lsn,
+            ..Default::default()
+        };
+        for (i, layers) in [
+            view.levels.l0.iter().collect::<Vec<_>>(),
+            vec![&view.levels.sorted[0]],
+            vec![&view.levels.sorted[1]],
+        ]
+        .iter()
+        .enumerate()
+        {
+            for l in layers {
+                info.extents[i] += l.extents.len();
+                info.bytes[i] += l.bytes();
+                info.entries[i] += l.extents.iter().map(|e| e.meta.entries).sum::<u64>();
+            }
+        }
+        info
     }
 
     /// A Rust iterator over `(key, value)` pairs in key order, within `opts`' bounds and at
@@ -775,11 +1231,13 @@ impl Table {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn raw_iter(&self, opts: &ReadOptions) -> Result<DbIterator> {
-        let snapshot = self.db.read_lsn(opts)?;
+        let registered = self.db.registered_lsn(opts)?;
         self.check_live()?;
+        let (lsn, view) = self.inner.pin(registered, || self.db.pipeline.visible_lsn());
         let mut it = DbIterator::new(
-            self.inner.memtables(),
-            snapshot,
+            view,
+            self.inner.store.clone(),
+            lsn,
             opts.lower_bound.clone(),
             opts.upper_bound.clone(),
         );

@@ -2,20 +2,95 @@
 //! double-ended iterator built on two cursors).
 //!
 //! Invariants:
-//! - An iterator reads one memtable set at one snapshot LSN, fixed at creation: later writes
-//!   are invisible to it, and it keeps its memtables alive.
-//! - For each user key the newest memtable holding a version visible at the snapshot decides;
-//!   a tombstone hides the key.
+//! - An iterator reads one [`MetaSnapshot`] (memtables and levels) at one snapshot LSN, fixed
+//!   at creation: later writes, flushes and compactions are invisible to it, and it keeps its
+//!   memtables and extents alive.
+//! - Children are ordered newest source first: memtables newest first, then L0 layers newest
+//!   first, then L1, then L2. For each user key the first child holding a version visible at
+//!   the snapshot decides; a tombstone hides the key.
+//! - The first error of a child (I/O, corruption) ends the iteration: the iterator becomes
+//!   invalid and [`DbIterator::status`] returns the error.
 //! - Keys returned satisfy `lower_bound <= key < upper_bound`.
 //! - Forward mode: every child cursor is at the current key or past it; backward mode: at the
 //!   current key or before it. Changing direction re-seeks the children.
 
-use crate::db::MemtableSet;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::extent_store::ExtentStore;
 use crate::key::{Lsn, ValueKind};
 use crate::memtable::MemtableCursor;
+use crate::meta::version::MetaSnapshot;
+use crate::read::cursor::LevelCursor;
 use crate::Snapshot;
 use std::sync::Arc;
+
+/// One source of the merge.
+enum Child {
+    Mem(MemtableCursor),
+    Level(Box<LevelCursor>),
+}
+
+impl Child {
+    fn valid(&self) -> bool {
+        match self {
+            Child::Mem(c) => c.valid(),
+            Child::Level(c) => c.valid(),
+        }
+    }
+    fn key(&self) -> &[u8] {
+        match self {
+            Child::Mem(c) => c.key(),
+            Child::Level(c) => c.key(),
+        }
+    }
+    fn version(&self, snapshot: Lsn) -> Option<(Lsn, ValueKind, &[u8])> {
+        match self {
+            Child::Mem(c) => c.version(snapshot),
+            Child::Level(c) => c.version(),
+        }
+    }
+    fn seek(&mut self, k: &[u8]) {
+        match self {
+            Child::Mem(c) => c.seek(k),
+            Child::Level(c) => c.seek(k),
+        }
+    }
+    fn seek_for_prev(&mut self, k: &[u8]) {
+        match self {
+            Child::Mem(c) => c.seek_for_prev(k),
+            Child::Level(c) => c.seek_for_prev(k),
+        }
+    }
+    fn seek_to_first(&mut self) {
+        match self {
+            Child::Mem(c) => c.seek_to_first(),
+            Child::Level(c) => c.seek_to_first(),
+        }
+    }
+    fn seek_to_last(&mut self) {
+        match self {
+            Child::Mem(c) => c.seek_to_last(),
+            Child::Level(c) => c.seek_to_last(),
+        }
+    }
+    fn next(&mut self) {
+        match self {
+            Child::Mem(c) => c.next(),
+            Child::Level(c) => c.next(),
+        }
+    }
+    fn prev(&mut self) {
+        match self {
+            Child::Mem(c) => c.prev(),
+            Child::Level(c) => c.prev(),
+        }
+    }
+    fn error(&self) -> Option<&Error> {
+        match self {
+            Child::Mem(_) => None,
+            Child::Level(c) => c.error(),
+        }
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Direction {
@@ -25,8 +100,10 @@ enum Direction {
 
 /// A cursor over one table at one snapshot: `seek`, `seek_for_prev`, `next`, `prev`.
 pub struct DbIterator {
-    mems: Arc<MemtableSet>,
-    cursors: Vec<MemtableCursor>,
+    view: Arc<MetaSnapshot>,
+    store: Arc<ExtentStore>,
+    cursors: Vec<Child>,
+    error: Option<Error>,
     snapshot: Lsn,
     lower: Option<Vec<u8>>,
     upper: Option<Vec<u8>>,
@@ -48,15 +125,33 @@ impl std::fmt::Debug for DbIterator {
 }
 
 impl DbIterator {
-    pub(crate) fn new(mems: Arc<MemtableSet>, snapshot: Lsn, lower: Option<Vec<u8>>, upper: Option<Vec<u8>>) -> Self {
-        let cursors = mems
-            .newest_first()
+    pub(crate) fn new(
+        view: Arc<MetaSnapshot>,
+        store: Arc<ExtentStore>,
+        snapshot: Lsn,
+        lower: Option<Vec<u8>>,
+        upper: Option<Vec<u8>>,
+    ) -> Self {
+        let mut cursors: Vec<Child> = view
+            .memtables()
             .filter(|m| m.min_lsn() <= snapshot)
-            .map(|m| m.cursor())
+            .map(|m| Child::Mem(m.cursor()))
             .collect();
+        for layer in view.levels.layers() {
+            if layer.extents.is_empty() || layer.extents.iter().all(|e| e.meta.min_lsn > snapshot) {
+                continue;
+            }
+            cursors.push(Child::Level(Box::new(LevelCursor::new(
+                store.clone(),
+                layer.clone(),
+                snapshot,
+            ))));
+        }
         DbIterator {
-            mems,
+            view,
+            store,
             cursors,
+            error: None,
             snapshot,
             lower,
             upper,
@@ -76,7 +171,13 @@ impl DbIterator {
 
     /// An unpositioned copy reading the same memtables at the same snapshot and bounds.
     fn fresh_copy(&self) -> Self {
-        let mut it = DbIterator::new(self.mems.clone(), self.snapshot, self.lower.clone(), self.upper.clone());
+        let mut it = DbIterator::new(
+            self.view.clone(),
+            self.store.clone(),
+            self.snapshot,
+            self.lower.clone(),
+            self.upper.clone(),
+        );
         it._pinned = self._pinned.clone();
         it
     }
@@ -104,14 +205,27 @@ impl DbIterator {
         }
     }
 
-    /// LSN of the current entry's version.
-    pub(crate) fn lsn(&self) -> Lsn {
-        self.lsn
+    /// The error that ended the iteration, if any (reading extents can fail with
+    /// [`Error::Io`] or [`Error::Corruption`]; reading memtables cannot).
+    pub fn status(&self) -> Result<()> {
+        match &self.error {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
+        }
     }
 
-    /// Any error met while iterating (reading memtables cannot fail; later levels can).
-    pub fn status(&self) -> Result<()> {
-        Ok(())
+    /// Stops on the first child error; true if there is one.
+    fn check_errors(&mut self) -> bool {
+        if self.error.is_none() {
+            if let Some(e) = self.cursors.iter().find_map(|c| c.error()) {
+                self.error = Some(e.clone());
+            }
+        }
+        if self.error.is_some() {
+            self.valid = false;
+            return true;
+        }
+        false
     }
 
     /// Positions on the first key.
@@ -263,6 +377,9 @@ impl DbIterator {
 
     fn find_forward(&mut self) {
         loop {
+            if self.check_errors() {
+                return;
+            }
             let Some(idx) = self.extreme() else {
                 self.valid = false;
                 return;
@@ -283,6 +400,9 @@ impl DbIterator {
 
     fn find_backward(&mut self) {
         loop {
+            if self.check_errors() {
+                return;
+            }
             let Some(idx) = self.extreme() else {
                 self.valid = false;
                 return;

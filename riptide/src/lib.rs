@@ -35,25 +35,37 @@
 
 mod cache;
 mod catalog;
+mod compaction;
 mod db;
 mod error;
 mod extent;
+mod extent_store;
+mod flush;
 pub mod fs;
+pub mod inspect;
 mod iter;
 pub mod key;
 mod memtable;
 mod meta;
 mod options;
+mod read;
 mod redo;
+mod snapshot;
 mod space;
+mod subtable;
 mod write;
 
+pub use cache::CacheStats;
 pub use catalog::{DEFAULT_TABLE, MAX_TABLE_NAME};
-pub use db::{Db, Snapshot, Table};
+pub use db::{Db, DbStats, LevelInfo, Table};
 pub use error::{Error, Result};
+pub use extent_store::CacheCounters;
 pub use iter::{DbIterator, Iter};
 pub use key::{Lsn, MAX_LSN};
-pub use options::{Options, ReadOptions, RecoveryMode, WriteOptions, MAX_BATCH_SIZE, MAX_KEY_SIZE, MAX_VALUE_SIZE};
+pub use options::{
+    Compression, Options, ReadOptions, RecoveryMode, WriteOptions, MAX_BATCH_SIZE, MAX_KEY_SIZE, MAX_VALUE_SIZE,
+};
+pub use snapshot::Snapshot;
 pub use write::batch::WriteBatch;
 pub use write::completion::WriteHandle;
 pub use write::pipeline::WriteStats;

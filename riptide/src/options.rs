@@ -30,6 +30,17 @@ pub enum RecoveryMode {
     PointInTime,
 }
 
+/// How data blocks of extents are compressed. A block is stored compressed only if that saves
+/// at least 12.5%; the block cache holds blocks uncompressed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Compression {
+    /// Stored as is.
+    None,
+    /// LZ4 (block format), fast to decompress.
+    #[default]
+    Lz4,
+}
+
 /// Options of a database instance. Build with `Options::default()` and struct update syntax.
 #[derive(Clone)]
 pub struct Options {
@@ -45,8 +56,8 @@ pub struct Options {
     /// Immutable memtables per sub-table at which each write group is delayed by
     /// `slowdown_delay_micros`. Default: 12.
     pub immutable_slowdown_trigger: usize,
-    /// Immutable memtables per sub-table at which writers stop until the count drops (a table
-    /// drop now; flush later). Default: 16.
+    /// Immutable memtables per sub-table at which writers stop until flushes bring the count
+    /// down. Default: 16.
     pub immutable_stop_trigger: usize,
     /// Delay added to each write group while slowed down. Default: 1000 µs.
     pub slowdown_delay_micros: u64,
@@ -60,9 +71,44 @@ pub struct Options {
     pub redo_segment_size: u64,
     /// How recovery treats redo-log damage. Default: [`RecoveryMode::TolerateCorruptedTail`].
     pub recovery_mode: RecoveryMode,
-    /// At a clean close, write the live data into one fresh redo segment and delete the older
-    /// segments, so the log does not grow without bound before flush exists. Default: true.
-    pub rewrite_redo_on_close: bool,
+    /// At a clean close, flush every memtable to L0 and delete the redo segments, so the next
+    /// open replays nothing. When false, close only syncs the redo log. Default: true.
+    pub flush_on_close: bool,
+    /// Background threads flushing immutable memtables to L0 (X-Engine's flush workers).
+    /// Default: 2. Range: 1 ..= 64.
+    pub max_flushes: usize,
+    /// Target size of a data block inside an extent, before compression. Default: 16 KiB.
+    /// Range: 1 KiB ..= 1 MiB.
+    pub block_size: usize,
+    /// Compression of data blocks in extents. Default: [`Compression::Lz4`].
+    pub compression: Compression,
+    /// Bits per key of each extent's bloom filter over user keys; 0 = no filter.
+    /// Default: 10 (about 1% false positives). Range: 0 ..= 32.
+    pub bloom_bits_per_key: u32,
+    /// Capacity of the block cache (decoded data blocks, shared by all sub-tables), in bytes.
+    /// 0 disables it. Default: 256 MiB.
+    pub block_cache_size: usize,
+    /// Open extent readers (index and filter in memory) kept by the table cache. Default: 8192.
+    /// Min: 16.
+    pub table_cache_size: usize,
+    /// Capacity of the row cache (latest versions of hot records, any level), in bytes.
+    /// 0 disables it. Default: 0 (off, like RocksDB's `row_cache`).
+    pub row_cache_size: usize,
+    /// L0 layers of a sub-table at which each write group is delayed by
+    /// `slowdown_delay_micros`. Default: 20.
+    pub level0_slowdown_layers: usize,
+    /// L0 layers of a sub-table at which writers stop until compaction drains L0. Default: 36.
+    pub level0_stop_layers: usize,
+    /// L0 layers of a sub-table at which a compaction merges L0 into L1. Default: 4.
+    pub level0_layer_trigger: usize,
+    /// L1 extents of a sub-table at which a compaction merges L1 into L2. Default: 64 (128 MiB).
+    pub level1_extents_trigger: usize,
+    /// Slog bytes after which the metadata is checkpointed and the slog restarted.
+    /// Default: 16 MiB. Min: 4 KiB.
+    pub slog_checkpoint_bytes: u64,
+    /// Slots of 2 MiB per data file (one holds the file header). Default: 5120 (10 GiB).
+    /// Range: 2 ..= 65536.
+    pub extents_per_file: u32,
 }
 
 impl Default for Options {
@@ -80,7 +126,20 @@ impl Default for Options {
             max_group_bytes: 4 << 20,
             redo_segment_size: 64 << 20,
             recovery_mode: RecoveryMode::default(),
-            rewrite_redo_on_close: true,
+            flush_on_close: true,
+            max_flushes: 2,
+            block_size: 16 << 10,
+            bloom_bits_per_key: 10,
+            compression: Compression::default(),
+            block_cache_size: 256 << 20,
+            table_cache_size: 8192,
+            row_cache_size: 0,
+            level0_slowdown_layers: 20,
+            level0_stop_layers: 36,
+            level0_layer_trigger: 4,
+            level1_extents_trigger: 64,
+            slog_checkpoint_bytes: 16 << 20,
+            extents_per_file: 5120,
         }
     }
 }
@@ -100,7 +159,20 @@ impl fmt::Debug for Options {
             .field("max_group_bytes", &self.max_group_bytes)
             .field("redo_segment_size", &self.redo_segment_size)
             .field("recovery_mode", &self.recovery_mode)
-            .field("rewrite_redo_on_close", &self.rewrite_redo_on_close)
+            .field("flush_on_close", &self.flush_on_close)
+            .field("max_flushes", &self.max_flushes)
+            .field("block_size", &self.block_size)
+            .field("bloom_bits_per_key", &self.bloom_bits_per_key)
+            .field("compression", &self.compression)
+            .field("block_cache_size", &self.block_cache_size)
+            .field("table_cache_size", &self.table_cache_size)
+            .field("row_cache_size", &self.row_cache_size)
+            .field("level0_slowdown_layers", &self.level0_slowdown_layers)
+            .field("level0_stop_layers", &self.level0_stop_layers)
+            .field("level0_layer_trigger", &self.level0_layer_trigger)
+            .field("level1_extents_trigger", &self.level1_extents_trigger)
+            .field("slog_checkpoint_bytes", &self.slog_checkpoint_bytes)
+            .field("extents_per_file", &self.extents_per_file)
             .finish()
     }
 }
@@ -150,6 +222,51 @@ impl Options {
         }
         if self.redo_segment_size < 64 << 10 {
             return Err(invalid("redo_segment_size", "must be at least 64 KiB"));
+        }
+        if !(1..=64).contains(&self.max_flushes) {
+            return Err(invalid(
+                "max_flushes",
+                format!("{} is outside 1 ..= 64", self.max_flushes),
+            ));
+        }
+        if !(1 << 10..=1 << 20).contains(&self.block_size) {
+            return Err(invalid(
+                "block_size",
+                format!("{} is outside 1 KiB ..= 1 MiB", self.block_size),
+            ));
+        }
+        if self.bloom_bits_per_key > 32 {
+            return Err(invalid("bloom_bits_per_key", "must be at most 32"));
+        }
+        if self.table_cache_size < 16 {
+            return Err(invalid("table_cache_size", "must be at least 16"));
+        }
+        if self.level0_stop_layers == 0 {
+            return Err(invalid("level0_stop_layers", "must be at least 1"));
+        }
+        if self.level0_slowdown_layers > self.level0_stop_layers {
+            return Err(invalid(
+                "level0_slowdown_layers",
+                format!(
+                    "{} exceeds level0_stop_layers {}",
+                    self.level0_slowdown_layers, self.level0_stop_layers
+                ),
+            ));
+        }
+        if self.level0_layer_trigger == 0 {
+            return Err(invalid("level0_layer_trigger", "must be at least 1"));
+        }
+        if self.level1_extents_trigger == 0 {
+            return Err(invalid("level1_extents_trigger", "must be at least 1"));
+        }
+        if self.slog_checkpoint_bytes < 4 << 10 {
+            return Err(invalid("slog_checkpoint_bytes", "must be at least 4 KiB"));
+        }
+        if !(2..=65536).contains(&self.extents_per_file) {
+            return Err(invalid(
+                "extents_per_file",
+                format!("{} is outside 2 ..= 65536", self.extents_per_file),
+            ));
         }
         Ok(())
     }
@@ -240,6 +357,41 @@ mod tests {
                     ..Default::default()
                 },
                 "redo_segment_size",
+            ),
+            (
+                Options {
+                    max_flushes: 0,
+                    ..Default::default()
+                },
+                "max_flushes",
+            ),
+            (
+                Options {
+                    block_size: 100,
+                    ..Default::default()
+                },
+                "block_size",
+            ),
+            (
+                Options {
+                    bloom_bits_per_key: 99,
+                    ..Default::default()
+                },
+                "bloom_bits_per_key",
+            ),
+            (
+                Options {
+                    level0_slowdown_layers: 50,
+                    ..Default::default()
+                },
+                "level0_slowdown_layers",
+            ),
+            (
+                Options {
+                    extents_per_file: 1,
+                    ..Default::default()
+                },
+                "extents_per_file",
             ),
             (
                 Options {

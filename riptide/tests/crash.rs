@@ -199,7 +199,7 @@ struct Model {
 /// said; then deletes the batches of the round before and leaves the database as `leave` says.
 fn check_round(dir: &Path, round: u64, child: &ChildOutput, model: &mut Model, leave: Leave) -> Result<(), String> {
     let opts = Options {
-        rewrite_redo_on_close: matches!(leave, Leave::CloseRewrite),
+        flush_on_close: matches!(leave, Leave::CloseRewrite),
         ..options()
     };
     let db = Db::open(dir, opts).map_err(|e| format!("reopen failed: {e}"))?;

@@ -19,6 +19,8 @@
 //! A failure names the test, the seed, the op index and the last ops. Environment:
 //! `RIPTIDE_MODEL_SEED=<n>` runs only seed n (and prints a summary of the run),
 //! `RIPTIDE_MODEL_SEEDS=<n>` runs seeds 0..n, `RIPTIDE_MODEL_OPS=<n>` sets the ops per seed,
+//! `RIPTIDE_MODEL_TRACE=1` prints every op and every write it makes, `RIPTIDE_MODEL_VERIFY_EACH=1`
+//! compares every table with the model after every op (finds the first divergent op),
 //! `PROPTEST_CASES=<n>` the proptest cases (256).
 
 use proptest::prelude::*;
@@ -238,6 +240,15 @@ enum Op {
     Crash {
         keep_prefix: Option<u64>,
     },
+    /// Flush a table's memtables to L0 (`Table::flush`).
+    Flush {
+        t: u8,
+    },
+    /// `full`: `Table::compact` (down to L2); else `Table::compact_l0` (L0 into L1).
+    Compact {
+        t: u8,
+        full: bool,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -291,9 +302,11 @@ impl Harness {
             (Some(FaultFs::new()), None, PathBuf::from("/db"))
         };
         let mut opts = Options {
-            // Nothing flushes immutable memtables yet: writers must never stall.
+            // A single writer must never wait for background work.
             immutable_slowdown_trigger: 100_000,
             immutable_stop_trigger: 100_000,
+            level0_slowdown_layers: 100_000,
+            level0_stop_layers: 100_000,
             ..Default::default()
         };
         if let Some(fs) = &fs {
@@ -390,6 +403,9 @@ impl Harness {
     fn commit(&mut self, changes: Vec<(String, Vec<u8>, Option<Vec<u8>>)>, sync: bool) {
         let mut entry = Vec::with_capacity(changes.len());
         for (name, k, v) in changes {
+            if std::env::var("RIPTIDE_MODEL_TRACE").is_ok() {
+                eprintln!("  write {name} {k:?} {}", if v.is_some() { "put" } else { "delete" });
+            }
             let tm = self.model.get_mut(&name).expect("written table is live");
             match &v {
                 Some(v) => tm.data.insert(k.clone(), v.clone()),
@@ -581,6 +597,15 @@ impl Harness {
             }
             Op::Reopen { clean } => self.reopen(*clean)?,
             Op::Crash { keep_prefix } => self.crash(*keep_prefix)?,
+            Op::Flush { t } => {
+                let (name, table) = self.table_at(*t);
+                table.flush().map_err(|e| format!("flush {name}: {e}"))?;
+            }
+            Op::Compact { t, full } => {
+                let (name, table) = self.table_at(*t);
+                let r = if *full { table.compact() } else { table.compact_l0() };
+                r.map_err(|e| format!("compact {name}: {e}"))?;
+            }
         }
         Ok(())
     }
@@ -856,7 +881,17 @@ impl Harness {
         self.opts.write_queues = rng.random_range(1..=4);
         self.opts.max_group_size = [1, 4, 128][rng.random_range(0..3)];
         self.opts.redo_segment_size = if rng.random_bool(0.5) { 64 << 10 } else { 1 << 20 };
-        self.opts.rewrite_redo_on_close = rng.random_bool(0.7);
+        self.opts.flush_on_close = rng.random_bool(0.7);
+        // Extents: several blocks each, several files, with and without filters and caches.
+        self.opts.block_size = [1 << 10, 4 << 10, 16 << 10][rng.random_range(0..3)];
+        self.opts.bloom_bits_per_key = [0, 10][rng.random_range(0..2)];
+        self.opts.block_cache_size = [0, 64 << 10, 8 << 20][rng.random_range(0..3)];
+        self.opts.row_cache_size = [0, 1 << 20][rng.random_range(0..2)];
+        self.opts.extents_per_file = [3, 8, 5120][rng.random_range(0..3)];
+        self.opts.level0_layer_trigger = rng.random_range(2..=6);
+        self.opts.level1_extents_trigger = rng.random_range(1..=4);
+        self.opts.slog_checkpoint_bytes = if rng.random_bool(0.5) { 4 << 10 } else { 1 << 20 };
+        self.opts.max_flushes = rng.random_range(1..=2);
     }
 
     fn open_again(&mut self) -> Result<(), String> {
@@ -1130,6 +1165,11 @@ fn gen_op(rng: &mut StdRng, kind: Kind) -> Op {
         883..897 if kind != Kind::Plain => Op::Crash {
             keep_prefix: rng.random_bool(0.5).then(|| rng.random()),
         },
+        897..930 => Op::Flush { t },
+        930..950 => Op::Compact {
+            t,
+            full: rng.random_bool(0.5),
+        },
         _ => Op::Put {
             t,
             k,
@@ -1184,7 +1224,13 @@ fn run_seed(test: &str, kind: Kind, posix: bool, seed: u64, nops: usize) {
                 }
                 r.push_back(format!("  op {i}: {op:?}"));
             }
+            if std::env::var("RIPTIDE_MODEL_TRACE").is_ok() {
+                eprintln!("op {i}: {op:?}");
+            }
             h.apply(&op)?;
+            if std::env::var("RIPTIDE_MODEL_VERIFY_EACH").is_ok() {
+                h.verify_all(&format!("after op {i}"))?;
+            }
         }
         at.set(nops);
         h.finish()
@@ -1336,6 +1382,8 @@ fn op_s() -> BoxedStrategy<Op> {
         1 => any::<u8>().prop_map(|name| Op::DropTable { name }).boxed(),
         1 => any::<bool>().prop_map(|clean| Op::Reopen { clean }).boxed(),
         1 => prop::option::of(any::<u64>()).prop_map(|keep_prefix| Op::Crash { keep_prefix }).boxed(),
+        2 => any::<u8>().prop_map(|t| Op::Flush { t }).boxed(),
+        1 => (any::<u8>(), any::<bool>()).prop_map(|(t, full)| Op::Compact { t, full }).boxed(),
     ]
     .boxed()
 }

@@ -74,7 +74,7 @@ pub fn header(cfg: &Config) -> String {
             s,
             "Options:    write_buffer_size={} write_queues={} max_group_size={} max_group_bytes={} \
          immutable_slowdown_trigger={} immutable_stop_trigger={} slowdown_delay_micros={} redo_segment_size={} \
-         rewrite_redo_on_close={}",
+         flush_on_close={}",
             o.write_buffer_size,
             o.write_queues,
             o.max_group_size,
@@ -83,7 +83,7 @@ pub fn header(cfg: &Config) -> String {
             o.immutable_stop_trigger,
             o.slowdown_delay_micros,
             o.redo_segment_size,
-            u8::from(o.rewrite_redo_on_close)
+            u8::from(o.flush_on_close)
         );
     }
     if cfg.default_workload {

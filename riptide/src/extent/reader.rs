@@ -235,6 +235,24 @@ impl ExtentReader {
     }
 
     /// Absolute file offset of block `i` (`None` if out of range).
+    /// Offset (relative to the extent start) and stored length (trailer included) of the
+    /// index, filter and properties blocks, for inspection tools.
+    pub fn meta_regions(&self) -> Vec<(&'static str, (u64, u64))> {
+        let f = &self.footer;
+        let mut out = vec![("index", (f.index.offset, u64::from(f.index.size) + TRAILER_SIZE as u64))];
+        if f.filter.size > 0 {
+            out.push((
+                "filter",
+                (f.filter.offset, u64::from(f.filter.size) + TRAILER_SIZE as u64),
+            ));
+        }
+        out.push((
+            "properties",
+            (f.props.offset, u64::from(f.props.size) + TRAILER_SIZE as u64),
+        ));
+        out
+    }
+
     pub fn block_file_offset(&self, i: usize) -> Option<u64> {
         self.index.get(i).map(|e| self.base + e.offset)
     }

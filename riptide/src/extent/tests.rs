@@ -13,7 +13,8 @@ use std::sync::Arc;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::format::{Footer, Handle};
+use super::filter::filter_hash;
+use super::format::{ExtentProperties, Footer, Handle, IndexEntry, EXTENT_FORMAT_VERSION, TRAILER_SIZE};
 use super::*;
 use crate::fs::ReadableFile;
 use crate::key::{compare_internal_keys, decode_internal_key, encode_internal_key, Lsn, ValueKind};

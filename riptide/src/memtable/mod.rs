@@ -117,6 +117,9 @@ pub(crate) struct Memtable {
     min_lsn: AtomicU64,
     /// Newest LSN inserted.
     max_lsn: AtomicU64,
+    /// Last LSN that may be inserted here, set when the memtable becomes immutable
+    /// (u64::MAX while it takes writes).
+    sealed_lsn: AtomicU64,
 }
 
 // SAFETY: the raw pointers point into `arena`, which the memtable owns and never frees before
@@ -186,6 +189,20 @@ impl Memtable {
             entries: AtomicU64::new(0),
             min_lsn: AtomicU64::new(u64::MAX),
             max_lsn: AtomicU64::new(0),
+            sealed_lsn: AtomicU64::new(u64::MAX),
+        }
+    }
+
+    /// Marks the memtable immutable: no write with an LSN above `last_lsn` will be bound to it.
+    pub(crate) fn seal(&self, last_lsn: Lsn) {
+        self.sealed_lsn.store(last_lsn, Ordering::Release);
+    }
+
+    /// The last LSN that may be in this memtable, once sealed.
+    pub(crate) fn sealed_lsn(&self) -> Option<Lsn> {
+        match self.sealed_lsn.load(Ordering::Acquire) {
+            u64::MAX => None,
+            l => Some(l),
         }
     }
 
@@ -195,13 +212,11 @@ impl Memtable {
     }
 
     /// Number of versions inserted.
-    #[cfg(test)]
     pub(crate) fn entries(&self) -> u64 {
         self.entries.load(Ordering::Relaxed)
     }
 
     /// True if nothing was ever inserted.
-    #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
         self.entries() == 0
     }
@@ -495,6 +510,26 @@ impl MemtableCursor {
     #[cfg(test)]
     pub(crate) fn lookup(&self, snapshot: Lsn) -> Lookup<'_> {
         to_lookup(self.version(snapshot))
+    }
+
+    /// Calls `f` for every version of the current key, newest first, until it returns false.
+    /// Includes versions newer than the visible LSN; flush calls this only after every write
+    /// bound to the memtable has committed.
+    pub(crate) fn for_each_version<'a>(&'a self, mut f: impl FnMut(Lsn, ValueKind, &'a [u8]) -> bool) {
+        if self.node.is_null() {
+            return;
+        }
+        // SAFETY: `node` is a published node of `self.mem`; versions are published before
+        // being linked and live as long as the memtable.
+        unsafe {
+            let mut v = (*self.node).versions.load(Ordering::Acquire);
+            while !v.is_null() {
+                if !f((*v).lsn, (*v).kind, Version::value(v)) {
+                    return;
+                }
+                v = (*v).next.load(Ordering::Acquire);
+            }
+        }
     }
 
     /// The newest version of the current key visible at `snapshot`: (LSN, kind, value).

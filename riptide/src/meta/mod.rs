@@ -7,15 +7,13 @@
 //! Invariants: every metadata change is committed to the slog (durable) before it is applied in
 //! memory; recovery = the checkpoint named by `meta/CURRENT`, then the committed transactions
 //! of the slog it names, in order.
-#![allow(dead_code, unused_imports)]
+// Accessors used by tests and tools.
+#![allow(dead_code)]
 
 pub(crate) mod checkpoint;
 pub(crate) mod edit;
 pub(crate) mod slog;
+pub(crate) mod version;
 
 #[cfg(test)]
 mod tests;
-
-pub(crate) use checkpoint::read_checkpoint;
-pub(crate) use edit::{ExtentIdRaw, ExtentMeta, MetaState, SlogEntry, TableEdit, TableMeta};
-pub(crate) use slog::{dump_slog, Slog, SlogRecordView, SlogRecovery};

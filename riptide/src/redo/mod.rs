@@ -106,6 +106,7 @@ fn create_segment(
 }
 
 /// Encodes a whole record (header and payload) into `out`.
+#[cfg(test)]
 pub(crate) fn encode_record(out: &mut Vec<u8>, record_type: u8, first_lsn: Lsn, payload: &[u8], payload_crc: u32) {
     let header = RecordHeader {
         payload_crc,
@@ -118,7 +119,41 @@ pub(crate) fn encode_record(out: &mut Vec<u8>, record_type: u8, first_lsn: Lsn, 
 }
 
 /// Where a rewrite emits encoded records.
+#[cfg(test)]
 pub(crate) type RecordSink<'a> = dyn FnMut(&[u8]) -> Result<()> + 'a;
+
+/// The closed segments of the log (all but the one being appended to), each with the highest
+/// LSN it or an older segment holds. Shared between the writer (which adds a segment when it
+/// rolls) and flush (which deletes segments no sub-table needs any more).
+#[derive(Debug, Default)]
+pub(crate) struct SegmentList {
+    closed: parking_lot::Mutex<Vec<(u64, Lsn)>>,
+}
+
+impl SegmentList {
+    /// Deletes every closed segment whose LSNs are all below `needed` (oldest first, so what
+    /// remains is always a suffix of the log), then fsyncs the directory. Returns how many.
+    pub(crate) fn retire(&self, fs: &dyn FileSystem, dir: &Path, needed: Lsn) -> Result<usize> {
+        let mut closed = self.closed.lock();
+        let n = closed.iter().take_while(|(_, max)| *max < needed).count();
+        for (number, _) in &closed[..n] {
+            let p = segment_path(dir, *number);
+            if fs.exists(&p) {
+                fs.remove_file(&p).map_err(|e| Error::io("remove", &p, e))?;
+            }
+        }
+        if n > 0 {
+            closed.drain(..n);
+            fs.sync_dir(dir).map_err(|e| Error::io("fsync dir", dir, e))?;
+        }
+        Ok(n)
+    }
+
+    /// Number of closed segments still on disk.
+    pub(crate) fn len(&self) -> usize {
+        self.closed.lock().len()
+    }
+}
 
 /// The open redo log: the segment new records are appended to.
 pub(crate) struct RedoLog {
@@ -130,12 +165,23 @@ pub(crate) struct RedoLog {
     file: Box<dyn WritableFile>,
     /// Bytes appended since the last fsync.
     unsynced: bool,
+    /// Highest LSN appended so far (to this or an older segment).
+    max_lsn: Lsn,
+    segments: Arc<SegmentList>,
 }
 
 impl RedoLog {
-    /// Starts a new segment numbered `number`.
-    pub(crate) fn create(fs: Arc<dyn FileSystem>, dir: PathBuf, number: u64, segment_size: u64) -> Result<Self> {
+    /// Starts a new segment numbered `number`; `older` lists the segments recovery found
+    /// (number and highest LSN up to it), oldest first.
+    pub(crate) fn create(
+        fs: Arc<dyn FileSystem>,
+        dir: PathBuf,
+        number: u64,
+        segment_size: u64,
+        older: Vec<(u64, Lsn)>,
+    ) -> Result<Self> {
         let (path, file) = create_segment(fs.as_ref(), &dir, number, 0, false)?;
+        let max_lsn = older.last().map_or(0, |s| s.1);
         Ok(RedoLog {
             fs,
             dir,
@@ -144,13 +190,23 @@ impl RedoLog {
             path,
             file,
             unsynced: false,
+            max_lsn,
+            segments: Arc::new(SegmentList {
+                closed: parking_lot::Mutex::new(older),
+            }),
         })
     }
 
-    /// Appends encoded records with one write call.
-    pub(crate) fn append(&mut self, data: &[u8]) -> Result<()> {
+    /// The list of closed segments (for retiring them after flushes).
+    pub(crate) fn segments(&self) -> Arc<SegmentList> {
+        self.segments.clone()
+    }
+
+    /// Appends encoded records with one write call; `last_lsn` is the highest LSN in them.
+    pub(crate) fn append(&mut self, data: &[u8], last_lsn: Lsn) -> Result<()> {
         self.file.append(data).map_err(|e| Error::io("write", &self.path, e))?;
         self.unsynced = true;
+        self.max_lsn = self.max_lsn.max(last_lsn);
         Ok(())
     }
 
@@ -170,14 +226,34 @@ impl RedoLog {
         }
         self.sync()?;
         let (path, file) = create_segment(self.fs.as_ref(), &self.dir, self.number + 1, 0, false)?;
+        self.segments.closed.lock().push((self.number, self.max_lsn));
         self.number += 1;
         self.path = path;
         self.file = file;
         Ok(())
     }
 
+    /// Closes the log after a clean shutdown: syncs it and, when every LSN up to `needed - 1`
+    /// is in extents, deletes every closed segment below `needed`.
+    pub(crate) fn close(mut self, needed: Lsn) -> Result<()> {
+        self.sync()?;
+        self.segments.retire(self.fs.as_ref(), &self.dir, needed)?;
+        if self.max_lsn < needed && self.segments.len() == 0 {
+            // Everything is in extents: the open segment is not needed either.
+            drop(self.file);
+            self.fs
+                .remove_file(&self.path)
+                .map_err(|e| Error::io("remove", &self.path, e))?;
+            self.fs
+                .sync_dir(&self.dir)
+                .map_err(|e| Error::io("fsync dir", &self.dir, e))?;
+        }
+        Ok(())
+    }
+
     /// Writes a new segment that supersedes every older one, filled by `fill` (which emits
     /// encoded rewrite records), then deletes the older ones. Consumes the log: used at close.
+    #[cfg(test)]
     pub(crate) fn rewrite_and_retire(mut self, fill: &mut dyn FnMut(&mut RecordSink<'_>) -> Result<()>) -> Result<()> {
         self.sync()?;
         let number = self.number + 1;
@@ -231,6 +307,8 @@ pub(crate) struct RecoveryReport {
     pub(crate) ops: u64,
     /// `(segment path, offset)` where a torn tail or (point-in-time) damage was cut off.
     pub(crate) truncated_at: Option<(PathBuf, u64)>,
+    /// Segments kept on disk, oldest first, each with the highest LSN up to it.
+    pub(crate) segments: Vec<(u64, Lsn)>,
 }
 
 /// Outcome of scanning one segment.
@@ -405,10 +483,12 @@ pub(crate) fn recover(
             newest_replayed = Some((path, offset));
             report.truncated_at = Some((path.clone(), offset));
             if !is_last {
+                report.segments.push((segments[i].0, last_lsn));
                 cut = Some(i + 1);
                 break;
             }
         }
+        report.segments.push((segments[i].0, last_lsn));
     }
     // Point-in-time: everything after the damage is dropped.
     if let Some(c) = cut {
@@ -428,6 +508,64 @@ pub(crate) fn recover(
     }
     report.max_lsn = last_lsn;
     Ok(report)
+}
+
+/// What a read-only scan of one segment found (for `riptide inspect`).
+#[derive(Debug, Clone)]
+pub(crate) struct SegmentDump {
+    pub(crate) path: PathBuf,
+    pub(crate) bytes: u64,
+    /// Flags from the header, or the header's damage.
+    pub(crate) header: std::result::Result<u32, String>,
+    pub(crate) records: u64,
+    pub(crate) ops: u64,
+    /// LSN range of the ops (0, 0 when none).
+    pub(crate) lsns: (Lsn, Lsn),
+    /// Where damage starts, whether it looks like a torn write, and why.
+    pub(crate) damage: Option<(u64, bool, String)>,
+}
+
+/// Scans every segment in `dir` without changing anything.
+pub(crate) fn dump(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<SegmentDump>> {
+    let mut out = Vec::new();
+    if !fs.exists(dir) {
+        return Ok(out);
+    }
+    for n in list_segments(fs, dir)? {
+        let path = segment_path(dir, n);
+        let file = fs.open_read(&path).map_err(|e| Error::io("open", &path, e))?;
+        let data = file.read_all().map_err(|e| Error::io("read", &path, e))?;
+        let mut d = SegmentDump {
+            path: path.clone(),
+            bytes: data.len() as u64,
+            header: decode_segment_header(&path, &data)
+                .map(|(_, flags)| flags)
+                .map_err(|e| e.to_string()),
+            records: 0,
+            ops: 0,
+            lsns: (0, 0),
+            damage: None,
+        };
+        if d.header.is_ok() {
+            let mut report = RecoveryReport::default();
+            let mut last = 0;
+            let mut first: Option<Lsn> = None;
+            let end = scan_segment(&path, &data, &mut last, &mut report, &mut |op| {
+                first.get_or_insert(op.lsn);
+                Ok(())
+            });
+            match end {
+                Ok(ScanEnd::Clean) => {}
+                Ok(ScanEnd::Damaged { offset, torn, reason }) => d.damage = Some((offset, torn, reason)),
+                Err(e) => d.damage = Some((0, false, e.to_string())),
+            }
+            d.records = report.records;
+            d.ops = report.ops;
+            d.lsns = (first.unwrap_or(0), last);
+        }
+        out.push(d);
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

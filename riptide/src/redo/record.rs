@@ -104,6 +104,7 @@ pub(crate) fn put_op(out: &mut Vec<u8>, kind: ValueKind, table: u32, key: &[u8],
 }
 
 /// Appends one op in the rewrite encoding: `varint lsn ‖ op`.
+#[cfg(test)]
 pub(crate) fn put_rewrite_op(out: &mut Vec<u8>, lsn: Lsn, kind: ValueKind, table: u32, key: &[u8], value: &[u8]) {
     put_varint(out, lsn);
     put_op(out, kind, table, key, value);

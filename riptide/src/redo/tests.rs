@@ -155,7 +155,7 @@ fn write_log(
     sizes: &[u64],
     pad: usize,
 ) -> (RedoLog, Vec<Pos>) {
-    let mut log = RedoLog::create(fs.clone(), dir(), number, segment_size).unwrap();
+    let mut log = RedoLog::create(fs.clone(), dir(), number, segment_size, Vec::new()).unwrap();
     let mut out = Vec::new();
     let mut lsn = first_lsn;
     for (i, &n) in sizes.iter().enumerate() {
@@ -166,7 +166,7 @@ fn write_log(
         lsn += n;
         let rec = group_record(&ops);
         let off = log.file.len();
-        log.append(&rec).unwrap();
+        log.append(&rec, 0).unwrap();
         log.sync().unwrap();
         out.push(Pos {
             seg: log.number,
@@ -297,13 +297,13 @@ fn segments_roll_and_replay_in_order() {
 #[test]
 fn roll_makes_the_old_segment_durable() {
     let (fs, afs) = new_fs();
-    let mut log = RedoLog::create(afs.clone(), dir(), 1, 300).unwrap();
+    let mut log = RedoLog::create(afs.clone(), dir(), 1, 300, Vec::new()).unwrap();
     let mut written: Vec<(u64, Vec<Rec>)> = Vec::new();
     let mut lsn = 1;
     for i in 0..30u64 {
         let ops = group_ops(lsn, 1 + i % 3, 30);
         lsn += ops.len() as u64;
-        log.append(&group_record(&ops)).unwrap(); // never synced explicitly
+        log.append(&group_record(&ops), 0).unwrap(); // never synced explicitly
         written.push((log.number, ops));
         log.maybe_roll().unwrap();
     }
@@ -380,12 +380,12 @@ fn torn_tail_is_truncated_on_a_real_file() {
     let dir = tmp.path().join("redo");
     let fs: Arc<dyn FileSystem> = Arc::new(PosixFs);
     fs.create_dir_all(&dir).unwrap();
-    let mut log = RedoLog::create(fs.clone(), dir.clone(), 1, 64 << 20).unwrap();
+    let mut log = RedoLog::create(fs.clone(), dir.clone(), 1, 64 << 20, Vec::new()).unwrap();
     let mut ends = Vec::new();
     let mut all = Vec::new();
     for i in 0..5 {
         let ops = group_ops(1 + i * 2, 2, 100);
-        log.append(&group_record(&ops)).unwrap();
+        log.append(&group_record(&ops), 0).unwrap();
         log.sync().unwrap();
         ends.push(log.file.len());
         all.extend(ops);
@@ -639,7 +639,7 @@ fn live_as_rewrite(m: &Live) -> Vec<Rec> {
 /// Writes a multi-segment log whose keys are overwritten and deleted, so its live data is
 /// smaller than its history.
 fn log_with_history(afs: &Arc<dyn FileSystem>) -> (RedoLog, Vec<Rec>) {
-    let mut log = RedoLog::create(afs.clone(), dir(), 1, 300).unwrap();
+    let mut log = RedoLog::create(afs.clone(), dir(), 1, 300, Vec::new()).unwrap();
     let mut all = Vec::new();
     let mut lsn = 1;
     for i in 0..40u64 {
@@ -668,7 +668,7 @@ fn log_with_history(afs: &Arc<dyn FileSystem>) -> (RedoLog, Vec<Rec>) {
             })
             .collect();
         lsn += 3;
-        log.append(&group_record(&ops)).unwrap();
+        log.append(&group_record(&ops), 0).unwrap();
         log.sync().unwrap();
         log.maybe_roll().unwrap();
         all.extend(ops);
@@ -799,11 +799,11 @@ fn damaged_superseding_segment_is_corruption_not_a_torn_tail() {
 #[test]
 fn recovered_records_are_durable() {
     let (fs, afs) = new_fs();
-    let mut log = RedoLog::create(afs.clone(), dir(), 1, 64 << 20).unwrap();
+    let mut log = RedoLog::create(afs.clone(), dir(), 1, 64 << 20, Vec::new()).unwrap();
     let mut all = Vec::new();
     for i in 0..5 {
         let ops = group_ops(1 + 2 * i, 2, 10);
-        log.append(&group_record(&ops)).unwrap(); // a process crash before any fsync
+        log.append(&group_record(&ops), 0).unwrap(); // a process crash before any fsync
         all.extend(ops);
     }
     drop(log);
@@ -897,14 +897,14 @@ fn lsn_going_backward_is_corruption() {
     ];
     for (firsts, bad) in cases {
         let (fs, afs) = new_fs();
-        let mut log = RedoLog::create(afs.clone(), dir(), 1, 64 << 20).unwrap();
+        let mut log = RedoLog::create(afs.clone(), dir(), 1, 64 << 20, Vec::new()).unwrap();
         let mut offs = Vec::new();
         for &f in firsts {
             offs.push(log.file.len());
-            log.append(&group_record(&group_ops(f, 3, 5))).unwrap();
+            log.append(&group_record(&group_ops(f, 3, 5)), 0).unwrap();
         }
         // A good record after it, so the bad one is not the tail.
-        log.append(&group_record(&group_ops(100, 1, 5))).unwrap();
+        log.append(&group_record(&group_ops(100, 1, 5)), 0).unwrap();
         log.sync().unwrap();
         drop(log);
         for mode in [RecoveryMode::TolerateCorruptedTail, RecoveryMode::AbsoluteConsistency] {
@@ -924,9 +924,9 @@ fn lsn_going_backward_is_corruption() {
     assert_corruption(&res, &seg(next), SEGMENT_HEADER_SIZE as u64);
     // A gap (LSNs used by writes that skipped the log) is fine.
     let (fs, afs) = new_fs();
-    let mut log = RedoLog::create(afs.clone(), dir(), 1, 64 << 20).unwrap();
-    log.append(&group_record(&group_ops(1, 2, 5))).unwrap();
-    log.append(&group_record(&group_ops(9, 2, 5))).unwrap();
+    let mut log = RedoLog::create(afs.clone(), dir(), 1, 64 << 20, Vec::new()).unwrap();
+    log.append(&group_record(&group_ops(1, 2, 5)), 0).unwrap();
+    log.append(&group_record(&group_ops(9, 2, 5)), 0).unwrap();
     log.sync().unwrap();
     drop(log);
     let (res, got) = replay(&fs, RecoveryMode::AbsoluteConsistency);
@@ -1008,8 +1008,8 @@ fn newer_format_version_is_unsupported() {
 #[test]
 fn malformed_record_with_valid_checksums_is_corruption() {
     let (fs, afs) = new_fs();
-    let mut log = RedoLog::create(afs.clone(), dir(), 1, 64 << 20).unwrap();
-    log.append(&group_record(&group_ops(1, 2, 5))).unwrap();
+    let mut log = RedoLog::create(afs.clone(), dir(), 1, 64 << 20, Vec::new()).unwrap();
+    log.append(&group_record(&group_ops(1, 2, 5)), 0).unwrap();
     let bad_at = log.file.len();
     // An op whose key length runs past the payload.
     let mut payload = Vec::new();
@@ -1018,8 +1018,8 @@ fn malformed_record_with_valid_checksums_is_corruption() {
     payload.extend_from_slice(&[1, 1, 50, b'x']);
     let mut rec = Vec::new();
     encode_record(&mut rec, RECORD_GROUP, 3, &payload, crc32c::crc32c(&payload));
-    log.append(&rec).unwrap();
-    log.append(&group_record(&group_ops(5, 1, 5))).unwrap();
+    log.append(&rec, 0).unwrap();
+    log.append(&group_record(&group_ops(5, 1, 5)), 0).unwrap();
     log.sync().unwrap();
     drop(log);
     let (res, got) = replay(&fs, RecoveryMode::default());
@@ -1028,17 +1028,44 @@ fn malformed_record_with_valid_checksums_is_corruption() {
 
     // An unknown record type.
     let (fs, afs) = new_fs();
-    let mut log = RedoLog::create(afs.clone(), dir(), 1, 64 << 20).unwrap();
-    log.append(&group_record(&group_ops(1, 2, 5))).unwrap();
+    let mut log = RedoLog::create(afs.clone(), dir(), 1, 64 << 20, Vec::new()).unwrap();
+    log.append(&group_record(&group_ops(1, 2, 5)), 0).unwrap();
     let bad_at = log.file.len();
     let mut rec = Vec::new();
     let payload = group_record(&group_ops(3, 1, 5))[RECORD_HEADER_SIZE..].to_vec();
     encode_record(&mut rec, 9, 3, &payload, crc32c::crc32c(&payload));
-    log.append(&rec).unwrap();
-    log.append(&group_record(&group_ops(5, 1, 5))).unwrap();
+    log.append(&rec, 0).unwrap();
+    log.append(&group_record(&group_ops(5, 1, 5)), 0).unwrap();
     log.sync().unwrap();
     drop(log);
     let (res, got) = replay(&fs, RecoveryMode::default());
     assert_corruption(&res, &seg(1), bad_at + RECORD_HEADER_SIZE as u64);
     assert_eq!(lsns(&got), [1, 2]);
+}
+
+#[test]
+fn retire_deletes_only_segments_wholly_below_the_needed_lsn() {
+    let afs = Arc::new(FaultFs::new());
+    let fs: Arc<dyn FileSystem> = afs.clone();
+    fs.create_dir_all(&dir()).unwrap();
+    let mut log = RedoLog::create(fs.clone(), dir(), 1, 64, Vec::new()).unwrap();
+    let segments = log.segments();
+    // Each append fills the segment (size 64), so every maybe_roll starts a new one.
+    for first in [1u64, 3, 5] {
+        let ops = group_ops(first, 2, 5);
+        log.append(&group_record(&ops), first + 1).unwrap();
+        log.maybe_roll().unwrap();
+    }
+    assert_eq!(segments.len(), 3);
+    // Segment 1 holds LSNs 1..=2, segment 2 up to 4, segment 3 up to 6.
+    assert_eq!(segments.retire(fs.as_ref(), &dir(), 4).unwrap(), 1);
+    assert_eq!(segments.retire(fs.as_ref(), &dir(), 4).unwrap(), 0);
+    assert!(!fs.exists(&dir().join("000001.log")));
+    assert!(fs.exists(&dir().join("000002.log")));
+    assert_eq!(segments.retire(fs.as_ref(), &dir(), 100).unwrap(), 2);
+    assert!(fs.exists(&dir().join("000004.log")), "the open segment stays");
+    log.sync().unwrap();
+    // Recovery reports what is left, with the LSN bound of each segment.
+    let report = recover(fs.as_ref(), &dir(), RecoveryMode::default(), &mut |_| Ok(())).unwrap();
+    assert_eq!(report.segments, vec![(4, 0)]);
 }

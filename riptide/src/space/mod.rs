@@ -28,10 +28,10 @@
 //!   slots, and shrinks only past its last used slot.
 //! - Extent bytes are written outside the mutex: the caller owns an allocated extent, and shrink
 //!   never cuts or deletes a used slot.
-
+// Accessors used by tests and tools.
 #![allow(dead_code)]
 
-mod header;
+pub(crate) mod header;
 #[cfg(test)]
 mod tests;
 

@@ -6,11 +6,11 @@
 //! - Limits are checked when an op is added; a refused op leaves the batch unchanged.
 //! - `tables` lists each table the batch touches once, for memtable binding in the pipeline.
 
-use crate::db::TableInner;
 use crate::error::{Error, Result};
 use crate::key::ValueKind;
 use crate::options::{MAX_BATCH_SIZE, MAX_KEY_SIZE, MAX_VALUE_SIZE};
 use crate::redo::record::{get_op, put_op, Op};
+use crate::subtable::TableInner;
 use crate::Table;
 use std::sync::Arc;
 

@@ -38,12 +38,12 @@
 
 use super::batch::WriteBatch;
 use super::completion::Completion;
-use crate::db::TableInner;
 use crate::error::{Error, Result};
 use crate::key::Lsn;
 use crate::memtable::Memtable;
 use crate::redo::record::{RecordHeader, RECORD_GROUP};
 use crate::redo::RedoLog;
+use crate::subtable::TableInner;
 use crossbeam_utils::CachePadded;
 use parking_lot::{Condvar, Mutex};
 use std::cell::Cell;
@@ -109,6 +109,8 @@ struct GroupProgress {
 /// A buffered group on its way through stages 2 and 3.
 struct GroupState {
     seq: u64,
+    /// Highest LSN of the group.
+    last_lsn: Lsn,
     /// The leader sleeps until the group is flushed, then inserts it itself.
     leader_waits: bool,
     /// Set (after `progress.phase` left `Buffered`) so a waiting leader can poll without locking.
@@ -218,6 +220,8 @@ pub(crate) struct Pipeline {
     closed: AtomicBool,
     inflight: AtomicUsize,
     counters: Counters,
+    /// The log was taken by `close` and synced by the shutdown that took it.
+    synced_at_close: AtomicBool,
 }
 
 thread_local! {
@@ -282,6 +286,7 @@ impl Pipeline {
                 entries: VecDeque::new(),
             })),
             visible_lsn: CachePadded::new(AtomicU64::new(last_lsn)),
+            synced_at_close: AtomicBool::new(false),
             poisoned: AtomicBool::new(false),
             poison: Mutex::new(None),
             closed: AtomicBool::new(false),
@@ -504,7 +509,7 @@ impl Pipeline {
         }
         let first_lsn = log.next_lsn;
         log.next_lsn += ops;
-        let bound = Bound(tables.iter().map(|t| (t.id, t.memtable_for_write())).collect());
+        let bound = Bound(tables.iter().map(|t| (t.id, t.memtable_for_write(first_lsn))).collect());
         if wal_ops > 0 {
             let header = RecordHeader {
                 payload_crc,
@@ -540,6 +545,7 @@ impl Pipeline {
         }
         let state = Arc::new(GroupState {
             seq,
+            last_lsn: first_lsn + ops - 1,
             leader_waits,
             flushed: AtomicBool::new(false),
             progress: Mutex::new(GroupProgress {
@@ -631,7 +637,7 @@ impl Pipeline {
             (Some(e), _) => Err(Error::Poisoned(Arc::new(e))),
             (None, None) => Err(Error::Closed),
             (None, Some(redo)) => redo
-                .append(&buf)
+                .append(&buf, groups.iter().map(|g| g.last_lsn).max().unwrap_or(0))
                 .and_then(|()| if sync { redo.sync() } else { Ok(()) })
                 .and_then(|()| redo.maybe_roll())
                 .map_err(|e| self.poison_with(&e)),
@@ -705,6 +711,36 @@ impl Pipeline {
             bytes_logged: c.bytes_logged.load(Ordering::Relaxed),
             stall_micros: c.stall_micros.load(Ordering::Relaxed),
         }
+    }
+
+    /// Runs `f` under the stage-1 lock with the last LSN allocated so far: no group can bind a
+    /// memtable meanwhile, so a memtable sealed inside `f` at that LSN gets no later write.
+    pub(crate) fn at_seal_point<R>(&self, f: impl FnOnce(Lsn) -> R) -> R {
+        let log = self.log.lock();
+        let r = f(log.next_lsn - 1);
+        drop(log);
+        r
+    }
+
+    /// Makes every record written to the redo log so far durable (a flush calls this before
+    /// its slog commit, so extents never hold a write whose predecessors could be lost).
+    pub(crate) fn sync_log(&self) -> Result<()> {
+        if let Some(e) = self.poison_error() {
+            return Err(Error::Poisoned(Arc::new(e)));
+        }
+        let mut fl = self.flusher.lock();
+        match fl.log.as_mut() {
+            Some(log) => log.sync().map_err(|e| self.poison_with(&e)),
+            // Closed: only a clean shutdown that synced the log itself may go on flushing.
+            None if self.synced_at_close.load(Ordering::Acquire) => Ok(()),
+            None => Err(Error::Closed),
+        }
+    }
+
+    /// Records that the closed log was synced by its owner (a clean shutdown), so flushes
+    /// during shutdown may proceed.
+    pub(crate) fn mark_synced_at_close(&self) {
+        self.synced_at_close.store(true, Ordering::Release);
     }
 
     /// True once [`Pipeline::close`] started.

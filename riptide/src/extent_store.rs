@@ -1,0 +1,157 @@
+//! [`ExtentStore`]: reading extents through the table cache and the block cache, and releasing
+//! extents no metadata can reach any more.
+//!
+//! Invariants:
+//! - Every extent in memory is a [`LiveExtent`] with a `cache_id` unique for the life of the
+//!   process. Cache keys use the `cache_id`, never the on-disk [`ExtentId`]: a slot freed and
+//!   reused by a new extent can never be served from the old extent's cache entries. An extent
+//!   re-linked between levels keeps its `LiveExtent` (and so its cache entries).
+//! - An extent's slots go back to the free list only when its `LiveExtent` drops after being
+//!   marked obsolete, i.e. when the last [`crate::meta::version::LevelSet`] naming it is gone.
+//!   At shutdown nothing is marked obsolete, so nothing is freed.
+
+use crate::cache::{BlockCache, BlockKey, CacheStats, TableCache};
+use crate::error::Result;
+use crate::extent::{Block, ExtentReader};
+use crate::fs::RandomRwFile;
+use crate::meta::edit::ExtentMeta;
+use crate::space::{ExtentId, ExtentSpace};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// An extent reader with the file it reads from (what the table cache holds).
+pub(crate) struct OpenExtent {
+    pub(crate) reader: ExtentReader,
+    pub(crate) file: Arc<dyn RandomRwFile>,
+}
+
+/// One extent named by metadata, shared by every level set that contains it.
+pub(crate) struct LiveExtent {
+    pub(crate) meta: ExtentMeta,
+    pub(crate) id: ExtentId,
+    pub(crate) cache_id: u64,
+    obsolete: AtomicBool,
+    store: Arc<ExtentStore>,
+}
+
+impl std::fmt::Debug for LiveExtent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveExtent").field("id", &self.id).finish()
+    }
+}
+
+impl LiveExtent {
+    /// Marks the extent as removed from the metadata: its slots are freed when the last
+    /// reference drops.
+    pub(crate) fn mark_obsolete(&self) {
+        self.obsolete.store(true, Ordering::Release);
+    }
+
+    /// The extent's user-key range check: might `user_key` be inside?
+    pub(crate) fn user_range_contains(&self, user_key: &[u8]) -> bool {
+        let lo = user_part(&self.meta.smallest);
+        let hi = user_part(&self.meta.largest);
+        lo <= user_key && user_key <= hi
+    }
+}
+
+/// True if `tail` (the last bytes of a slot) starts like an extent footer (for reporting
+/// extents that no metadata owns).
+pub(crate) fn looks_like_footer(tail: &[u8]) -> bool {
+    tail.len() >= 8 && tail[..8] == crate::extent::EXTENT_MAGIC.to_le_bytes()
+}
+
+/// The user key of an internal key (the whole slice if malformed).
+pub(crate) fn user_part(ikey: &[u8]) -> &[u8] {
+    &ikey[..ikey.len().saturating_sub(8)]
+}
+
+impl Drop for LiveExtent {
+    fn drop(&mut self) {
+        if self.obsolete.load(Ordering::Acquire) {
+            self.store.release(self);
+        }
+    }
+}
+
+/// Counters of the read path's caches.
+#[derive(Debug, Clone, Default)]
+pub struct CacheCounters {
+    /// The block cache.
+    pub block_cache: CacheStats,
+    /// The table cache (open extent readers).
+    pub table_cache: CacheStats,
+    /// The row cache.
+    pub row_cache: CacheStats,
+}
+
+/// Extent space plus the caches that read it.
+pub(crate) struct ExtentStore {
+    pub(crate) space: Arc<ExtentSpace>,
+    pub(crate) blocks: BlockCache<Block>,
+    pub(crate) readers: TableCache<OpenExtent>,
+    next_cache_id: AtomicU64,
+    /// Extents freed since open (for statistics and tests).
+    pub(crate) freed: AtomicU64,
+}
+
+impl ExtentStore {
+    pub(crate) fn new(space: Arc<ExtentSpace>, block_cache_bytes: usize, table_cache_entries: usize) -> Self {
+        ExtentStore {
+            space,
+            blocks: BlockCache::new(block_cache_bytes),
+            readers: TableCache::new(table_cache_entries),
+            next_cache_id: AtomicU64::new(1),
+            freed: AtomicU64::new(0),
+        }
+    }
+
+    /// Wraps metadata of an extent that exists on disk.
+    pub(crate) fn live(self: &Arc<Self>, meta: ExtentMeta) -> Arc<LiveExtent> {
+        Arc::new(LiveExtent {
+            id: ExtentId(meta.id),
+            meta,
+            cache_id: self.next_cache_id.fetch_add(1, Ordering::Relaxed),
+            obsolete: AtomicBool::new(false),
+            store: self.clone(),
+        })
+    }
+
+    /// The open reader of `e` (through the table cache).
+    pub(crate) fn open(&self, e: &LiveExtent) -> Result<Arc<OpenExtent>> {
+        self.readers.get_or_try_insert_with(e.cache_id, || {
+            let (file, path, base) = self.space.locate(e.id)?;
+            let reader = ExtentReader::open(file.as_ref(), &path, base, e.meta.slots)?;
+            Ok(Arc::new(OpenExtent { reader, file }))
+        })
+    }
+
+    /// Data block `i` of `e` (through the block cache).
+    pub(crate) fn block(&self, e: &LiveExtent, open: &OpenExtent, i: usize) -> Result<Arc<Block>> {
+        let offset = open.reader.index()[i].offset;
+        let key = BlockKey {
+            extent: e.cache_id,
+            offset,
+        };
+        if let Some(b) = self.blocks.get(&key) {
+            return Ok(b);
+        }
+        let block = Arc::new(open.reader.read_block(open.file.as_ref(), i)?);
+        self.blocks.insert(key, block.clone(), block.size());
+        Ok(block)
+    }
+
+    fn release(&self, e: &LiveExtent) {
+        if let Some(open) = self.readers.get(e.cache_id) {
+            for entry in open.reader.index() {
+                self.blocks.remove(&BlockKey {
+                    extent: e.cache_id,
+                    offset: entry.offset,
+                });
+            }
+        }
+        self.readers.remove(e.cache_id);
+        self.space.free(e.id, e.meta.slots);
+        self.freed.fetch_add(1, Ordering::Relaxed);
+    }
+}

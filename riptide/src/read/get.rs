@@ -1,0 +1,76 @@
+//! Point lookups in the levels: L0 layers newest first, then L1, then L2.
+//!
+//! Per layer: a binary search over the extents' largest keys picks the one candidate extent,
+//! its user-key range and bloom filter may rule it out, then the block index picks the one
+//! block, read through the block cache. The first layer holding a version of the key visible
+//! at the snapshot decides (newer layers hold newer versions).
+
+use crate::error::{Error, Result};
+use crate::extent::BlockIter;
+use crate::extent_store::ExtentStore;
+use crate::key::{decode_internal_key, Lsn, ValueKind};
+use crate::meta::version::LevelSet;
+
+/// A version found in the levels.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Found {
+    pub(crate) lsn: Lsn,
+    pub(crate) kind: ValueKind,
+    pub(crate) value: Vec<u8>,
+}
+
+/// The internal key that sorts just before every version of `user_key` with LSN <= `snapshot`.
+pub(crate) fn seek_key(out: &mut Vec<u8>, user_key: &[u8], snapshot: Lsn) {
+    out.clear();
+    out.extend_from_slice(user_key);
+    out.extend_from_slice(&((snapshot << 8) | 0xff).to_le_bytes());
+}
+
+/// The newest version of `user_key` with LSN <= `snapshot` in `levels`, if any.
+pub(crate) fn get_from_levels(
+    store: &ExtentStore,
+    levels: &LevelSet,
+    user_key: &[u8],
+    snapshot: Lsn,
+) -> Result<Option<Found>> {
+    let mut seek = Vec::with_capacity(user_key.len() + 8);
+    seek_key(&mut seek, user_key, snapshot);
+    for layer in levels.layers() {
+        let Some(i) = layer.find(&seek) else {
+            continue;
+        };
+        let extent = &layer.extents[i];
+        if !extent.user_range_contains(user_key) || extent.meta.min_lsn > snapshot {
+            continue;
+        }
+        let open = store.open(extent)?;
+        if !open.reader.may_contain(user_key) {
+            continue;
+        }
+        let Some(b) = open.reader.find_block(&seek) else {
+            continue;
+        };
+        let block = store.block(extent, &open, b)?;
+        let mut it = BlockIter::new(block);
+        it.seek(&seek);
+        it.status()?;
+        if !it.valid() {
+            continue;
+        }
+        let Some((uk, lsn, kind)) = decode_internal_key(it.key()) else {
+            return Err(Error::corruption(
+                open.reader.path(),
+                open.reader.index()[b].offset,
+                "malformed internal key in a block whose checksum matches",
+            ));
+        };
+        if uk == user_key {
+            return Ok(Some(Found {
+                lsn,
+                kind,
+                value: it.value().to_vec(),
+            }));
+        }
+    }
+    Ok(None)
+}

@@ -1,0 +1,234 @@
+//! [`TableInner`]: one sub-table, i.e. one LSM-tree: its current [`MetaSnapshot`] (memtables and
+//! levels) and the state that changes it.
+//!
+//! Invariants:
+//! - `current` is replaced, never mutated: readers pin an `Arc<MetaSnapshot>` without a lock.
+//!   Every replacement happens under `change` (memtable switches and installs of flushes and
+//!   compactions are serialized per table).
+//! - A memtable becomes immutable only in pipeline stage 1 (under the log-buffer lock), sealed
+//!   at the last LSN allocated before the switch, so every version in an immutable memtable is
+//!   older than every version in newer memtables.
+//! - A read loads its LSN *before* pinning the snapshot, so every version at or below that LSN
+//!   is in a memtable or level the read looks at. A read at an LSN that is not a registered
+//!   snapshot retries if that LSN is below the pinned snapshot's `gc_horizon` (a flush may have
+//!   dropped versions only such a read could see).
+//! - The row cache only holds the newest version in the levels of the current `MetaSnapshot`:
+//!   reads insert only at the latest LSN, only if the table's levels did not change since they
+//!   pinned and only while no flush is installing (both checked under the row-cache shard
+//!   lock). A flush freezes inserts, replaces the cached rows of the keys it flushed, installs
+//!   its layer and unfreezes, so no reader ever finds a row older than the levels it pinned.
+
+use crate::cache::{RowCache, RowEntry};
+use crate::error::Result;
+use crate::extent_store::ExtentStore;
+use crate::key::{Lsn, ValueKind};
+use crate::memtable::{Lookup, Memtable};
+use crate::meta::version::{LevelSet, MetaSnapshot};
+use crate::read::get_from_levels;
+use arc_swap::ArcSwap;
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// Per-table metadata that changes with flushes (guarded by `TableInner::change`).
+#[derive(Debug, Default)]
+pub(crate) struct TableState {
+    /// Every write to the table with an LSN at or below this is in extents.
+    pub(crate) flushed_lsn: Lsn,
+    /// Next L0 layer id.
+    pub(crate) next_layer: u64,
+}
+
+/// The shared state of one sub-table.
+pub(crate) struct TableInner {
+    pub(crate) id: u32,
+    pub(crate) name: String,
+    pub(crate) db_id: u64,
+    write_buffer_size: usize,
+    current: ArcSwap<MetaSnapshot>,
+    pub(crate) change: Mutex<TableState>,
+    /// One flush at a time per table.
+    pub(crate) flush_lock: Mutex<()>,
+    /// One compaction at a time per table.
+    pub(crate) compaction_lock: Mutex<()>,
+    pub(crate) dropped: AtomicBool,
+    /// Set while a flush refreshes cached rows and installs its layer: row-cache inserts are
+    /// refused meanwhile (see the module header).
+    pub(crate) row_cache_frozen: AtomicBool,
+    pub(crate) store: Arc<ExtentStore>,
+    pub(crate) row_cache: Arc<RowCache>,
+    /// Called (without locks held) when a memtable became immutable.
+    pub(crate) on_switch: Arc<dyn Fn(u32) + Send + Sync>,
+}
+
+/// The result of a point lookup.
+pub(crate) enum Got {
+    Value(Vec<u8>),
+    Absent,
+}
+
+impl TableInner {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        id: u32,
+        name: String,
+        db_id: u64,
+        write_buffer_size: usize,
+        levels: LevelSet,
+        state: TableState,
+        store: Arc<ExtentStore>,
+        row_cache: Arc<RowCache>,
+        on_switch: Arc<dyn Fn(u32) + Send + Sync>,
+    ) -> Self {
+        TableInner {
+            id,
+            name,
+            db_id,
+            write_buffer_size,
+            current: ArcSwap::from_pointee(MetaSnapshot {
+                active: Arc::new(Memtable::for_write_buffer(write_buffer_size)),
+                immutables: Vec::new(),
+                levels: Arc::new(levels),
+                version: 1,
+                gc_horizon: 0,
+            }),
+            change: Mutex::new(state),
+            flush_lock: Mutex::new(()),
+            compaction_lock: Mutex::new(()),
+            dropped: AtomicBool::new(false),
+            row_cache_frozen: AtomicBool::new(false),
+            store,
+            row_cache,
+            on_switch,
+        }
+    }
+
+    /// The current snapshot of memtables and levels.
+    pub(crate) fn current(&self) -> Arc<MetaSnapshot> {
+        self.current.load_full()
+    }
+
+    /// Replaces the current snapshot; the caller holds `change`.
+    pub(crate) fn publish(&self, next: MetaSnapshot) {
+        self.current.store(Arc::new(next));
+    }
+
+    /// Pins the current snapshot for a read at an LSN from `load_lsn` (called again when a
+    /// flush raced with the read; see the module header). `registered` reads (user snapshots)
+    /// never retry.
+    pub(crate) fn pin(&self, registered: Option<Lsn>, load_lsn: impl Fn() -> Lsn) -> (Lsn, Arc<MetaSnapshot>) {
+        if let Some(lsn) = registered {
+            return (lsn, self.current());
+        }
+        loop {
+            let lsn = load_lsn();
+            let view = self.current();
+            if lsn >= view.gc_horizon {
+                return (lsn, view);
+            }
+        }
+    }
+
+    /// The active memtable, switching to a new one first if it reached `write_buffer_size`.
+    /// Called in pipeline stage 1 (under the log-buffer lock) with the first LSN of the group
+    /// being bound, which orders switches with LSNs.
+    pub(crate) fn memtable_for_write(&self, first_lsn: Lsn) -> Arc<Memtable> {
+        {
+            let view = self.current.load();
+            if view.active.memory_usage() < self.write_buffer_size {
+                return view.active.clone();
+            }
+        }
+        let active = {
+            let _g = self.change.lock();
+            let view = self.current();
+            if view.active.memory_usage() < self.write_buffer_size {
+                return view.active.clone();
+            }
+            self.switch_memtable(&view, first_lsn.saturating_sub(1))
+        };
+        (self.on_switch)(self.id);
+        active
+    }
+
+    /// Makes the active memtable immutable (sealed at `last_lsn`) and publishes a new empty
+    /// one. The caller holds `change`.
+    pub(crate) fn switch_memtable(&self, view: &MetaSnapshot, last_lsn: Lsn) -> Arc<Memtable> {
+        view.active.seal(last_lsn);
+        let mut immutables = Vec::with_capacity(view.immutables.len() + 1);
+        immutables.push(view.active.clone());
+        immutables.extend(view.immutables.iter().cloned());
+        let active = Arc::new(Memtable::for_write_buffer(self.write_buffer_size));
+        self.publish(MetaSnapshot {
+            active: active.clone(),
+            immutables,
+            levels: view.levels.clone(),
+            version: view.version,
+            gc_horizon: view.gc_horizon,
+        });
+        active
+    }
+
+    /// Number of immutable memtables.
+    pub(crate) fn immutable_count(&self) -> usize {
+        self.current.load().immutables.len()
+    }
+
+    /// Number of L0 layers.
+    pub(crate) fn l0_layers(&self) -> usize {
+        self.current.load().levels.l0.len()
+    }
+
+    /// Point lookup at `lsn` in `view`: memtables, row cache, then levels. `latest` says that
+    /// `lsn` is the latest visible LSN (not a user snapshot), which allows row-cache fills.
+    pub(crate) fn get(&self, view: &MetaSnapshot, key: &[u8], lsn: Lsn, latest: bool) -> Result<Got> {
+        for mem in view.memtables() {
+            if mem.min_lsn() > lsn {
+                continue;
+            }
+            match mem.get(key, lsn) {
+                Lookup::Value(v) => return Ok(Got::Value(v.to_vec())),
+                Lookup::Deleted => return Ok(Got::Absent),
+                Lookup::NotFound => {}
+            }
+        }
+        if view.levels.l0.is_empty() && view.levels.sorted.iter().all(|l| l.extents.is_empty()) {
+            return Ok(Got::Absent);
+        }
+        let cache_on = self.row_cache.enabled();
+        if cache_on {
+            if let Some(row) = self.row_cache.get(self.id, key) {
+                if row.lsn <= lsn {
+                    return Ok(match row.value {
+                        Some(v) => Got::Value(v.to_vec()),
+                        None => Got::Absent,
+                    });
+                }
+            }
+        }
+        let found = get_from_levels(&self.store, &view.levels, key, lsn)?;
+        if cache_on && latest && lsn >= view.levels.max_lsn {
+            if let Some(f) = &found {
+                let entry = RowEntry {
+                    lsn: f.lsn,
+                    value: match f.kind {
+                        ValueKind::Put => Some(Arc::from(f.value.as_slice())),
+                        ValueKind::Delete => None,
+                    },
+                };
+                let version = view.version;
+                self.row_cache.insert_if(self.id, key, entry, || {
+                    !self.row_cache_frozen.load(Ordering::SeqCst) && self.current.load().version == version
+                });
+            }
+        }
+        Ok(match found {
+            Some(f) if f.kind == ValueKind::Put => Got::Value(f.value),
+            _ => Got::Absent,
+        })
+    }
+
+    pub(crate) fn is_dropped(&self) -> bool {
+        self.dropped.load(Ordering::Acquire)
+    }
+}

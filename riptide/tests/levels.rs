@@ -1,0 +1,510 @@
+//! Flush, levels, compaction, caches and their failure modes, through the public API.
+//!
+//! Each test checks something that would break if the engine lost, resurrected or misread
+//! data once it left the memtables: reads after flush and reopen, redo segments deleted once
+//! flushed, snapshot versions kept across compaction, tombstones purged only at the bottom, the
+//! row cache never serving a stale row while flushes race with updates, and I/O errors (ENOSPC,
+//! EIO) during flush and slog commits failing cleanly without losing acknowledged writes.
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use riptide::fs::{FaultFs, FaultOp};
+use riptide::{Db, Error, Options, ReadOptions, Table, WriteOptions};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+const ENOSPC: i32 = 28;
+const EIO: i32 = 5;
+
+fn opts(fs: &FaultFs) -> Options {
+    Options {
+        fs: Arc::new(fs.clone()),
+        write_buffer_size: 64 << 10,
+        block_size: 4 << 10,
+        level0_layer_trigger: 100,
+        level0_slowdown_layers: 1000,
+        level0_stop_layers: 1000,
+        immutable_slowdown_trigger: 1000,
+        immutable_stop_trigger: 1000,
+        ..Default::default()
+    }
+}
+
+fn key(i: u64) -> Vec<u8> {
+    format!("key{i:06}").into_bytes()
+}
+
+fn value(i: u64, round: u64) -> Vec<u8> {
+    let mut v = format!("value-{i}-{round}-").into_bytes();
+    v.resize(100 + (i % 50) as usize, b'x');
+    v
+}
+
+fn scan(t: &Table) -> Vec<(Vec<u8>, Vec<u8>)> {
+    t.iter(&ReadOptions::default())
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+fn check(t: &Table, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
+    let got = scan(t);
+    let want: Vec<(Vec<u8>, Vec<u8>)> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    assert_eq!(got.len(), want.len(), "scan length");
+    assert!(got == want, "scan differs from the model");
+    let back: Vec<_> = t
+        .iter(&ReadOptions::default())
+        .unwrap()
+        .rev()
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    assert!(back.into_iter().rev().eq(want.into_iter()), "reverse scan differs");
+    for (k, v) in model.iter().step_by(7) {
+        assert_eq!(
+            t.get(k).unwrap().as_ref(),
+            Some(v),
+            "get {:?}",
+            String::from_utf8_lossy(k)
+        );
+    }
+}
+
+fn redo_segments(fs: &FaultFs, db: &Path) -> usize {
+    use riptide::fs::FileSystem;
+    fs.list_dir(&db.join("redo"))
+        .unwrap()
+        .iter()
+        .filter(|n| n.ends_with(".log"))
+        .count()
+}
+
+#[test]
+fn flushed_data_reads_back_before_and_after_reopen() {
+    let fs = FaultFs::new();
+    let path = Path::new("/db");
+    let db = Db::open(path, opts(&fs)).unwrap();
+    let t = db.default_table();
+    let mut model = BTreeMap::new();
+    for round in 0..3 {
+        for i in 0..2000u64 {
+            let k = key((i * 7919) % 3000);
+            if i % 11 == 0 {
+                t.delete(&k).unwrap();
+                model.remove(&k);
+            } else {
+                let v = value(i, round);
+                t.put(&k, &v).unwrap();
+                model.insert(k, v);
+            }
+        }
+        t.flush().unwrap();
+        let info = t.level_info();
+        assert_eq!(info.immutable_memtables, 0);
+        assert!(info.extents[0] > 0, "flush wrote no L0 extent: {info:?}");
+        check(&t, &model);
+    }
+    assert!(db.stats().flushes >= 3);
+    db.close().unwrap();
+    let db = Db::open(path, opts(&fs)).unwrap();
+    let t = db.default_table();
+    assert!(t.level_info().extents[0] > 0);
+    check(&t, &model);
+    // After a drop without close (no flush at close), the redo log brings back the rest.
+    for i in 0..500u64 {
+        let v = value(i, 99);
+        t.put(&key(i), &v).unwrap();
+        model.insert(key(i), v);
+    }
+    drop(t);
+    db.abandon_for_test();
+    let db = Db::open(path, opts(&fs)).unwrap();
+    check(&db.default_table(), &model);
+}
+
+#[test]
+fn flush_deletes_redo_segments_no_table_needs() {
+    let fs = FaultFs::new();
+    let path = Path::new("/db");
+    let o = Options {
+        redo_segment_size: 64 << 10,
+        ..opts(&fs)
+    };
+    let db = Db::open(path, o.clone()).unwrap();
+    let a = db.default_table();
+    let b = db.create_table("b").unwrap();
+    b.put(b"only", b"one").unwrap();
+    for i in 0..3000u64 {
+        a.put(&key(i), &value(i, 0)).unwrap();
+    }
+    let before = redo_segments(&fs, path);
+    assert!(before > 3, "expected several redo segments, got {before}");
+    a.flush().unwrap();
+    // Table b's single write sits in the oldest segment: nothing may be deleted yet.
+    assert_eq!(redo_segments(&fs, path), before);
+    b.flush().unwrap();
+    assert!(
+        redo_segments(&fs, path) <= 2,
+        "segments left: {}",
+        redo_segments(&fs, path)
+    );
+    assert!(db.stats().redo_segments_deleted > 0);
+    db.abandon_for_test();
+    let db = Db::open(path, o).unwrap();
+    assert_eq!(db.table("b").unwrap().get(b"only").unwrap(), Some(b"one".to_vec()));
+    assert_eq!(db.default_table().get(&key(2999)).unwrap(), Some(value(2999, 0)));
+}
+
+#[test]
+fn compaction_moves_data_down_and_keeps_what_snapshots_see() {
+    let fs = FaultFs::new();
+    let path = Path::new("/db");
+    let db = Db::open(path, opts(&fs)).unwrap();
+    let t = db.default_table();
+    let mut model = BTreeMap::new();
+    for i in 0..3000u64 {
+        t.put(&key(i), &value(i, 0)).unwrap();
+        model.insert(key(i), value(i, 0));
+    }
+    t.flush().unwrap();
+    let snap = db.snapshot();
+    let old = model.clone();
+    for i in (0..3000u64).step_by(3) {
+        t.put(&key(i), &value(i, 1)).unwrap();
+        model.insert(key(i), value(i, 1));
+    }
+    for i in (1..3000u64).step_by(5) {
+        t.delete(&key(i)).unwrap();
+        model.remove(&key(i));
+    }
+    t.compact().unwrap();
+    let info = t.level_info();
+    assert_eq!(info.extents[0], 0, "L0 must be empty after a full compaction: {info:?}");
+    assert!(info.extents[2] > 0, "L2 must hold the data: {info:?}");
+    check(&t, &model);
+    // The snapshot still sees the old state, versions and deleted keys included.
+    let at = ReadOptions {
+        snapshot: Some(snap.clone()),
+        ..Default::default()
+    };
+    let seen: BTreeMap<Vec<u8>, Vec<u8>> = t.iter(&at).unwrap().map(|r| r.unwrap()).collect();
+    assert!(seen == old, "snapshot view changed by compaction");
+    for i in (0..3000u64).step_by(97) {
+        assert_eq!(t.get_opt(&key(i), &at).unwrap(), Some(value(i, 0)));
+    }
+    let with_snapshot = t.level_info().entries[2];
+    // Once the snapshot is gone, a compaction drops the old versions and the tombstones.
+    drop(at);
+    drop(snap);
+    t.compact().unwrap();
+    let info = t.level_info();
+    assert_eq!(info.entries[2], model.len() as u64, "only live rows remain: {info:?}");
+    assert!(with_snapshot > info.entries[2]);
+    check(&t, &model);
+    let stats = db.stats();
+    assert!(stats.compactions >= 2 && stats.extents_freed > 0, "{stats:?}");
+    // Every slot in use belongs to an extent of the current metadata.
+    let live: usize = t.level_info().extents.iter().sum();
+    assert_eq!(stats.space_used_slots as usize, live, "{stats:?}");
+    db.close().unwrap();
+    let db = Db::open(path, opts(&fs)).unwrap();
+    check(&db.default_table(), &model);
+}
+
+#[test]
+fn automatic_compaction_bounds_l0() {
+    let fs = FaultFs::new();
+    let path = Path::new("/db");
+    let o = Options {
+        level0_layer_trigger: 3,
+        level1_extents_trigger: 1,
+        ..opts(&fs)
+    };
+    let db = Db::open(path, o).unwrap();
+    let t = db.default_table();
+    let mut model = BTreeMap::new();
+    let mut rng = StdRng::seed_from_u64(5);
+    for round in 0..12u64 {
+        for _ in 0..800 {
+            let i = rng.random_range(0..5000u64);
+            t.put(&key(i), &value(i, round)).unwrap();
+            model.insert(key(i), value(i, round));
+        }
+        t.flush().unwrap();
+        assert!(t.level_info().l0_layers.len() < 3, "{:?}", t.level_info());
+    }
+    let info = t.level_info();
+    assert!(info.extents[2] > 0, "{info:?}");
+    check(&t, &model);
+}
+
+#[test]
+fn row_cache_never_serves_a_stale_row() {
+    // Writers update a few hot keys with increasing counters while flushes and compactions
+    // run; readers check that the value they read never goes backwards for a key (reads at
+    // the latest LSN are linearizable) and that snapshot reads stay put.
+    let fs = FaultFs::new();
+    let path = Path::new("/db");
+    let o = Options {
+        row_cache_size: 1 << 20,
+        level0_layer_trigger: 6,
+        ..opts(&fs)
+    };
+    let db = Db::open(path, o).unwrap();
+    let t = db.default_table();
+    const HOT: u64 = 8;
+    for k in 0..HOT {
+        t.put(&key(k), &0u64.to_be_bytes()).unwrap();
+    }
+    t.flush().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let written: Arc<Vec<AtomicU64>> = Arc::new((0..HOT).map(|_| AtomicU64::new(0)).collect());
+    let mut handles = Vec::new();
+    {
+        let (t, stop, written) = (t.clone(), stop.clone(), written.clone());
+        handles.push(std::thread::spawn(move || {
+            let mut n = 0u64;
+            let filler = vec![7u8; 2000];
+            while !stop.load(Ordering::Relaxed) {
+                n += 1;
+                // Mostly filler, so memtables switch and flush often and hot rows are read
+                // from the levels (through the row cache) most of the time.
+                if n.is_multiple_of(64) {
+                    let k = (n / 64) % HOT;
+                    t.put(&key(k), &n.to_be_bytes()).unwrap();
+                    written[k as usize].store(n, Ordering::Release);
+                }
+                t.put(format!("fill{}", n % 512).as_bytes(), &filler).unwrap();
+            }
+        }));
+    }
+    {
+        let (t, stop) = (t.clone(), stop.clone());
+        handles.push(std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                t.flush().unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+        }));
+    }
+    for r in 0..2 {
+        let (t, db, stop, written) = (t.clone(), db.clone(), stop.clone(), written.clone());
+        handles.push(std::thread::spawn(move || {
+            let mut last = [0u64; HOT as usize];
+            let mut i = r;
+            while !stop.load(Ordering::Relaxed) {
+                i += 1;
+                let k = i % HOT;
+                let floor = written[k as usize].load(Ordering::Acquire);
+                let v = t.get(&key(k)).unwrap().expect("hot key exists");
+                let n = u64::from_be_bytes(v[..8].try_into().unwrap());
+                assert!(
+                    n >= floor,
+                    "key {k}: read {n} after {floor} was acknowledged (stale row)"
+                );
+                assert!(
+                    n >= last[k as usize],
+                    "key {k}: went back from {} to {n}",
+                    last[k as usize]
+                );
+                last[k as usize] = n;
+                if i % 50 == 0 {
+                    let snap = db.snapshot();
+                    let at = ReadOptions {
+                        snapshot: Some(snap),
+                        ..Default::default()
+                    };
+                    let a = t.get_opt(&key(k), &at).unwrap();
+                    std::thread::sleep(std::time::Duration::from_micros(300));
+                    let b = t.get_opt(&key(k), &at).unwrap();
+                    assert_eq!(a, b, "snapshot read changed");
+                }
+            }
+        }));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    stop.store(true, Ordering::Relaxed);
+    for h in handles {
+        h.join().unwrap();
+    }
+    let stats = db.stats();
+    assert!(stats.flushes > 5, "{stats:?}");
+    assert!(
+        stats.caches.row_cache.hits > 0,
+        "the row cache was never used: {stats:?}"
+    );
+}
+
+#[test]
+fn flush_io_errors_fail_cleanly_and_lose_nothing() {
+    for (op, errno, filter) in [
+        (FaultOp::WriteAt, ENOSPC, "data"),
+        (FaultOp::WriteAt, EIO, "data"),
+        (FaultOp::Sync, EIO, "data"),
+        (FaultOp::Create, ENOSPC, "data"),
+        (FaultOp::Append, ENOSPC, "meta"),
+        (FaultOp::Sync, EIO, "meta"),
+    ] {
+        let fs = FaultFs::new();
+        let path = Path::new("/db");
+        let db = Db::open(path, opts(&fs)).unwrap();
+        let t = db.default_table();
+        let mut model = BTreeMap::new();
+        let sync = WriteOptions {
+            sync: true,
+            ..Default::default()
+        };
+        for i in 0..100u64 {
+            t.put_opt(&key(i), &value(i, 0), &sync).unwrap();
+            model.insert(key(i), value(i, 0));
+        }
+        fs.fail_always(op, Some(filter), errno);
+        let err = t.flush().expect_err("flush must fail");
+        assert!(matches!(err, Error::Io { .. } | Error::Poisoned(_)), "{op:?}: {err}");
+        assert!(db.background_error().is_some());
+        // Still readable from the memtables; still writable.
+        check(&t, &model);
+        for i in 100..150u64 {
+            t.put_opt(&key(i), &value(i, 0), &sync).unwrap();
+            model.insert(key(i), value(i, 0));
+        }
+        fs.clear_faults();
+        // Data-file errors leave the instance working: a retry succeeds. A slog error
+        // poisons the metadata log (like a failed redo fsync), and reopen recovers.
+        if filter == "data" {
+            t.flush().unwrap();
+            check(&t, &model);
+        }
+        drop(t);
+        db.abandon_for_test();
+        let db = Db::open(path, opts(&fs)).unwrap();
+        check(&db.default_table(), &model);
+        let t = db.default_table();
+        t.flush().unwrap();
+        check(&t, &model);
+        db.close().unwrap();
+    }
+}
+
+#[test]
+fn power_cut_during_flushes_keeps_synced_writes() {
+    use riptide::fs::CrashMode;
+    for seed in 0..6u64 {
+        let fs = FaultFs::new();
+        let path = Path::new("/db");
+        let o = Options {
+            level0_layer_trigger: 2,
+            slog_checkpoint_bytes: 4 << 10,
+            ..opts(&fs)
+        };
+        let db = Db::open(path, o.clone()).unwrap();
+        let t = db.default_table();
+        let mut model = BTreeMap::new();
+        let mut rng = StdRng::seed_from_u64(seed);
+        let sync = WriteOptions {
+            sync: true,
+            ..Default::default()
+        };
+        for n in 0..1500u64 {
+            let i = rng.random_range(0..800u64);
+            t.put_opt(&key(i), &value(i, n), &sync).unwrap();
+            model.insert(key(i), value(i, n));
+        }
+        drop(t);
+        db.abandon_for_test();
+        fs.crash(if seed % 2 == 0 {
+            CrashMode::DropUnsynced
+        } else {
+            CrashMode::KeepRandomPrefix { seed }
+        });
+        let db = Db::open(path, o).unwrap();
+        check(&db.default_table(), &model);
+        let stats = db.stats();
+        let live: usize = db.default_table().level_info().extents.iter().sum();
+        assert_eq!(
+            stats.space_used_slots as usize, live,
+            "seed {seed}: slots leaked: {stats:?}"
+        );
+    }
+}
+
+/// Keys with shared prefixes, 0x00 and 0xff bytes and the empty key, spread over many small
+/// blocks and extents and all levels: every seek and seek_for_prev must match a BTreeMap.
+#[test]
+fn seeks_over_levels_match_a_sorted_map() {
+    let mut keys: Vec<Vec<u8>> = vec![vec![], vec![0], vec![0, 0], b"a".to_vec(), b"ab".to_vec(), vec![0xff]];
+    let mut rng = StdRng::seed_from_u64(3);
+    const ALPHABET: [u8; 5] = [0, 1, b'a', 0xfe, 0xff];
+    while keys.len() < 400 {
+        let len = rng.random_range(1..=10);
+        let k: Vec<u8> = (0..len).map(|_| ALPHABET[rng.random_range(0..5)]).collect();
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    let fs = FaultFs::new();
+    let db = Db::open(
+        "/db",
+        Options {
+            block_size: 1 << 10,
+            ..opts(&fs)
+        },
+    )
+    .unwrap();
+    let t = db.default_table();
+    let mut model = BTreeMap::new();
+    for (phase, chunk) in keys.chunks(100).enumerate() {
+        for (i, k) in chunk.iter().enumerate() {
+            let v = vec![b'v'; 20 + i % 40];
+            t.put(k, &v).unwrap();
+            model.insert(k.clone(), v);
+        }
+        match phase {
+            0 => t.compact().unwrap(),
+            1 => {
+                t.flush().unwrap();
+                t.compact_l0().unwrap();
+            }
+            2 => t.flush().unwrap(),
+            _ => {}
+        }
+    }
+    let info = t.level_info();
+    assert!(
+        info.extents[0] > 0 && info.extents[1] > 0 && info.extents[2] > 0,
+        "{info:?}"
+    );
+    let mut probes = keys.clone();
+    for k in &keys {
+        let mut a = k.clone();
+        a.push(0);
+        probes.push(a);
+        let mut b = k.clone();
+        if let Some(x) = b.last_mut() {
+            *x = x.wrapping_add(1);
+        }
+        probes.push(b);
+    }
+    let mut it = t.raw_iter(&ReadOptions::default()).unwrap();
+    for p in &probes {
+        it.seek(p);
+        let want = model.range(p.clone()..).next().map(|(k, _)| k.clone());
+        assert_eq!(it.valid().then(|| it.key().to_vec()), want, "seek {p:?}");
+        it.seek_for_prev(p);
+        let want = model.range(..=p.clone()).next_back().map(|(k, _)| k.clone());
+        assert_eq!(it.valid().then(|| it.key().to_vec()), want, "seek_for_prev {p:?}");
+        if it.valid() {
+            it.next();
+            let want = model
+                .range((std::ops::Bound::Excluded(p.clone()), std::ops::Bound::Unbounded))
+                .next();
+            assert_eq!(
+                it.valid().then(|| it.key().to_vec()),
+                want.map(|(k, _)| k.clone()),
+                "next after {p:?}"
+            );
+        }
+    }
+    check(&t, &model);
+}
