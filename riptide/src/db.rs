@@ -676,6 +676,27 @@ impl Db {
         Ok(())
     }
 
+    /// Waits until the background flush workers are idle: no table has an immutable memtable
+    /// and no flush is queued (compactions triggered by those flushes run inside them). Returns
+    /// the background error if flushes keep failing.
+    pub fn wait_for_background_work(&self) -> Result<()> {
+        loop {
+            self.inner.check_open()?;
+            let busy = {
+                let queued = !self.inner.flush_queue.state.lock().pending.is_empty();
+                let reg = self.inner.registry.read();
+                queued || reg.by_id.values().any(|t| t.immutable_count() > 0)
+            };
+            if !busy {
+                return Ok(());
+            }
+            if let Some(e) = self.inner.bg_error.lock().clone() {
+                return Err(e);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     /// Total bytes held by the memtables of all tables.
     pub fn memtable_usage(&self) -> usize {
         let reg = self.inner.registry.read();
