@@ -95,6 +95,8 @@ struct BackgroundCounters {
     compaction_bytes_written: AtomicU64,
     compaction_micros: AtomicU64,
     compaction_errors: AtomicU64,
+    space_released: AtomicU64,
+    space_shrink_errors: AtomicU64,
 }
 
 /// Statistics of flushes, extents and caches ([`Db::stats`]).
@@ -125,6 +127,8 @@ pub struct DbStats {
     pub compaction_micros: u64,
     /// Compactions that failed.
     pub compaction_errors: u64,
+    /// Bytes of data files given back to the file system (free tails cut, empty files deleted).
+    pub space_released_bytes: u64,
     /// Extents freed (unreachable from any metadata snapshot).
     pub extents_freed: u64,
     /// Data files, slots in use and free slots of the extent space.
@@ -650,6 +654,7 @@ impl Db {
             compaction_bytes_written: c.compaction_bytes_written.load(Ordering::Relaxed),
             compaction_micros: c.compaction_micros.load(Ordering::Relaxed),
             compaction_errors: c.compaction_errors.load(Ordering::Relaxed),
+            space_released_bytes: c.space_released.load(Ordering::Relaxed),
             extents_freed: self.inner.store.freed.load(Ordering::Relaxed),
             space_files: space.files as u64,
             space_used_slots: space.used_slots,
@@ -889,8 +894,11 @@ impl DbInner {
                 c.compaction_bytes_written.fetch_add(o.bytes_written, Ordering::Relaxed);
                 c.compaction_micros
                     .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
-                let _g = self.stall_lock.lock();
-                self.stall_cond.notify_all();
+                {
+                    let _g = self.stall_lock.lock();
+                    self.stall_cond.notify_all();
+                }
+                self.reclaim_space();
                 Ok(())
             }
             Ok(None) => Ok(()),
@@ -898,6 +906,19 @@ impl DbInner {
                 self.counters.compaction_errors.fetch_add(1, Ordering::Relaxed);
                 *self.bg_error.lock() = Some(e.clone());
                 Err(e)
+            }
+        }
+    }
+
+    /// Gives the free tails of data files back to the file system (and deletes data files
+    /// that hold no extent). A failure is counted, not fatal: the space is reclaimed later.
+    fn reclaim_space(&self) {
+        match self.store.space.shrink() {
+            Ok(bytes) => {
+                self.counters.space_released.fetch_add(bytes, Ordering::Relaxed);
+            }
+            Err(_) => {
+                self.counters.space_shrink_errors.fetch_add(1, Ordering::Relaxed);
             }
         }
     }
@@ -985,7 +1006,10 @@ impl DbInner {
                 self.flush_all_immutables(t)
             });
             match flushed {
-                Ok(()) => log.close(self.needed_lsn()),
+                Ok(()) => {
+                    self.reclaim_space();
+                    log.close(self.needed_lsn())
+                }
                 Err(e) => {
                     let _ = log.close(0);
                     Err(e)

@@ -347,9 +347,22 @@ fn frame_slog(path: &Path, data: &[u8]) -> Result<(Vec<Framed>, Option<TornTail>
                 out.push(r);
             }
             Err(reason) => {
+                // A torn append leaves a prefix of what was written: a short header, or a
+                // valid header whose payload runs past the end of the file. A complete record
+                // with a bad checksum, or a damaged header followed by non-zero bytes, is
+                // damage at rest, never a torn write: refusing it keeps a committed flush from
+                // silently disappearing (its redo segments may already be deleted).
+                let rest = &data[off..];
+                let header = RecordHeader::decode(rest);
+                let complete = header.is_some_and(|h| rest.len() >= RECORD_HEADER_SIZE + h.payload_len as usize);
+                let garbage_header =
+                    header.is_none() && rest.len() >= RECORD_HEADER_SIZE && rest.iter().any(|&b| b != 0);
+                if complete || garbage_header {
+                    return Err(corrupt(path, off as u64, format!("{reason} in a complete record")));
+                }
                 // A header whose CRC matches has a trustworthy length: look for valid records
                 // only after the record. Otherwise from the next byte on.
-                let from = match RecordHeader::decode(&data[off..]) {
+                let from = match header {
                     Some(h) => off.saturating_add(RECORD_HEADER_SIZE + h.payload_len as usize),
                     None => off + 1,
                 };
