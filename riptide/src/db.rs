@@ -67,6 +67,8 @@ struct FlushQueue {
 #[derive(Default)]
 struct FlushQueueState {
     pending: VecDeque<u32>,
+    /// Jobs (flushes and the compactions they trigger) being run by workers.
+    running: usize,
     shutdown: bool,
 }
 
@@ -681,14 +683,17 @@ impl Db {
         Ok(())
     }
 
-    /// Waits until the background flush workers are idle: no table has an immutable memtable
-    /// and no flush is queued (compactions triggered by those flushes run inside them). Returns
-    /// the background error if flushes keep failing.
+    /// Waits until the background workers are idle: no table has an immutable memtable, no
+    /// flush is queued and no flush or compaction is running. Returns the background error if
+    /// flushes keep failing.
     pub fn wait_for_background_work(&self) -> Result<()> {
         loop {
             self.inner.check_open()?;
             let busy = {
-                let queued = !self.inner.flush_queue.state.lock().pending.is_empty();
+                let queued = {
+                    let s = self.inner.flush_queue.state.lock();
+                    !s.pending.is_empty() || s.running > 0
+                };
                 let reg = self.inner.registry.read();
                 queued || reg.by_id.values().any(|t| t.immutable_count() > 0)
             };
@@ -1072,23 +1077,29 @@ fn flush_worker(db: Weak<DbInner>, queue: Arc<FlushQueue>) {
                     return;
                 }
                 if let Some(t) = s.pending.pop_front() {
+                    s.running += 1;
                     break t;
                 }
                 queue.cond.wait(&mut s);
             }
         };
+        let done = |queue: &FlushQueue| queue.state.lock().running -= 1;
         let Some(db) = db.upgrade() else {
+            done(&queue);
             return;
         };
         let Some(t) = db.table_by_id(table) else {
+            done(&queue);
             continue;
         };
-        if db.flush_all_immutables(&t).is_err() {
+        let failed = db.flush_all_immutables(&t).is_err();
+        drop(db);
+        if failed {
             // Retry later: the error is in `bg_error` and stalled writers see it.
-            drop(db);
             std::thread::sleep(Duration::from_millis(100));
             queue.push(table);
         }
+        done(&queue);
     }
 }
 

@@ -63,6 +63,12 @@ fn options() -> Options {
     Options {
         // Small segments: the log rolls every few dozen batches, also while being killed.
         redo_segment_size: 64 << 10,
+        // Small memtables, a tiny checkpoint threshold and an eager L0 trigger: flushes,
+        // slog checkpoints and compactions run all the time, so kills land inside them.
+        write_buffer_size: 64 << 10,
+        slog_checkpoint_bytes: 4 << 10,
+        level0_layer_trigger: 3,
+        level1_extents_trigger: 2,
         ..Default::default()
     }
 }
@@ -277,10 +283,22 @@ fn check_round(dir: &Path, round: u64, child: &ChildOutput, model: &mut Model, l
         db.write(b, &sync).map_err(|e| format!("deleting old batches: {e}"))?;
     }
     model.must_have = all_ids.into_iter().filter(|&id| id >= round * ROUND_SPAN).collect();
+    // No extent leaked by the killed flushes and compactions: every slot in use belongs to
+    // the current metadata, and every checksum verifies.
+    db.wait_for_background_work().map_err(|e| e.to_string())?;
+    let live: usize = tables.iter().map(|t| t.level_info().extents.iter().sum::<usize>()).sum();
+    let stats = db.stats();
+    if stats.space_used_slots as usize != live {
+        return Err(format!("{} slots in use but {live} live extents", stats.space_used_slots));
+    }
     drop(tables);
     match leave {
         Leave::CloseRewrite | Leave::CloseNoRewrite => db.close().map_err(|e| format!("close failed: {e}"))?,
         Leave::Abandon => db.abandon_for_test(),
+    }
+    let report = riptide::inspect::verify(riptide::inspect::posix().as_ref(), dir).map_err(|e| e.to_string())?;
+    if !report.ok() {
+        return Err(format!("inspect verify after round {round}: {:?}", report.problems));
     }
     Ok(())
 }
