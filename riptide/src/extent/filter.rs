@@ -8,7 +8,7 @@
 //!
 //! Invariants:
 //! - `hash64` is part of the on-disk format (a reader must compute the same bits); it is
-//!   defined below and in `docs/format-extent.md` and must never change for filter kind 1.
+//!   defined below and in `docs/format.md` and must never change for filter kind 1.
 //! - No false negatives: every key added is reported as possibly present.
 //! - Parsing checks the length and the trailing bytes; a malformed filter is corruption.
 

@@ -1,5 +1,5 @@
 //! Encodings of the extent's fixed structures: block trailer, footer, index entries and the
-//! properties block (see `docs/format-extent.md`).
+//! properties block (see `docs/format.md`).
 //!
 //! Invariants:
 //! - Every decoder takes arbitrary bytes and returns `Err(reason)` (turned into

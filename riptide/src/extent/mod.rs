@@ -1,5 +1,5 @@
 //! The extent file format: one immutable, sorted run of internal-key entries (see
-//! `docs/format-extent.md`).
+//! `docs/format.md`).
 //!
 //! An extent occupies `slots` consecutive 2 MiB slots ([`EXTENT_SIZE`]) of a data file (normally
 //! one; an extent holding a huge value may need more). Layout, offsets relative to the extent

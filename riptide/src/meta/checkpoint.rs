@@ -1,4 +1,4 @@
-//! Checkpoint files: a full dump of a [`MetaState`] (see `docs/format-meta.md`, "Checkpoint").
+//! Checkpoint files: a full dump of a [`MetaState`] (see `docs/format.md`, "Checkpoint").
 //!
 //! Invariants:
 //! - A checkpoint is `header ‖ ENTRIES records ‖ END record`. Its content is a sequence of

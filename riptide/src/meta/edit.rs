@@ -1,6 +1,6 @@
 //! Metadata as plain data: extent metadata, per-table edits, the whole-database [`MetaState`],
 //! and the byte encoding of [`SlogEntry`] shared by the slog and checkpoints (see
-//! `docs/format-meta.md`, "Entries").
+//! `docs/format.md`, "Entries").
 //!
 //! Invariants of a [`MetaState`] (kept by [`MetaState::apply`] and checked by
 //! [`MetaState::from_tables`] / [`MetaState::validate`]):

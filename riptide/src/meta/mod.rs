@@ -1,5 +1,5 @@
 //! Metadata: which extents make up each sub-table's levels and layers, made durable by a
-//! metadata log (slog) of mini-transactions and periodic checkpoints (`docs/format-meta.md`).
+//! metadata log (slog) of mini-transactions and periodic checkpoints (`docs/format.md`).
 //!
 //! This module holds metadata as plain data ([`edit`]) and its files ([`slog`],
 //! [`checkpoint`]); the engine builds its in-memory copy-on-write snapshots from it.

@@ -1,5 +1,5 @@
 //! The metadata log (slog): mini-transactions of [`SlogEntry`]s, the `CURRENT` pointer, and
-//! recovery (see `docs/format-meta.md`).
+//! recovery (see `docs/format.md`).
 //!
 //! Invariants:
 //! - `meta/CURRENT` names the live pair `(CHECKPOINT-c, SLOG-s)` (c = 0: no checkpoint, the

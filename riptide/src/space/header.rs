@@ -1,4 +1,4 @@
-//! The data-file header (see `docs/format-space.md`, "Data file header").
+//! The data-file header (see `docs/format.md`, "Data file header").
 //!
 //! Invariants:
 //! - A header copy is exactly [`HEADER_SIZE`] bytes; its last 4 bytes are the masked CRC32C of

@@ -1,5 +1,5 @@
 //! The extent space: data files cut into 2 MiB slots, and which slots hold live extents
-//! (see `docs/format-space.md`).
+//! (see `docs/format.md`).
 //!
 //! Data files live in `<db>/data/` as `NNNNNN.dat` (six or more digits, numbered from 1). Slot 0
 //! of every file holds the file header (two copies); slots `1..slots_per_file` hold extents. An
