@@ -31,7 +31,7 @@ use crate::options::{Options, ReadOptions, WriteOptions};
 use crate::redo::{self, RedoLog, SegmentList};
 use crate::snapshot::{Snapshot, SnapshotList};
 use crate::space::{ExtentSpace, SpaceOptions};
-use crate::subtable::{Got, TableInner, TableState};
+use crate::subtable::{TableInner, TableState};
 use crate::write::batch::WriteBatch;
 use crate::write::completion::{Completion, WriteHandle};
 use crate::write::pipeline::{Pipeline, PipelineConfig, WriteStats, Writer};
@@ -626,10 +626,8 @@ impl Db {
                     return Err(Error::ForeignTable);
                 }
                 t.check_live()?;
-                match t.inner.get(&view, k.as_ref(), lsn, registered.is_none())? {
-                    Got::Value(v) => Ok(Some(v)),
-                    Got::Absent => Ok(None),
-                }
+                t.inner
+                    .get_with(&view, k.as_ref(), lsn, registered.is_none(), |v| v.to_vec())
             })
             .collect()
     }
@@ -1185,13 +1183,29 @@ impl Table {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn get_opt(&self, key: &[u8], opts: &ReadOptions) -> Result<Option<Vec<u8>>> {
+        self.get_with_opt(key, opts, |v| v.to_vec())
+    }
+
+    /// Like [`Table::get_opt`], but hands the value to `read` in place instead of copying it
+    /// (RocksDB's `PinnableSlice`): `read` runs while the memtable, block or cached row holding
+    /// the value is pinned, so keep it short.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = riptide::Db::open(dir.path(), riptide::Options::default())?;
+    /// let t = db.default_table();
+    /// t.put(b"k", b"hello")?;
+    /// assert_eq!(t.get_with_opt(b"k", &Default::default(), |v| v.len())?, Some(5));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn get_with_opt<R>(&self, key: &[u8], opts: &ReadOptions, read: impl FnOnce(&[u8]) -> R) -> Result<Option<R>> {
         let registered = self.db.registered_lsn(opts)?;
         self.check_live()?;
-        let (lsn, view) = self.inner.pin(registered, || self.db.pipeline.visible_lsn());
-        match self.inner.get(&view, key, lsn, registered.is_none())? {
-            Got::Value(v) => Ok(Some(v)),
-            Got::Absent => Ok(None),
-        }
+        self.inner.with_pinned(
+            registered,
+            || self.db.pipeline.visible_lsn(),
+            |lsn, view| self.inner.get_with(view, key, lsn, registered.is_none(), read),
+        )
     }
 
     /// Flushes this table's memtables to a new L0 layer and waits for it.

@@ -61,12 +61,6 @@ pub(crate) struct TableInner {
     pub(crate) on_switch: Arc<dyn Fn(u32) + Send + Sync>,
 }
 
-/// The result of a point lookup.
-pub(crate) enum Got {
-    Value(Vec<u8>),
-    Absent,
-}
-
 impl TableInner {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
@@ -129,6 +123,24 @@ impl TableInner {
         }
     }
 
+    /// Runs a read at an LSN from `load_lsn` against the current snapshot, pinned without
+    /// touching its reference count (an `ArcSwap` guard; for short reads such as point
+    /// lookups). Retries like [`Self::pin`].
+    pub(crate) fn with_pinned<R>(
+        &self,
+        registered: Option<Lsn>,
+        load_lsn: impl Fn() -> Lsn,
+        read: impl FnOnce(Lsn, &MetaSnapshot) -> R,
+    ) -> R {
+        loop {
+            let lsn = registered.unwrap_or_else(&load_lsn);
+            let view = self.current.load();
+            if registered.is_some() || lsn >= view.gc_horizon {
+                return read(lsn, &view);
+            }
+        }
+    }
+
     /// The active memtable, switching to a new one first if it reached `write_buffer_size`.
     /// Called in pipeline stage 1 (under the log-buffer lock) with the first LSN of the group
     /// being bound, which orders switches with LSNs.
@@ -181,51 +193,70 @@ impl TableInner {
 
     /// Point lookup at `lsn` in `view`: memtables, row cache, then levels. `latest` says that
     /// `lsn` is the latest visible LSN (not a user snapshot), which allows row-cache fills.
-    pub(crate) fn get(&self, view: &MetaSnapshot, key: &[u8], lsn: Lsn, latest: bool) -> Result<Got> {
+    /// `read` sees the value in place (no copy); `None` if the key is absent or deleted.
+    pub(crate) fn get_with<R>(
+        &self,
+        view: &MetaSnapshot,
+        key: &[u8],
+        lsn: Lsn,
+        latest: bool,
+        read: impl FnOnce(&[u8]) -> R,
+    ) -> Result<Option<R>> {
         for mem in view.memtables() {
             if mem.min_lsn() > lsn {
                 continue;
             }
             match mem.get(key, lsn) {
-                Lookup::Value(v) => return Ok(Got::Value(v.to_vec())),
-                Lookup::Deleted => return Ok(Got::Absent),
+                Lookup::Value(v) => return Ok(Some(read(v))),
+                Lookup::Deleted => return Ok(None),
                 Lookup::NotFound => {}
             }
         }
         if view.levels.l0.is_empty() && view.levels.sorted.iter().all(|l| l.extents.is_empty()) {
-            return Ok(Got::Absent);
+            return Ok(None);
         }
+        let mut read = Some(read);
         let cache_on = self.row_cache.enabled();
         if cache_on {
-            if let Some(row) = self.row_cache.get(self.id, key) {
-                if row.lsn <= lsn {
-                    return Ok(match row.value {
-                        Some(v) => Got::Value(v.to_vec()),
-                        None => Got::Absent,
-                    });
-                }
+            // Some(Some(r)): a cached value; Some(None): a cached tombstone; None: no usable row.
+            let hit = self
+                .row_cache
+                .get_with(self.id, key, |row_lsn, value| {
+                    if row_lsn > lsn {
+                        return None; // newer than this read: bypass
+                    }
+                    Some(value.map(|v| read.take().map(|f| f(v))))
+                })
+                .flatten();
+            if let Some(r) = hit {
+                return Ok(r.flatten());
             }
         }
-        let found = get_from_levels(&self.store, &view.levels, key, lsn)?;
-        if cache_on && latest && lsn >= view.levels.max_lsn {
-            if let Some(f) = &found {
-                let entry = RowEntry {
-                    lsn: f.lsn,
-                    value: match f.kind {
-                        ValueKind::Put => Some(Arc::from(f.value.as_slice())),
-                        ValueKind::Delete => None,
-                    },
-                };
-                let version = view.version;
-                self.row_cache.insert_if(self.id, key, entry, || {
-                    !self.row_cache_frozen.load(Ordering::SeqCst) && self.current.load().version == version
-                });
-            }
+        let fill = cache_on && latest && lsn >= view.levels.max_lsn;
+        let found = get_from_levels(&self.store, &view.levels, key, lsn, |found_lsn, kind, value| {
+            let entry = fill.then(|| RowEntry {
+                lsn: found_lsn,
+                value: match kind {
+                    ValueKind::Put => Some(Arc::from(value)),
+                    ValueKind::Delete => None,
+                },
+            });
+            let r = match kind {
+                ValueKind::Put => read.take().map(|f| f(value)),
+                ValueKind::Delete => None,
+            };
+            (entry, r)
+        })?;
+        let Some((entry, r)) = found else {
+            return Ok(None);
+        };
+        if let Some(entry) = entry {
+            let version = view.version;
+            self.row_cache.insert_if(self.id, key, entry, || {
+                !self.row_cache_frozen.load(Ordering::SeqCst) && self.current.load().version == version
+            });
         }
-        Ok(match found {
-            Some(f) if f.kind == ValueKind::Put => Got::Value(f.value),
-            _ => Got::Absent,
-        })
+        Ok(r)
     }
 
     pub(crate) fn is_dropped(&self) -> bool {

@@ -286,10 +286,16 @@ fn check_round(dir: &Path, round: u64, child: &ChildOutput, model: &mut Model, l
     // No extent leaked by the killed flushes and compactions: every slot in use belongs to
     // the current metadata, and every checksum verifies.
     db.wait_for_background_work().map_err(|e| e.to_string())?;
-    let live: usize = tables.iter().map(|t| t.level_info().extents.iter().sum::<usize>()).sum();
+    let live: usize = tables
+        .iter()
+        .map(|t| t.level_info().extents.iter().sum::<usize>())
+        .sum();
     let stats = db.stats();
     if stats.space_used_slots as usize != live {
-        return Err(format!("{} slots in use but {live} live extents", stats.space_used_slots));
+        return Err(format!(
+            "{} slots in use but {live} live extents",
+            stats.space_used_slots
+        ));
     }
     drop(tables);
     match leave {

@@ -11,14 +11,6 @@ use crate::extent_store::ExtentStore;
 use crate::key::{decode_internal_key, Lsn, ValueKind};
 use crate::meta::version::LevelSet;
 
-/// A version found in the levels.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Found {
-    pub(crate) lsn: Lsn,
-    pub(crate) kind: ValueKind,
-    pub(crate) value: Vec<u8>,
-}
-
 /// The internal key that sorts just before every version of `user_key` with LSN <= `snapshot`.
 pub(crate) fn seek_key(out: &mut Vec<u8>, user_key: &[u8], snapshot: Lsn) {
     out.clear();
@@ -26,13 +18,15 @@ pub(crate) fn seek_key(out: &mut Vec<u8>, user_key: &[u8], snapshot: Lsn) {
     out.extend_from_slice(&((snapshot << 8) | 0xff).to_le_bytes());
 }
 
-/// The newest version of `user_key` with LSN <= `snapshot` in `levels`, if any.
-pub(crate) fn get_from_levels(
+/// The newest version of `user_key` with LSN <= `snapshot` in `levels`, if any, handed to
+/// `found` as (LSN, kind, value) while its block is pinned.
+pub(crate) fn get_from_levels<R>(
     store: &ExtentStore,
     levels: &LevelSet,
     user_key: &[u8],
     snapshot: Lsn,
-) -> Result<Option<Found>> {
+    found: impl FnOnce(Lsn, ValueKind, &[u8]) -> R,
+) -> Result<Option<R>> {
     let mut seek = Vec::with_capacity(user_key.len() + 8);
     seek_key(&mut seek, user_key, snapshot);
     for layer in levels.layers() {
@@ -65,11 +59,7 @@ pub(crate) fn get_from_levels(
             ));
         };
         if uk == user_key {
-            return Ok(Some(Found {
-                lsn,
-                kind,
-                value: it.value().to_vec(),
-            }));
+            return Ok(Some(found(lsn, kind, it.value())));
         }
     }
     Ok(None)
