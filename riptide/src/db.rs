@@ -16,7 +16,8 @@
 
 use crate::cache::RowCache;
 use crate::catalog::{Catalog, DEFAULT_TABLE, MAX_TABLE_NAME};
-use crate::compaction::{compact, CompactionKind};
+use crate::compaction::picker::{pick, Shape, TaskKind, Triggers};
+use crate::compaction::{compact, delete_heavy, CompactionKind, JobStats, DELETE_HEAVY_PERCENT};
 use crate::error::{Error, Result};
 use crate::extent::ExtentOptions;
 use crate::extent_store::{CacheCounters, ExtentStore};
@@ -57,22 +58,22 @@ struct MetaLog {
     state: MetaState,
 }
 
-/// Tables waiting for a flush worker.
+/// Tables waiting for a background worker (one queue for flushes, one for compactions).
 #[derive(Default)]
-struct FlushQueue {
-    state: Mutex<FlushQueueState>,
+struct JobQueue {
+    state: Mutex<JobQueueState>,
     cond: Condvar,
 }
 
 #[derive(Default)]
-struct FlushQueueState {
+struct JobQueueState {
     pending: VecDeque<u32>,
     /// Jobs (flushes and the compactions they trigger) being run by workers.
     running: usize,
     shutdown: bool,
 }
 
-impl FlushQueue {
+impl JobQueue {
     fn push(&self, table: u32) {
         let mut s = self.state.lock();
         if !s.pending.contains(&table) {
@@ -99,6 +100,90 @@ struct BackgroundCounters {
     compaction_errors: AtomicU64,
     space_released: AtomicU64,
     space_shrink_errors: AtomicU64,
+}
+
+/// Compaction counters of one output level.
+#[derive(Debug, Default)]
+struct LevelCounters {
+    compactions: AtomicU64,
+    micros: AtomicU64,
+    input_extents: AtomicU64,
+    extents_reused: AtomicU64,
+    blocks_reused: AtomicU64,
+    blocks_merged: AtomicU64,
+    bytes_read: AtomicU64,
+    bytes_written: AtomicU64,
+}
+
+impl LevelCounters {
+    fn add(&self, _kind: CompactionKind, s: &JobStats, micros: u64) {
+        self.compactions.fetch_add(1, Ordering::Relaxed);
+        self.micros.fetch_add(micros, Ordering::Relaxed);
+        self.input_extents.fetch_add(s.input_extents, Ordering::Relaxed);
+        self.extents_reused.fetch_add(s.extents_reused, Ordering::Relaxed);
+        self.blocks_reused.fetch_add(s.blocks_reused, Ordering::Relaxed);
+        self.blocks_merged.fetch_add(s.blocks_merged, Ordering::Relaxed);
+        self.bytes_read.fetch_add(s.bytes_read, Ordering::Relaxed);
+        self.bytes_written.fetch_add(s.bytes_written, Ordering::Relaxed);
+    }
+
+    fn snapshot(&self) -> LevelStats {
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        LevelStats {
+            compactions: l(&self.compactions),
+            micros: l(&self.micros),
+            input_extents: l(&self.input_extents),
+            extents_reused: l(&self.extents_reused),
+            blocks_reused: l(&self.blocks_reused),
+            blocks_merged: l(&self.blocks_merged),
+            bytes_read: l(&self.bytes_read),
+            bytes_written: l(&self.bytes_written),
+        }
+    }
+}
+
+/// Compaction statistics of one output level (like RocksDB's compaction stats), summed over
+/// all sub-tables since open ([`DbStats::levels`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LevelStats {
+    /// Compactions that wrote into this level.
+    pub compactions: u64,
+    /// Time they took, in microseconds.
+    pub micros: u64,
+    /// Input extents they considered.
+    pub input_extents: u64,
+    /// Input extents re-linked into this level without being read or written.
+    pub extents_reused: u64,
+    /// Data blocks copied verbatim (not decoded).
+    pub blocks_reused: u64,
+    /// Data blocks decoded and merged.
+    pub blocks_merged: u64,
+    /// Bytes of input blocks read.
+    pub bytes_read: u64,
+    /// Bytes of extents written.
+    pub bytes_written: u64,
+}
+
+impl LevelStats {
+    /// Share of input extents re-linked (0 when there were none).
+    pub fn extent_reuse_ratio(&self) -> f64 {
+        if self.input_extents == 0 {
+            0.0
+        } else {
+            self.extents_reused as f64 / self.input_extents as f64
+        }
+    }
+
+    /// Share of the blocks in overlapping extents that were copied rather than merged.
+    pub fn block_reuse_ratio(&self) -> f64 {
+        let total = self.blocks_reused + self.blocks_merged;
+        if total == 0 {
+            0.0
+        } else {
+            self.blocks_reused as f64 / total as f64
+        }
+    }
 }
 
 /// Statistics of flushes, extents and caches ([`Db::stats`]).
@@ -139,6 +224,9 @@ pub struct DbStats {
     pub space_used_slots: u64,
     /// Free slots inside data files.
     pub space_free_slots: u64,
+    /// Compaction statistics per output level (L0: intra-L0, L1: minor, L2: major, self-major
+    /// and manual rewrites).
+    pub levels: [LevelStats; 3],
     /// Cache counters.
     pub caches: CacheCounters,
 }
@@ -177,8 +265,12 @@ pub(crate) struct DbInner {
     meta: Mutex<MetaLog>,
     redo_dir: PathBuf,
     redo_segments: Arc<SegmentList>,
-    flush_queue: Arc<FlushQueue>,
-    flush_threads: Mutex<Vec<JoinHandle<()>>>,
+    flush_queue: Arc<JobQueue>,
+    compaction_queue: Arc<JobQueue>,
+    /// Flush and compaction worker threads.
+    workers: Mutex<Vec<JoinHandle<()>>>,
+    /// Per output level (L0, L1, L2): compaction counters.
+    level_counters: [LevelCounters; 3],
     /// The last background error (cleared by the next successful flush).
     bg_error: Mutex<Option<Error>>,
     counters: BackgroundCounters,
@@ -292,7 +384,7 @@ impl Db {
             opts.table_cache_size,
         ));
         let row_cache = Arc::new(RowCache::new(opts.row_cache_size, 4 << 10));
-        let flush_queue = Arc::new(FlushQueue::default());
+        let flush_queue = Arc::new(JobQueue::default());
         let id = NEXT_DB_ID.fetch_add(1, Ordering::Relaxed);
         let mut tables: HashMap<u32, Arc<TableInner>> = HashMap::new();
         let mut floor_lsn: Lsn = 0;
@@ -391,7 +483,9 @@ impl Db {
             redo_dir,
             redo_segments,
             flush_queue,
-            flush_threads: Mutex::new(Vec::new()),
+            compaction_queue: Arc::new(JobQueue::default()),
+            workers: Mutex::new(Vec::new()),
+            level_counters: Default::default(),
             bg_error: Mutex::new(None),
             counters: BackgroundCounters::default(),
             opts,
@@ -402,7 +496,7 @@ impl Db {
                 inner.flush_queue.push(t.id);
             }
         }
-        inner.start_flush_workers()?;
+        inner.start_workers()?;
         Ok(Db {
             inner: Arc::new(DbHandle(inner)),
         })
@@ -424,7 +518,7 @@ impl Db {
         if let Some(log) = self.inner.pipeline.close() {
             drop(log);
         }
-        self.inner.stop_flush_workers();
+        self.inner.stop_workers();
         self.inner.lock.lock().take();
     }
 
@@ -659,6 +753,11 @@ impl Db {
             space_files: space.files as u64,
             space_used_slots: space.used_slots,
             space_free_slots: space.free_slots,
+            levels: [
+                self.inner.level_counters[0].snapshot(),
+                self.inner.level_counters[1].snapshot(),
+                self.inner.level_counters[2].snapshot(),
+            ],
             caches: CacheCounters {
                 block_cache: self.inner.store.blocks.stats(),
                 table_cache: self.inner.store.readers.stats(),
@@ -688,10 +787,10 @@ impl Db {
         loop {
             self.inner.check_open()?;
             let busy = {
-                let queued = {
-                    let s = self.inner.flush_queue.state.lock();
+                let queued = [&self.inner.flush_queue, &self.inner.compaction_queue].iter().any(|q| {
+                    let s = q.state.lock();
                     !s.pending.is_empty() || s.running > 0
-                };
+                });
                 let reg = self.inner.registry.read();
                 queued || reg.by_id.values().any(|t| t.immutable_count() > 0)
             };
@@ -848,9 +947,7 @@ impl DbInner {
             }
             let started = Instant::now();
             match flush_oldest(self, t) {
-                // Another thread may have flushed the last memtable and be compacting: run
-                // (or wait for) the compaction the shape calls for before returning.
-                Ok(None) => return self.maybe_compact(t),
+                Ok(None) => return Ok(()),
                 Ok(Some(o)) => {
                     let c = &self.counters;
                     c.flushes.fetch_add(1, Ordering::Relaxed);
@@ -863,8 +960,11 @@ impl DbInner {
                         let _g = self.stall_lock.lock();
                         self.stall_cond.notify_all();
                     }
+                    if o.entries >= 1000 && o.deletes * 100 >= o.entries * DELETE_HEAVY_PERCENT {
+                        t.delete_triggered.store(true, Ordering::Release);
+                    }
                     self.retire_redo()?;
-                    self.maybe_compact(t)?;
+                    self.compaction_queue.push(t.id);
                 }
                 Err(e) => {
                     self.counters.flush_errors.fetch_add(1, Ordering::Relaxed);
@@ -875,36 +975,87 @@ impl DbInner {
         }
     }
 
-    /// Runs the compactions the table's shape calls for: L0 into L1 once L0 has
-    /// `level0_layer_trigger` layers, L1 into L2 once L1 has `level1_extents_trigger` extents.
-    fn maybe_compact(&self, t: &Arc<TableInner>) -> Result<()> {
-        if t.l0_layers() >= self.opts.level0_layer_trigger {
-            self.run_compaction(t, CompactionKind::L0ToL1)?;
+    /// The picker's view of a table.
+    fn shape(&self, t: &TableInner) -> Shape {
+        let view = t.current();
+        Shape {
+            l0_layers: view.levels.l0.iter().map(|l| l.extents.len()).collect(),
+            n1: view.levels.sorted[0].extents.len(),
+            n2: view.levels.sorted[1].extents.len(),
+            l2_delete_heavy: view.levels.sorted[1]
+                .extents
+                .iter()
+                .filter(|e| delete_heavy(&e.meta))
+                .count(),
+            delete_triggered: t.delete_triggered.load(Ordering::Acquire),
         }
-        if t.current().levels.sorted[0].extents.len() >= self.opts.level1_extents_trigger {
-            self.run_compaction(t, CompactionKind::L1ToL2)?;
+    }
+
+    fn triggers(&self) -> Triggers {
+        Triggers {
+            level0_layers: self.opts.level0_layer_trigger,
+            level0_extents: self.opts.level0_extents_trigger,
+            level1_extents: self.opts.level1_extents_trigger,
+        }
+    }
+
+    /// Runs the compactions the picker asks for, best first, until none scores 1 or more.
+    fn compact_until_idle(&self, t: &Arc<TableInner>) -> Result<()> {
+        // A bound on the loop: each job changes the shape; a job that finds nothing to do ends it.
+        for _ in 0..64 {
+            if t.is_dropped() || self.pipeline.is_closed() {
+                return Ok(());
+            }
+            let shape = self.shape(t);
+            let Some(task) = pick(&shape, &self.triggers()) else {
+                return Ok(());
+            };
+            let kind = match task {
+                TaskKind::Delete => {
+                    t.delete_triggered.store(false, Ordering::Release);
+                    if shape.l0_layers.is_empty() {
+                        CompactionKind::Major
+                    } else {
+                        CompactionKind::Minor
+                    }
+                }
+                TaskKind::IntraL0 => CompactionKind::IntraL0,
+                TaskKind::Minor => CompactionKind::Minor,
+                TaskKind::Major => CompactionKind::Major,
+                TaskKind::MajorSelf => CompactionKind::MajorSelf,
+            };
+            if !self.run_compaction(t, kind)? {
+                return Ok(());
+            }
         }
         Ok(())
     }
 
-    fn run_compaction(&self, t: &Arc<TableInner>, kind: CompactionKind) -> Result<()> {
+    /// Runs one compaction; false if there was nothing to do.
+    fn run_compaction(&self, t: &Arc<TableInner>, kind: CompactionKind) -> Result<bool> {
         let started = Instant::now();
         match compact(self, t, kind) {
             Ok(Some(o)) => {
+                let micros = started.elapsed().as_micros() as u64;
                 let c = &self.counters;
                 c.compactions.fetch_add(1, Ordering::Relaxed);
                 c.compaction_bytes_read.fetch_add(o.bytes_read, Ordering::Relaxed);
                 c.compaction_bytes_written.fetch_add(o.bytes_written, Ordering::Relaxed);
-                c.compaction_micros
-                    .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+                c.compaction_micros.fetch_add(micros, Ordering::Relaxed);
+                let level = match kind {
+                    CompactionKind::IntraL0 => 0,
+                    CompactionKind::Minor => 1,
+                    _ => 2,
+                };
+                self.level_counters[level].add(kind, &o, micros);
                 {
                     let _g = self.stall_lock.lock();
                     self.stall_cond.notify_all();
                 }
                 self.reclaim_space();
-                Ok(())
+                Ok(true)
             }
-            Ok(None) => Ok(()),
+            Ok(None) => Ok(false),
             Err(e) => {
                 self.counters.compaction_errors.fetch_add(1, Ordering::Relaxed);
                 *self.bg_error.lock() = Some(e.clone());
@@ -951,27 +1102,37 @@ impl DbInner {
         needed
     }
 
-    fn start_flush_workers(self: &Arc<Self>) -> Result<()> {
-        let mut threads = self.flush_threads.lock();
-        for i in 0..self.opts.max_flushes {
+    fn start_workers(self: &Arc<Self>) -> Result<()> {
+        let mut threads = self.workers.lock();
+        let kinds = (0..self.opts.max_flushes)
+            .map(|i| (WorkerKind::Flush, i))
+            .chain((0..self.opts.max_compactions).map(|i| (WorkerKind::Compaction, i)));
+        for (kind, i) in kinds {
             let weak: Weak<DbInner> = Arc::downgrade(self);
-            let queue = self.flush_queue.clone();
+            let queue = match kind {
+                WorkerKind::Flush => self.flush_queue.clone(),
+                WorkerKind::Compaction => self.compaction_queue.clone(),
+            };
+            let name = match kind {
+                WorkerKind::Flush => format!("riptide-flush-{i}"),
+                WorkerKind::Compaction => format!("riptide-compact-{i}"),
+            };
             let handle = std::thread::Builder::new()
-                .name(format!("riptide-flush-{i}"))
-                .spawn(move || flush_worker(weak, queue))
-                .map_err(|e| Error::io("spawn flush thread", "", e))?;
+                .name(name)
+                .spawn(move || worker(weak, queue, kind))
+                .map_err(|e| Error::io("spawn background thread", "", e))?;
             threads.push(handle);
         }
         Ok(())
     }
 
-    fn stop_flush_workers(&self) {
-        {
-            let mut s = self.flush_queue.state.lock();
+    fn stop_workers(&self) {
+        for q in [&self.flush_queue, &self.compaction_queue] {
+            let mut s = q.state.lock();
             s.shutdown = true;
-            self.flush_queue.cond.notify_all();
+            q.cond.notify_all();
         }
-        let threads: Vec<JoinHandle<()>> = std::mem::take(&mut *self.flush_threads.lock());
+        let threads: Vec<JoinHandle<()>> = std::mem::take(&mut *self.workers.lock());
         for h in threads {
             if h.thread().id() != std::thread::current().id() {
                 // Workers never panic on their own; a join error means one already died.
@@ -984,7 +1145,7 @@ impl DbInner {
         let Some(mut log) = self.pipeline.close() else {
             return Ok(());
         };
-        self.stop_flush_workers();
+        self.stop_workers();
         if self.pipeline.poison_error().is_none() {
             // Flushes below need every logged write durable first (see `flush`).
             if let Err(e) = log.sync() {
@@ -1051,6 +1212,10 @@ impl FlushContext for DbInner {
         DbInner::commit_meta(self, entries)
     }
 
+    fn compaction_reuse(&self) -> bool {
+        self.opts.compaction_reuse
+    }
+
     fn extent_options(&self) -> ExtentOptions {
         ExtentOptions {
             block_size: self.opts.block_size,
@@ -1064,9 +1229,16 @@ impl FlushContext for DbInner {
     }
 }
 
-/// A flush worker: takes tables off the queue and flushes their immutable memtables. Holds
-/// the instance only weakly between jobs, so dropping the last `Db` shuts it down.
-fn flush_worker(db: Weak<DbInner>, queue: Arc<FlushQueue>) {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WorkerKind {
+    Flush,
+    Compaction,
+}
+
+/// A background worker: takes tables off its queue and flushes their immutable memtables
+/// (which queues them for compaction) or runs the compactions the picker asks for. Holds the
+/// instance only weakly between jobs, so dropping the last `Db` shuts it down.
+fn worker(db: Weak<DbInner>, queue: Arc<JobQueue>, kind: WorkerKind) {
     loop {
         let table = {
             let mut s = queue.state.lock();
@@ -1081,7 +1253,7 @@ fn flush_worker(db: Weak<DbInner>, queue: Arc<FlushQueue>) {
                 queue.cond.wait(&mut s);
             }
         };
-        let done = |queue: &FlushQueue| queue.state.lock().running -= 1;
+        let done = |queue: &JobQueue| queue.state.lock().running -= 1;
         let Some(db) = db.upgrade() else {
             done(&queue);
             return;
@@ -1090,7 +1262,10 @@ fn flush_worker(db: Weak<DbInner>, queue: Arc<FlushQueue>) {
             done(&queue);
             continue;
         };
-        let failed = db.flush_all_immutables(&t).is_err();
+        let failed = match kind {
+            WorkerKind::Flush => db.flush_all_immutables(&t).is_err(),
+            WorkerKind::Compaction => db.compact_until_idle(&t).is_err(),
+        };
         drop(db);
         if failed {
             // Retry later: the error is in `bg_error` and stalled writers see it.
@@ -1220,15 +1395,17 @@ impl Table {
     pub fn compact(&self) -> Result<()> {
         self.check_live()?;
         self.db.flush_table_now(&self.inner)?;
-        self.db.run_compaction(&self.inner, CompactionKind::L0ToL1)?;
-        self.db.run_compaction(&self.inner, CompactionKind::L1ToL2)?;
-        self.db.run_compaction(&self.inner, CompactionKind::L2Rewrite)
+        self.db.run_compaction(&self.inner, CompactionKind::Minor)?;
+        self.db.run_compaction(&self.inner, CompactionKind::Major)?;
+        self.db.run_compaction(&self.inner, CompactionKind::L2Rewrite)?;
+        Ok(())
     }
 
     /// Merges L0 into L1 only (a minor compaction), keeping L2 as it is. Waits for it.
     pub fn compact_l0(&self) -> Result<()> {
         self.check_live()?;
-        self.db.run_compaction(&self.inner, CompactionKind::L0ToL1)
+        self.db.run_compaction(&self.inner, CompactionKind::Minor)?;
+        Ok(())
     }
 
     /// The shape of this table's levels.

@@ -42,6 +42,8 @@ pub(crate) trait FlushContext {
     fn commit_meta(&self, entries: Vec<SlogEntry>) -> Result<()>;
     /// Options for new extents.
     fn extent_options(&self) -> ExtentOptions;
+    /// Compactions may re-link extents and copy blocks (data reuse).
+    fn compaction_reuse(&self) -> bool;
 }
 
 /// Counters of one flush.
@@ -49,6 +51,7 @@ pub(crate) trait FlushContext {
 pub(crate) struct FlushOutcome {
     pub(crate) extents: u64,
     pub(crate) entries: u64,
+    pub(crate) deletes: u64,
     pub(crate) bytes: u64,
 }
 
@@ -88,6 +91,7 @@ pub(crate) fn flush_oldest(ctx: &dyn FlushContext, t: &Arc<TableInner>) -> Resul
                 .write_extent(w.id, w.built.slots, &w.built.valid, &w.built.footer)?;
             outcome.extents += 1;
             outcome.entries += w.built.props.entries;
+            outcome.deletes += w.built.props.deletes;
             outcome.bytes += w.built.valid.len() as u64;
             Ok(())
         })?;

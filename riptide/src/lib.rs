@@ -57,7 +57,7 @@ mod write;
 
 pub use cache::CacheStats;
 pub use catalog::{DEFAULT_TABLE, MAX_TABLE_NAME};
-pub use db::{Db, DbStats, LevelInfo, Table};
+pub use db::{Db, DbStats, LevelInfo, LevelStats, Table};
 pub use error::{Error, Result};
 pub use extent_store::CacheCounters;
 pub use iter::{DbIterator, Iter};

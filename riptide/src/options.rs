@@ -99,10 +99,21 @@ pub struct Options {
     pub level0_slowdown_layers: usize,
     /// L0 layers of a sub-table at which writers stop until compaction drains L0. Default: 36.
     pub level0_stop_layers: usize,
-    /// L0 layers of a sub-table at which a compaction merges L0 into L1. Default: 4.
+    /// L0 layers of a sub-table at which an intra-L0 compaction merges them into one layer.
+    /// Default: 4.
     pub level0_layer_trigger: usize,
-    /// L1 extents of a sub-table at which a compaction merges L1 into L2. Default: 64 (128 MiB).
+    /// L0 extents of a sub-table at which a minor compaction merges L0 into L1. Default: 64
+    /// (128 MiB).
+    pub level0_extents_trigger: usize,
+    /// L1 extents of a sub-table at which a major compaction merges L1 into L2. Default: 128
+    /// (256 MiB).
     pub level1_extents_trigger: usize,
+    /// Compactions re-link extents and copy data blocks that overlap nothing instead of
+    /// rewriting them (X-Engine's data reuse). Default: true.
+    pub compaction_reuse: bool,
+    /// Compaction threads; jobs of different sub-tables run in parallel up to this many, one
+    /// job per sub-table at a time. Default: 1. Range: 1 ..= 64.
+    pub max_compactions: usize,
     /// Slog bytes after which the metadata is checkpointed and the slog restarted.
     /// Default: 16 MiB. Min: 4 KiB.
     pub slog_checkpoint_bytes: u64,
@@ -137,7 +148,10 @@ impl Default for Options {
             level0_slowdown_layers: 20,
             level0_stop_layers: 36,
             level0_layer_trigger: 4,
-            level1_extents_trigger: 64,
+            level0_extents_trigger: 64,
+            level1_extents_trigger: 128,
+            compaction_reuse: true,
+            max_compactions: 1,
             slog_checkpoint_bytes: 16 << 20,
             extents_per_file: 5120,
         }
@@ -170,7 +184,10 @@ impl fmt::Debug for Options {
             .field("level0_slowdown_layers", &self.level0_slowdown_layers)
             .field("level0_stop_layers", &self.level0_stop_layers)
             .field("level0_layer_trigger", &self.level0_layer_trigger)
+            .field("level0_extents_trigger", &self.level0_extents_trigger)
             .field("level1_extents_trigger", &self.level1_extents_trigger)
+            .field("compaction_reuse", &self.compaction_reuse)
+            .field("max_compactions", &self.max_compactions)
             .field("slog_checkpoint_bytes", &self.slog_checkpoint_bytes)
             .field("extents_per_file", &self.extents_per_file)
             .finish()
@@ -256,8 +273,17 @@ impl Options {
         if self.level0_layer_trigger == 0 {
             return Err(invalid("level0_layer_trigger", "must be at least 1"));
         }
+        if self.level0_extents_trigger == 0 {
+            return Err(invalid("level0_extents_trigger", "must be at least 1"));
+        }
         if self.level1_extents_trigger == 0 {
             return Err(invalid("level1_extents_trigger", "must be at least 1"));
+        }
+        if !(1..=64).contains(&self.max_compactions) {
+            return Err(invalid(
+                "max_compactions",
+                format!("{} is outside 1 ..= 64", self.max_compactions),
+            ));
         }
         if self.slog_checkpoint_bytes < 4 << 10 {
             return Err(invalid("slog_checkpoint_bytes", "must be at least 4 KiB"));

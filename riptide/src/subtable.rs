@@ -55,6 +55,8 @@ pub(crate) struct TableInner {
     /// Set while a flush refreshes cached rows and installs its layer: row-cache inserts are
     /// refused meanwhile (see the module header).
     pub(crate) row_cache_frozen: AtomicBool,
+    /// A flush wrote a delete-heavy memtable: the picker runs a delete-triggered compaction.
+    pub(crate) delete_triggered: AtomicBool,
     pub(crate) store: Arc<ExtentStore>,
     pub(crate) row_cache: Arc<RowCache>,
     /// Called (without locks held) when a memtable became immutable.
@@ -91,6 +93,7 @@ impl TableInner {
             compaction_lock: Mutex::new(()),
             dropped: AtomicBool::new(false),
             row_cache_frozen: AtomicBool::new(false),
+            delete_triggered: AtomicBool::new(false),
             store,
             row_cache,
             on_switch,

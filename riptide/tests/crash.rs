@@ -68,6 +68,7 @@ fn options() -> Options {
         write_buffer_size: 64 << 10,
         slog_checkpoint_bytes: 4 << 10,
         level0_layer_trigger: 3,
+        level0_extents_trigger: 2,
         level1_extents_trigger: 2,
         ..Default::default()
     }

@@ -218,6 +218,7 @@ fn automatic_compaction_bounds_l0() {
     let path = Path::new("/db");
     let o = Options {
         level0_layer_trigger: 3,
+        level0_extents_trigger: 2,
         level1_extents_trigger: 1,
         ..opts(&fs)
     };
@@ -232,6 +233,7 @@ fn automatic_compaction_bounds_l0() {
             model.insert(key(i), value(i, round));
         }
         t.flush().unwrap();
+        db.wait_for_background_work().unwrap();
         assert!(t.level_info().l0_layers.len() < 3, "{:?}", t.level_info());
     }
     let info = t.level_info();
@@ -249,6 +251,7 @@ fn row_cache_never_serves_a_stale_row() {
     let o = Options {
         row_cache_size: 1 << 20,
         level0_layer_trigger: 6,
+        level0_extents_trigger: 4,
         ..opts(&fs)
     };
     let db = Db::open(path, o).unwrap();

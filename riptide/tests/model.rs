@@ -889,7 +889,9 @@ impl Harness {
         self.opts.row_cache_size = [0, 1 << 20][rng.random_range(0..2)];
         self.opts.extents_per_file = [3, 8, 5120][rng.random_range(0..3)];
         self.opts.level0_layer_trigger = rng.random_range(2..=6);
+        self.opts.level0_extents_trigger = rng.random_range(1..=4);
         self.opts.level1_extents_trigger = rng.random_range(1..=4);
+        self.opts.compaction_reuse = rng.random_bool(0.8);
         self.opts.slog_checkpoint_bytes = if rng.random_bool(0.5) { 4 << 10 } else { 1 << 20 };
         self.opts.max_flushes = rng.random_range(1..=2);
     }

@@ -1,11 +1,13 @@
-//! Compaction: merges extents of one level into the next, dropping versions no reader can see.
+//! Compaction: merges extents into a level below (or within a level), re-linking and copying
+//! what does not overlap (data reuse, `job.rs`) and dropping versions no reader can see.
 //!
-//! This is the plain merging path: every input entry is decoded, merged and re-encoded. (Data
-//! reuse, the scheduler with scores, intra-L0 and the other kinds build on it.)
-//!
-//! Kinds here:
-//! - `L0ToL1` (minor): every L0 layer plus the L1 extents overlapping their key range → L1.
-//! - `L1ToL2` (major): every L1 extent plus the overlapping L2 extents → L2.
+//! Kinds (picked by `picker.rs`, or asked for by `Table::compact`):
+//! - intra-L0: the oldest L0 layers (up to 16) into one L0 layer that takes the oldest input's
+//!   layer id, so it sorts below every newer layer;
+//! - minor: every L0 layer plus the overlapping L1 extents into L1;
+//! - major: every L1 extent plus the overlapping L2 extents into L2;
+//! - self-major: delete-heavy L2 extents rewritten within L2 (purging their tombstones);
+//! - full L2 rewrite (manual): every L2 extent rewritten, nothing reused.
 //!
 //! Invariants:
 //! - One compaction per table at a time (`TableInner::compaction_lock`); flushes may run
@@ -15,45 +17,48 @@
 //!   snapshot can see (the snapshot list and visible LSN are read atomically); the new
 //!   `MetaSnapshot` carries the visible LSN as its `gc_horizon` so unregistered reads at an
 //!   older LSN retry.
-//! - Tombstones are dropped only when the output level is the bottom of the key range (nothing
-//!   older below) and no snapshot needs them.
+//! - Tombstones are dropped only when nothing older lies below the key range of *all* inputs.
 //! - Outputs are cut between user keys, so no user key spans two extents of a level.
+//! - The edit is one slog transaction: consumed extents removed, outputs added, re-linked
+//!   extents removed from their old position and added at the new one (same id).
 
+mod job;
 mod merge;
+pub(crate) mod picker;
 
+use crate::cache::BlockKey;
 use crate::error::Result;
-use crate::extent::{BuiltExtent, ExtentBuilder, EXTENT_SIZE};
+use crate::extent::BuiltExtent;
 use crate::extent_store::{user_part, LiveExtent};
 use crate::flush::FlushContext;
 use crate::key::{decode_internal_key, Lsn, ValueKind};
 use crate::meta::edit::{ExtentMeta, SlogEntry, TableEdit};
-use crate::meta::version::{Layer, MetaSnapshot};
+use crate::meta::version::{Layer, LevelSet, MetaSnapshot};
 use crate::space::ExtentId;
 use crate::subtable::TableInner;
-use merge::{MergingEntries, RunEntries};
+pub(crate) use job::JobStats;
+use job::{HotBlock, JobResult, Plan, Run};
 use std::sync::Arc;
 
 /// Which compaction to run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum CompactionKind {
+    /// The oldest L0 layers into one L0 layer.
+    IntraL0,
     /// L0 layers (and overlapping L1) into L1.
-    L0ToL1,
+    Minor,
     /// L1 (and overlapping L2) into L2.
-    L1ToL2,
-    /// Every L2 extent rewritten within L2 (manual full compaction: purges old versions and
-    /// tombstones once nothing needs them).
+    Major,
+    /// Delete-heavy L2 extents rewritten within L2.
+    MajorSelf,
+    /// Every L2 extent rewritten within L2 (manual full compaction).
     L2Rewrite,
 }
 
-/// Counters of one compaction.
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct CompactionOutcome {
-    pub(crate) output_extents: u64,
-    pub(crate) bytes_read: u64,
-    pub(crate) bytes_written: u64,
-    pub(crate) entries_in: u64,
-    pub(crate) entries_out: u64,
-}
+/// Most L0 layers one intra-L0 compaction merges.
+const MAX_INTRA_L0_LAYERS: usize = 16;
+/// An extent is delete-heavy when at least this percentage of its entries are tombstones.
+pub(crate) const DELETE_HEAVY_PERCENT: u64 = 30;
 
 /// True if some snapshot in `snapshots` (sorted) is in `[lo, hi)`.
 pub(crate) fn snapshot_between(snapshots: &[Lsn], lo: Lsn, hi: Lsn) -> bool {
@@ -61,164 +66,187 @@ pub(crate) fn snapshot_between(snapshots: &[Lsn], lo: Lsn, hi: Lsn) -> bool {
     i < snapshots.len() && snapshots[i] < hi
 }
 
-/// The user-key range `[lo, hi]` covered by `extents`.
-fn user_range(extents: &[&Arc<LiveExtent>]) -> Option<(Vec<u8>, Vec<u8>)> {
-    let lo = extents.iter().map(|e| user_part(&e.meta.smallest)).min()?;
-    let hi = extents.iter().map(|e| user_part(&e.meta.largest)).max()?;
-    Some((lo.to_vec(), hi.to_vec()))
+/// True if `e` is delete-heavy.
+pub(crate) fn delete_heavy(e: &ExtentMeta) -> bool {
+    e.entries > 0 && e.deletes * 100 >= e.entries * DELETE_HEAVY_PERCENT
 }
 
-fn overlapping<'a>(layer: &'a Layer, lo: &[u8], hi: &[u8]) -> Vec<&'a Arc<LiveExtent>> {
+/// The user-key range `[lo, hi]` covered by `extents`.
+fn user_range<'a>(extents: impl Iterator<Item = &'a Arc<LiveExtent>>) -> Option<(Vec<u8>, Vec<u8>)> {
+    let mut range: Option<(&[u8], &[u8])> = None;
+    for e in extents {
+        let (lo, hi) = (user_part(&e.meta.smallest), user_part(&e.meta.largest));
+        range = Some(match range {
+            None => (lo, hi),
+            Some((a, b)) => (a.min(lo), b.max(hi)),
+        });
+    }
+    range.map(|(a, b)| (a.to_vec(), b.to_vec()))
+}
+
+fn overlapping(layer: &Layer, lo: &[u8], hi: &[u8]) -> Vec<Arc<LiveExtent>> {
     layer
         .extents
         .iter()
         .filter(|e| user_part(&e.meta.smallest) <= hi && user_part(&e.meta.largest) >= lo)
+        .cloned()
         .collect()
 }
 
+/// The runs and output position of `kind` on `levels`; `None` if there is nothing to do.
+fn plan(levels: &LevelSet, kind: CompactionKind, reuse: bool) -> Option<Plan> {
+    let mut runs: Vec<Run> = Vec::new();
+    let mut force = false;
+    let (out_level, out_layer) = match kind {
+        CompactionKind::IntraL0 => {
+            if levels.l0.len() < 2 {
+                return None;
+            }
+            let take = levels.l0.len().min(MAX_INTRA_L0_LAYERS);
+            let oldest = &levels.l0[levels.l0.len() - take..];
+            for l in oldest {
+                runs.push(Run {
+                    level: 0,
+                    layer: l.id,
+                    extents: l.extents.clone(),
+                });
+            }
+            (0, oldest.last()?.id)
+        }
+        CompactionKind::Minor => {
+            if levels.l0.is_empty() {
+                return None;
+            }
+            for l in &levels.l0 {
+                runs.push(Run {
+                    level: 0,
+                    layer: l.id,
+                    extents: l.extents.clone(),
+                });
+            }
+            (1, 0)
+        }
+        CompactionKind::Major => {
+            if levels.sorted[0].extents.is_empty() {
+                return None;
+            }
+            runs.push(Run {
+                level: 1,
+                layer: 0,
+                extents: levels.sorted[0].extents.clone(),
+            });
+            (2, 0)
+        }
+        CompactionKind::MajorSelf => {
+            let heavy: Vec<Arc<LiveExtent>> = levels.sorted[1]
+                .extents
+                .iter()
+                .filter(|e| delete_heavy(&e.meta))
+                .cloned()
+                .collect();
+            if heavy.is_empty() {
+                return None;
+            }
+            runs.push(Run {
+                level: 2,
+                layer: 0,
+                extents: heavy,
+            });
+            (2, 0)
+        }
+        CompactionKind::L2Rewrite => {
+            if levels.sorted[1].extents.is_empty() || !levels.sorted[0].extents.is_empty() {
+                return None;
+            }
+            force = true;
+            runs.push(Run {
+                level: 2,
+                layer: 0,
+                extents: levels.sorted[1].extents.clone(),
+            });
+            (2, 0)
+        }
+    };
+    let (lo, hi) = user_range(runs.iter().flat_map(|r| r.extents.iter()))?;
+    if matches!(kind, CompactionKind::Minor | CompactionKind::Major) {
+        let target = &levels.sorted[usize::from(out_level) - 1];
+        runs.push(Run {
+            level: out_level,
+            layer: 0,
+            extents: overlapping(target, &lo, &hi),
+        });
+    }
+    // Bottom: nothing older lies below the range of *all* inputs (the overlapping extents of
+    // the output level may reach beyond the upper inputs' range).
+    let (lo, hi) = user_range(runs.iter().flat_map(|r| r.extents.iter()))?;
+    let below = usize::from(out_level)..2;
+    let bottom = below
+        .into_iter()
+        .all(|l| overlapping(&levels.sorted[l], &lo, &hi).is_empty());
+    Some(Plan {
+        runs,
+        out_level,
+        out_layer,
+        bottom,
+        reuse: reuse && !force,
+        force,
+    })
+}
+
 /// Runs one compaction of `kind` on `t`; `None` if there was nothing to do.
-pub(crate) fn compact(
-    ctx: &dyn FlushContext,
-    t: &Arc<TableInner>,
-    kind: CompactionKind,
-) -> Result<Option<CompactionOutcome>> {
+pub(crate) fn compact(ctx: &dyn FlushContext, t: &Arc<TableInner>, kind: CompactionKind) -> Result<Option<JobStats>> {
     let _one_at_a_time = t.compaction_lock.lock();
     if t.is_dropped() {
         return Ok(None);
     }
     let view = t.current();
-    let levels = &view.levels;
-    // Inputs: runs newest first, with their (level, layer) for the edit.
-    let mut runs: Vec<(u8, u64, Vec<Arc<LiveExtent>>)> = Vec::new();
-    let out_level: u8 = match kind {
-        CompactionKind::L0ToL1 => {
-            if levels.l0.is_empty() {
-                return Ok(None);
-            }
-            for l in &levels.l0 {
-                runs.push((0, l.id, l.extents.clone()));
-            }
-            1
-        }
-        CompactionKind::L1ToL2 => {
-            if levels.sorted[0].extents.is_empty() {
-                return Ok(None);
-            }
-            runs.push((1, 0, levels.sorted[0].extents.clone()));
-            2
-        }
-        CompactionKind::L2Rewrite => {
-            if levels.sorted[1].extents.is_empty() || !levels.sorted[0].extents.is_empty() {
-                return Ok(None);
-            }
-            runs.push((2, 0, levels.sorted[1].extents.clone()));
-            2
-        }
-    };
-    let upper: Vec<&Arc<LiveExtent>> = runs.iter().flat_map(|r| r.2.iter()).collect();
-    let Some((lo, hi)) = user_range(&upper) else {
+    let Some(plan) = plan(&view.levels, kind, ctx.compaction_reuse()) else {
         return Ok(None);
     };
-    let target = &levels.sorted[usize::from(out_level) - 1];
-    if kind != CompactionKind::L2Rewrite {
-        let lower: Vec<Arc<LiveExtent>> = overlapping(target, &lo, &hi).into_iter().cloned().collect();
-        runs.push((out_level, 0, lower));
-    }
-    // Bottom: nothing older than the output lies below the range of *all* inputs (the
-    // overlapping extents of the output level may reach beyond the upper inputs' range).
-    let all: Vec<&Arc<LiveExtent>> = runs.iter().flat_map(|r| r.2.iter()).collect();
-    let (lo, hi) = user_range(&all).unwrap_or((lo, hi));
-    let bottom = out_level == 2 || overlapping(&levels.sorted[1], &lo, &hi).is_empty();
-
     let (visible, snapshots) = ctx.gc_view();
     let store = t.store.clone();
-    let mut outcome = CompactionOutcome {
-        bytes_read: runs.iter().flat_map(|r| r.2.iter()).map(|e| e.meta.data_size).sum(),
-        ..Default::default()
-    };
-    let mut written: Vec<(ExtentId, BuiltExtent)> = Vec::new();
-    let result = (|| -> Result<()> {
-        let sources: Vec<RunEntries> = runs
-            .iter()
-            .filter(|r| !r.2.is_empty())
-            .map(|r| RunEntries::new(store.clone(), r.2.clone()))
-            .collect();
-        let mut merged = MergingEntries::new(sources)?;
-        let opts = ctx.extent_options();
-        let mut builder = ExtentBuilder::new(opts.clone());
-        let mut versions: Vec<(Vec<u8>, Vec<u8>)> = Vec::new(); // (ikey, value) of one user key
-        let emit = |builder: ExtentBuilder, written: &mut Vec<(ExtentId, BuiltExtent)>| -> Result<()> {
-            let built = builder.finish()?;
-            let id = store.space.allocate(built.slots)?;
-            written.push((id, built));
-            let (id, built) = written.last().expect("just pushed");
-            store.space.write_extent(*id, built.slots, &built.valid, &built.footer)
-        };
-        loop {
-            let next = merged.next_entry()?;
-            let same_key = match (&next, versions.first()) {
-                (Some((k, _)), Some((first, _))) => user_part(k) == user_part(first),
-                _ => false,
-            };
-            if !same_key && !versions.is_empty() {
-                let kept = gc_versions(&versions, &snapshots, bottom);
-                let size: usize = kept
-                    .iter()
-                    .map(|&i| versions[i].0.len() + versions[i].1.len() + 16)
-                    .sum();
-                if !builder.is_empty() && builder.estimated_size() + size > EXTENT_SIZE as usize {
-                    let full = std::mem::replace(&mut builder, ExtentBuilder::new(opts.clone()));
-                    emit(full, &mut written)?;
-                }
-                for i in kept {
-                    builder.add(&versions[i].0, &versions[i].1)?;
-                    outcome.entries_out += 1;
-                }
-                versions.clear();
-            }
-            match next {
-                Some(entry) => {
-                    outcome.entries_in += 1;
-                    versions.push(entry);
-                }
-                None => break,
-            }
-        }
-        if !builder.is_empty() {
-            emit(builder, &mut written)?;
-        }
-        let ids: Vec<ExtentId> = written.iter().map(|w| w.0).collect();
+    let mut result = JobResult::default();
+    let ran = job::run(&store, &plan, ctx.extent_options(), &snapshots, &mut result).and_then(|()| {
+        let ids: Vec<ExtentId> = result.written.iter().map(|w| w.0).collect();
         store.space.sync(&ids)
-    })();
-    if let Err(e) = result {
-        for (id, b) in &written {
+    });
+    if let Err(e) = ran {
+        for (id, b) in &result.written {
             store.space.free(*id, b.slots);
         }
         return Err(e);
     }
-    outcome.output_extents = written.len() as u64;
-    outcome.bytes_written = written.iter().map(|w| w.1.valid.len() as u64).sum();
+    result.stats.bytes_written = result.written.iter().map(|w| w.1.valid.len() as u64).sum();
+    let (out_level, out_layer) = (plan.out_level, plan.out_layer);
+    let mut removed: Vec<(u8, u64, u64)> = Vec::new();
+    let mut added: Vec<(u8, u64, ExtentMeta)> = Vec::new();
+    for (level, layer, e) in &result.consumed {
+        removed.push((*level, *layer, e.meta.id));
+    }
+    for (level, layer, e) in &result.moved {
+        removed.push((*level, *layer, e.meta.id));
+        added.push((out_level, out_layer, e.meta.clone()));
+    }
+    for (id, b) in &result.written {
+        added.push((out_level, out_layer, extent_meta(t.id, *id, b)));
+    }
+    if removed.is_empty() && added.is_empty() {
+        return Ok(None);
+    }
     let edit = TableEdit {
         table: t.id,
-        removed: runs
-            .iter()
-            .flat_map(|(level, layer, es)| es.iter().map(move |e| (*level, *layer, e.meta.id)))
-            .collect(),
-        added: written
-            .iter()
-            .map(|(id, b)| (out_level, 0, extent_meta(t.id, *id, b)))
-            .collect(),
+        removed,
+        added,
         flushed_lsn: None,
         next_layer: None,
     };
     let state = t.change.lock();
     let cur = t.current();
-    let applied = cur.levels.apply(&store, &edit);
-    let (next_levels, obsolete) = match applied {
+    let (next_levels, obsolete) = match cur.levels.apply(&store, &edit) {
         Ok(x) => x,
         Err(e) => {
             drop(state);
-            for (id, b) in &written {
+            for (id, b) in &result.written {
                 store.space.free(*id, b.slots);
             }
             return Err(e);
@@ -227,13 +255,13 @@ pub(crate) fn compact(
     if let Err(e) = ctx.commit_meta(vec![SlogEntry::Edit(edit)]) {
         // The commit may still be durable: keep the outputs allocated (recovery decides).
         drop(state);
-        drop(next_levels);
         return Err(e);
     }
+    let next_levels = Arc::new(next_levels);
     t.publish(MetaSnapshot {
         active: cur.active.clone(),
         immutables: cur.immutables.clone(),
-        levels: Arc::new(next_levels),
+        levels: next_levels.clone(),
         version: cur.version + 1,
         gc_horizon: cur.gc_horizon.max(visible),
     });
@@ -241,7 +269,60 @@ pub(crate) fn compact(
     for e in obsolete {
         e.mark_obsolete();
     }
-    Ok(Some(outcome))
+    replace_cached_blocks(t, &next_levels, &result);
+    Ok(Some(result.stats))
+}
+
+/// Incremental cache replacement (seed 000 §3.1.4): output blocks take the place of cached
+/// input blocks, so a compaction does not turn hot reads into misses. Copied blocks move their
+/// cached `Arc<Block>` to the new key (no read); merged ranges load their output blocks.
+fn replace_cached_blocks(t: &TableInner, levels: &LevelSet, result: &JobResult) {
+    if result.hot.is_empty() {
+        return;
+    }
+    let store = &t.store;
+    let find = |output: usize| -> Option<Arc<LiveExtent>> {
+        let id = result.written.get(output)?.0 .0;
+        levels.all_extents().find(|e| e.meta.id == id).cloned()
+    };
+    for hot in &result.hot {
+        match hot {
+            HotBlock::Copied { old, output, first_key } => {
+                let Some(e) = find(*output) else { continue };
+                let Ok(open) = store.open(&e) else { continue };
+                let old_key = BlockKey {
+                    extent: old.0,
+                    offset: old.1,
+                };
+                let Some(block) = store.blocks.get(&old_key) else {
+                    continue;
+                };
+                if let Some(entry) = open.reader.index().iter().find(|ie| &ie.first_key == first_key) {
+                    let size = block.size();
+                    store.blocks.insert(
+                        BlockKey {
+                            extent: e.cache_id,
+                            offset: entry.offset,
+                        },
+                        block,
+                        size,
+                    );
+                    store.blocks.remove(&old_key);
+                }
+            }
+            HotBlock::Merged { lo, hi } => {
+                for output in 0..result.written.len() {
+                    let Some(e) = find(output) else { continue };
+                    let Ok(open) = store.open(&e) else { continue };
+                    for (i, ie) in open.reader.index().iter().enumerate() {
+                        if user_part(&ie.first_key) <= hi.as_slice() && user_part(&ie.last_key) >= lo.as_slice() {
+                            let _ = store.block(&e, &open, i);
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Indexes of the versions of one user key (newest first) that must survive.
