@@ -17,7 +17,7 @@
 use crate::cache::RowCache;
 use crate::catalog::{Catalog, DEFAULT_TABLE, MAX_TABLE_NAME};
 use crate::compaction::picker::{pick, Shape, TaskKind, Triggers};
-use crate::compaction::{compact, delete_heavy, CompactionKind, JobStats, DELETE_HEAVY_PERCENT};
+use crate::compaction::{compact, delete_heavy, CompactionKind, JobStats, KeyRange, DELETE_HEAVY_PERCENT};
 use crate::error::{Error, Result};
 use crate::extent::ExtentOptions;
 use crate::extent_store::{CacheCounters, ExtentStore};
@@ -868,23 +868,30 @@ impl DbInner {
     fn stall(&self, batch: &WriteBatch, opts: &WriteOptions) -> Result<()> {
         let mut started: Option<Instant> = None;
         for t in &batch.tables {
+            let l1_target = self.opts.level1_extents_trigger as u64 * crate::extent::EXTENT_SIZE;
             loop {
-                let imm = t.immutable_count();
-                let l0 = t.l0_layers();
-                let slow = imm >= self.opts.immutable_slowdown_trigger || l0 >= self.opts.level0_slowdown_layers;
+                let (imm, l0, pending) = t.pressure(l1_target);
+                let o = &self.opts;
+                let slow = imm >= o.immutable_slowdown_trigger
+                    || l0 >= o.level0_slowdown_layers
+                    || pending >= o.pending_compaction_slowdown_bytes;
                 if !slow || t.is_dropped() {
                     break;
                 }
                 if opts.no_slowdown {
-                    return Err(Error::WouldStall(if imm >= self.opts.immutable_slowdown_trigger {
+                    return Err(Error::WouldStall(if imm >= o.immutable_slowdown_trigger {
                         "too many immutable memtables"
-                    } else {
+                    } else if l0 >= o.level0_slowdown_layers {
                         "too many L0 layers"
+                    } else {
+                        "too many bytes pending compaction"
                     }));
                 }
                 self.check_open()?;
                 started.get_or_insert_with(Instant::now);
-                let stop = imm >= self.opts.immutable_stop_trigger || l0 >= self.opts.level0_stop_layers;
+                let stop = imm >= o.immutable_stop_trigger
+                    || l0 >= o.level0_stop_layers
+                    || pending >= o.pending_compaction_stop_bytes;
                 if !stop {
                     std::thread::sleep(Duration::from_micros(self.opts.slowdown_delay_micros));
                     break;
@@ -1033,8 +1040,12 @@ impl DbInner {
 
     /// Runs one compaction; false if there was nothing to do.
     fn run_compaction(&self, t: &Arc<TableInner>, kind: CompactionKind) -> Result<bool> {
+        self.run_compaction_in(t, kind, &KeyRange::default())
+    }
+
+    fn run_compaction_in(&self, t: &Arc<TableInner>, kind: CompactionKind, range: &KeyRange) -> Result<bool> {
         let started = Instant::now();
-        match compact(self, t, kind) {
+        match compact(self, t, kind, range) {
             Ok(Some(o)) => {
                 let micros = started.elapsed().as_micros() as u64;
                 let c = &self.counters;
@@ -1398,6 +1409,35 @@ impl Table {
         self.db.run_compaction(&self.inner, CompactionKind::Minor)?;
         self.db.run_compaction(&self.inner, CompactionKind::Major)?;
         self.db.run_compaction(&self.inner, CompactionKind::L2Rewrite)?;
+        Ok(())
+    }
+
+    /// Compacts the user keys in `[start, end]` (inclusive; `None` = unbounded) down to L2:
+    /// flushes the memtables, merges the L0 extents overlapping the range (and every L0 extent
+    /// overlapping those) into L1, then rewrites the L1 and L2 extents overlapping it into L2,
+    /// dropping versions no snapshot needs and purgeable tombstones. Waits for it.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = riptide::Db::open(dir.path(), riptide::Options::default())?;
+    /// let t = db.default_table();
+    /// t.put(b"a1", b"x")?;
+    /// t.delete(b"a1")?;
+    /// t.compact_range(Some(b"a"), Some(b"b"))?;
+    /// assert_eq!(t.get(b"a1")?, None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn compact_range(&self, start: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+        self.check_live()?;
+        self.db.flush_table_now(&self.inner)?;
+        let range = KeyRange {
+            lo: start.map(<[u8]>::to_vec),
+            hi: end.map(<[u8]>::to_vec),
+        };
+        self.db
+            .run_compaction_in(&self.inner, CompactionKind::MinorRange, &range)?;
+        self.db
+            .run_compaction_in(&self.inner, CompactionKind::MajorRange, &range)?;
         Ok(())
     }
 

@@ -108,6 +108,12 @@ pub struct Options {
     /// L1 extents of a sub-table at which a major compaction merges L1 into L2. Default: 128
     /// (256 MiB).
     pub level1_extents_trigger: usize,
+    /// Bytes pending compaction in a sub-table (all of L0 plus L1 beyond its trigger) at which
+    /// each write group is delayed. Default: 8 GiB.
+    pub pending_compaction_slowdown_bytes: u64,
+    /// Bytes pending compaction at which writers stop until compaction catches up.
+    /// Default: 32 GiB.
+    pub pending_compaction_stop_bytes: u64,
     /// Compactions re-link extents and copy data blocks that overlap nothing instead of
     /// rewriting them (X-Engine's data reuse). Default: true.
     pub compaction_reuse: bool,
@@ -150,6 +156,8 @@ impl Default for Options {
             level0_layer_trigger: 4,
             level0_extents_trigger: 64,
             level1_extents_trigger: 128,
+            pending_compaction_slowdown_bytes: 8 << 30,
+            pending_compaction_stop_bytes: 32 << 30,
             compaction_reuse: true,
             max_compactions: 1,
             slog_checkpoint_bytes: 16 << 20,
@@ -186,6 +194,11 @@ impl fmt::Debug for Options {
             .field("level0_layer_trigger", &self.level0_layer_trigger)
             .field("level0_extents_trigger", &self.level0_extents_trigger)
             .field("level1_extents_trigger", &self.level1_extents_trigger)
+            .field(
+                "pending_compaction_slowdown_bytes",
+                &self.pending_compaction_slowdown_bytes,
+            )
+            .field("pending_compaction_stop_bytes", &self.pending_compaction_stop_bytes)
             .field("compaction_reuse", &self.compaction_reuse)
             .field("max_compactions", &self.max_compactions)
             .field("slog_checkpoint_bytes", &self.slog_checkpoint_bytes)
@@ -278,6 +291,12 @@ impl Options {
         }
         if self.level1_extents_trigger == 0 {
             return Err(invalid("level1_extents_trigger", "must be at least 1"));
+        }
+        if self.pending_compaction_slowdown_bytes > self.pending_compaction_stop_bytes {
+            return Err(invalid(
+                "pending_compaction_slowdown_bytes",
+                "exceeds pending_compaction_stop_bytes",
+            ));
         }
         if !(1..=64).contains(&self.max_compactions) {
             return Err(invalid(

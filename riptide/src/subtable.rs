@@ -189,9 +189,14 @@ impl TableInner {
         self.current.load().immutables.len()
     }
 
-    /// Number of L0 layers.
-    pub(crate) fn l0_layers(&self) -> usize {
-        self.current.load().levels.l0.len()
+    /// What a write stall looks at: immutable memtables, L0 layers, pending compaction bytes.
+    pub(crate) fn pressure(&self, l1_target: u64) -> (usize, usize, u64) {
+        let view = self.current.load();
+        (
+            view.immutables.len(),
+            view.levels.l0.len(),
+            view.levels.pending_compaction_bytes(l1_target),
+        )
     }
 
     /// Point lookup at `lsn` in `view`: memtables, row cache, then levels. `latest` says that

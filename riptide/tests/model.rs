@@ -249,6 +249,12 @@ enum Op {
         t: u8,
         full: bool,
     },
+    /// `Table::compact_range` over probes `lo..=hi`.
+    CompactRange {
+        t: u8,
+        lo: Option<u16>,
+        hi: Option<u16>,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -605,6 +611,13 @@ impl Harness {
                 let (name, table) = self.table_at(*t);
                 let r = if *full { table.compact() } else { table.compact_l0() };
                 r.map_err(|e| format!("compact {name}: {e}"))?;
+            }
+            Op::CompactRange { t, lo, hi } => {
+                let (name, table) = self.table_at(*t);
+                let (lo, hi) = (lo.map(probe), hi.map(probe));
+                table
+                    .compact_range(lo.as_deref(), hi.as_deref())
+                    .map_err(|e| format!("compact_range {name}: {e}"))?;
             }
         }
         Ok(())
@@ -1168,9 +1181,14 @@ fn gen_op(rng: &mut StdRng, kind: Kind) -> Op {
             keep_prefix: rng.random_bool(0.5).then(|| rng.random()),
         },
         897..930 => Op::Flush { t },
-        930..950 => Op::Compact {
+        930..945 => Op::Compact {
             t,
             full: rng.random_bool(0.5),
+        },
+        945..955 => Op::CompactRange {
+            t,
+            lo: gen_bound(rng),
+            hi: gen_bound(rng),
         },
         _ => Op::Put {
             t,
@@ -1386,6 +1404,7 @@ fn op_s() -> BoxedStrategy<Op> {
         1 => prop::option::of(any::<u64>()).prop_map(|keep_prefix| Op::Crash { keep_prefix }).boxed(),
         2 => any::<u8>().prop_map(|t| Op::Flush { t }).boxed(),
         1 => (any::<u8>(), any::<bool>()).prop_map(|(t, full)| Op::Compact { t, full }).boxed(),
+        1 => (any::<u8>(), bound_s(), bound_s()).prop_map(|(t, lo, hi)| Op::CompactRange { t, lo, hi }).boxed(),
     ]
     .boxed()
 }

@@ -53,6 +53,40 @@ pub(crate) enum CompactionKind {
     MajorSelf,
     /// Every L2 extent rewritten within L2 (manual full compaction).
     L2Rewrite,
+    /// Manual, for a user-key range: the L0 extents overlapping it (closed under overlap, so
+    /// no older L0 version is left above a newer L1 one) and the overlapping L1 → L1.
+    MinorRange,
+    /// Manual, for a user-key range: the L1 extents overlapping it and the overlapping L2
+    /// extents, all rewritten → L2.
+    MajorRange,
+}
+
+/// An inclusive user-key range; `None` bounds are open.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct KeyRange {
+    pub(crate) lo: Option<Vec<u8>>,
+    pub(crate) hi: Option<Vec<u8>>,
+}
+
+impl KeyRange {
+    fn overlaps(&self, e: &LiveExtent) -> bool {
+        let (a, b) = (user_part(&e.meta.smallest), user_part(&e.meta.largest));
+        self.lo.as_deref().is_none_or(|lo| b >= lo) && self.hi.as_deref().is_none_or(|hi| a <= hi)
+    }
+
+    fn widen(&mut self, e: &LiveExtent) -> bool {
+        let (a, b) = (user_part(&e.meta.smallest), user_part(&e.meta.largest));
+        let mut changed = false;
+        if self.lo.as_deref().is_some_and(|lo| a < lo) {
+            self.lo = Some(a.to_vec());
+            changed = true;
+        }
+        if self.hi.as_deref().is_some_and(|hi| b > hi) {
+            self.hi = Some(b.to_vec());
+            changed = true;
+        }
+        changed
+    }
 }
 
 /// Most L0 layers one intra-L0 compaction merges.
@@ -94,7 +128,7 @@ fn overlapping(layer: &Layer, lo: &[u8], hi: &[u8]) -> Vec<Arc<LiveExtent>> {
 }
 
 /// The runs and output position of `kind` on `levels`; `None` if there is nothing to do.
-fn plan(levels: &LevelSet, kind: CompactionKind, reuse: bool) -> Option<Plan> {
+fn plan(levels: &LevelSet, kind: CompactionKind, range: &KeyRange, reuse: bool) -> Option<Plan> {
     let mut runs: Vec<Run> = Vec::new();
     let mut force = false;
     let (out_level, out_layer) = match kind {
@@ -166,15 +200,85 @@ fn plan(levels: &LevelSet, kind: CompactionKind, reuse: bool) -> Option<Plan> {
             });
             (2, 0)
         }
+        CompactionKind::MinorRange => {
+            // Close the range under overlap across L0 layers.
+            let mut r = range.clone();
+            loop {
+                let mut changed = false;
+                for e in levels.l0.iter().flat_map(|l| l.extents.iter()) {
+                    if r.overlaps(e) {
+                        changed |= r.widen(e);
+                    }
+                }
+                if !changed {
+                    break;
+                }
+            }
+            for l in &levels.l0 {
+                let extents: Vec<Arc<LiveExtent>> = l.extents.iter().filter(|e| r.overlaps(e)).cloned().collect();
+                if !extents.is_empty() {
+                    runs.push(Run {
+                        level: 0,
+                        layer: l.id,
+                        extents,
+                    });
+                }
+            }
+            if runs.is_empty() {
+                return None;
+            }
+            (1, 0)
+        }
+        CompactionKind::MajorRange => {
+            let extents: Vec<Arc<LiveExtent>> = levels.sorted[0]
+                .extents
+                .iter()
+                .filter(|e| range.overlaps(e))
+                .cloned()
+                .collect();
+            let l2: Vec<Arc<LiveExtent>> = levels.sorted[1]
+                .extents
+                .iter()
+                .filter(|e| range.overlaps(e))
+                .cloned()
+                .collect();
+            if extents.is_empty() && l2.is_empty() {
+                return None;
+            }
+            force = true;
+            runs.push(Run {
+                level: 1,
+                layer: 0,
+                extents,
+            });
+            if !l2.is_empty() {
+                runs.push(Run {
+                    level: 2,
+                    layer: 0,
+                    extents: l2,
+                });
+            }
+            (2, 0)
+        }
     };
     let (lo, hi) = user_range(runs.iter().flat_map(|r| r.extents.iter()))?;
-    if matches!(kind, CompactionKind::Minor | CompactionKind::Major) {
+    if matches!(
+        kind,
+        CompactionKind::Minor | CompactionKind::Major | CompactionKind::MinorRange | CompactionKind::MajorRange
+    ) {
         let target = &levels.sorted[usize::from(out_level) - 1];
-        runs.push(Run {
-            level: out_level,
-            layer: 0,
-            extents: overlapping(target, &lo, &hi),
-        });
+        let known: Vec<u64> = runs.iter().flat_map(|r| r.extents.iter().map(|e| e.meta.id)).collect();
+        let extents: Vec<Arc<LiveExtent>> = overlapping(target, &lo, &hi)
+            .into_iter()
+            .filter(|e| !known.contains(&e.meta.id))
+            .collect();
+        if !extents.is_empty() {
+            runs.push(Run {
+                level: out_level,
+                layer: 0,
+                extents,
+            });
+        }
     }
     // Bottom: nothing older lies below the range of *all* inputs (the overlapping extents of
     // the output level may reach beyond the upper inputs' range).
@@ -194,13 +298,18 @@ fn plan(levels: &LevelSet, kind: CompactionKind, reuse: bool) -> Option<Plan> {
 }
 
 /// Runs one compaction of `kind` on `t`; `None` if there was nothing to do.
-pub(crate) fn compact(ctx: &dyn FlushContext, t: &Arc<TableInner>, kind: CompactionKind) -> Result<Option<JobStats>> {
+pub(crate) fn compact(
+    ctx: &dyn FlushContext,
+    t: &Arc<TableInner>,
+    kind: CompactionKind,
+    range: &KeyRange,
+) -> Result<Option<JobStats>> {
     let _one_at_a_time = t.compaction_lock.lock();
     if t.is_dropped() {
         return Ok(None);
     }
     let view = t.current();
-    let Some(plan) = plan(&view.levels, kind, ctx.compaction_reuse()) else {
+    let Some(plan) = plan(&view.levels, kind, range, ctx.compaction_reuse()) else {
         return Ok(None);
     };
     let (visible, snapshots) = ctx.gc_view();

@@ -59,6 +59,8 @@ pub(crate) struct LevelSet {
     pub(crate) sorted: [Arc<Layer>; 2],
     /// Highest LSN of any version in any extent (0 when empty).
     pub(crate) max_lsn: Lsn,
+    /// Valid bytes per level (for write stalls on pending compaction bytes).
+    pub(crate) level_bytes: [u64; LEVELS],
 }
 
 impl LevelSet {
@@ -76,7 +78,23 @@ impl LevelSet {
                 }),
             ],
             max_lsn: 0,
+            level_bytes: [0; LEVELS],
         }
+    }
+
+    /// Recomputes the derived fields (`max_lsn`, `level_bytes`).
+    fn finish(&mut self) {
+        self.max_lsn = self.all_extents().map(|e| e.meta.max_lsn).max().unwrap_or(0);
+        self.level_bytes = [
+            self.l0.iter().map(|l| l.bytes()).sum(),
+            self.sorted[0].bytes(),
+            self.sorted[1].bytes(),
+        ];
+    }
+
+    /// Bytes compaction still has to move: all of L0, and L1 beyond `l1_target` bytes.
+    pub(crate) fn pending_compaction_bytes(&self, l1_target: u64) -> u64 {
+        self.level_bytes[0] + self.level_bytes[1].saturating_sub(l1_target)
     }
 
     /// Builds the level set of a recovered table.
@@ -95,7 +113,7 @@ impl LevelSet {
             }
         }
         set.l0.sort_by_key(|l| std::cmp::Reverse(l.id));
-        set.max_lsn = set.all_extents().map(|e| e.meta.max_lsn).max().unwrap_or(0);
+        set.finish();
         set
     }
 
@@ -174,7 +192,7 @@ impl LevelSet {
             }
         }
         next.l0.sort_by_key(|l| std::cmp::Reverse(l.id));
-        next.max_lsn = next.all_extents().map(|e| e.meta.max_lsn).max().unwrap_or(0);
+        next.finish();
         Ok((next, removed.into_values().collect()))
     }
 
