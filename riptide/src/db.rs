@@ -106,6 +106,8 @@ struct BackgroundCounters {
 #[derive(Debug, Default)]
 struct LevelCounters {
     compactions: AtomicU64,
+    tasks: AtomicU64,
+    tasks_retried: AtomicU64,
     micros: AtomicU64,
     input_extents: AtomicU64,
     extents_reused: AtomicU64,
@@ -118,6 +120,8 @@ struct LevelCounters {
 impl LevelCounters {
     fn add(&self, _kind: CompactionKind, s: &JobStats, micros: u64) {
         self.compactions.fetch_add(1, Ordering::Relaxed);
+        self.tasks.fetch_add(s.tasks, Ordering::Relaxed);
+        self.tasks_retried.fetch_add(s.tasks_retried, Ordering::Relaxed);
         self.micros.fetch_add(micros, Ordering::Relaxed);
         self.input_extents.fetch_add(s.input_extents, Ordering::Relaxed);
         self.extents_reused.fetch_add(s.extents_reused, Ordering::Relaxed);
@@ -131,6 +135,8 @@ impl LevelCounters {
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
         LevelStats {
             compactions: l(&self.compactions),
+            tasks: l(&self.tasks),
+            tasks_retried: l(&self.tasks_retried),
             micros: l(&self.micros),
             input_extents: l(&self.input_extents),
             extents_reused: l(&self.extents_reused),
@@ -149,6 +155,10 @@ impl LevelCounters {
 pub struct LevelStats {
     /// Compactions that wrote into this level.
     pub compactions: u64,
+    /// Tasks those compactions were split into (run by compaction units).
+    pub tasks: u64,
+    /// Tasks a unit failed or rejected that the job thread ran again (CPU fallback).
+    pub tasks_retried: u64,
     /// Time they took, in microseconds.
     pub micros: u64,
     /// Input extents they considered.
@@ -1225,6 +1235,15 @@ impl FlushContext for DbInner {
 
     fn compaction_reuse(&self) -> bool {
         self.opts.compaction_reuse
+    }
+
+    fn compaction_units(&self) -> crate::compaction::Units {
+        crate::compaction::Units {
+            units: self.opts.compaction_units,
+            task_extents: self.opts.compaction_task_extents,
+            prefetch: self.opts.compaction_prefetch,
+            reject_every: self.opts.compaction_unit_reject_every,
+        }
     }
 
     fn extent_options(&self) -> ExtentOptions {

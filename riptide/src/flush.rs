@@ -44,6 +44,8 @@ pub(crate) trait FlushContext {
     fn extent_options(&self) -> ExtentOptions;
     /// Compactions may re-link extents and copy blocks (data reuse).
     fn compaction_reuse(&self) -> bool;
+    /// How compaction jobs are split into tasks and run on units.
+    fn compaction_units(&self) -> crate::compaction::Units;
 }
 
 /// Counters of one flush.

@@ -117,6 +117,19 @@ pub struct Options {
     /// Compactions re-link extents and copy data blocks that overlap nothing instead of
     /// rewriting them (X-Engine's data reuse). Default: true.
     pub compaction_reuse: bool,
+    /// Compaction units per job: threads that run a job's tasks (decode, merge, encode) in
+    /// parallel. Default: 2. Range: 1 ..= 64.
+    pub compaction_units: usize,
+    /// Most input extents per compaction task (a task never splits a group of overlapping
+    /// extents). Default: 32. Min: 1.
+    pub compaction_task_extents: usize,
+    /// Compaction tasks whose inputs are read ahead (read-ahead hints) while units work.
+    /// Default: 2.
+    pub compaction_prefetch: usize,
+    /// Test hook: every n-th task a unit is given is rejected and run on the job thread instead
+    /// (the CPU fallback path). 0 = never.
+    #[doc(hidden)]
+    pub compaction_unit_reject_every: u64,
     /// Compaction threads; jobs of different sub-tables run in parallel up to this many, one
     /// job per sub-table at a time. Default: 1. Range: 1 ..= 64.
     pub max_compactions: usize,
@@ -160,6 +173,10 @@ impl Default for Options {
             pending_compaction_stop_bytes: 32 << 30,
             compaction_reuse: true,
             max_compactions: 1,
+            compaction_units: 2,
+            compaction_task_extents: 32,
+            compaction_prefetch: 2,
+            compaction_unit_reject_every: 0,
             slog_checkpoint_bytes: 16 << 20,
             extents_per_file: 5120,
         }
@@ -201,6 +218,9 @@ impl fmt::Debug for Options {
             .field("pending_compaction_stop_bytes", &self.pending_compaction_stop_bytes)
             .field("compaction_reuse", &self.compaction_reuse)
             .field("max_compactions", &self.max_compactions)
+            .field("compaction_units", &self.compaction_units)
+            .field("compaction_task_extents", &self.compaction_task_extents)
+            .field("compaction_prefetch", &self.compaction_prefetch)
             .field("slog_checkpoint_bytes", &self.slog_checkpoint_bytes)
             .field("extents_per_file", &self.extents_per_file)
             .finish()
@@ -297,6 +317,15 @@ impl Options {
                 "pending_compaction_slowdown_bytes",
                 "exceeds pending_compaction_stop_bytes",
             ));
+        }
+        if !(1..=64).contains(&self.compaction_units) {
+            return Err(invalid(
+                "compaction_units",
+                format!("{} is outside 1 ..= 64", self.compaction_units),
+            ));
+        }
+        if self.compaction_task_extents == 0 {
+            return Err(invalid("compaction_task_extents", "must be at least 1"));
         }
         if !(1..=64).contains(&self.max_compactions) {
             return Err(invalid(

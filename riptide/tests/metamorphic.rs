@@ -15,25 +15,27 @@ use riptide::{Db, Options, ReadOptions, Snapshot, Table};
 use std::sync::Arc;
 
 fn open(reuse: bool) -> Db {
+    open_with(reuse, |_| {})
+}
+
+fn open_with(reuse: bool, tweak: impl FnOnce(&mut Options)) -> Db {
     let fs = FaultFs::new();
-    Db::open(
-        "/db",
-        Options {
-            fs: Arc::new(fs),
-            write_buffer_size: 64 << 10,
-            block_size: 1 << 10,
-            level0_layer_trigger: 2,
-            level0_extents_trigger: 3,
-            level1_extents_trigger: 3,
-            level0_slowdown_layers: 1000,
-            level0_stop_layers: 1000,
-            immutable_slowdown_trigger: 1000,
-            immutable_stop_trigger: 1000,
-            compaction_reuse: reuse,
-            ..Default::default()
-        },
-    )
-    .unwrap()
+    let mut o = Options {
+        fs: Arc::new(fs),
+        write_buffer_size: 64 << 10,
+        block_size: 1 << 10,
+        level0_layer_trigger: 2,
+        level0_extents_trigger: 3,
+        level1_extents_trigger: 3,
+        level0_slowdown_layers: 1000,
+        level0_stop_layers: 1000,
+        immutable_slowdown_trigger: 1000,
+        immutable_stop_trigger: 1000,
+        compaction_reuse: reuse,
+        ..Default::default()
+    };
+    tweak(&mut o);
+    Db::open("/db", o).unwrap()
 }
 
 fn key(i: u32) -> Vec<u8> {
@@ -49,8 +51,11 @@ fn scan(t: &Table, snap: Option<&Snapshot>) -> Vec<(Vec<u8>, Vec<u8>)> {
 }
 
 fn run_seed(seed: u64) -> (u64, u64) {
+    run_pair(seed, [open(true), open(false)])
+}
+
+fn run_pair(seed: u64, dbs: [Db; 2]) -> (u64, u64) {
     let mut rng = StdRng::seed_from_u64(seed);
-    let dbs = [open(true), open(false)];
     let tables: Vec<Table> = dbs.iter().map(|d| d.default_table()).collect();
     let mut snaps: Vec<[Snapshot; 2]> = Vec::new();
     let mut next_seq = 0u32;
@@ -159,4 +164,27 @@ fn reuse_on_and_off_read_the_same() {
         "no extent or block was ever reused: the test exercises nothing"
     );
     assert!(saved > 0, "reuse wrote no fewer bytes than rewriting");
+}
+
+/// Compaction units: many small tasks on several units, every second task rejected by its
+/// unit and run on the CPU fallback path, against a single unit without reuse.
+#[test]
+fn units_and_the_fallback_path_read_the_same() {
+    for seed in 100..103 {
+        let units = open_with(true, |o| {
+            o.compaction_units = 3;
+            o.compaction_task_extents = 1;
+            o.compaction_unit_reject_every = 2;
+        });
+        let plain = open_with(false, |o| o.compaction_units = 1);
+        let probe = units.clone();
+        run_pair(seed, [units, plain]);
+        let s = probe.stats();
+        let tasks: u64 = s.levels.iter().map(|l| l.tasks).sum();
+        let retried: u64 = s.levels.iter().map(|l| l.tasks_retried).sum();
+        assert!(
+            tasks > 10 && retried > 0,
+            "seed {seed}: {tasks} tasks, {retried} retried"
+        );
+    }
 }

@@ -70,6 +70,9 @@ pub(crate) struct JobResult {
 /// Counters of one job (reported per job and summed per level).
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct JobStats {
+    pub(crate) tasks: u64,
+    /// Tasks a unit failed or rejected, run again on the CPU path.
+    pub(crate) tasks_retried: u64,
     pub(crate) input_extents: u64,
     pub(crate) extents_reused: u64,
     pub(crate) blocks_reused: u64,
@@ -78,6 +81,18 @@ pub(crate) struct JobStats {
     pub(crate) bytes_written: u64,
     pub(crate) entries_in: u64,
     pub(crate) entries_out: u64,
+}
+
+impl JobStats {
+    fn add(&mut self, o: &JobStats) {
+        self.extents_reused += o.extents_reused;
+        self.blocks_reused += o.blocks_reused;
+        self.blocks_merged += o.blocks_merged;
+        self.bytes_read += o.bytes_read;
+        self.bytes_written += o.bytes_written;
+        self.entries_in += o.entries_in;
+        self.entries_out += o.entries_out;
+    }
 }
 
 /// A cached input block whose rows moved.
@@ -160,12 +175,42 @@ impl Output<'_> {
     }
 }
 
-/// Runs `plan`: groups, re-links, copies and merges; writes the outputs (not yet synced).
+/// How a job is split and run (seed 002's offload design with CPU units as the backend).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Units {
+    /// Unit threads running tasks in parallel (1 = the job thread runs every task itself).
+    pub(crate) units: usize,
+    /// Most input extents per task (tasks never split a closed range).
+    pub(crate) task_extents: usize,
+    /// Tasks whose inputs are prefetched (read-ahead hints) ahead of the units.
+    pub(crate) prefetch: usize,
+    /// Test hook: a unit rejects every n-th task it is given (0 = never), which hands the task
+    /// back to the job thread's CPU path.
+    pub(crate) reject_every: u64,
+}
+
+type Group = Vec<(u8, u64, Arc<LiveExtent>)>;
+
+/// The outcome of one task: outputs and moves of its closed ranges.
+#[derive(Default)]
+struct TaskResult {
+    written: Vec<(ExtentId, BuiltExtent)>,
+    moved: Vec<(u8, u64, Arc<LiveExtent>)>,
+    consumed: Vec<(u8, u64, Arc<LiveExtent>)>,
+    hot: Vec<HotBlock>,
+    stats: JobStats,
+}
+
+/// Runs `plan`: groups the inputs into closed ranges, batches them into tasks, runs the tasks
+/// on compaction units (decode → merge → encode, each task with its own output extents), and
+/// collects the results in key order. A task a unit fails or rejects is run again by this
+/// thread (the CPU path). Outputs are written, not yet synced.
 pub(crate) fn run(
     store: &Arc<ExtentStore>,
     plan: &Plan,
     opts: ExtentOptions,
     snapshots: &[Lsn],
+    units: Units,
     result: &mut JobResult,
 ) -> Result<()> {
     let mut all: Vec<(u8, u64, Arc<LiveExtent>)> = Vec::new();
@@ -178,15 +223,138 @@ pub(crate) fn run(
     let groups = closed_ranges(all, |(_, _, e)| {
         (user_part(&e.meta.smallest), user_part(&e.meta.largest))
     });
-    let mut written = std::mem::take(&mut result.written);
+    let mut tasks: Vec<Vec<Group>> = Vec::new();
+    let mut size = usize::MAX;
+    for g in groups {
+        if size >= units.task_extents.max(1) {
+            tasks.push(Vec::new());
+            size = 0;
+        }
+        size += g.len();
+        tasks.last_mut().expect("pushed above").push(g);
+    }
+    let prefetch = |task: &[Group]| {
+        for (_, _, e) in task.iter().flatten() {
+            if let Ok((file, _, base)) = store.space.locate(e.id) {
+                file.prefetch(base, e.meta.data_size);
+            }
+        }
+    };
+    let cpu = |task: &[Group]| run_task(store, plan, &opts, snapshots, task);
+    let mut outcomes: Vec<Option<Result<TaskResult>>> = (0..tasks.len()).map(|_| None).collect();
+    if units.units <= 1 || tasks.len() <= 1 {
+        for (i, task) in tasks.iter().enumerate() {
+            if let Some(next) = tasks.get(i + 1) {
+                prefetch(next);
+            }
+            outcomes[i] = Some(cpu(task));
+        }
+    } else {
+        // The task queue (bounded: units.units * 2 in flight) and the result queue.
+        let (task_tx, task_rx) = std::sync::mpsc::sync_channel::<usize>(units.units * 2);
+        let task_rx = std::sync::Mutex::new(task_rx);
+        let (res_tx, res_rx) = std::sync::mpsc::channel::<(usize, Option<Result<TaskResult>>)>();
+        std::thread::scope(|scope| {
+            for _ in 0..units.units {
+                let (task_rx, res_tx, tasks) = (&task_rx, res_tx.clone(), &tasks);
+                let cpu = &cpu;
+                scope.spawn(move || {
+                    let mut given = 0u64;
+                    loop {
+                        let next = task_rx.lock().map(|rx| rx.recv());
+                        let Ok(Ok(i)) = next else { return };
+                        given += 1;
+                        let rejected = units.reject_every > 0 && given % units.reject_every == 0;
+                        let outcome = if rejected { None } else { Some(cpu(&tasks[i])) };
+                        if res_tx.send((i, outcome)).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+            drop(res_tx);
+            // Inputs of the next `prefetch` tasks are read ahead while units work.
+            for t in tasks.iter().take(units.prefetch) {
+                prefetch(t);
+            }
+            for i in 0..tasks.len() {
+                if let Some(t) = tasks.get(i + units.prefetch) {
+                    prefetch(t);
+                }
+                if task_tx.send(i).is_err() {
+                    break;
+                }
+            }
+            drop(task_tx);
+            for (i, outcome) in res_rx {
+                outcomes[i] = outcome.map(|o| match o {
+                    // A unit failure hands the task back to the CPU path.
+                    Err(_) => {
+                        result.stats.tasks_retried += 1;
+                        cpu(&tasks[i])
+                    }
+                    ok => ok,
+                });
+            }
+        });
+    }
+    // Tasks a unit rejected run here; collect everything in key order.
+    let mut first_err = None;
+    for (i, outcome) in outcomes.into_iter().enumerate() {
+        let outcome = match outcome {
+            Some(o) => o,
+            None => {
+                result.stats.tasks_retried += 1;
+                cpu(&tasks[i])
+            }
+        };
+        match outcome {
+            Ok(r) => {
+                let base = result.written.len();
+                result.written.extend(r.written);
+                result.moved.extend(r.moved);
+                result.consumed.extend(r.consumed);
+                result.hot.extend(r.hot.into_iter().map(|h| match h {
+                    HotBlock::Copied { old, output, first_key } => HotBlock::Copied {
+                        old,
+                        output: output + base,
+                        first_key,
+                    },
+                    merged => merged,
+                }));
+                result.stats.add(&r.stats);
+            }
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    result.stats.tasks += tasks.len() as u64;
+    match first_err {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// Runs one task (a batch of closed ranges) with its own output extents. On error, frees the
+/// extents it wrote.
+fn run_task(
+    store: &Arc<ExtentStore>,
+    plan: &Plan,
+    opts: &ExtentOptions,
+    snapshots: &[Lsn],
+    task: &[Group],
+) -> Result<TaskResult> {
+    let mut result = TaskResult::default();
+    let mut written = Vec::new();
     let mut out = Output {
         store,
         builder: ExtentBuilder::new(opts.clone()),
-        opts,
+        opts: opts.clone(),
         written: &mut written,
     };
     let outcome = (|| -> Result<()> {
-        for group in groups {
+        for group in task {
             if group.len() == 1 {
                 let (level, layer, e) = &group[0];
                 let stays = *level == plan.out_level && *layer == plan.out_layer;
@@ -201,13 +369,23 @@ pub(crate) fn run(
                     continue;
                 }
             }
-            merge_group(store, plan, snapshots, &group, &mut out, result)?;
-            result.consumed.extend(group);
+            merge_group(store, plan, snapshots, group, &mut out, &mut result)?;
+            result.consumed.extend(group.iter().cloned());
         }
         out.close()
     })();
-    result.written = written;
-    outcome
+    match outcome {
+        Ok(()) => {
+            result.written = written;
+            Ok(result)
+        }
+        Err(e) => {
+            for (id, b) in &written {
+                store.space.free(*id, b.slots);
+            }
+            Err(e)
+        }
+    }
 }
 
 /// Processes one closed range of several extents (or one that cannot be re-linked) at block
@@ -218,7 +396,7 @@ fn merge_group(
     snapshots: &[Lsn],
     group: &[(u8, u64, Arc<LiveExtent>)],
     out: &mut Output<'_>,
-    result: &mut JobResult,
+    result: &mut TaskResult,
 ) -> Result<()> {
     let opens: Vec<Arc<OpenExtent>> = group.iter().map(|(_, _, e)| store.open(e)).collect::<Result<_>>()?;
     let mut blocks: Vec<BlockRef<'_>> = Vec::new();
@@ -271,7 +449,7 @@ fn merge_blocks(
     bottom: bool,
     blocks: &[BlockRef<'_>],
     out: &mut Output<'_>,
-    result: &mut JobResult,
+    result: &mut TaskResult,
 ) -> Result<()> {
     let mut sources = Vec::with_capacity(blocks.len());
     let mut cached = false;

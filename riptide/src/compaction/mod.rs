@@ -36,8 +36,8 @@ use crate::meta::edit::{ExtentMeta, SlogEntry, TableEdit};
 use crate::meta::version::{Layer, LevelSet, MetaSnapshot};
 use crate::space::ExtentId;
 use crate::subtable::TableInner;
-pub(crate) use job::JobStats;
 use job::{HotBlock, JobResult, Plan, Run};
+pub(crate) use job::{JobStats, Units};
 use std::sync::Arc;
 
 /// Which compaction to run.
@@ -315,7 +315,15 @@ pub(crate) fn compact(
     let (visible, snapshots) = ctx.gc_view();
     let store = t.store.clone();
     let mut result = JobResult::default();
-    let ran = job::run(&store, &plan, ctx.extent_options(), &snapshots, &mut result).and_then(|()| {
+    let ran = job::run(
+        &store,
+        &plan,
+        ctx.extent_options(),
+        &snapshots,
+        ctx.compaction_units(),
+        &mut result,
+    )
+    .and_then(|()| {
         let ids: Vec<ExtentId> = result.written.iter().map(|w| w.0).collect();
         store.space.sync(&ids)
     });

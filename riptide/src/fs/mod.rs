@@ -45,6 +45,10 @@ pub trait ReadableFile: Send + Sync {
     /// Length of the file in bytes.
     fn len(&self) -> io::Result<u64>;
 
+    /// Hints that `len` bytes at `offset` will be read soon (read-ahead; `posix_fadvise
+    /// WILLNEED` on POSIX). Never fails: it is only a hint. Default: nothing.
+    fn prefetch(&self, _offset: u64, _len: u64) {}
+
     /// Reads the whole file into memory.
     fn read_all(&self) -> io::Result<Vec<u8>> {
         let len = self.len()?;

@@ -47,6 +47,10 @@ impl ReadableFile for PosixReadable {
     fn len(&self) -> io::Result<u64> {
         Ok(self.file.metadata()?.len())
     }
+
+    fn prefetch(&self, offset: u64, len: u64) {
+        fadvise_willneed(&self.file, offset, len);
+    }
 }
 
 /// A [`RandomRwFile`]: `pread`/`pwrite` on one shared descriptor.
@@ -61,6 +65,23 @@ impl ReadableFile for PosixRw {
 
     fn len(&self) -> io::Result<u64> {
         Ok(self.file.metadata()?.len())
+    }
+
+    fn prefetch(&self, offset: u64, len: u64) {
+        fadvise_willneed(&self.file, offset, len);
+    }
+}
+
+/// `posix_fadvise(WILLNEED)`: starts reading the range into the page cache in the background.
+fn fadvise_willneed(file: &File, offset: u64, len: u64) {
+    use std::os::unix::io::AsRawFd;
+    let (Ok(off), Ok(len)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
+        return;
+    };
+    // SAFETY: the descriptor is valid for the lifetime of `file`; posix_fadvise only reads its
+    // arguments and has no memory effects; a failure is ignored (it is a hint).
+    unsafe {
+        libc::posix_fadvise(file.as_raw_fd(), off, len, libc::POSIX_FADV_WILLNEED);
     }
 }
 
@@ -162,6 +183,23 @@ impl FileSystem for PosixFs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The `unsafe` fadvise call: valid, out-of-range and zero-length hints never fail or
+    /// change the data.
+    #[test]
+    fn prefetch_is_a_harmless_hint() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, vec![7u8; 8192]).unwrap();
+        let f = PosixFs.open_read(&path).unwrap();
+        f.prefetch(0, 8192);
+        f.prefetch(4096, 0);
+        f.prefetch(1 << 40, 1 << 20);
+        f.prefetch(u64::MAX, u64::MAX);
+        let rw = PosixFs.open_rw(&path, false).unwrap();
+        rw.prefetch(0, 4096);
+        assert_eq!(f.read_all().unwrap(), vec![7u8; 8192]);
+    }
 
     #[test]
     fn rw_file_positional_writes_and_upcast() {
