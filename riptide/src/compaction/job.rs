@@ -264,7 +264,7 @@ pub(crate) fn run(
                         let next = task_rx.lock().map(|rx| rx.recv());
                         let Ok(Ok(i)) = next else { return };
                         given += 1;
-                        let rejected = units.reject_every > 0 && given % units.reject_every == 0;
+                        let rejected = units.reject_every > 0 && given.is_multiple_of(units.reject_every);
                         let outcome = if rejected { None } else { Some(cpu(&tasks[i])) };
                         if res_tx.send((i, outcome)).is_err() {
                             return;
