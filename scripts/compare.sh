@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Side-by-side engine comparison: runs a matrix of `riptide bench` workloads on several engines,
 # alternating engines inside each repetition (A B A B ...), and prints a markdown report with the
-# median ops/sec per engine, the ratios riptide/peer, every single run, the machine facts and
-# the exact command lines.
+# median ops/sec per engine, the ratios riptide/peer, the database size on disk after each run,
+# every single run, each engine's statistics, the machine facts and the exact command lines.
 #
 # Build the engines first (RocksDB compiles from C++ source; reuse the target/peers cache):
 #   CARGO_TARGET_DIR=target/peers cargo build --release -p riptide-cli --features bench-rocksdb,bench-fjall
 #
 # Usage: scripts/compare.sh            (settings from the environment, defaults below)
-#   BENCHMARKS="fillrandom readrandom"  workloads (comma or space separated); any riptide bench name
+#   BENCHMARKS="fillrandom readrandom"  workloads (comma or space separated): any riptide bench name,
+#                                       or several joined by + to run in one process, e.g.
+#                                       fillrandom+flush+waitforcompaction+readrandom+stats
+#                                       (its result is the last benchmark that is not a meta
+#                                       operation: flush, compact, waitforcompaction, stats, levelstats)
 #   THREADS="1"                         thread counts
 #   SYNC="0"                            --sync values
 #   NUM=200000                          key space (--num)
@@ -18,22 +22,36 @@
 #                                       its prefill is synchronous), rocksdb, fjall, and db_bench78 (Debian's db_bench,
 #                                       RocksDB 7.8.3, assertions enabled; flags as in
 #                                       shared/anchors/rocksdb_dbbench.sh)
-#   PREFILL=fillrandom                  what fills the database before a non-fill workload
-#   EXTRA_FLAGS=""                      more flags for every measured run, every engine
+#   PREFILL=fillrandom,flush,waitforcompaction
+#                                       what fills the database before a workload that does not start
+#                                       with a fill (comma-separated benchmarks, one process)
+#   Engine settings, the same for every engine, prefill and measured run (db_bench's flags):
+#   KEY_SIZE=16 VALUE_SIZE=100          --key_size, --value_size
+#   CACHE_SIZE=8388608                  --cache_size (block cache bytes; db_bench's default)
+#   ROW_CACHE_SIZE=0                    --row_cache_size (row cache bytes; fjall refuses anything but 0)
+#   COMPRESSION=none                    --compression_type (none or lz4; zstd: rocksdb, db_bench78)
+#   BLOCK_SIZE=16384 BLOOM_BITS=10      --block_size, --bloom_bits
+#   WRITE_BUFFER_SIZE=67108864          --write_buffer_size
+#   READ_RANDOM_EXP_RANGE=0             --read_random_exp_range (skewed readrandom keys; 0 = uniform)
+#   EXTRA_FLAGS=""                      more flags for every measured run, every engine (appended last:
+#                                       a flag given again overrides the settings above)
+#   PREFILL_FLAGS=""                    more flags for every prefill run, every engine
 #   RIPTIDE=target/peers/release/riptide   the feature binary
 #   DB_BENCH=db_bench                   Debian's db_bench, for db_bench78
 #   OUT=bench-data/compare              where databases, logs and report.md go
 #
 # Rules:
-# - fillseq and fillrandom run on a fresh database in one process. Any other workload first
-#   fills a fresh database with PREFILL (1 thread, --num=NUM, --seed=SEED), then runs on it in a
-#   new process with --use_existing_db=1 and --seed=SEED+1000 (as the RocksDB anchor does, so
-#   reader 1 does not replay the fill's key sequence).
-# - Without DURATION, fills write NUM/threads keys per thread and reads do NUM/threads reads per
-#   thread, so every run does NUM operations in total. With DURATION, random-key workloads run
-#   that long (fillseq and readseq/readreverse ignore it, as in db_bench).
-# - Each run gets a fresh directory under OUT, deleted after the run; its output is kept in
-#   OUT/logs-<time>/.
+# - A workload that starts with fillseq or fillrandom runs on a fresh database in one process.
+#   Any other workload first fills a fresh database with PREFILL (1 thread, --num=NUM,
+#   --seed=SEED; by default it then flushes and waits for compactions, so the measured run starts
+#   from a quiet LSM-tree on every engine), then runs on it in a new process with
+#   --use_existing_db=1 and --seed=SEED+1000 (as the RocksDB anchor does, so reader 1 does not
+#   replay the fill's key sequence).
+# - Without DURATION, every benchmark of a workload does NUM operations in total (NUM/threads per
+#   thread: --writes, --reads, --deletes). With DURATION, random-key workloads run that long
+#   (fillseq and readseq/readreverse ignore it, as in db_bench).
+# - Each run gets a fresh directory under OUT; its size on disk (du, allocated blocks) is taken
+#   after the run, then it is deleted; its output is kept in OUT/logs-<time>/.
 # - The first engine of ENGINES is the base of the ratios (base/peer: above 1 = base is faster).
 set -euo pipefail
 
@@ -53,8 +71,9 @@ NUM=${NUM:-200000}
 DURATION=${DURATION:-0}
 REPS=${REPS:-3}
 ENGINES=$(split "${ENGINES:-riptide rocksdb}")
-PREFILL=${PREFILL:-fillrandom}
+PREFILL=${PREFILL:-fillrandom,flush,waitforcompaction}
 EXTRA_FLAGS=${EXTRA_FLAGS:-}
+PREFILL_FLAGS=${PREFILL_FLAGS:-}
 RIPTIDE=${RIPTIDE:-target/peers/release/riptide}
 DB_BENCH=${DB_BENCH:-db_bench}
 OUT=${OUT:-bench-data/compare}
@@ -64,9 +83,12 @@ RSEED=$((SEED + 1000))
 KEY_SIZE=${KEY_SIZE:-16}
 VALUE_SIZE=${VALUE_SIZE:-100}
 CACHE_SIZE=${CACHE_SIZE:-8388608}
-BLOCK_SIZE=16384
-BLOOM_BITS=10
+ROW_CACHE_SIZE=${ROW_CACHE_SIZE:-0}
+COMPRESSION=${COMPRESSION:-none}
+BLOCK_SIZE=${BLOCK_SIZE:-16384}
+BLOOM_BITS=${BLOOM_BITS:-10}
 WRITE_BUFFER_SIZE=${WRITE_BUFFER_SIZE:-67108864}
+READ_RANDOM_EXP_RANGE=${READ_RANDOM_EXP_RANGE:-0}
 
 die() { echo "compare.sh: $*" >&2; exit 1; }
 [[ "$REPS" =~ ^[0-9]+$ && "$REPS" -ge 1 ]] || die "REPS must be a positive number"
@@ -84,12 +106,25 @@ done
 STAMP=$(date +%Y%m%d-%H%M%S)
 LOGS="$OUT/logs-$STAMP"
 mkdir -p "$LOGS"
-RUNS="$LOGS/runs.tsv"     # engine workload threads sync rep ops/sec
+RUNS="$LOGS/runs.tsv"     # engine workload threads sync rep ops/sec db-bytes
 CMDS="$LOGS/commands.txt"
 : >"$RUNS"
 : >"$CMDS"
 
-is_fill() { [[ $1 == fillseq || $1 == fillrandom ]]; }
+# True if workload $1 (benchmarks joined by +) starts with a fill, so it needs no prefill.
+is_fill() { [[ ${1%%+*} == fillseq || ${1%%+*} == fillrandom ]]; }
+
+# The benchmark whose result line measures workload $1: its last one that is not a meta operation.
+measured_of() {
+    local b last=
+    for b in ${1//+/ }; do
+        case $b in
+            flush | compact | waitforcompaction | stats | levelstats) ;;
+            *) last=$b ;;
+        esac
+    done
+    echo "${last:-${1##*+}}"
+}
 
 # The command line of one run of engine $1 on directory $2 with benchmark list $3, threads $4,
 # sync $5, seed $6, then extra flags; printed one word per line (so paths with spaces survive).
@@ -97,9 +132,10 @@ command_for() {
     local engine=$1 db=$2 list=$3 threads=$4 sync=$5 seed=$6
     shift 6
     local common=(--db="$db" --benchmarks="$list" --num="$NUM" --threads="$threads" --sync="$sync"
-        --seed="$seed" --key_size=$KEY_SIZE --value_size=$VALUE_SIZE --cache_size="$CACHE_SIZE"
-        --block_size=$BLOCK_SIZE --bloom_bits=$BLOOM_BITS --write_buffer_size="$WRITE_BUFFER_SIZE"
-        --compression_type=none "$@")
+        --seed="$seed" --key_size="$KEY_SIZE" --value_size="$VALUE_SIZE" --cache_size="$CACHE_SIZE"
+        --row_cache_size="$ROW_CACHE_SIZE" --block_size="$BLOCK_SIZE" --bloom_bits="$BLOOM_BITS"
+        --write_buffer_size="$WRITE_BUFFER_SIZE" --compression_type="$COMPRESSION"
+        --read_random_exp_range="$READ_RANDOM_EXP_RANGE" "$@")
     case $engine in
         riptide | rocksdb | fjall) printf '%s\n' "$RIPTIDE" bench --engine="$engine" "${common[@]}" ;;
         riptide-async*) printf '%s\n' "$RIPTIDE" bench --engine=riptide "${common[@]}" \
@@ -116,47 +152,57 @@ run_logged() {
     "${cmd[@]}" >"$log" 2>&1
 }
 
-# ops/sec of benchmark $1 in log $2 (db_bench's result line: "name : X micros/op Y ops/sec ...").
+# ops/sec of benchmark $1 in log $2 (db_bench's result line: "name : X micros/op Y ops/sec ...");
+# the last such line if the workload runs it more than once (warm-up first).
 ops_of() {
-    awk -v b="$1" '$1 == b && $2 == ":" && $4 == "micros/op" { print $5; exit }' "$2"
+    awk -v b="$1" '$1 == b && $2 == ":" && $4 == "micros/op" { v = $5 } END { if (v != "") print v }' "$2"
 }
 
-# Runs workload $2 with threads $3 and sync $4 on engine $1, repetition $5; records ops/sec.
+# Runs workload $2 with threads $3 and sync $4 on engine $1, repetition $5; records ops/sec and
+# the database's size on disk after the run.
 measure() {
     local engine=$1 bench=$2 threads=$3 sync=$4 rep=$5
-    local tag="$engine-$bench-t$threads-s$sync-r$rep"
+    local tag="$engine-${bench//+/-}-t$threads-s$sync-r$rep"
     local db="$OUT/db-$tag"
     rm -rf -- "$db"
     local per=$((NUM / threads))
     ((per > 0)) || per=1
-    local extra=()
+    local extra=() prefill_extra=()
     # shellcheck disable=SC2206
     extra=($EXTRA_FLAGS)
+    # shellcheck disable=SC2206
+    prefill_extra=($PREFILL_FLAGS)
     [[ "$DURATION" != 0 ]] && extra+=(--duration="$DURATION")
-    local list=$bench seed=$SEED
+    local list=${bench//+/,} seed=$SEED
     if is_fill "$bench"; then
-        extra+=(--writes="$per")
+        if [[ $bench == *+* ]]; then
+            extra=(--writes="$per" --reads="$per" --deletes="$per" "${extra[@]}")
+        else
+            extra=(--writes="$per" "${extra[@]}")
+        fi
     else
-        command_for "$engine" "$db" "$PREFILL" 1 0 "$SEED" --writes="$NUM" |
+        command_for "$engine" "$db" "$PREFILL" 1 0 "$SEED" --writes="$NUM" "${prefill_extra[@]}" |
             run_logged "$LOGS/$tag.prefill.log" || {
             echo "compare.sh: prefill failed, see $LOGS/$tag.prefill.log" >&2
             rm -rf -- "$db"
             return 1
         }
-        extra+=(--use_existing_db=1 --reads="$per" --writes="$per" --deletes="$per")
+        extra=(--use_existing_db=1 --reads="$per" --writes="$per" --deletes="$per" "${extra[@]}")
         seed=$RSEED
     fi
-    local log="$LOGS/$tag.log" ops
+    local log="$LOGS/$tag.log" ops size=NA
     if command_for "$engine" "$db" "$list" "$threads" "$sync" "$seed" "${extra[@]}" | run_logged "$log"; then
-        ops=$(ops_of "$bench" "$log")
+        ops=$(ops_of "$(measured_of "$bench")" "$log")
     fi
+    [[ -d "$db" ]] && size=$(du -sB1 -- "$db" | cut -f1)
     rm -rf -- "$db"
     if [[ -z "${ops:-}" ]]; then
         echo "compare.sh: $tag failed, see $log" >&2
         ops=NA
     fi
-    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$engine" "$bench" "$threads" "$sync" "$rep" "$ops" >>"$RUNS"
-    printf '  %-10s %-16s threads=%-3s sync=%s rep=%s: %s ops/sec\n' "$engine" "$bench" "$threads" "$sync" "$rep" "$ops" >&2
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$engine" "$bench" "$threads" "$sync" "$rep" "$ops" "$size" >>"$RUNS"
+    printf '  %-10s %-16s threads=%-3s sync=%s rep=%s: %s ops/sec, %s bytes on disk\n' "$engine" "$bench" "$threads" \
+        "$sync" "$rep" "$ops" "$size" >&2
 }
 
 T0=$(date +%s)
@@ -179,8 +225,9 @@ median() { # numbers on stdin (NA ignored) -> median, or NA
         if (n == 0) { print "NA"; exit }
         if (n % 2) printf "%.0f\n", v[(n - 1) / 2]; else printf "%.0f\n", (v[n / 2 - 1] + v[n / 2]) / 2 }'
 }
-values() { # engine bench threads sync -> the ops/sec of every rep, in order
-    awk -F'\t' -v e="$1" -v b="$2" -v t="$3" -v s="$4" '$1 == e && $2 == b && $3 == t && $4 == s { print $6 }' "$RUNS"
+values() { # engine bench threads sync [column] -> the ops/sec (or column $5) of every rep, in order
+    awk -F'\t' -v e="$1" -v b="$2" -v t="$3" -v s="$4" -v c="${5:-6}" \
+        '$1 == e && $2 == b && $3 == t && $4 == s { print $c }' "$RUNS"
 }
 
 set -- $ENGINES
@@ -192,7 +239,7 @@ REPORT="$LOGS/report.md"
     echo "## Engine comparison ($(date -Is))"
     echo
     echo "Median ops/sec of $REPS runs per engine, engines alternating within each repetition; ratio = $BASE / peer (above 1: $BASE is faster)."
-    echo "NUM=$NUM, DURATION=$DURATION, key $KEY_SIZE B, value $VALUE_SIZE B, prefill for non-fill workloads: $PREFILL. Total wall time ${WALL}s."
+    echo "NUM=$NUM, DURATION=$DURATION, key $KEY_SIZE B, value $VALUE_SIZE B, block cache $CACHE_SIZE B, row cache $ROW_CACHE_SIZE B, compression $COMPRESSION, block $BLOCK_SIZE B, bloom bits $BLOOM_BITS, write buffer $WRITE_BUFFER_SIZE B, read_random_exp_range $READ_RANDOM_EXP_RANGE; prefill for workloads that do not start with a fill: $PREFILL. Extra flags: measured [${EXTRA_FLAGS}], prefill [${PREFILL_FLAGS}]. Total wall time ${WALL}s."
     echo
     header="| workload | threads | sync |"
     rule="|---|---:|---:|"
@@ -219,6 +266,25 @@ REPORT="$LOGS/report.md"
         done
     done
     echo
+    echo "Database size on disk after each run (du of the directory once the process has exited: allocated MB, median of $REPS runs):"
+    echo
+    header="| workload | threads | sync |"
+    rule="|---|---:|---:|"
+    for e in $ENGINES; do header+=" $e MB |"; rule+="---:|"; done
+    echo "$header"
+    echo "$rule"
+    for bench in $BENCHMARKS; do
+        for threads in $THREADS; do
+            for sync in $SYNC; do
+                row="| $bench | $threads | $sync |"
+                for e in $ENGINES; do
+                    row+=" $(values "$e" "$bench" "$threads" "$sync" 7 | median | awk '{ if ($1 == "NA") print "NA"; else printf "%.1f", $1 / 1048576 }') |"
+                done
+                echo "$row"
+            done
+        done
+    done
+    echo
     echo "Every run (ops/sec, in run order):"
     echo
     echo "| workload | threads | sync | engine | runs |"
@@ -232,6 +298,19 @@ REPORT="$LOGS/report.md"
             done
         done
     done
+    echo
+    echo "Engine statistics at the end of each engine's first run (riptide bench prints them; db_bench78 prints none):"
+    echo
+    echo '```'
+    for e in $ENGINES; do
+        [[ $e == db_bench78 ]] && continue
+        first=$(ls "$LOGS"/"$e"-*.log 2>/dev/null | grep -v prefill | head -1 || true)
+        [[ -n "$first" ]] || continue
+        echo "[$e] $(basename "$first")"
+        grep -E '^(Riptide stats|RocksDB stats|fjall stats|DB size on disk)' "$first" || true
+        grep -E '^(flush|compact|waitforcompaction) +:' "$first" || true
+    done
+    echo '```'
     echo
     echo "Machine:"
     echo

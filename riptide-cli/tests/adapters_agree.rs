@@ -142,11 +142,13 @@ fn same_seeded_workload_same_contents() {
 
 #[test]
 fn batches_and_flushed_data_agree_too() {
-    // Batches of 7 mixed over odd key and value sizes; the peers get 256 KiB memtables so their
-    // data is flushed to SST files (and compacted) while Riptide keeps it in memtables.
+    // Batches of 7 mixed over odd key and value sizes, 256 KiB memtables so every engine flushes
+    // to data files and compacts, an explicit flush and full compaction in the middle, lz4
+    // blocks, caches, and skewed reads.
     let runs = run_all(
         &[
-            "--benchmarks=fillrandom,overwrite,deleterandom,overwrite,readrandom,seekrandom,readreverse,readseq",
+            "--benchmarks=fillrandom,overwrite,deleterandom,flush,overwrite,compact,readrandom,multireadrandom,\
+             seekrandom,readreverse,readseq,waitforcompaction",
             "--num=12000",
             "--writes=20000",
             "--deletes=9000",
@@ -154,14 +156,30 @@ fn batches_and_flushed_data_agree_too() {
             "--key_size=20",
             "--value_size=300",
             "--seed=5",
+            "--write_buffer_size=262144",
+            "--compression_type=lz4",
+            "--cache_size=1048576",
+            "--read_random_exp_range=4",
         ],
         |engine| match engine {
-            "riptide" => Vec::new(),
-            _ => vec!["--write_buffer_size=262144".to_string()],
+            "fjall" => Vec::new(),
+            _ => vec!["--row_cache_size=1048576".to_string()],
         },
     );
-    assert_agree(&runs, 12000, &["readrandom", "seekrandom"]);
-    // The peers really did flush.
+    assert_agree(&runs, 12000, &["readrandom", "multireadrandom", "seekrandom"]);
+    // Riptide really did flush and compact.
+    let flushes: u64 = runs[0]
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("Riptide stats: flushes: "))
+        .expect("Riptide flush line")
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(flushes > 1, "{}", runs[0].stdout);
+    // So did the peers.
     let rocks = &runs[1].stdout;
     let files = rocks
         .lines()
@@ -182,7 +200,10 @@ fn peers_refuse_what_they_cannot_do() {
         ("fjall", &["--disable_wal=1"], "journal"),
         ("fjall", &["--compression_type=zstd"], "none and lz4"),
         ("rocksdb", &["--sync=1", "--disable_wal=1"], "without a WAL"),
-        ("riptide", &["--compression_type=lz4"], "no compression"),
+        ("riptide", &["--compression_type=zstd"], "lz4 only"),
+        ("fjall", &["--row_cache_size=1048576"], "no row cache"),
+        ("fjall", &["--max_background_flushes=2"], "no such settings"),
+        ("fjall", &["--level0_stop_writes_trigger=10"], "no such settings"),
         ("riptide", &["--max_write_buffer_number=3"], "RocksDB option"),
     ] {
         let out = bench(engine, &db, args);

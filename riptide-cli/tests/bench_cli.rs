@@ -388,6 +388,17 @@ fn bad_flags_exit_non_zero_with_a_message() {
         (&["--sync=2"], "sync"),
         (&["--num=abc"], "num"),
         (&["--write_buffer_size=10"], "write_buffer_size"),
+        (&["--read_random_exp_range=-1"], "--read_random_exp_range=-1"),
+        (&["--read_random_exp_range=inf"], "read_random_exp_range"),
+        (&["--compression_ratio=2"], "--compression_ratio=2"),
+        (&["--row_cache_size=-5"], "--row_cache_size=-5"),
+        (&["--max_background_flushes=0"], "--max_background_flushes=0"),
+        (&["--bloom_bits=40"], "--bloom_bits"),
+        (
+            &["--level0_slowdown_writes_trigger=50"],
+            "--level0_slowdown_writes_trigger",
+        ),
+        (&["--block_size=100"], "--block_size=100"),
     ] {
         let out = run(&db, args);
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -440,19 +451,33 @@ fn engine_options_are_printed_and_missing_engines_explained() {
         "bloom_bits_per_key",
         "compression",
         "block_cache_size",
+        "row_cache_size",
         "write_buffer_size",
+        "compaction",
         "wal",
         "sync",
     ] {
         assert!(settings.contains(&s), "{s} missing from {settings:?}");
     }
     assert!(stdout.contains("Engine:     riptide "), "{stdout}");
-    assert!(stdout.contains("no block cache yet"), "{stdout}");
+    // db_bench's defaults reach Riptide's options: 8 MiB block cache, 10 bloom bits, no
+    // compression, no row cache.
+    assert!(
+        stdout.contains("  block_cache_size: 8388608 (8.0 MiB) (decoded data blocks"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("  bloom_bits_per_key: 10 (one filter per extent"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("  compression: none\n"), "{stdout}");
+    assert!(stdout.contains("  row_cache_size: 0 (no row cache)\n"), "{stdout}");
     // The engine block comes before the rule and the first benchmark.
     assert!(stdout.find("Engine options:").unwrap() < stdout.find("DB path:").unwrap());
     // Riptide refuses peer-only settings instead of ignoring them.
     for (args, needle) in [
-        (&["--compression_type=lz4"][..], "no compression"),
+        (&["--compression_type=zstd"][..], "lz4 only"),
+        (&["--compression_type=snappy"], "expected none, lz4 or zstd"),
         (&["--max_write_buffer_number=4"], "RocksDB option"),
         (&["--engine=leveldb"], "unknown engine"),
     ] {
@@ -510,4 +535,163 @@ fn dump_file_lists_every_entry_in_key_order() {
         keys.windows(2).all(|w| w[0] < w[1]) && keys[keys.len() - 1] < 50,
         "{keys:?}"
     );
+}
+
+/// The lines of the block that follows `header` up to the first empty line.
+fn block_after<'a>(stdout: &'a str, header: &str) -> Vec<&'a str> {
+    stdout
+        .split(header)
+        .nth(1)
+        .unwrap_or_else(|| panic!("no {header:?} in {stdout}"))
+        .lines()
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .collect()
+}
+
+#[test]
+fn flush_stats_and_caches_with_skewed_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let (stdout, r) = bench(
+        &db,
+        &[
+            "--benchmarks=fillrandom,flush,readrandom,stats,levelstats",
+            "--num=2000",
+            "--write_buffer_size=65536",
+            "--cache_size=1048576",
+            "--row_cache_size=1048576",
+            "--read_random_exp_range=10",
+            "--seed=1",
+        ],
+    );
+    let names: Vec<&str> = r.iter().map(|x| x.name.as_str()).collect();
+    assert_eq!(names, ["fillrandom", "flush", "readrandom"], "{stdout}");
+    // A meta operation is one timed call; the flush wrote something (MB/s present).
+    let flush = result(&r, "flush", 0);
+    assert_eq!(flush.ops, 1);
+    assert!(flush.mb_per_sec.is_some(), "{flush:?}");
+    // db_bench 7.8.3 with --benchmarks=fillrandom,readrandom --num=2000
+    // --read_random_exp_range=10 --seed=1 prints "(1312 of 2000 found)": same skewed keys,
+    // now read from extents through the caches.
+    assert_eq!(result(&r, "readrandom", 0).found, Some((1312, 2000)));
+    assert!(
+        stdout.contains("Read keys:  skewed, read_random_exp_range=10 "),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("  row_cache_size: 1048576 (1.0 MiB) (latest versions"),
+        "{stdout}"
+    );
+    // stats: Riptide's DbStats, with cache hit ratios and write amplification.
+    let stats = block_after(&stdout, "** Riptide stats (since the database was opened) **");
+    let find = |prefix: &str| {
+        *stats
+            .iter()
+            .find(|l| l.trim_start().starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix} in {stats:?}"))
+    };
+    let flushes: u64 = find("flushes: ").trim_start()["flushes: ".len()..]
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(flushes >= 2, "64 KiB memtables of 2000 x 116 bytes: {stats:?}");
+    assert!(find("write amplification: ").contains(" of user keys and values put since open"));
+    assert!(!find("write amplification: ").contains("write amplification: -"));
+    assert!(find("block cache: hit ratio ").contains(" of 1048576 bytes in use"));
+    let row = find("row cache: hit ratio ");
+    assert!(!row.contains("hit ratio -") && !row.contains(" (0 hits"), "{row}");
+    // levelstats: a table of the default table's levels.
+    let levels = block_after(&stdout, "Level stats of table \"default\":");
+    assert!(levels[0].starts_with("Level  Layers  Extents"), "{levels:?}");
+    assert!(levels.iter().any(|l| l.starts_with("L0 ")), "{levels:?}");
+    assert!(levels.iter().any(|l| l.starts_with("Sum ")), "{levels:?}");
+    // End of run: the same statistics, then the size on disk before and after closing.
+    assert!(stdout.contains("\nRiptide stats: flushes: "), "{stdout}");
+    assert!(stdout.contains("\nRiptide stats: row cache: hit ratio "), "{stdout}");
+    let size = stdout
+        .lines()
+        .find(|l| l.starts_with("DB size on disk: "))
+        .expect("size line");
+    assert!(size.contains(" allocated (") && size.contains("data/"), "{size}");
+    assert!(stdout.contains("\nDB size on disk after close: "), "{stdout}");
+}
+
+#[test]
+fn compact_and_waitforcompaction_leave_one_sorted_level() {
+    let dir = tempfile::tempdir().unwrap();
+    let (stdout, r) = bench(
+        &dir.path().join("db"),
+        &[
+            "--benchmarks=fillseq,waitforcompaction,compact,levelstats,readseq,readrandom",
+            "--num=3000",
+            "--write_buffer_size=65536",
+            "--compression_type=lz4",
+            "--bloom_bits=0",
+            "--block_size=4096",
+        ],
+    );
+    let names: Vec<&str> = r.iter().map(|x| x.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["fillseq", "waitforcompaction", "compact", "readseq", "readrandom"],
+        "{stdout}"
+    );
+    assert_eq!(result(&r, "compact", 0).ops, 1);
+    assert_eq!(result(&r, "readseq", 0).ops, 3000);
+    assert_eq!(result(&r, "readrandom", 0).found, Some((3000, 3000)));
+    // After a full compaction everything is in L2.
+    let levels = block_after(&stdout, "Level stats of table \"default\":");
+    let extents = |level: &str| -> u64 {
+        let line = levels
+            .iter()
+            .find(|l| l.starts_with(level))
+            .unwrap_or_else(|| panic!("{levels:?}"));
+        line.split_whitespace().nth(2).unwrap().parse().unwrap()
+    };
+    assert_eq!((extents("L0 "), extents("L1 ")), (0, 0), "{levels:?}");
+    assert!(extents("L2 ") >= 1, "{levels:?}");
+    assert!(stdout.contains("  compression: lz4 (data blocks"), "{stdout}");
+    assert!(stdout.contains("  bloom_bits_per_key: 0 (no filter)"), "{stdout}");
+    assert!(stdout.contains("  block_size: 4096 (4.0 KiB)"), "{stdout}");
+}
+
+#[test]
+fn multireadrandom_matches_db_bench() {
+    let dir = tempfile::tempdir().unwrap();
+    // db_bench 7.8.3, same flags: "multireadrandom ... 4998 operations; ... (3098 of 4998
+    // found)" (no newline after it) and "readrandom ... (3097 of 5000 found)".
+    let (stdout, r) = bench(
+        &dir.path().join("db"),
+        &[
+            "--benchmarks=fillrandom,multireadrandom,readrandom",
+            "--num=5000",
+            "--batch_size=7",
+            "--read_random_exp_range=3.5",
+            "--seed=5",
+        ],
+    );
+    assert_eq!(result(&r, "multireadrandom", 0).found, Some((3098, 4998)));
+    assert_eq!(result(&r, "readrandom", 0).found, Some((3097, 5000)));
+    let line = stdout.lines().position(|l| l.starts_with("multireadrandom :")).unwrap();
+    assert!(!stdout.lines().nth(line + 1).unwrap().is_empty());
+}
+
+#[test]
+fn a_flag_given_twice_takes_its_last_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let (stdout, r) = bench(
+        &dir.path().join("db"),
+        &[
+            "--benchmarks=fillseq",
+            "--num=10",
+            "--num=300",
+            "--cache_size=0",
+            "--cache_size=65536",
+        ],
+    );
+    assert_eq!(result(&r, "fillseq", 0).ops, 300);
+    assert!(stdout.contains("  block_cache_size: 65536 (64.0 KiB)"), "{stdout}");
 }

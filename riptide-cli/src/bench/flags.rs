@@ -8,6 +8,7 @@
 
 use super::engine::{Compression, EngineKind};
 use super::error::BenchError;
+use super::keys::DEFAULT_COMPRESSION_RATIO;
 use clap::Args;
 use riptide::{Options, MAX_BATCH_SIZE, MAX_KEY_SIZE, MAX_VALUE_SIZE};
 use std::path::PathBuf;
@@ -16,8 +17,8 @@ use std::time::Duration;
 /// Benchmarks run when `--benchmarks` is not given (the README's "main job").
 pub const DEFAULT_BENCHMARKS: &str = "fillseq,fillrandom,overwrite,readrandom,readseq,seekrandom";
 
-/// `--reads` of the default workload (`riptide bench` with no flags at all): 1,000,000 random
-/// reads and seeks over Riptide's memtable-only LSM would take most of a minute on 2 cores.
+/// `--reads` of the default workload (`riptide bench` with no flags at all): keeps the run short;
+/// 1,000,000 random reads and seeks per read benchmark would dominate it.
 pub const DEFAULT_WORKLOAD_READS: i64 = 100_000;
 
 /// Seed used when `--seed=0` (the default): db_bench would pick the clock; we stay reproducible.
@@ -30,10 +31,10 @@ pub const DEFAULT_DB: &str = "./bench-data/riptide";
 /// db_bench's default `--cache_size` (8 MiB).
 pub const DEFAULT_CACHE_SIZE: i64 = 8 << 20;
 
-/// Default `--block_size`: 16 KiB, the block size Riptide's extents will use.
+/// Default `--block_size`: 16 KiB, the block size of Riptide's extents.
 pub const DEFAULT_BLOCK_SIZE: i64 = 16 << 10;
 
-/// Default `--bloom_bits` (bits per key of the peers' bloom filters).
+/// Default `--bloom_bits` (bits per key of every engine's bloom filters).
 pub const DEFAULT_BLOOM_BITS: i64 = 10;
 
 /// The directory `--db` defaults to for `engine`.
@@ -50,31 +51,47 @@ Benchmarks (run in the order given, on one database directory):
   fillrandom        write random keys in [0,num), with replacement (fresh database)
   overwrite         like fillrandom, on the existing data
   readrandom        point reads of random keys; reports \"(X of Y found)\"
+  multireadrandom   batches of --batch_size random keys read with one multi-get each
   readseq           forward scan of up to --reads entries per thread
   readreverse       backward scan of up to --reads entries per thread
   seekrandom        seek to random keys, read the entry there; \"(X of Y found)\" counts exact hits
   readwhilewriting  --threads readers doing readrandom + 1 writer doing random puts until the
                     readers finish; reports the readers, then the writer on its own line
   deleterandom      delete random keys in [0,num)
+Meta operations (one call each, timed; no threads):
+  flush             flush every memtable to data files and wait (MB/s = bytes the flush wrote,
+                    where the engine tells)
+  compact           compact the whole database to its last level and wait (RocksDB:
+                    CompactRange over everything, bottommost level ForceOptimized, as db_bench)
+  waitforcompaction wait until no flush or compaction is running or pending
+  stats             print the engine's statistics (RocksDB: \"rocksdb.stats\")
+  levelstats        print files/extents and bytes per level (RocksDB: \"rocksdb.levelstats\")
 
 As in db_bench: fillseq and fillrandom start from an empty database (they are skipped with
 --use_existing_db=1); keys are the 8-byte big-endian key number padded with '0' bytes to
 --key_size; per-thread RNG seed = --seed + the number of benchmark threads started so far in this
 process (1 for the first), using db_bench's mt19937-64, so --seed=N draws the same keys as
-`db_bench --seed=N`; with --duration>0 the random-key benchmarks run that long and ignore op counts
-(fillseq, readseq and readreverse ignore it); micros/op is per thread (threads / throughput),
-ops/sec is the aggregate. Unlike db_bench, \"(X of Y found)\" sums all reader threads.
+`db_bench --seed=N`; --read_random_exp_range=R skews the keys of readrandom, multireadrandom and
+readwhilewriting's readers exactly as db_bench does (not seekrandom, like db_bench); values are
+db_bench's (--compression_ratio); with --duration>0 the random-key benchmarks run that long and
+ignore op counts (fillseq, readseq and readreverse ignore it); micros/op is per thread
+(threads / throughput), ops/sec is the aggregate. Unlike db_bench, \"(X of Y found)\" sums all
+reader threads. A flag given twice takes its last value, as in db_bench.
 
 Engines (--engine): riptide (default); rocksdb and fjall when built with the cargo features
 bench-rocksdb / bench-fjall. Every engine runs the same key/value generator, thread model and
 histograms; the run prints the engine's options (\"Engine options:\") before the first benchmark.
+--cache_size, --block_size, --bloom_bits and --compression_type set every engine's block cache,
+data blocks, bloom filters and block compression; --row_cache_size a row cache (riptide, rocksdb).
 
 After each write benchmark a \"Write path:\" line gives the engine's own write-path counters over
 that benchmark (commit groups, writes per group, log writes, fsyncs, writes per fsync, stall
-time; riptide only); the run ends with the process's peak RSS (VmHWM).
+time; riptide only). The run ends with the engine's statistics (riptide: flushes, compactions,
+write amplification, cache hit ratios), the database's size on disk before and after closing
+(allocated blocks, like du) and the process's peak RSS (VmHWM).
 
-Example: riptide bench --benchmarks=fillrandom --num=200000 --threads=32 --sync=1 --duration=5 \\
-             --async_commit_depth=16 --histogram=1";
+Example: riptide bench --benchmarks=fillrandom,flush,waitforcompaction,readrandom,stats \\
+             --num=1000000 --key_size=16 --value_size=10 --cache_size=67108864 --read_random_exp_range=10";
 
 /// `riptide bench` flags.
 #[derive(Args, Debug, Clone)]
@@ -86,7 +103,8 @@ Example: riptide bench --benchmarks=fillrandom --num=200000 --threads=32 --sync=
                   format, so scripts written for RocksDB's db_bench work unchanged. With no flags it runs \
                   fillseq,fillrandom,overwrite,readrandom,readseq,seekrandom over 1,000,000 keys in \
                   ./bench-data/riptide.",
-    after_help = AFTER_HELP
+    after_help = AFTER_HELP,
+    args_override_self = true
 )]
 pub struct BenchFlags {
     /// Comma-separated benchmarks to run, in order (see the list below)
@@ -143,6 +161,12 @@ pub struct BenchFlags {
           value_parser = parse_bool, num_args = 0..=1, require_equals = true, default_missing_value = "1")]
     pub disable_wal: bool,
 
+    /// Collect the engine's statistics where that costs time (rocksdb: Options::enable_statistics,
+    /// for cache hit ratios and flush/compaction bytes); riptide always counts (0/1)
+    #[arg(long, value_name = "0|1", default_value = "0", value_parser = parse_bool, num_args = 0..=1,
+          require_equals = true, default_missing_value = "1")]
+    pub statistics: bool,
+
     /// Print a latency histogram (microseconds per op) after each benchmark (0/1)
     #[arg(long, value_name = "0|1", default_value = "0", value_parser = parse_bool, num_args = 0..=1,
           require_equals = true, default_missing_value = "1")]
@@ -157,7 +181,7 @@ pub struct BenchFlags {
     #[arg(long, value_name = "NAME", default_value = "riptide")]
     pub engine: String,
 
-    /// Block cache size in bytes (peers; Riptide has no block cache yet)
+    /// Block cache size in bytes (every engine; 0 = none)
     #[arg(
         long = "cache_size",
         alias = "cache-size",
@@ -167,7 +191,7 @@ pub struct BenchFlags {
     )]
     pub cache_size: i64,
 
-    /// Data block size in bytes (peers; Riptide writes no blocks yet)
+    /// Data block size in bytes, before compression
     #[arg(
         long = "block_size",
         alias = "block-size",
@@ -177,7 +201,7 @@ pub struct BenchFlags {
     )]
     pub block_size: i64,
 
-    /// Bloom filter bits per key; 0 = no filter (peers; Riptide has no filters yet)
+    /// Bloom filter bits per key; 0 = no filter
     #[arg(
         long = "bloom_bits",
         alias = "bloom-bits",
@@ -187,7 +211,7 @@ pub struct BenchFlags {
     )]
     pub bloom_bits: i64,
 
-    /// Block compression: none, lz4 (rocksdb, fjall) or zstd (rocksdb)
+    /// Block compression: none, lz4 or zstd (rocksdb only)
     #[arg(
         long = "compression_type",
         alias = "compression-type",
@@ -195,6 +219,85 @@ pub struct BenchFlags {
         default_value = "none"
     )]
     pub compression_type: String,
+
+    /// Row cache size in bytes (riptide, rocksdb); 0 = none
+    #[arg(
+        long = "row_cache_size",
+        alias = "row-cache-size",
+        value_name = "BYTES",
+        default_value_t = 0,
+        allow_negative_numbers = true
+    )]
+    pub row_cache_size: i64,
+
+    /// Skew of readrandom/multireadrandom keys: key = num * exp(-u * R) scattered, u uniform in
+    /// [0,1) (db_bench's formula); 0 = uniform
+    #[arg(
+        long = "read_random_exp_range",
+        alias = "read-random-exp-range",
+        value_name = "R",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
+    pub read_random_exp_range: f64,
+
+    /// Values compress to about this fraction of their size (db_bench's generator)
+    #[arg(
+        long = "compression_ratio",
+        alias = "compression-ratio",
+        value_name = "FRACTION",
+        default_value_t = DEFAULT_COMPRESSION_RATIO,
+        allow_negative_numbers = true
+    )]
+    pub compression_ratio: f64,
+
+    /// Background flush threads (riptide: max_flushes; rocksdb: max_background_flushes);
+    /// negative = the engine's default [default: -1]
+    #[arg(
+        long = "max_background_flushes",
+        alias = "max-background-flushes",
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
+    pub max_background_flushes: Option<i64>,
+
+    /// Background compaction threads (riptide: max_compactions; rocksdb:
+    /// max_background_compactions); negative = the engine's default [default: -1]
+    #[arg(
+        long = "max_background_compactions",
+        alias = "max-background-compactions",
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
+    pub max_background_compactions: Option<i64>,
+
+    /// L0 files that trigger a compaction (rocksdb: L0 -> L1; riptide: L0 layers that trigger an
+    /// intra-L0 merge) [default: 4]
+    #[arg(
+        long = "level0_file_num_compaction_trigger",
+        alias = "level0-file-num-compaction-trigger",
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
+    pub level0_file_num_compaction_trigger: Option<i64>,
+
+    /// L0 files (riptide: L0 layers) at which writes slow down [default: 20]
+    #[arg(
+        long = "level0_slowdown_writes_trigger",
+        alias = "level0-slowdown-writes-trigger",
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
+    pub level0_slowdown_writes_trigger: Option<i64>,
+
+    /// L0 files (riptide: L0 layers) at which writes stop until compaction catches up [default: 36]
+    #[arg(
+        long = "level0_stop_writes_trigger",
+        alias = "level0-stop-writes-trigger",
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
+    pub level0_stop_writes_trigger: Option<i64>,
 
     /// RocksDB's max_write_buffer_number (memtables, active + immutable) [default: 2]
     #[arg(
@@ -297,25 +400,37 @@ pub enum Benchmark {
     FillRandom,
     Overwrite,
     ReadRandom,
+    MultiReadRandom,
     ReadSeq,
     ReadReverse,
     SeekRandom,
     ReadWhileWriting,
     DeleteRandom,
+    Flush,
+    Compact,
+    WaitForCompaction,
+    Stats,
+    LevelStats,
 }
 
 impl Benchmark {
     /// Every benchmark, in the order of the help text.
-    pub const ALL: [Benchmark; 9] = [
+    pub const ALL: [Benchmark; 15] = [
         Benchmark::FillSeq,
         Benchmark::FillRandom,
         Benchmark::Overwrite,
         Benchmark::ReadRandom,
+        Benchmark::MultiReadRandom,
         Benchmark::ReadSeq,
         Benchmark::ReadReverse,
         Benchmark::SeekRandom,
         Benchmark::ReadWhileWriting,
         Benchmark::DeleteRandom,
+        Benchmark::Flush,
+        Benchmark::Compact,
+        Benchmark::WaitForCompaction,
+        Benchmark::Stats,
+        Benchmark::LevelStats,
     ];
 
     /// The db_bench name.
@@ -325,11 +440,17 @@ impl Benchmark {
             Benchmark::FillRandom => "fillrandom",
             Benchmark::Overwrite => "overwrite",
             Benchmark::ReadRandom => "readrandom",
+            Benchmark::MultiReadRandom => "multireadrandom",
             Benchmark::ReadSeq => "readseq",
             Benchmark::ReadReverse => "readreverse",
             Benchmark::SeekRandom => "seekrandom",
             Benchmark::ReadWhileWriting => "readwhilewriting",
             Benchmark::DeleteRandom => "deleterandom",
+            Benchmark::Flush => "flush",
+            Benchmark::Compact => "compact",
+            Benchmark::WaitForCompaction => "waitforcompaction",
+            Benchmark::Stats => "stats",
+            Benchmark::LevelStats => "levelstats",
         }
     }
 
@@ -341,6 +462,19 @@ impl Benchmark {
     /// db_bench's `fresh_db`: the benchmark starts from an empty database.
     pub fn fresh_db(self) -> bool {
         matches!(self, Benchmark::FillSeq | Benchmark::FillRandom)
+    }
+
+    /// A meta operation (db_bench's "Meta operations"): one call on the calling thread, no
+    /// benchmark threads.
+    pub fn is_meta(self) -> bool {
+        matches!(
+            self,
+            Benchmark::Flush
+                | Benchmark::Compact
+                | Benchmark::WaitForCompaction
+                | Benchmark::Stats
+                | Benchmark::LevelStats
+        )
     }
 
     /// True if the benchmark writes (and so gets a "Write path:" line).
@@ -361,7 +495,16 @@ impl Benchmark {
             Benchmark::FillSeq | Benchmark::FillRandom | Benchmark::Overwrite => "write",
             Benchmark::DeleteRandom => "delete",
             Benchmark::SeekRandom => "seek",
-            Benchmark::ReadRandom | Benchmark::ReadSeq | Benchmark::ReadReverse | Benchmark::ReadWhileWriting => "read",
+            Benchmark::ReadRandom
+            | Benchmark::MultiReadRandom
+            | Benchmark::ReadSeq
+            | Benchmark::ReadReverse
+            | Benchmark::ReadWhileWriting => "read",
+            Benchmark::Flush
+            | Benchmark::Compact
+            | Benchmark::WaitForCompaction
+            | Benchmark::Stats
+            | Benchmark::LevelStats => "op",
         }
     }
 }
@@ -401,6 +544,9 @@ pub struct Config {
     pub sync: bool,
     pub disable_wal: bool,
     pub histogram: bool,
+    /// `--statistics` (RocksDB's statistics object).
+    #[cfg_attr(not(feature = "bench-rocksdb"), allow(dead_code))]
+    pub statistics: bool,
     pub db: PathBuf,
     pub use_existing_db: bool,
     /// `None` = run by op counts.
@@ -414,21 +560,49 @@ pub struct Config {
     pub stats_interval: Option<Duration>,
     /// The engine under test.
     pub engine: EngineKind,
-    /// Block cache bytes (peers).
+    /// Block cache bytes (`--cache_size`; for Riptide also in [`Config::options`], as are the
+    /// other engine settings below).
+    #[cfg_attr(not(any(feature = "bench-rocksdb", feature = "bench-fjall")), allow(dead_code))]
     pub cache_size: usize,
-    /// Data block bytes (peers).
+    /// Data block bytes.
+    #[cfg_attr(not(any(feature = "bench-rocksdb", feature = "bench-fjall")), allow(dead_code))]
     pub block_size: usize,
-    /// Bloom filter bits per key; 0 = none (peers).
+    /// Bloom filter bits per key; 0 = none.
+    #[cfg_attr(not(any(feature = "bench-rocksdb", feature = "bench-fjall")), allow(dead_code))]
     pub bloom_bits: u32,
     /// Block compression.
     pub compression: Compression,
+    /// Row cache bytes; 0 = none.
+    #[cfg_attr(not(any(feature = "bench-rocksdb", feature = "bench-fjall")), allow(dead_code))]
+    pub row_cache_size: usize,
+    /// `--read_random_exp_range` (0 = uniform keys).
+    pub read_random_exp_range: f64,
+    /// `--compression_ratio` of the generated values.
+    pub compression_ratio: f64,
+    /// `--max_background_flushes` if given (not negative).
+    #[cfg_attr(not(any(feature = "bench-rocksdb", feature = "bench-fjall")), allow(dead_code))]
+    pub max_background_flushes: Option<usize>,
+    /// `--max_background_compactions` if given (not negative).
+    #[cfg_attr(not(any(feature = "bench-rocksdb", feature = "bench-fjall")), allow(dead_code))]
+    pub max_background_compactions: Option<usize>,
+    /// `--level0_file_num_compaction_trigger` if given.
+    #[cfg_attr(not(any(feature = "bench-rocksdb", feature = "bench-fjall")), allow(dead_code))]
+    pub level0_compaction_trigger: Option<usize>,
+    /// `--level0_slowdown_writes_trigger` if given.
+    #[cfg_attr(not(any(feature = "bench-rocksdb", feature = "bench-fjall")), allow(dead_code))]
+    pub level0_slowdown_trigger: Option<usize>,
+    /// `--level0_stop_writes_trigger` if given.
+    #[cfg_attr(not(any(feature = "bench-rocksdb", feature = "bench-fjall")), allow(dead_code))]
+    pub level0_stop_trigger: Option<usize>,
     /// `--max_write_buffer_number` if given (RocksDB).
     pub max_write_buffer_number: Option<usize>,
     /// True if `--write_queues` was given (a Riptide-only option).
     pub write_queues_given: bool,
     /// `--dump_file`.
     pub dump_file: Option<PathBuf>,
-    /// Riptide's options (already validated; the peers take their memtable size from here).
+    /// Riptide's options (already validated; the peers take their memtable size from here). For
+    /// `--engine=riptide` they also carry the mapped flags: block size, bloom bits, compression,
+    /// block cache (`--cache_size`), row cache, flush threads and L0 triggers.
     pub options: Options,
     /// The run is the default workload (`riptide bench` with no flags); only shown in the header.
     pub default_workload: bool,
@@ -503,6 +677,50 @@ impl Config {
         )? as usize;
         let bloom_bits = in_range("bloom_bits", f.bloom_bits, 0, 64, "must be in 0..=64")? as u32;
         let compression = Compression::from_name(&f.compression_type)?;
+        let row_cache_size =
+            in_range("row_cache_size", f.row_cache_size, 0, i64::MAX, "must not be negative")? as usize;
+        let read_random_exp_range = f.read_random_exp_range;
+        if !read_random_exp_range.is_finite() || read_random_exp_range < 0.0 {
+            return Err(BenchError::Usage(format!(
+                "--read_random_exp_range={read_random_exp_range}: must be a finite number >= 0 (0 = uniform keys)"
+            )));
+        }
+        let compression_ratio = f.compression_ratio;
+        if !(0.0..=1.0).contains(&compression_ratio) {
+            return Err(BenchError::Usage(format!(
+                "--compression_ratio={compression_ratio}: must be in 0..=1"
+            )));
+        }
+        let max_background_flushes = match f.max_background_flushes {
+            Some(v) if v >= 0 => Some(in_range(
+                "max_background_flushes",
+                v,
+                1,
+                64,
+                "must be in 1..=64 (or negative for the engine's default)",
+            )? as usize),
+            _ => None,
+        };
+        let max_background_compactions = match f.max_background_compactions {
+            Some(v) if v >= 0 => Some(in_range(
+                "max_background_compactions",
+                v,
+                1,
+                64,
+                "must be in 1..=64 (or negative for the engine's default)",
+            )? as usize),
+            _ => None,
+        };
+        let trigger = |flag: &str, v: Option<i64>| -> Result<Option<usize>, BenchError> {
+            v.map(|v| in_range(flag, v, 1, 1 << 20, "must be in 1..=1048576").map(|v| v as usize))
+                .transpose()
+        };
+        let level0_compaction_trigger = trigger(
+            "level0_file_num_compaction_trigger",
+            f.level0_file_num_compaction_trigger,
+        )?;
+        let level0_slowdown_trigger = trigger("level0_slowdown_writes_trigger", f.level0_slowdown_writes_trigger)?;
+        let level0_stop_trigger = trigger("level0_stop_writes_trigger", f.level0_stop_writes_trigger)?;
         let max_write_buffer_number = match f.max_write_buffer_number {
             Some(v) => Some(in_range("max_write_buffer_number", v, 2, 1024, "must be in 2..=1024")? as usize),
             None => None,
@@ -516,13 +734,42 @@ impl Config {
             Some(v) => in_range("write_queues", v, 1, 256, "must be in 1..=256")? as usize,
             None => defaults.write_queues,
         };
-        let options = Options {
+        let mut options = Options {
             write_buffer_size,
             write_queues,
             ..defaults
         };
+        if engine == EngineKind::Riptide {
+            // db_bench's flags onto Riptide's options (the peers map them in their adapters).
+            options.block_size = block_size;
+            options.bloom_bits_per_key = bloom_bits;
+            options.compression = match compression {
+                Compression::None => riptide::Compression::None,
+                // Zstd is refused by the Riptide adapter's check below.
+                Compression::Lz4 | Compression::Zstd => riptide::Compression::Lz4,
+            };
+            options.block_cache_size = cache_size;
+            options.row_cache_size = row_cache_size;
+            if let Some(n) = max_background_flushes {
+                options.max_flushes = n;
+            }
+            if let Some(n) = max_background_compactions {
+                options.max_compactions = n;
+            }
+            if let Some(n) = level0_compaction_trigger {
+                options.level0_layer_trigger = n;
+            }
+            if let Some(n) = level0_slowdown_trigger {
+                options.level0_slowdown_layers = n;
+            }
+            if let Some(n) = level0_stop_trigger {
+                options.level0_stop_layers = n;
+            }
+        }
         options.validate().map_err(|e| match e {
-            riptide::Error::InvalidOption { option, reason } => BenchError::Usage(format!("--{option}: {reason}")),
+            riptide::Error::InvalidOption { option, reason } => {
+                BenchError::Usage(format!("--{}: {reason}", flag_of_option(option)))
+            }
             other => BenchError::Usage(other.to_string()),
         })?;
         let cfg = Config {
@@ -537,6 +784,7 @@ impl Config {
             sync: f.sync,
             disable_wal: f.disable_wal,
             histogram: f.histogram,
+            statistics: f.statistics,
             db: f.db.clone().unwrap_or_else(|| default_db(engine)),
             use_existing_db: f.use_existing_db,
             duration: (duration > 0).then(|| Duration::from_secs(duration)),
@@ -550,6 +798,14 @@ impl Config {
             block_size,
             bloom_bits,
             compression,
+            row_cache_size,
+            read_random_exp_range,
+            compression_ratio,
+            max_background_flushes,
+            max_background_compactions,
+            level0_compaction_trigger,
+            level0_slowdown_trigger,
+            level0_stop_trigger,
             max_write_buffer_number,
             write_queues_given: f.write_queues.is_some(),
             dump_file: f.dump_file.clone(),
@@ -559,6 +815,20 @@ impl Config {
         // Flags the chosen engine cannot honour are refused here, before the directory is touched.
         super::engine::check(&cfg)?;
         Ok(cfg)
+    }
+}
+
+/// The `riptide bench` flag that sets Riptide option `option` (for error messages).
+fn flag_of_option(option: &str) -> &str {
+    match option {
+        "bloom_bits_per_key" => "bloom_bits",
+        "block_cache_size" => "cache_size",
+        "max_flushes" => "max_background_flushes",
+        "max_compactions" => "max_background_compactions",
+        "level0_layer_trigger" => "level0_file_num_compaction_trigger",
+        "level0_slowdown_layers" => "level0_slowdown_writes_trigger",
+        "level0_stop_layers" => "level0_stop_writes_trigger",
+        other => other,
     }
 }
 
@@ -669,6 +939,61 @@ mod tests {
     }
 
     #[test]
+    fn db_bench_flags_map_onto_riptide_options() {
+        let c = parse(&[
+            "--cache_size=1048576",
+            "--row_cache_size=4096",
+            "--bloom_bits=7",
+            "--block_size=4096",
+            "--compression_type=lz4",
+            "--max_background_flushes=3",
+            "--max_background_compactions=5",
+            "--level0_file_num_compaction_trigger=2",
+            "--level0_slowdown_writes_trigger=5",
+            "--level0_stop_writes_trigger=9",
+            "--read_random_exp_range=2.5",
+            "--compression_ratio=0.25",
+            "--statistics",
+        ])
+        .unwrap();
+        let o = &c.options;
+        assert_eq!(
+            (o.block_cache_size, o.row_cache_size, o.bloom_bits_per_key, o.block_size),
+            (1 << 20, 4096, 7, 4096)
+        );
+        assert_eq!(o.compression, riptide::Compression::Lz4);
+        assert_eq!(
+            (
+                o.max_flushes,
+                o.level0_layer_trigger,
+                o.level0_slowdown_layers,
+                o.level0_stop_layers
+            ),
+            (3, 2, 5, 9)
+        );
+        assert_eq!(o.max_compactions, 5);
+        assert_eq!((c.read_random_exp_range, c.compression_ratio), (2.5, 0.25));
+        assert!(c.statistics);
+        // Defaults: db_bench's 8 MiB block cache and no compression (not Riptide's own 256 MiB
+        // and lz4), no row cache, Riptide's flush threads and triggers.
+        let d = parse(&[]).unwrap();
+        let (o, r) = (&d.options, Options::default());
+        assert_eq!((o.block_cache_size, o.row_cache_size), (8 << 20, 0));
+        assert_eq!(o.compression, riptide::Compression::None);
+        assert_eq!((o.bloom_bits_per_key, o.block_size), (10, 16 << 10));
+        assert_eq!(
+            (o.max_flushes, o.level0_layer_trigger),
+            (r.max_flushes, r.level0_layer_trigger)
+        );
+        assert_eq!((d.read_random_exp_range, d.compression_ratio), (0.0, 0.5));
+        // db_bench's -1: the engine's default.
+        assert_eq!(
+            parse(&["--max_background_flushes=-1"]).unwrap().max_background_flushes,
+            None
+        );
+    }
+
+    #[test]
     fn bool_parser() {
         for t in ["1", "true", "TRUE", "yes", "on"] {
             assert_eq!(parse_bool(t), Ok(true));
@@ -683,7 +1008,9 @@ mod tests {
     fn benchmark_names_round_trip() {
         for b in Benchmark::ALL {
             assert_eq!(Benchmark::from_name(b.name()), Some(b));
+            assert!(!(b.is_meta() && (b.writes() || b.fresh_db())), "{b:?}");
         }
+        assert!(Benchmark::Flush.is_meta() && Benchmark::LevelStats.is_meta() && !Benchmark::ReadRandom.is_meta());
         assert!(Benchmark::FillSeq.fresh_db() && Benchmark::FillRandom.fresh_db() && !Benchmark::Overwrite.fresh_db());
     }
 }

@@ -4,9 +4,13 @@
 //!   big-endian, then `'0'` (0x30) bytes up to the key size. Byte order = numeric order.
 //! - [`Mt64`]: `std::mt19937_64`, the generator behind db_bench's `Random64`, so a given seed
 //!   draws the same key sequence as db_bench.
-//! - [`ValueSource`]: db_bench's `RandomGenerator`: a buffer of at least 1 MiB of seeded random
-//!   bytes, pre-filled once and sliced round-robin, so making a value costs nothing. Riptide has
-//!   no compression, so the bytes are plain random (db_bench's are 50% compressible).
+//! - [`KeyDist`]: db_bench's `GetRandomKey`: `rand % num`, or with `--read_random_exp_range=r`
+//!   the skewed `(floor(num * exp(-u * r)) * 0x5bd1e995) % num` for u uniform in [0, 1), computed
+//!   precisely enough to pick the same key as db_bench's `long double` arithmetic.
+//! - [`ValueSource`]: db_bench's `RandomGenerator`: a buffer of at least 1 MiB built from
+//!   LevelDB's `Random(301)` in 100-byte pieces, each compressible to `--compression_ratio` of its
+//!   size (a random printable prefix, repeated), sliced round-robin, so making a value costs
+//!   nothing. The bytes are db_bench 7.8's, byte for byte.
 
 use std::sync::Arc;
 
@@ -99,8 +103,212 @@ impl Mt64 {
     }
 }
 
+/// How random benchmarks that go through db_bench's `GetRandomKey` (readrandom,
+/// multireadrandom, readwhilewriting's readers) turn a random number into a key number.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct KeyDist {
+    num: u64,
+    exp_range: f64,
+}
+
+impl KeyDist {
+    /// Keys in `[0, num)`; `exp_range` is `--read_random_exp_range` (0 = uniform; validated to be
+    /// finite and not negative).
+    pub fn new(num: u64, exp_range: f64) -> KeyDist {
+        KeyDist { num, exp_range }
+    }
+
+    /// db_bench's `GetRandomKey` for the random number `r`:
+    /// - `exp_range == 0`: `r % num`;
+    /// - otherwise: with `u = (r mod 2^62) / 2^62`, `k = floor(num * exp(-u * exp_range))`, the key
+    ///   is `(k * 0x5bd1e995 mod 2^64) % num`: key numbers close to `k = 0` are the hot ones, and
+    ///   the multiplication scatters them over the key space.
+    ///
+    /// db_bench computes `k` in x87 `long double`; this computes it in double-double arithmetic
+    /// (about 106 bits), so it picks the same key except when `num * exp(...)` is within about
+    /// `num * 2^-63` of an integer: never seen in 5,000,000 draws each for `num` up to 10^9
+    /// (checked against a C++ `long double` build of the same code), where plain `f64` already
+    /// differs about once in 10^5 draws at `num = 10^12`.
+    #[inline]
+    pub fn key(&self, r: u64) -> u64 {
+        if self.exp_range == 0.0 {
+            return r % self.num;
+        }
+        let k = exp_scaled_floor(r & ((1 << 62) - 1), self.exp_range, self.num);
+        k.wrapping_mul(0x5bd1_e995) % self.num
+    }
+}
+
+/// `floor(num * exp(-(a / 2^62) * range))` for `a < 2^62`, `range >= 0`, in double-double.
+fn exp_scaled_floor(a: u64, range: f64, num: u64) -> u64 {
+    let scale = f64::powi(2.0, -62);
+    // a = hi + lo exactly (51 + 11 bits), then times 2^-62, exact.
+    let hi = (a & !0x7ff) as f64 * scale;
+    let lo = (a & 0x7ff) as f64 * scale;
+    let t = two_prod(hi, range).add(two_prod(lo, range));
+    let v = exp_dd(Dd { hi: -t.hi, lo: -t.lo }).mul_f64(num as f64);
+    let mut f = v.hi.floor();
+    if f == v.hi && v.lo < 0.0 {
+        f -= 1.0;
+    }
+    // Saturating cast: exp(x) <= 1 for x <= 0, so this is at most `num`.
+    f as u64
+}
+
+/// A double-double number `hi + lo` with `|lo| <= ulp(hi) / 2`.
+#[derive(Debug, Clone, Copy)]
+struct Dd {
+    hi: f64,
+    lo: f64,
+}
+
+#[inline]
+fn two_sum(a: f64, b: f64) -> Dd {
+    let s = a + b;
+    let bb = s - a;
+    Dd {
+        hi: s,
+        lo: (a - (s - bb)) + (b - bb),
+    }
+}
+
+#[inline]
+fn quick_two_sum(a: f64, b: f64) -> Dd {
+    let s = a + b;
+    Dd { hi: s, lo: b - (s - a) }
+}
+
+#[inline]
+fn two_prod(a: f64, b: f64) -> Dd {
+    let p = a * b;
+    Dd {
+        hi: p,
+        lo: a.mul_add(b, -p),
+    }
+}
+
+impl Dd {
+    #[inline]
+    fn add(self, o: Dd) -> Dd {
+        let s = two_sum(self.hi, o.hi);
+        let t = two_sum(self.lo, o.lo);
+        let s = quick_two_sum(s.hi, s.lo + t.hi);
+        quick_two_sum(s.hi, s.lo + t.lo)
+    }
+
+    #[inline]
+    fn mul(self, o: Dd) -> Dd {
+        let p = two_prod(self.hi, o.hi);
+        quick_two_sum(p.hi, p.lo + (self.hi * o.lo + self.lo * o.hi))
+    }
+
+    #[inline]
+    fn mul_f64(self, b: f64) -> Dd {
+        let p = two_prod(self.hi, b);
+        quick_two_sum(p.hi, p.lo + self.lo * b)
+    }
+
+    #[inline]
+    fn div_f64(self, b: f64) -> Dd {
+        let q = self.hi / b;
+        let p = two_prod(q, b);
+        quick_two_sum(q, (self.hi - p.hi - p.lo + self.lo) / b)
+    }
+
+    /// Times a power of two (exact unless it underflows).
+    #[inline]
+    fn scale(self, f: f64) -> Dd {
+        Dd {
+            hi: self.hi * f,
+            lo: self.lo * f,
+        }
+    }
+}
+
+/// ln 2 in double-double.
+const LN2: Dd = Dd {
+    hi: std::f64::consts::LN_2,
+    lo: 2.319_046_813_846_299_6e-17,
+};
+
+/// `exp(x)` for `x <= 0` in double-double: `x = k ln2 + r`, `exp(r / 1024) - 1` by its Taylor
+/// series, squared back ten times as `(1 + e)^2 - 1 = 2e + e^2`, times `2^k`.
+fn exp_dd(x: Dd) -> Dd {
+    let k = (x.hi / LN2.hi).round();
+    if k < -1100.0 {
+        return Dd { hi: 0.0, lo: 0.0 };
+    }
+    let r = x.add(LN2.mul_f64(-k));
+    let s = r.scale(1.0 / 1024.0);
+    let mut term = s;
+    let mut e = s;
+    for i in 2..=12 {
+        term = term.mul(s).div_f64(f64::from(i));
+        e = e.add(term);
+    }
+    for _ in 0..10 {
+        e = e.scale(2.0).add(e.mul(e));
+    }
+    let k = k as i32;
+    Dd { hi: 1.0, lo: 0.0 }
+        .add(e)
+        .scale(f64::powi(2.0, k / 2))
+        .scale(f64::powi(2.0, k - k / 2))
+}
+
 /// Smallest value buffer (db_bench's `RandomGenerator` uses 1 MiB).
 pub const VALUE_BUFFER_BYTES: usize = 1 << 20;
+
+/// db_bench's default `--compression_ratio`.
+pub const DEFAULT_COMPRESSION_RATIO: f64 = 0.5;
+
+/// LevelDB's `Random` (Park-Miller, multiplier 16807 modulo 2^31 - 1), which db_bench's
+/// `RandomGenerator` uses with seed 301.
+#[derive(Debug, Clone)]
+pub struct LevelDbRandom {
+    seed: u32,
+}
+
+impl LevelDbRandom {
+    const M: u32 = 2_147_483_647;
+
+    /// Seeded like `rocksdb::Random(s)`.
+    pub fn new(s: u32) -> LevelDbRandom {
+        let s = s & Self::M;
+        LevelDbRandom {
+            seed: if s == 0 { 1 } else { s },
+        }
+    }
+
+    /// The next number in `[1, 2^31 - 2]`.
+    pub fn next_u32(&mut self) -> u32 {
+        let product = u64::from(self.seed) * 16807;
+        let mut seed = ((product >> 31) + (product & u64::from(Self::M))) as u32;
+        if seed > Self::M {
+            seed -= Self::M;
+        }
+        self.seed = seed;
+        seed
+    }
+
+    /// `Next() % n`.
+    pub fn uniform(&mut self, n: u32) -> u32 {
+        self.next_u32() % n
+    }
+}
+
+/// db_bench's `test::CompressibleString(rnd, ratio, 100)`: `max(1, floor(100 * ratio))` random
+/// printable bytes (`' ' + Uniform(95)`), repeated to 100 bytes.
+fn compressible_piece(rnd: &mut LevelDbRandom, ratio: f64, out: &mut Vec<u8>) {
+    const LEN: usize = 100;
+    let raw = ((LEN as f64 * ratio) as i64).max(1) as usize;
+    let raw_data: Vec<u8> = (0..raw).map(|_| b' ' + rnd.uniform(95) as u8).collect();
+    let start = out.len();
+    while out.len() - start < LEN {
+        out.extend_from_slice(&raw_data);
+    }
+    out.truncate(start + LEN);
+}
 
 /// Shared pre-generated value bytes; each thread slices them through its own [`ValueCursor`].
 #[derive(Debug, Clone)]
@@ -110,15 +318,16 @@ pub struct ValueSource {
 }
 
 impl ValueSource {
-    /// At least 1 MiB (and at least one value) of random bytes from `seed`.
-    pub fn new(seed: u64, value_size: usize) -> ValueSource {
+    /// db_bench's `RandomGenerator` for `--value_size` and `--compression_ratio`: at least 1 MiB
+    /// (and at least one value) of 100-byte pieces from `Random(301)`, each compressible to
+    /// `compression_ratio` of its size. The same bytes on every run and every engine.
+    pub fn new(value_size: usize, compression_ratio: f64) -> ValueSource {
         let len = VALUE_BUFFER_BYTES.max(value_size);
-        let mut rng = Mt64::new(seed ^ 0x5249_5054_4944_4556); // "RIPTIDEV"
-        let mut data = Vec::with_capacity(len + 8);
+        let mut rnd = LevelDbRandom::new(301);
+        let mut data = Vec::with_capacity(len + 100);
         while data.len() < len {
-            data.extend_from_slice(&rng.next_u64().to_le_bytes());
+            compressible_piece(&mut rnd, compression_ratio, &mut data);
         }
-        data.truncate(len);
         ValueSource {
             data: data.into(),
             value_size,
@@ -187,7 +396,7 @@ mod tests {
 
     #[test]
     fn values_have_the_right_size_and_wrap() {
-        let src = ValueSource::new(1, 300_000);
+        let src = ValueSource::new(300_000, DEFAULT_COMPRESSION_RATIO);
         let mut c = src.cursor(0);
         let first = c.next_value().to_vec();
         assert_eq!(first.len(), 300_000);
@@ -196,13 +405,98 @@ mod tests {
         }
         // 4 values do not fit in 1 MiB: the 4th wraps to the start.
         assert_eq!(c.next_value(), &first[..]);
-        let big = ValueSource::new(1, 3 << 20);
+        let big = ValueSource::new(3 << 20, 0.5);
         assert_eq!(big.cursor(5).next_value().len(), 3 << 20);
-        assert_eq!(ValueSource::new(1, 0).cursor(0).next_value(), b"");
-        // Seeded: the same seed gives the same bytes.
-        assert_eq!(
-            ValueSource::new(7, 8).cursor(0).next_value(),
-            ValueSource::new(7, 8).cursor(0).next_value()
-        );
+        assert_eq!(ValueSource::new(0, 0.5).cursor(0).next_value(), b"");
+    }
+
+    #[test]
+    fn values_are_db_bench_78s_bytes() {
+        // The first value of `db_bench --benchmarks=fillseq --value_size=120` (RocksDB 7.8.3,
+        // default --compression_ratio=0.5), read back with `ldb scan --value_hex`: 50 random
+        // printable bytes, repeated, then the next piece.
+        let hex = "5E7B56687A22212F25774D5A3B276120462F52455A4A34547740254E587879323F2E417256435A3242365B6A6E55642934\
+                   205E7B56687A22212F25774D5A3B276120462F52455A4A34547740254E587879323F2E417256435A3242365B6A6E5564\
+                   293420624F7B5C5E61543F566D322E246865633B7E324C";
+        let want: Vec<u8> = (0..hex.len() / 2)
+            .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap())
+            .collect();
+        let src = ValueSource::new(120, DEFAULT_COMPRESSION_RATIO);
+        assert_eq!(&src.cursor(0).next_value()[..want.len()], &want[..]);
+        // Ratio 1: no repetition within a piece; ratio 0: one byte repeated.
+        let v = ValueSource::new(100, 0.0).cursor(0).next_value().to_vec();
+        assert!(v.iter().all(|&b| b == v[0]));
+        let v = ValueSource::new(100, 1.0).cursor(0).next_value().to_vec();
+        assert_ne!(v[..50], v[50..]);
+        assert!(v.iter().all(|b| (b' '..=b'~').contains(b)));
+    }
+
+    #[test]
+    fn leveldb_random_is_park_miller() {
+        let mut r = LevelDbRandom::new(301);
+        // 301 * 16807 = 5058907; the sequence stays in [1, 2^31 - 2].
+        assert_eq!(r.next_u32(), 5_058_907);
+        for _ in 0..100_000 {
+            let v = r.next_u32();
+            assert!((1..LevelDbRandom::M).contains(&v));
+        }
+        assert_eq!(LevelDbRandom::new(0).next_u32(), 16807);
+    }
+
+    #[test]
+    fn uniform_keys_are_the_plain_modulus() {
+        let d = KeyDist::new(1000, 0.0);
+        assert_eq!(d.key(123_456_789), 789);
+        assert_eq!(d.key(u64::MAX), u64::MAX % 1000);
+    }
+
+    #[test]
+    fn skewed_keys_match_db_bench_long_double() {
+        // (random number, key) pairs from db_bench's GetRandomKey compiled with g++ on x86-64
+        // (long double = x87 80-bit), mt19937_64 seeded with 42, num = 10^7, range = 10.
+        let d = KeyDist::new(10_000_000, 10.0);
+        for (r, key) in [
+            (13_930_160_852_258_120_406u64, 4_631_333u64),
+            (11_788_048_577_503_494_824, 4_372_403),
+            (13_874_630_024_467_741_450, 8_313_331),
+            (2_513_787_319_205_155_662, 2_766_748),
+            (16_662_371_453_428_439_381, 5_141_273),
+            (1_735_254_072_534_978_428, 4_326_354),
+        ] {
+            assert_eq!(d.key(r), key, "r = {r}");
+        }
+        // The same stream checked against the C++ build by the keys it draws.
+        let mut rng = Mt64::new(42);
+        assert_eq!(d.key(rng.next_u64()), 4_631_333);
+        // Where plain f64 arithmetic picks another key (num = 10^12, range = 10).
+        let d = KeyDist::new(1_000_000_000_000, 10.0);
+        for (r, key) in [
+            (726_286_714_923_287_779u64, 198_647_553_207u64),
+            (617_996_744_970_215_691, 399_578_605_911),
+            (9_278_333_496_984_500_593, 26_207_288_850),
+        ] {
+            assert_eq!(d.key(r), key, "r = {r}");
+        }
+        // u = 0 gives exp(0) = 1: k = num, key 0.
+        assert_eq!(KeyDist::new(777, 3.0).key(0), 0);
+        assert_eq!(KeyDist::new(777, 3.0).key(1 << 62), 0);
+    }
+
+    #[test]
+    fn skew_concentrates_reads() {
+        // With range 10, P(k < x) = 1 - ln(num / x) / 10: 30% of the draws fall on the 5% of
+        // the key numbers below num / 20. 100,000 draws over 10^6 keys hit about half as many
+        // distinct keys as uniform draws do.
+        let mut rng = Mt64::new(1);
+        let skew = KeyDist::new(1_000_000, 10.0);
+        let uni = KeyDist::new(1_000_000, 0.0);
+        let (mut a, mut b) = (std::collections::HashSet::new(), std::collections::HashSet::new());
+        for _ in 0..100_000 {
+            let r = rng.next_u64();
+            a.insert(skew.key(r));
+            b.insert(uni.key(r));
+        }
+        assert!(a.len() * 3 < b.len() * 2, "skewed {} vs uniform {}", a.len(), b.len());
+        assert!(a.iter().all(|&k| k < 1_000_000));
     }
 }

@@ -3,8 +3,9 @@
 //! [`run`] validates the flags, prints the header, prepares the database directory, opens the
 //! engine of `--engine` and prints its options, then runs each benchmark of `--benchmarks` in
 //! order on one database directory and prints db_bench's result line for it (plus the histogram,
-//! the write-path line and readwhilewriting's writer line), then closes the database cleanly and
-//! prints the peak RSS.
+//! the write-path line and readwhilewriting's writer line; meta operations such as `flush` run
+//! on this thread, see [`run_meta`]), then prints the engine's statistics and the database's
+//! size on disk, closes the database cleanly, prints the size again and the peak RSS.
 //!
 //! Modules: [`flags`] (command line), [`engine`] (the adapter trait and one adapter per engine),
 //! [`keys`] (keys, values, RNG), [`workload`] (one thread's loop), [`runner`] (threads,
@@ -25,13 +26,14 @@ pub mod runner;
 pub mod stats;
 pub mod workload;
 
-use engine::{BenchEngine, EngineKind};
+use engine::{BenchEngine, EngineKind, RunTotals};
 use error::BenchError;
-use flags::{BenchFlags, Config};
+use flags::{BenchFlags, Benchmark, Config};
 use keys::ValueSource;
 use runner::SeedCounter;
+use stats::Merged;
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Runs `riptide bench` with the given flags, printing to stdout (progress and interval stats
 /// go to stderr). `bare` = no flag was given at all: run the default workload
@@ -65,7 +67,8 @@ fn run_on<E: BenchEngine>(cfg: &Config) -> Result<(), BenchError> {
     println!("{}", report::HEADER_RULE);
     // True while the open database holds nothing this run wrote (so a fill need not wipe it).
     let mut pristine = !cfg.use_existing_db;
-    let values = ValueSource::new(cfg.seed, cfg.value_size);
+    let mut totals = RunTotals::default();
+    let values = ValueSource::new(cfg.value_size, cfg.compression_ratio);
     let mut seeds = SeedCounter::default();
     for &bench in &cfg.benchmarks {
         if bench.fresh_db() {
@@ -78,20 +81,39 @@ fn run_on<E: BenchEngine>(cfg: &Config) -> Result<(), BenchError> {
                 wipe_dir(&cfg.db)?;
                 db = E::open(cfg)?;
                 pristine = true;
+                totals = RunTotals::default();
             }
+        }
+        if bench.is_meta() {
+            run_meta(bench, &db, &totals)?;
+            continue;
         }
         println!("DB path: [{}]", cfg.db.display());
         let before = db.write_stats();
         let outcome = runner::run(bench, cfg, &db, &values, &mut seeds)?;
-        println!("{}", report::result_line(bench.name(), &outcome.result));
+        let line = report::result_line(bench.name(), &outcome.result);
+        // db_bench ends readrandom's "(X of Y found)" with a newline, multireadrandom's not.
+        println!(
+            "{}",
+            if bench == Benchmark::MultiReadRandom {
+                line.trim_end()
+            } else {
+                &line
+            }
+        );
         if let Some(h) = &outcome.result.hist {
             println!("{}", report::histogram_block(bench.op_name(), h));
         }
         if let Some(w) = &outcome.writer {
             println!("{}", report::background_writer_line(w));
+            totals.user_bytes_written += w.bytes;
         }
         if bench.writes() {
             pristine = false;
+            // Readers' bytes are reads; a writer of readwhilewriting was counted above.
+            if bench != Benchmark::ReadWhileWriting {
+                totals.user_bytes_written += outcome.result.bytes;
+            }
             if let (Some(before), Some(after)) = (before, db.write_stats()) {
                 let delta = report::write_stats_delta(&before, &after);
                 println!("{}", report::write_path_line(&delta));
@@ -105,14 +127,57 @@ fn run_on<E: BenchEngine>(cfg: &Config) -> Result<(), BenchError> {
             path.display()
         );
     }
-    for line in db.end_of_run_stats() {
+    for line in db.end_of_run_stats(&totals) {
         println!("{line}");
     }
+    println!("{}", report::disk_usage_line("DB size on disk", &cfg.db));
     let t = Instant::now();
     db.close().map_err(|e| BenchError::engine("closing the database", e))?;
     println!("Closed the database in {:.3} seconds", t.elapsed().as_secs_f64());
+    println!("{}", report::disk_usage_line("DB size on disk after close", &cfg.db));
     println!("{}", report::peak_rss_line());
     Ok(())
+}
+
+/// Runs a meta operation on this thread: flush, compact and waitforcompaction print a db_bench
+/// result line (1 operation, its time; MB/s = bytes written to data files, where the engine
+/// tells), stats and levelstats print the engine's report.
+fn run_meta<E: BenchEngine>(bench: Benchmark, db: &E, totals: &RunTotals) -> Result<(), BenchError> {
+    let fail = |e| BenchError::engine(format!("{} failed", bench.name()), e);
+    let timed = |f: &dyn Fn() -> Result<Option<u64>, engine::EngineError>| -> Result<(), BenchError> {
+        let start = Instant::now();
+        let bytes = f().map_err(fail)?;
+        let elapsed = start.elapsed();
+        println!("{}", report::result_line(bench.name(), &meta_result(elapsed, bytes)));
+        Ok(())
+    };
+    match bench {
+        Benchmark::Flush => timed(&|| db.flush()),
+        Benchmark::Compact => timed(&|| db.compact()),
+        Benchmark::WaitForCompaction => timed(&|| db.wait_for_background_work().map(|()| None)),
+        Benchmark::Stats => {
+            println!("\n{}", db.stats_report(totals).map_err(fail)?);
+            Ok(())
+        }
+        Benchmark::LevelStats => {
+            println!("\n{}", db.level_stats_report().map_err(fail)?);
+            Ok(())
+        }
+        other => Err(BenchError::Usage(format!("{} is not a meta operation", other.name()))),
+    }
+}
+
+/// The result of a meta operation: one op taking `elapsed`, moving `bytes` if known.
+fn meta_result(elapsed: Duration, bytes: Option<u64>) -> Merged {
+    Merged {
+        done: 1,
+        bytes: bytes.unwrap_or(0),
+        found: 0,
+        lookups: 0,
+        elapsed,
+        thread_seconds: elapsed.as_secs_f64(),
+        hist: None,
+    }
 }
 
 /// Removes `dir` if it is missing, empty or a database of one of the engines; refuses anything

@@ -6,8 +6,8 @@
 //!   for byte as db_bench's `Stats::Report` prints it.
 //! - [`histogram_block`]: db_bench's `HistogramImpl::ToString` (Count/Average/StdDev, Min/Median/
 //!   Max, Percentiles, then RocksDB's bucket table), from an hdrhistogram in nanoseconds.
-//! - [`write_path_line`], [`peak_rss_line`]: Riptide's own figures, on lines no db_bench parser
-//!   mistakes for a result.
+//! - [`write_path_line`], [`peak_rss_line`], [`disk_usage_line`]: the bench's own figures, on
+//!   lines no db_bench parser mistakes for a result.
 
 use super::engine::{Description, EngineKind};
 use super::flags::Config;
@@ -37,10 +37,12 @@ pub fn header(cfg: &Config) -> String {
         "Keys:       {} bytes each (+ 0 bytes user-defined timestamp)",
         cfg.key_size
     );
+    // db_bench: (int)(value_size * compression_ratio + 0.5).
     let _ = writeln!(
         s,
         "Values:     {} bytes each ({} bytes after compression)",
-        cfg.value_size, cfg.value_size
+        cfg.value_size,
+        (cfg.value_size as f64 * cfg.compression_ratio + 0.5) as u64
     );
     let _ = writeln!(s, "Entries:    {}", cfg.num);
     let raw_mb = (cfg.key_size + cfg.value_size) as f64 * cfg.num as f64 / 1_048_576.0;
@@ -61,6 +63,15 @@ pub fn header(cfg: &Config) -> String {
         }
     }
     let _ = writeln!(s, "Seed:       {}", cfg.seed);
+    if cfg.read_random_exp_range > 0.0 {
+        let _ = writeln!(
+            s,
+            "Read keys:  skewed, read_random_exp_range={} (readrandom, multireadrandom, readwhilewriting)",
+            cfg.read_random_exp_range
+        );
+    } else {
+        let _ = writeln!(s, "Read keys:  uniform");
+    }
     let _ = writeln!(
         s,
         "Writes:     sync={} disable_wal={} async_commit_depth={} batch_size={}",
@@ -70,21 +81,7 @@ pub fn header(cfg: &Config) -> String {
         cfg.batch_size
     );
     if cfg.engine == EngineKind::Riptide {
-        let _ = writeln!(
-            s,
-            "Options:    write_buffer_size={} write_queues={} max_group_size={} max_group_bytes={} \
-         immutable_slowdown_trigger={} immutable_stop_trigger={} slowdown_delay_micros={} redo_segment_size={} \
-         flush_on_close={}",
-            o.write_buffer_size,
-            o.write_queues,
-            o.max_group_size,
-            o.max_group_bytes,
-            o.immutable_slowdown_trigger,
-            o.immutable_stop_trigger,
-            o.slowdown_delay_micros,
-            o.redo_segment_size,
-            u8::from(o.flush_on_close)
-        );
+        let _ = writeln!(s, "Options:    {}", riptide_options_line(o));
     }
     if cfg.default_workload {
         let _ = writeln!(
@@ -96,6 +93,39 @@ pub fn header(cfg: &Config) -> String {
         );
     }
     s
+}
+
+/// Riptide's options as `name=value` words, from their `Debug` form, so every option the engine
+/// lists appears (new ones too) in the engine's order; the file system (`fs`) is left out.
+pub fn riptide_options_line(o: &riptide::Options) -> String {
+    let dbg = format!("{o:?}");
+    let inner = dbg
+        .strip_prefix("Options { ")
+        .and_then(|x| x.strip_suffix(" }"))
+        .unwrap_or(&dbg);
+    // Split at ", " outside brackets (a value could be a nested Debug form).
+    let mut fields = Vec::new();
+    let (mut depth, mut start) = (0i32, 0);
+    let bytes = inner.as_bytes();
+    for (i, &c) in bytes.iter().enumerate() {
+        match c {
+            b'(' | b'[' | b'{' => depth += 1,
+            b')' | b']' | b'}' => depth -= 1,
+            b',' if depth == 0 && bytes.get(i + 1) == Some(&b' ') => {
+                fields.push(&inner[start..i]);
+                start = i + 2;
+            }
+            _ => {}
+        }
+    }
+    fields.push(&inner[start..]);
+    fields
+        .into_iter()
+        .filter_map(|f| f.split_once(": "))
+        .filter(|(name, _)| *name != "fs")
+        .map(|(name, value)| format!("{name}={value}"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The engine's version and options, printed after it is open:
@@ -261,6 +291,98 @@ pub fn background_writer_line(m: &Merged) -> String {
         m.elapsed.as_secs_f64(),
         m.ops_per_sec() as i64
     )
+}
+
+/// Space a directory takes, as `du` counts it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DiskUsage {
+    /// Allocated bytes (`st_blocks * 512`), what `du` reports.
+    pub allocated: u64,
+    /// Apparent bytes (file lengths; sparse files count their holes).
+    pub apparent: u64,
+    /// Regular files.
+    pub files: u64,
+    /// Allocated bytes per top-level entry kind: `name/` for a subdirectory, `*.ext` for files
+    /// by extension, `PREFIX-*` for names like `MANIFEST-000005`, `other` for the rest; largest
+    /// first.
+    pub groups: Vec<(String, u64)>,
+}
+
+/// Walks `dir` (not following symlinks) and adds up its files; `None` if it does not exist.
+pub fn disk_usage(dir: &std::path::Path) -> Option<DiskUsage> {
+    use std::os::unix::fs::MetadataExt;
+    fn walk(path: &std::path::Path, total: &mut DiskUsage) -> u64 {
+        let Ok(meta) = std::fs::symlink_metadata(path) else {
+            return 0; // Vanished meanwhile (a background job deleted it).
+        };
+        let mut allocated = meta.blocks() * 512;
+        if meta.is_dir() {
+            if let Ok(entries) = std::fs::read_dir(path) {
+                for e in entries.flatten() {
+                    allocated += walk(&e.path(), total);
+                }
+            }
+        } else if meta.is_file() {
+            total.files += 1;
+            total.apparent += meta.len();
+        }
+        allocated
+    }
+    let entries = std::fs::read_dir(dir).ok()?;
+    let mut total = DiskUsage::default();
+    let mut groups: std::collections::BTreeMap<String, u64> = std::collections::BTreeMap::new();
+    for e in entries.flatten() {
+        let path = e.path();
+        let bytes = walk(&path, &mut total);
+        let name = e.file_name().to_string_lossy().into_owned();
+        let group = if path.is_dir() {
+            format!("{name}/")
+        } else {
+            match (name.rsplit_once('.'), name.split_once('-')) {
+                (Some((stem, ext)), _)
+                    if !stem.is_empty() && !ext.is_empty() && !ext.chars().all(|c| c.is_ascii_digit()) =>
+                {
+                    format!("*.{ext}")
+                }
+                // RocksDB's MANIFEST-000005, OPTIONS-000007.
+                (_, Some((prefix, _))) if !prefix.is_empty() => format!("{prefix}-*"),
+                _ => "other".to_string(),
+            }
+        };
+        *groups.entry(group).or_default() += bytes;
+        total.allocated += bytes;
+    }
+    total.groups = groups.into_iter().collect();
+    total.groups.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    Some(total)
+}
+
+/// `<what>: X MB allocated (Y MB apparent) in N files (group A MB, ...)` for `dir`.
+pub fn disk_usage_line(what: &str, dir: &std::path::Path) -> String {
+    let mb = |b: u64| format!("{:.1} MB", b as f64 / 1_048_576.0);
+    match disk_usage(dir) {
+        None => format!("{what}: - ({} does not exist)", dir.display()),
+        Some(u) => {
+            let groups: Vec<String> = u
+                .groups
+                .iter()
+                .filter(|(_, b)| *b > 0)
+                .map(|(g, b)| format!("{g} {}", mb(*b)))
+                .collect();
+            format!(
+                "{what}: {} allocated ({} bytes; {} apparent) in {} files{}",
+                mb(u.allocated),
+                u.allocated,
+                mb(u.apparent),
+                u.files,
+                if groups.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", groups.join(", "))
+                }
+            )
+        }
+    }
 }
 
 /// The process's peak resident set size, from `VmHWM` in `/proc/self/status`.
@@ -433,6 +555,35 @@ mod tests {
     }
 
     #[test]
+    fn disk_usage_counts_allocated_blocks_by_kind() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(disk_usage(&dir.path().join("missing")).is_none());
+        assert!(disk_usage_line("DB size on disk", &dir.path().join("missing")).contains("does not exist"));
+        std::fs::create_dir(dir.path().join("data")).unwrap();
+        std::fs::write(dir.path().join("data/000001.dat"), vec![7u8; 100_000]).unwrap();
+        std::fs::write(dir.path().join("000004.log"), vec![1u8; 10_000]).unwrap();
+        std::fs::write(dir.path().join("CURRENT"), b"x").unwrap();
+        std::fs::write(dir.path().join("MANIFEST-000005"), b"m").unwrap();
+        // A sparse file: long, nothing allocated.
+        std::fs::File::create(dir.path().join("sparse.sst"))
+            .unwrap()
+            .set_len(1 << 30)
+            .unwrap();
+        let u = disk_usage(dir.path()).unwrap();
+        assert_eq!(u.files, 5);
+        assert_eq!(u.apparent, 100_000 + 10_000 + 1 + 1 + (1 << 30));
+        assert!(u.allocated >= 110_000 && u.allocated < 1 << 20, "{u:?}");
+        assert_eq!(u.groups[0].0, "data/");
+        let names: Vec<&str> = u.groups.iter().map(|g| g.0.as_str()).collect();
+        for g in ["data/", "*.log", "other", "*.sst", "MANIFEST-*"] {
+            assert!(names.contains(&g), "{names:?}");
+        }
+        let line = disk_usage_line("DB size on disk", dir.path());
+        assert!(line.starts_with("DB size on disk: 0.1 MB allocated ("), "{line}");
+        assert!(line.contains(" in 5 files: data/ 0.1 MB"), "{line}");
+    }
+
+    #[test]
     fn vm_hwm_parsing() {
         let status = "Name:\triptide\nVmPeak:\t  300 kB\nVmHWM:\t   187604 kB\nVmRSS:\t 1000 kB\n";
         assert_eq!(parse_vm_hwm_kib(status), Some(187_604));
@@ -456,6 +607,23 @@ mod tests {
         assert!(h.contains("write_buffer_size=67108864"));
         assert!(h.contains("Set seed to 1 because --seed was 0"));
         assert!(h.contains("Compression: NoCompression\n"));
+        // db_bench's "after compression" figure: value_size * compression_ratio, rounded.
+        assert!(
+            h.contains("Values:     10 bytes each (5 bytes after compression)"),
+            "{h}"
+        );
+        assert!(h.contains("Read keys:  uniform\n"));
+        assert!(h.contains(" block_cache_size=8388608 "), "{h}");
+        assert!(h.contains(" row_cache_size=0 "), "{h}");
+        assert!(h.contains(" compression=None "), "{h}");
+        assert!(!h.contains(" fs="), "{h}");
+        let line = riptide_options_line(&riptide::Options::default());
+        assert!(
+            line.starts_with("create_if_missing=true error_if_exists=false write_buffer_size="),
+            "{line}"
+        );
+        assert!(line.contains(" flush_on_close=true "), "{line}");
+        assert!(!line.contains(": ") && !line.contains(", "), "{line}");
         let block = engine_block(&Description {
             version: "x 1.0".into(),
             options: vec![("block_size", "16384".into()), ("sync", "0".into())],

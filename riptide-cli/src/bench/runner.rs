@@ -8,11 +8,13 @@
 //!   the writer stops when every reader is done and is reported on its own.
 //! - The calling thread draws the progress bar (stderr, only on a terminal), prints
 //!   `--stats_interval_seconds` lines to stderr, and runs the write-stop watchdog for engines that
-//!   have one ([`BenchEngine::write_stop_watch`]): Riptide has no flush yet, so once a table holds
-//!   `immutable_stop_trigger` immutable memtables its writers wait forever. If writes make no
-//!   progress for [`STOP_GRACE`] while the memtables hold at least that much, the watchdog closes
-//!   the database (stalled writers then fail with `Closed`) and the benchmark fails with an
-//!   explanation instead of hanging.
+//!   have one ([`BenchEngine::write_stop_watch`]): Riptide's writers wait while its memtables or
+//!   L0 are full until background flushes catch up, which never happens while flushes keep
+//!   failing. If writes make no progress for [`STOP_GRACE`] and the engine reports such a
+//!   failure, the watchdog closes the database (stalled writers then fail with `Closed`) and the
+//!   benchmark fails with an explanation instead of hanging.
+//! - Meta operations (flush, compact, ...) do not come here: they run on the calling thread
+//!   (`bench::run_meta`).
 
 use super::engine::BenchEngine;
 use super::error::BenchError;
@@ -26,7 +28,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-/// How long writes may make no progress, with full memtables, before the watchdog gives up.
+/// How long writes may make no progress, with background flushes failing, before the watchdog
+/// gives up.
 pub const STOP_GRACE: Duration = Duration::from_secs(3);
 
 /// How often the calling thread wakes up to draw progress and check the watchdog.
@@ -63,6 +66,7 @@ pub fn roles(bench: Benchmark, threads: usize) -> Vec<Role> {
         Benchmark::FillRandom | Benchmark::Overwrite => all(Role::WriteRandom),
         Benchmark::DeleteRandom => all(Role::DeleteRandom),
         Benchmark::ReadRandom => all(Role::ReadRandom),
+        Benchmark::MultiReadRandom => all(Role::MultiReadRandom),
         Benchmark::SeekRandom => all(Role::SeekRandom),
         Benchmark::ReadSeq => all(Role::Scan { reverse: false }),
         Benchmark::ReadReverse => all(Role::Scan { reverse: true }),
@@ -71,6 +75,12 @@ pub fn roles(bench: Benchmark, threads: usize) -> Vec<Role> {
             r.extend(all(Role::ReadRandom));
             r
         }
+        // Meta operations have no benchmark threads (see `bench::run_meta`).
+        Benchmark::Flush
+        | Benchmark::Compact
+        | Benchmark::WaitForCompaction
+        | Benchmark::Stats
+        | Benchmark::LevelStats => Vec::new(),
     }
 }
 
@@ -85,6 +95,12 @@ fn expected_ops(bench: Benchmark, cfg: &Config) -> Option<u64> {
         Benchmark::FillRandom | Benchmark::Overwrite => Some(batches(cfg.writes) * t),
         Benchmark::DeleteRandom => Some(batches(cfg.deletes) * t),
         Benchmark::ReadRandom | Benchmark::SeekRandom | Benchmark::ReadWhileWriting => Some(cfg.reads * t),
+        Benchmark::MultiReadRandom => Some(batches(cfg.reads) * t),
+        Benchmark::Flush
+        | Benchmark::Compact
+        | Benchmark::WaitForCompaction
+        | Benchmark::Stats
+        | Benchmark::LevelStats => None,
     }
 }
 

@@ -5,8 +5,12 @@
 //! Invariants:
 //! - Random key numbers are `rng.next() % num`, drawn in db_bench's order: write and delete
 //!   loops draw one number per batch for db_bench's DB selection, then one per key; readrandom
-//!   draws one for the DB selection and one for the key; seekrandom one for the key. So a seed
-//!   reproduces db_bench's keys (checked against db_bench 7.8.3's found counts).
+//!   draws one for the DB selection and one for the key; multireadrandom one for the DB
+//!   selection per batch, then one per key; seekrandom one for the key. So a seed reproduces
+//!   db_bench's keys (checked against db_bench 7.8.3's found counts).
+//! - readrandom, multireadrandom and readwhilewriting's readers turn their key draws into key
+//!   numbers with db_bench's `GetRandomKey` ([`KeyDist`], skewed by `--read_random_exp_range`);
+//!   seekrandom and the writers do not (db_bench's `SeekRandom` uses `rand % num` too).
 //! - [`OpBudget`] is db_bench's `Duration`: count mode does `floor(max_ops / batch_size)` calls;
 //!   time mode checks the clock every [`CLOCK_CHECK_OPS`] ops.
 //! - With `async_commit_depth = N > 0` a thread keeps at most N `write_async` handles; an op is
@@ -15,7 +19,7 @@
 
 use super::engine::{BenchEngine, Cursor, EngineError};
 use super::flags::Config;
-use super::keys::{KeyBuf, Mt64, ValueSource};
+use super::keys::{KeyBuf, KeyDist, Mt64, ValueSource};
 use super::stats::ThreadStats;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -38,6 +42,8 @@ pub enum Role {
     DeleteRandom,
     /// Point reads of random keys (readrandom, readwhilewriting readers).
     ReadRandom,
+    /// Multi-gets of `--batch_size` random keys (multireadrandom).
+    MultiReadRandom,
     /// Seek to a random key and read the entry there (seekrandom).
     SeekRandom,
     /// Forward or backward scan (readseq / readreverse).
@@ -139,6 +145,7 @@ pub fn run_thread<E: BenchEngine>(role: Role, tid: usize, seed: u64, sh: &Shared
             write_loop(role, tid, &mut rng, sh, &mut st, &mut progress)
         }
         Role::ReadRandom => read_random(&mut rng, sh, &mut st, &mut progress),
+        Role::MultiReadRandom => multi_read_random(&mut rng, sh, &mut st, &mut progress),
         Role::SeekRandom => seek_random(&mut rng, sh, &mut st, &mut progress),
         Role::Scan { reverse } => scan(reverse, sh, &mut st, &mut progress),
     };
@@ -250,13 +257,14 @@ fn complete_oldest<E: BenchEngine>(
 
 /// The loop shared by readrandom and seekrandom: draws a key per op in db_bench's RNG order
 /// (readrandom first draws db_bench's unused database pick), times `lookup` and counts it.
-/// `lookup` records what it found in the stats.
+/// `dist` maps the draw to a key number. `lookup` records what it found in the stats.
 fn random_lookups<E: BenchEngine>(
     rng: &mut Mt64,
     sh: &Shared<'_, E>,
     st: &mut ThreadStats,
     progress: &mut Progress<'_>,
     draws_db_pick: bool,
+    dist: KeyDist,
     mut lookup: impl FnMut(&[u8], &mut ThreadStats) -> OpResult<()>,
 ) -> OpResult<()> {
     let cfg = sh.cfg;
@@ -267,7 +275,7 @@ fn random_lookups<E: BenchEngine>(
         if draws_db_pick {
             let _db_pick = rng.next_u64();
         }
-        key.set(rng.next_u64() % cfg.num);
+        key.set(dist.key(rng.next_u64()));
         let t0 = timed.then(Instant::now);
         lookup(key.get(), st)?;
         st.lookups += 1;
@@ -280,6 +288,48 @@ fn random_lookups<E: BenchEngine>(
     Ok(())
 }
 
+/// The key distribution of db_bench's `GetRandomKey` for this run.
+fn get_random_key_dist(cfg: &Config) -> KeyDist {
+    KeyDist::new(cfg.num, cfg.read_random_exp_range)
+}
+
+/// db_bench's `MultiReadRandom` (without `--multiread_stride`): per batch one draw for the
+/// database pick, then `--batch_size` keys from `GetRandomKey`, read with one multi-get; the
+/// budget counts keys (`floor(reads / batch_size)` batches), one histogram sample per batch.
+fn multi_read_random<E: BenchEngine>(
+    rng: &mut Mt64,
+    sh: &Shared<'_, E>,
+    st: &mut ThreadStats,
+    progress: &mut Progress<'_>,
+) -> OpResult<()> {
+    let cfg = sh.cfg;
+    let dist = get_random_key_dist(cfg);
+    let batch = cfg.batch_size;
+    let mut budget = OpBudget::new(cfg.reads, cfg.duration);
+    let mut keys: Vec<KeyBuf> = (0..batch).map(|_| KeyBuf::new(cfg.key_size)).collect();
+    let timed = st.hist.is_some();
+    while !budget.done(batch as u64, sh.abort) {
+        let _db_pick = rng.next_u64();
+        for k in &mut keys {
+            k.set(dist.key(rng.next_u64()));
+        }
+        let slices: Vec<&[u8]> = keys.iter().map(KeyBuf::get).collect();
+        let t0 = timed.then(Instant::now);
+        let lens = sh.db.multi_get(&slices)?;
+        for len in lens.into_iter().flatten() {
+            st.found += 1;
+            st.bytes += (cfg.key_size + len) as u64;
+        }
+        if let Some(t0) = t0 {
+            st.sample(t0.elapsed());
+        }
+        st.lookups += batch as u64;
+        st.done += batch as u64;
+        progress.add(batch as u64);
+    }
+    Ok(())
+}
+
 fn read_random<E: BenchEngine>(
     rng: &mut Mt64,
     sh: &Shared<'_, E>,
@@ -287,7 +337,8 @@ fn read_random<E: BenchEngine>(
     progress: &mut Progress<'_>,
 ) -> OpResult<()> {
     let key_size = sh.cfg.key_size;
-    random_lookups(rng, sh, st, progress, true, |key, st| {
+    let dist = get_random_key_dist(sh.cfg);
+    random_lookups(rng, sh, st, progress, true, dist, |key, st| {
         if let Some(len) = sh.db.get(key, <[u8]>::len)? {
             st.found += 1;
             st.bytes += (key_size + len) as u64;
@@ -302,7 +353,9 @@ fn seek_random<E: BenchEngine>(
     st: &mut ThreadStats,
     progress: &mut Progress<'_>,
 ) -> OpResult<()> {
-    random_lookups(rng, sh, st, progress, false, |key, st| {
+    // db_bench's SeekRandom draws `rand % num`, never skewed.
+    let dist = KeyDist::new(sh.cfg.num, 0.0);
+    random_lookups(rng, sh, st, progress, false, dist, |key, st| {
         // As db_bench (without --use_tailing_iterator): a fresh iterator per seek, so it sees
         // the latest data.
         let mut it = sh.db.cursor()?;

@@ -5,16 +5,25 @@
 //! One `Database` with one keyspace; writes are `OwnedWriteBatch`es committed with
 //! `PersistMode::SyncData` under `--sync` and `PersistMode::Buffer` (written to the OS) otherwise;
 //! seeks and scans open a fresh range iterator each. fjall cannot skip its journal, so
-//! `--disable_wal=1` is refused.
+//! `--disable_wal=1` is refused; it has no row cache and no settings for flush threads or L0
+//! triggers, so `--row_cache_size`, `--max_background_flushes`, `--max_background_compactions`
+//! and `--level0_*` are refused too.
+//! Meta operations use fjall's own (partly `#[doc(hidden)]`) calls: `flush` rotates the memtable
+//! and waits for its flush, `compact` is `major_compact`, `waitforcompaction` polls the
+//! outstanding flushes, sealed memtables and active compactions; fjall reports no per-level
+//! breakdown beyond L0 and no bytes per flush.
 
 use super::EngineError;
-use super::{bytes, durability_options, refuse_riptide_only_flags, BenchEngine, Compression, Cursor, Description};
+use super::{
+    bytes, durability_options, mb, refuse_riptide_only_flags, BenchEngine, Compression, Cursor, Description, RunTotals,
+};
 use crate::bench::error::BenchError;
 use crate::bench::flags::Config;
 use ::fjall::config::{BlockSizePolicy, BloomConstructionPolicy, CompressionPolicy, FilterPolicy, FilterPolicyEntry};
 use ::fjall::{CompressionType, Database, Keyspace, KeyspaceCreateOptions, OwnedWriteBatch, PersistMode, Slice};
 use std::convert::Infallible;
 use std::ops::Bound;
+use std::time::Duration;
 
 /// The `fjall` crate version this adapter was written against (Cargo.toml pins it).
 const CRATE: &str = "fjall 3.1.13, lsm-tree 3.1.10";
@@ -49,6 +58,27 @@ impl BenchEngine for FjallEngine {
         if cfg.compression == Compression::Zstd {
             return Err(BenchError::Usage(
                 "--compression_type=zstd: fjall supports none and lz4".into(),
+            ));
+        }
+        if cfg.row_cache_size > 0 {
+            return Err(BenchError::Usage(format!(
+                "--row_cache_size={}: fjall has no row cache (use 0; its block cache is --cache_size)",
+                cfg.row_cache_size
+            )));
+        }
+        if cfg.max_background_flushes.is_some() || cfg.max_background_compactions.is_some() {
+            return Err(BenchError::Usage(
+                "--max_background_flushes/--max_background_compactions: fjall has no such settings (its \
+                 worker_threads do flushes and compactions)"
+                    .into(),
+            ));
+        }
+        if cfg.level0_compaction_trigger.is_some()
+            || cfg.level0_slowdown_trigger.is_some()
+            || cfg.level0_stop_trigger.is_some()
+        {
+            return Err(BenchError::Usage(
+                "--level0_*_trigger: fjall's leveled compaction has no such settings in this adapter".into(),
             ));
         }
         Ok(())
@@ -119,6 +149,7 @@ impl BenchEngine for FjallEngine {
                 "block_cache_size",
                 format!("{} (fjall's shared cache)", bytes(cfg.cache_size as u64)),
             ),
+            ("row_cache_size", "0 (fjall has no row cache)".to_string()),
             (
                 "write_buffer_size",
                 format!(
@@ -143,6 +174,10 @@ impl BenchEngine for FjallEngine {
         options.push((
             "background_threads",
             format!("worker_threads={workers} (default min(cores, 4)): flushes and leveled compaction"),
+        ));
+        options.push((
+            "statistics",
+            "fjall's own counters only (tables, journals, compactions)".to_string(),
         ));
         Description {
             version: format!("fjall ({CRATE})"),
@@ -184,6 +219,58 @@ impl BenchEngine for FjallEngine {
         Ok(self.ks.get(key)?.map(|v| read(&v)))
     }
 
+    /// fjall has no multi-get: one `get` per key (each sees the latest state).
+    fn multi_get(&self, keys: &[&[u8]]) -> Result<Vec<Option<usize>>, EngineError> {
+        keys.iter().map(|k| Ok(self.ks.get(k)?.map(|v| v.len()))).collect()
+    }
+
+    fn flush(&self) -> Result<Option<u64>, EngineError> {
+        self.ks.rotate_memtable_and_wait()?;
+        Ok(None)
+    }
+
+    fn compact(&self) -> Result<Option<u64>, EngineError> {
+        self.ks.rotate_memtable_and_wait()?;
+        self.ks.major_compact()?;
+        Ok(None)
+    }
+
+    /// Polls until no flush is queued, no memtable is sealed and no compaction runs, twice in a
+    /// row 50 ms apart.
+    fn wait_for_background_work(&self) -> Result<(), EngineError> {
+        let mut idle_looks = 0;
+        while idle_looks < 2 {
+            let busy = self.db.outstanding_flushes() > 0
+                || self.ks.sealed_memtable_count() > 0
+                || self.db.active_compactions() > 0;
+            idle_looks = if busy { 0 } else { idle_looks + 1 };
+            if idle_looks < 2 {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        Ok(())
+    }
+
+    fn stats_report(&self, _totals: &RunTotals) -> Result<String, EngineError> {
+        let mut s = String::from("** fjall stats **\n");
+        for line in self.stats_lines()? {
+            s.push_str("  ");
+            s.push_str(&line);
+            s.push('\n');
+        }
+        Ok(s)
+    }
+
+    fn level_stats_report(&self) -> Result<String, EngineError> {
+        Ok(format!(
+            "Level stats of keyspace \"{KEYSPACE}\" (fjall reports L0 apart, not the other levels):\n\
+             L0: {} tables; all levels: {} tables, {} on disk\n",
+            self.ks.l0_table_count(),
+            self.ks.table_count(),
+            mb(self.ks.disk_space())
+        ))
+    }
+
     fn cursor(&self) -> Result<FjallCursor<'_>, EngineError> {
         Ok(FjallCursor {
             ks: &self.ks,
@@ -201,14 +288,39 @@ impl BenchEngine for FjallEngine {
         Ok(())
     }
 
-    fn end_of_run_stats(&self) -> Vec<String> {
-        vec![format!(
-            "fjall stats: {} tables ({} in L0), {} journal files, {} sealed memtables",
-            self.ks.table_count(),
-            self.ks.l0_table_count(),
-            self.db.journal_count(),
-            self.ks.sealed_memtable_count()
-        )]
+    fn end_of_run_stats(&self, _totals: &RunTotals) -> Vec<String> {
+        match self.stats_lines() {
+            Ok(lines) => lines.into_iter().map(|l| format!("fjall stats: {l}")).collect(),
+            Err(e) => vec![format!("fjall stats: unavailable ({e})")],
+        }
+    }
+}
+
+impl FjallEngine {
+    fn stats_lines(&self) -> Result<Vec<String>, EngineError> {
+        Ok(vec![
+            format!(
+                "{} tables ({} in L0), {} journal files, {} sealed memtables, {} flushes queued",
+                self.ks.table_count(),
+                self.ks.l0_table_count(),
+                self.db.journal_count(),
+                self.ks.sealed_memtable_count(),
+                self.db.outstanding_flushes()
+            ),
+            format!(
+                "{} compactions completed ({} running), {:.3} s compacting",
+                self.db.compactions_completed(),
+                self.db.active_compactions(),
+                self.db.time_compacting().as_secs_f64()
+            ),
+            format!(
+                "disk space {} (journals {}); cache {} of {}",
+                mb(self.db.disk_space()?),
+                mb(self.db.journal_disk_space()?),
+                mb(self.db.cache_size()),
+                mb(self.db.cache_capacity())
+            ),
+        ])
     }
 }
 

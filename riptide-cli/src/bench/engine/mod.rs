@@ -13,7 +13,10 @@
 //!   every [`BenchEngine::write`].
 //! - A flag an engine cannot honour is refused by [`BenchEngine::check`] (called from
 //!   [`Config::from_flags`], before the directory is touched), never ignored: only Riptide has
-//!   asynchronous commits (`--async_commit_depth`) and write queues (`--write_queues`).
+//!   asynchronous commits (`--async_commit_depth`) and write queues (`--write_queues`); fjall has
+//!   no row cache and no flush-thread or L0-trigger settings.
+//! - db_bench's meta operations (`flush`, `compact`, `waitforcompaction`, `stats`,
+//!   `levelstats`) are adapter methods; each engine does what its own API offers and says so.
 //! - Options mirroring Riptide's are set and listed by [`BenchEngine::describe`]; deliberate
 //!   differences are in docs/PERFORMANCE.md, section "Peer engines".
 
@@ -109,9 +112,9 @@ impl EngineKind {
 /// Block compression (`--compression_type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Compression {
-    /// No compression (the default: Riptide has none yet).
+    /// No compression (the default).
     None,
-    /// LZ4 (rocksdb, fjall).
+    /// LZ4 (every engine).
     Lz4,
     /// Zstandard (rocksdb).
     Zstd,
@@ -185,8 +188,9 @@ pub trait Cursor {
     fn status(&self) -> Result<(), EngineError>;
 }
 
-/// An engine whose writers can stop for good (Riptide: it cannot flush memtables yet). The
-/// runner's watchdog asks it whether writes are stuck and, if so, shuts the writers down.
+/// An engine whose writers can stop for good (Riptide: while background flushes keep failing,
+/// full memtables stay full). The runner's watchdog asks it whether writes are stuck and, if so,
+/// shuts the writers down.
 pub trait WriteStopWatch {
     /// Writes committed so far (progress marker).
     fn committed_writes(&self) -> u64;
@@ -194,6 +198,14 @@ pub trait WriteStopWatch {
     fn stopped_for_good(&self, cfg: &Config) -> Option<String>;
     /// Makes stalled writers fail soon (Riptide: closes the database).
     fn abort_writers(&self);
+}
+
+/// What the bench knows about the run, for the engines' statistics.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunTotals {
+    /// Key + value bytes of the puts this run made since the database was (re)opened: the
+    /// denominator of write amplification.
+    pub user_bytes_written: u64,
 }
 
 /// The adapter every benchmark runs through. One value of it is the open database, shared by
@@ -242,8 +254,30 @@ pub trait BenchEngine: Send + Sync + Sized {
     /// Point read of `key` at the latest state: `read` sees the value if there is one.
     fn get<R>(&self, key: &[u8], read: impl FnOnce(&[u8]) -> R) -> Result<Option<R>, EngineError>;
 
+    /// Reads `keys` at the latest state with the engine's multi-get (one consistent view where
+    /// the engine has one); returns each value's length, `None` where the key is absent.
+    fn multi_get(&self, keys: &[&[u8]]) -> Result<Vec<Option<usize>>, EngineError>;
+
     /// A fresh cursor seeing the latest committed state (unpositioned).
     fn cursor(&self) -> Result<Self::Cursor<'_>, EngineError>;
+
+    /// db_bench's `flush`: writes every memtable to data files and waits for it. Returns the
+    /// bytes the flush wrote to data files, if the engine can tell.
+    fn flush(&self) -> Result<Option<u64>, EngineError>;
+
+    /// db_bench's `compact`: compacts everything down to the last level and waits. Returns the
+    /// bytes written to data files meanwhile (flush and compaction output), if the engine can
+    /// tell.
+    fn compact(&self) -> Result<Option<u64>, EngineError>;
+
+    /// db_bench's `waitforcompaction`: returns once no flush or compaction is running or due.
+    fn wait_for_background_work(&self) -> Result<(), EngineError>;
+
+    /// db_bench's `stats`: the engine's statistics as text (RocksDB: "rocksdb.stats").
+    fn stats_report(&self, totals: &RunTotals) -> Result<String, EngineError>;
+
+    /// db_bench's `levelstats`: data files and bytes per level (RocksDB: "rocksdb.levelstats").
+    fn level_stats_report(&self) -> Result<String, EngineError>;
 
     /// Closes the database cleanly.
     fn close(self) -> Result<(), EngineError>;
@@ -255,13 +289,35 @@ pub trait BenchEngine: Send + Sync + Sized {
     }
 
     /// Engine-specific lines printed once at the end of the run, before closing.
-    fn end_of_run_stats(&self) -> Vec<String> {
+    fn end_of_run_stats(&self, _totals: &RunTotals) -> Vec<String> {
         Vec::new()
     }
 
     /// The write-stop watchdog's view of the engine, if its writers can stop for good.
     fn write_stop_watch(&self) -> Option<&dyn WriteStopWatch> {
         None
+    }
+}
+
+/// A ratio `hits / (hits + misses)` as a percentage, or "-" without lookups.
+pub fn hit_ratio(hits: u64, misses: u64) -> String {
+    match hits + misses {
+        0 => "-".to_string(),
+        n => format!("{:.1}%", 100.0 * hits as f64 / n as f64),
+    }
+}
+
+/// Megabytes (2^20 bytes, the MB of db_bench's MB/s and of RocksDB's stats) with one decimal.
+pub fn mb(bytes: u64) -> String {
+    format!("{:.1} MB", bytes as f64 / 1_048_576.0)
+}
+
+/// `bytes` over `micros` in MB/s (MB = 2^20 bytes), or "-" for no time.
+pub fn mb_per_sec(bytes: u64, micros: u64) -> String {
+    if micros == 0 {
+        "-".to_string()
+    } else {
+        format!("{:.1} MB/s", bytes as f64 / 1_048_576.0 / (micros as f64 / 1e6))
     }
 }
 
@@ -314,9 +370,11 @@ pub fn is_bench_database(dir: &Path) -> bool {
         || (dir.join("version").is_file() && dir.join("keyspaces").is_dir())
 }
 
-/// A size in bytes for the options block: `8388608 (8.0 MiB)`.
+/// A size in bytes for the options block: `8388608 (8.0 MiB)`, `8589934592 (8.0 GiB)`.
 pub fn bytes(n: u64) -> String {
-    if n >= 1 << 20 {
+    if n >= 1 << 30 {
+        format!("{n} ({:.1} GiB)", n as f64 / (1u64 << 30) as f64)
+    } else if n >= 1 << 20 {
         format!("{n} ({:.1} MiB)", n as f64 / 1_048_576.0)
     } else if n >= 1 << 10 {
         format!("{n} ({:.1} KiB)", n as f64 / 1024.0)
@@ -417,6 +475,11 @@ mod tests {
         );
         assert_eq!(db.get(b"k3", <[u8]>::to_vec).unwrap(), None, "{engine}");
         assert_eq!(db.get(b"k1", <[u8]>::len).unwrap(), Some(2), "{engine}");
+        assert_eq!(
+            db.multi_get(&[b"k1", b"k3", b"k2", b"zz"]).unwrap(),
+            vec![Some(2), None, Some(3), None],
+            "{engine}"
+        );
 
         let mut c = db.cursor().unwrap();
         let at = |c: &E::Cursor<'_>| c.valid().then(|| (c.key().to_vec(), c.value().to_vec()));
@@ -446,6 +509,19 @@ mod tests {
         assert!(!c.valid(), "{engine}");
         c.status().unwrap();
         drop(c);
+        // The meta operations work and keep the contents.
+        db.flush().unwrap();
+        db.wait_for_background_work().unwrap();
+        db.compact().unwrap();
+        db.wait_for_background_work().unwrap();
+        assert!(!db.stats_report(&RunTotals::default()).unwrap().is_empty(), "{engine}");
+        assert!(!db.level_stats_report().unwrap().is_empty(), "{engine}");
+        assert_eq!(
+            db.get(b"k2", <[u8]>::to_vec).unwrap(),
+            Some(b"new".to_vec()),
+            "{engine}"
+        );
+        assert_eq!(db.get(b"k3", <[u8]>::to_vec).unwrap(), None, "{engine}");
         db.close().unwrap();
         // Reopened, everything is still there.
         let (db, _) = open::<E>(engine, dir.path(), &["--use_existing_db=1"]);
@@ -480,5 +556,6 @@ mod tests {
         assert_eq!(bytes(8 << 20), "8388608 (8.0 MiB)");
         assert_eq!(bytes(16384), "16384 (16.0 KiB)");
         assert_eq!(bytes(100), "100");
+        assert_eq!(bytes(8 << 30), "8589934592 (8.0 GiB)");
     }
 }

@@ -1,18 +1,157 @@
 //! The Riptide adapter: the engine of this repository, driven exactly as `riptide bench` always
 //! did (one `Db`, its default table, `Db::write` / `Db::write_async`, a fresh raw iterator per
-//! seek or scan).
+//! seek or scan), with db_bench's flags mapped onto its options in [`Config::from_flags`]:
+//! `--cache_size` = `block_cache_size`, `--row_cache_size`, `--bloom_bits` =
+//! `bloom_bits_per_key`, `--block_size`, `--compression_type` (none or lz4),
+//! `--max_background_flushes` = `max_flushes`, `--max_background_compactions` =
+//! `max_compactions`, and the `--level0_*` triggers (counted in L0 layers: each flush adds one,
+//! as each RocksDB flush adds one L0 file; `--level0_file_num_compaction_trigger` is the layer
+//! count that starts an intra-L0 merge, L0 -> L1 follows at `level0_extents_trigger` extents).
 
-use super::{bytes, durability_options, BenchEngine, Cursor, Description, EngineError, WriteStopWatch};
+use super::{
+    bytes, durability_options, hit_ratio, mb, mb_per_sec, BenchEngine, Cursor, Description, EngineError, RunTotals,
+    WriteStopWatch,
+};
 use crate::bench::engine::Compression;
 use crate::bench::error::BenchError;
 use crate::bench::flags::Config;
-use ::riptide::{Db, DbIterator, ReadOptions, Table, WriteBatch, WriteHandle, WriteOptions, WriteStats};
+use ::riptide::{
+    CacheStats, Db, DbIterator, DbStats, ReadOptions, Table, WriteBatch, WriteHandle, WriteOptions, WriteStats,
+};
+use std::fmt::Write as _;
+
+/// Bytes of one extent slot in Riptide's data files.
+const SLOT_BYTES: u64 = 2 << 20;
 
 /// An open Riptide database and its default table.
 pub struct RiptideEngine {
     db: Db,
     table: Table,
     wopts: WriteOptions,
+    ropts: ReadOptions,
+}
+
+impl RiptideEngine {
+    /// Every table of the database (the bench writes only the default one).
+    fn tables(&self) -> Result<Vec<Table>, EngineError> {
+        self.db
+            .tables()
+            .iter()
+            .map(|name| self.db.table(name).map_err(EngineError::from))
+            .collect()
+    }
+
+    /// The statistics, one line each (without a prefix).
+    fn stats_lines(&self, totals: &RunTotals) -> Vec<String> {
+        let s = self.db.stats();
+        let rate = mb_per_sec;
+        let written = s.flush_bytes + s.compaction_bytes_written;
+        let mut lines = vec![
+            format!(
+                "flushes: {} ({} extents, {} written in {:.3} s, {}), {} failed",
+                s.flushes,
+                s.flush_extents,
+                mb(s.flush_bytes),
+                s.flush_micros as f64 / 1e6,
+                rate(s.flush_bytes, s.flush_micros),
+                s.flush_errors
+            ),
+            format!(
+                "compactions: {} ({} read, {} written in {:.3} s, {}), {} failed; {} extents freed",
+                s.compactions,
+                mb(s.compaction_bytes_read),
+                mb(s.compaction_bytes_written),
+                s.compaction_micros as f64 / 1e6,
+                rate(
+                    s.compaction_bytes_read + s.compaction_bytes_written,
+                    s.compaction_micros
+                ),
+                s.compaction_errors,
+                s.extents_freed
+            ),
+            compaction_levels_line(&s),
+            if totals.user_bytes_written > 0 {
+                format!(
+                    "write amplification: {:.2} ({} flushed + compacted / {} of user keys and values put since open; \
+                     memtables not yet flushed are not counted)",
+                    written as f64 / totals.user_bytes_written as f64,
+                    mb(written),
+                    mb(totals.user_bytes_written)
+                )
+            } else {
+                format!(
+                    "write amplification: - (no puts since open; {} flushed + compacted)",
+                    mb(written)
+                )
+            },
+            format!(
+                "memtables: {} allocated (active and immutable, not yet in extents)",
+                mb(self.db.memtable_usage() as u64)
+            ),
+            cache_line("block cache", &s.caches.block_cache, "bytes"),
+            cache_line("row cache", &s.caches.row_cache, "bytes"),
+            cache_line("table cache", &s.caches.table_cache, "open extents"),
+            format!(
+                "extent space: {} data files, {} slots in use ({}), {} free slots; {} given back to the file system",
+                s.space_files,
+                s.space_used_slots,
+                mb(s.space_used_slots * SLOT_BYTES),
+                s.space_free_slots,
+                mb(s.space_released_bytes)
+            ),
+            format!(
+                "redo and metadata: {} redo segments deleted, {} metadata checkpoints",
+                s.redo_segments_deleted, s.checkpoints
+            ),
+        ];
+        if let Some(e) = self.db.background_error() {
+            lines.push(format!("background error: {e}"));
+        }
+        lines
+    }
+
+    fn background_bytes(s: &DbStats) -> u64 {
+        s.flush_bytes + s.compaction_bytes_written
+    }
+}
+
+/// Compactions per output level (L0: intra-L0, L1: minor, L2: major and rewrites) with data
+/// reuse.
+fn compaction_levels_line(s: &DbStats) -> String {
+    let per_level: Vec<String> = s
+        .levels
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            format!(
+                "L{i} {} ({} read, {} written, {:.0}% of input extents and {:.0}% of blocks reused)",
+                l.compactions,
+                mb(l.bytes_read),
+                mb(l.bytes_written),
+                100.0 * l.extent_reuse_ratio(),
+                100.0 * l.block_reuse_ratio()
+            )
+        })
+        .collect();
+    format!("compactions into {}", per_level.join(", "))
+}
+
+/// One cache's figures: hit ratio, lookups, usage, churn.
+fn cache_line(name: &str, c: &CacheStats, unit: &str) -> String {
+    if c.capacity == 0 {
+        return format!("{name}: off");
+    }
+    format!(
+        "{name}: hit ratio {} ({} hits, {} misses), {} of {} {unit} in use, {} entries, {} inserts, {} evictions",
+        hit_ratio(c.hits, c.misses),
+        c.hits,
+        c.misses,
+        c.usage,
+        c.capacity,
+        c.entries,
+        c.inserts,
+        c.evictions
+    )
 }
 
 impl BenchEngine for RiptideEngine {
@@ -21,16 +160,16 @@ impl BenchEngine for RiptideEngine {
     type Cursor<'a> = DbIterator;
 
     fn check(cfg: &Config) -> Result<(), BenchError> {
-        if cfg.compression != Compression::None {
+        if cfg.compression == Compression::Zstd {
             return Err(BenchError::Usage(format!(
-                "--compression_type={}: Riptide has no compression yet (use none)",
+                "--compression_type={}: Riptide compresses data blocks with lz4 only (use none or lz4)",
                 cfg.compression.name()
             )));
         }
         if cfg.max_write_buffer_number.is_some() {
             return Err(BenchError::Usage(
-                "--max_write_buffer_number: a RocksDB option; Riptide keeps up to immutable_stop_trigger (16) \
-                 immutable memtables per table"
+                "--max_write_buffer_number: a RocksDB option; Riptide keeps 1 active + up to immutable_stop_trigger \
+                 (16) immutable memtables per table while background flushes write them to L0"
                     .into(),
             ));
         }
@@ -49,6 +188,7 @@ impl BenchEngine for RiptideEngine {
                 disable_wal: cfg.disable_wal,
                 no_slowdown: false,
             },
+            ropts: ReadOptions::default(),
         })
     }
 
@@ -58,29 +198,76 @@ impl BenchEngine for RiptideEngine {
             (
                 "block_size",
                 format!(
-                    "{} (unused: Riptide writes no data blocks yet)",
-                    bytes(cfg.block_size as u64)
+                    "{} (data blocks of 2 MiB extents, before compression)",
+                    bytes(o.block_size as u64)
                 ),
             ),
             (
                 "bloom_bits_per_key",
-                format!("{} (unused: Riptide has no bloom filters yet)", cfg.bloom_bits),
+                if o.bloom_bits_per_key > 0 {
+                    format!("{} (one filter per extent, over user keys)", o.bloom_bits_per_key)
+                } else {
+                    "0 (no filter)".to_string()
+                },
             ),
-            ("compression", "none (Riptide has no compression)".to_string()),
+            (
+                "compression",
+                match o.compression {
+                    ::riptide::Compression::None => "none".to_string(),
+                    ::riptide::Compression::Lz4 => {
+                        "lz4 (data blocks; a block is kept compressed only if that saves 12.5%)".to_string()
+                    }
+                },
+            ),
             (
                 "block_cache_size",
-                format!(
-                    "{} (unused: Riptide has no block cache yet; every read is served from memtables)",
-                    bytes(cfg.cache_size as u64)
-                ),
+                if o.block_cache_size > 0 {
+                    format!(
+                        "{} (decoded data blocks, shared by all tables)",
+                        bytes(o.block_cache_size as u64)
+                    )
+                } else {
+                    "0 (no block cache)".to_string()
+                },
+            ),
+            (
+                "row_cache_size",
+                if o.row_cache_size > 0 {
+                    format!(
+                        "{} (latest versions of rows read from extents)",
+                        bytes(o.row_cache_size as u64)
+                    )
+                } else {
+                    "0 (no row cache)".to_string()
+                },
+            ),
+            (
+                "table_cache_size",
+                format!("{} open extents (index and filter in memory)", o.table_cache_size),
             ),
             ("write_buffer_size", bytes(o.write_buffer_size as u64)),
             (
                 "max_memtables",
                 format!(
-                    "1 active + up to {} immutable per table (immutable_stop_trigger; no flush yet, writes slow down \
-                     at {} and stop at {})",
+                    "1 active + up to {} immutable per table, flushed to L0 extents in the background (writes slow \
+                     down at {} immutable memtables and stop at {} until flushes catch up)",
                     o.immutable_stop_trigger, o.immutable_slowdown_trigger, o.immutable_stop_trigger
+                ),
+            ),
+            (
+                "compaction",
+                format!(
+                    "levels L0/L1/L2 of 2 MiB extents: intra-L0 merge at {} L0 layers, L0 -> L1 at {} L0 extents, \
+                     L1 -> L2 at {} L1 extents; data reuse {}; writes slow down at {} L0 layers or {} pending and \
+                     stop at {} L0 layers or {} pending",
+                    o.level0_layer_trigger,
+                    o.level0_extents_trigger,
+                    o.level1_extents_trigger,
+                    if o.compaction_reuse { "on" } else { "off" },
+                    o.level0_slowdown_layers,
+                    bytes(o.pending_compaction_slowdown_bytes),
+                    o.level0_stop_layers,
+                    bytes(o.pending_compaction_stop_bytes)
                 ),
             ),
         ];
@@ -96,7 +283,26 @@ impl BenchEngine for RiptideEngine {
                 o.write_queues, o.max_group_size, o.max_group_bytes, cfg.async_commit_depth
             ),
         ));
-        options.push(("background_threads", "none (no flush or compaction yet)".to_string()));
+        options.push((
+            "background_threads",
+            format!(
+                "max_flushes={} flush threads; max_compactions={} compaction jobs at a time, each run by \
+                 compaction_units={} unit threads",
+                o.max_flushes, o.max_compactions, o.compaction_units
+            ),
+        ));
+        options.push((
+            "statistics",
+            "always counted (Db::stats: flushes, compactions, caches; --statistics changes nothing)".to_string(),
+        ));
+        options.push((
+            "flush_on_close",
+            if o.flush_on_close {
+                "1 (close flushes every memtable to L0 and deletes the redo log)".to_string()
+            } else {
+                "0".to_string()
+            },
+        ));
         Description {
             version: format!("riptide {} (this repository)", env!("CARGO_PKG_VERSION")),
             options,
@@ -132,13 +338,100 @@ impl BenchEngine for RiptideEngine {
         Ok(pending.wait()?)
     }
 
+    /// The value is handed over in place (no copy), like RocksDB's `get_pinned`.
     #[inline]
     fn get<R>(&self, key: &[u8], read: impl FnOnce(&[u8]) -> R) -> Result<Option<R>, EngineError> {
-        Ok(self.table.get(key)?.map(|v| read(&v)))
+        Ok(self.table.get_with_opt(key, &self.ropts, read)?)
+    }
+
+    fn multi_get(&self, keys: &[&[u8]]) -> Result<Vec<Option<usize>>, EngineError> {
+        let pairs: Vec<(&Table, &[u8])> = keys.iter().map(|k| (&self.table, *k)).collect();
+        self.db
+            .multi_get(&self.ropts, &pairs)
+            .into_iter()
+            .map(|r| r.map(|v| v.map(|v| v.len())).map_err(EngineError::from))
+            .collect()
     }
 
     fn cursor(&self) -> Result<DbIterator, EngineError> {
-        Ok(self.table.raw_iter(&ReadOptions::default())?)
+        Ok(self.table.raw_iter(&self.ropts)?)
+    }
+
+    fn flush(&self) -> Result<Option<u64>, EngineError> {
+        let before = self.db.stats().flush_bytes;
+        self.db.flush()?;
+        Ok(Some(self.db.stats().flush_bytes.saturating_sub(before)))
+    }
+
+    fn compact(&self) -> Result<Option<u64>, EngineError> {
+        let before = Self::background_bytes(&self.db.stats());
+        for t in self.tables()? {
+            t.compact()?;
+        }
+        Ok(Some(Self::background_bytes(&self.db.stats()).saturating_sub(before)))
+    }
+
+    fn wait_for_background_work(&self) -> Result<(), EngineError> {
+        Ok(self.db.wait_for_background_work()?)
+    }
+
+    fn stats_report(&self, totals: &RunTotals) -> Result<String, EngineError> {
+        let mut s = String::from("** Riptide stats (since the database was opened) **\n");
+        for line in self.stats_lines(totals) {
+            let _ = writeln!(s, "  {line}");
+        }
+        let w = self.db.write_stats();
+        let _ = writeln!(
+            s,
+            "  write path: {} writes ({} ops) in {} commit groups ({:.2} writes/group), {} log writes, {} fsyncs, {} \
+             logged, stall {:.3} s",
+            w.writes,
+            w.ops,
+            w.groups,
+            w.writes_per_group(),
+            w.log_writes,
+            w.fsyncs,
+            mb(w.bytes_logged),
+            w.stall_micros as f64 / 1e6
+        );
+        Ok(s)
+    }
+
+    fn level_stats_report(&self) -> Result<String, EngineError> {
+        let mut s = String::new();
+        for t in self.tables()? {
+            let info = t.level_info();
+            let _ = writeln!(s, "Level stats of table \"{}\":", t.name());
+            let _ = writeln!(s, "Level  Layers  Extents  Size(MB)      Entries");
+            let _ = writeln!(s, "---------------------------------------------");
+            for level in 0..3 {
+                let layers = if level == 0 {
+                    info.l0_layers.len().to_string()
+                } else {
+                    "-".to_string()
+                };
+                let _ = writeln!(
+                    s,
+                    "L{level}     {layers:>6}  {:>7}  {:>8.1}  {:>11}",
+                    info.extents[level],
+                    info.bytes[level] as f64 / 1_048_576.0,
+                    info.entries[level]
+                );
+            }
+            let _ = writeln!(
+                s,
+                "Sum         -  {:>7}  {:>8.1}  {:>11}",
+                info.extents.iter().sum::<usize>(),
+                info.bytes.iter().sum::<u64>() as f64 / 1_048_576.0,
+                info.entries.iter().sum::<u64>()
+            );
+            let _ = writeln!(
+                s,
+                "L0 layers (newest first, extents each): {:?}; immutable memtables: {}; flushed LSN: {}",
+                info.l0_layers, info.immutable_memtables, info.flushed_lsn
+            );
+        }
+        Ok(s)
     }
 
     fn close(self) -> Result<(), EngineError> {
@@ -147,6 +440,13 @@ impl BenchEngine for RiptideEngine {
 
     fn write_stats(&self) -> Option<WriteStats> {
         Some(self.db.write_stats())
+    }
+
+    fn end_of_run_stats(&self, totals: &RunTotals) -> Vec<String> {
+        self.stats_lines(totals)
+            .into_iter()
+            .map(|l| format!("Riptide stats: {l}"))
+            .collect()
     }
 
     fn write_stop_watch(&self) -> Option<&dyn WriteStopWatch> {
@@ -159,18 +459,14 @@ impl WriteStopWatch for RiptideEngine {
         self.db.write_stats().writes
     }
 
-    fn stopped_for_good(&self, cfg: &Config) -> Option<String> {
-        let stop_bytes = cfg.options.write_buffer_size as u128 * cfg.options.immutable_stop_trigger as u128;
-        let usage = self.db.memtable_usage();
-        (usage as u128 >= stop_bytes).then(|| {
+    /// Writers wait while memtables or L0 are full, until flushes and compactions catch up; that
+    /// only lasts forever while background work keeps failing. The runner asks only after
+    /// writes made no progress for [`crate::bench::runner::STOP_GRACE`].
+    fn stopped_for_good(&self, _cfg: &Config) -> Option<String> {
+        self.db.background_error().map(|e| {
             format!(
-                "writes stopped: the memtables hold {:.1} MiB, at least immutable_stop_trigger ({}) x \
-                 write_buffer_size ({} bytes), and Riptide cannot flush memtables yet, so the write stop would \
-                 last forever; the database was closed. Use a smaller --num/--writes/--duration or a larger \
-                 --write_buffer_size.",
-                usage as f64 / 1_048_576.0,
-                cfg.options.immutable_stop_trigger,
-                cfg.options.write_buffer_size
+                "writes stopped: background work keeps failing ({e}), so full memtables (or L0) cannot drain and \
+                 the writers would wait forever; the database was closed"
             )
         })
     }

@@ -3,17 +3,28 @@
 //! [`RocksDbEngine::open`] and docs/PERFORMANCE.md, "Peer engines").
 //!
 //! One `DB` with the default column family; writes are `WriteBatch`es through `DB::write_opt`
-//! with `sync` / `disableWAL` from the flags; point reads use `get_pinned_opt` (no copy); seeks
-//! and scans use a fresh raw iterator each, like db_bench.
+//! with `sync` / `disableWAL` from the flags; point reads use `get_pinned_opt` (no copy),
+//! multireadrandom the vector `MultiGet` (db_bench's default); seeks and scans use a fresh raw
+//! iterator each, like db_bench. The meta operations are db_bench's: `Flush` (waiting),
+//! `CompactRange` over everything with `bottommost_level_compaction = kForceOptimized`, polling
+//! the flush/compaction properties for `waitforcompaction`, and the "rocksdb.stats" /
+//! "rocksdb.levelstats" properties.
 
 use super::EngineError;
-use super::{bytes, durability_options, refuse_riptide_only_flags, BenchEngine, Compression, Cursor, Description};
+use super::{
+    bytes, durability_options, hit_ratio, mb, refuse_riptide_only_flags, BenchEngine, Compression, Cursor, Description,
+    RunTotals,
+};
 use crate::bench::error::BenchError;
 use crate::bench::flags::Config;
+use ::rocksdb::statistics::Ticker;
 use ::rocksdb::{
-    BlockBasedOptions, Cache, DBCompressionType, DBRawIterator, Options, ReadOptions, WriteBatch, WriteOptions, DB,
+    BlockBasedOptions, BottommostLevelCompaction, Cache, CompactOptions, DBCompressionType, DBRawIterator, Options,
+    ReadOptions, WriteBatch, WriteOptions, DB,
 };
+use std::collections::HashSet;
 use std::convert::Infallible;
+use std::time::Duration;
 
 /// RocksDB's default `max_write_buffer_number`, also db_bench's.
 pub const DEFAULT_MAX_WRITE_BUFFER_NUMBER: usize = 2;
@@ -21,15 +32,31 @@ pub const DEFAULT_MAX_WRITE_BUFFER_NUMBER: usize = 2;
 /// The `rocksdb` crate version this adapter was written against (Cargo.toml pins it).
 const CRATE: &str = "rust-rocksdb 0.25.0, librocksdb-sys 0.19.0+11.8.1";
 
+/// How often `waitforcompaction` looks at the properties.
+const WAIT_POLL: Duration = Duration::from_millis(50);
+
+/// The properties `waitforcompaction` waits to read 0 (db_bench's `WaitForCompactionHelper`).
+const BUSY_PROPERTIES: [&str; 4] = [
+    "rocksdb.mem-table-flush-pending",
+    "rocksdb.num-running-flushes",
+    "rocksdb.compaction-pending",
+    "rocksdb.num-running-compactions",
+];
+
 /// An open RocksDB database.
 pub struct RocksDbEngine {
     db: DB,
     wopts: WriteOptions,
     ropts: ReadOptions,
+    /// The options it was opened with (their statistics object, with `--statistics`).
+    opts: Options,
+    statistics: bool,
     /// RocksDB's version as its OPTIONS file records it.
     version: Option<String>,
     // Kept alive for the database's lifetime (RocksDB holds its own reference too).
-    _cache: Cache,
+    cache: Cache,
+    cache_capacity: u64,
+    row_cache: Option<Cache>,
 }
 
 fn compression(c: Compression) -> DBCompressionType {
@@ -60,6 +87,42 @@ impl RocksDbEngine {
     fn max_write_buffer_number(cfg: &Config) -> usize {
         cfg.max_write_buffer_number.unwrap_or(DEFAULT_MAX_WRITE_BUFFER_NUMBER)
     }
+
+    /// Names and sizes of the live SST files.
+    fn live_files(&self) -> Result<Vec<(String, u64)>, EngineError> {
+        Ok(self
+            .db
+            .live_files()?
+            .into_iter()
+            .map(|f| (f.name, f.size as u64))
+            .collect())
+    }
+
+    /// Runs `op`, then returns the bytes of the SST files that became live meanwhile (its
+    /// output, plus that of any background job finishing meanwhile).
+    fn new_file_bytes(&self, op: impl FnOnce() -> Result<(), EngineError>) -> Result<Option<u64>, EngineError> {
+        let before: HashSet<String> = self.live_files()?.into_iter().map(|(n, _)| n).collect();
+        op()?;
+        Ok(Some(
+            self.live_files()?
+                .into_iter()
+                .filter(|(n, _)| !before.contains(n))
+                .map(|(_, size)| size)
+                .sum(),
+        ))
+    }
+
+    fn int_property(&self, name: &str) -> Result<u64, EngineError> {
+        self.db
+            .property_int_value(name)?
+            .ok_or_else(|| format!("RocksDB has no property {name}").into())
+    }
+
+    fn text_property(&self, name: &str) -> Result<String, EngineError> {
+        self.db
+            .property_value(name)?
+            .ok_or_else(|| format!("RocksDB has no property {name}").into())
+    }
 }
 
 impl BenchEngine for RocksDbEngine {
@@ -78,9 +141,11 @@ impl BenchEngine for RocksDbEngine {
     }
 
     /// Mirrors Riptide's settings: 16 KiB blocks, 10 bloom bits per key (full filter), no
-    /// compression, an LRU block cache of `--cache_size`, `write_buffer_size` memtables (2 by
-    /// default), WAL on unless `--disable_wal`, `sync` per write from `--sync`; everything else
-    /// is RocksDB's default.
+    /// compression, an LRU block cache of `--cache_size`, an LRU row cache of `--row_cache_size`
+    /// (if not 0), `write_buffer_size` memtables (2 by default), WAL on unless `--disable_wal`,
+    /// `sync` per write from `--sync`, and `--max_background_flushes` /
+    /// `--max_background_compactions` / `--level0_*` / `--statistics` if given;
+    /// everything else is RocksDB's default.
     fn open(cfg: &Config) -> Result<Self, BenchError> {
         let cache = Cache::new_lru_cache(cfg.cache_size);
         let mut table = BlockBasedOptions::default();
@@ -95,6 +160,32 @@ impl BenchEngine for RocksDbEngine {
         opts.set_compression_type(compression(cfg.compression));
         opts.set_write_buffer_size(cfg.options.write_buffer_size);
         opts.set_max_write_buffer_number(Self::max_write_buffer_number(cfg) as i32);
+        let row_cache = (cfg.row_cache_size > 0).then(|| Cache::new_lru_cache(cfg.row_cache_size));
+        if let Some(rc) = &row_cache {
+            opts.set_row_cache(rc);
+        }
+        // Deprecated in favour of max_background_jobs, but RocksDB still honours them when set
+        // (GetBGJobLimits), as db_bench sets them from the same flags.
+        #[allow(deprecated)]
+        if let Some(n) = cfg.max_background_flushes {
+            opts.set_max_background_flushes(n as i32);
+        }
+        #[allow(deprecated)]
+        if let Some(n) = cfg.max_background_compactions {
+            opts.set_max_background_compactions(n as i32);
+        }
+        if let Some(n) = cfg.level0_compaction_trigger {
+            opts.set_level_zero_file_num_compaction_trigger(n as i32);
+        }
+        if let Some(n) = cfg.level0_slowdown_trigger {
+            opts.set_level_zero_slowdown_writes_trigger(n as i32);
+        }
+        if let Some(n) = cfg.level0_stop_trigger {
+            opts.set_level_zero_stop_writes_trigger(n as i32);
+        }
+        if cfg.statistics {
+            opts.enable_statistics();
+        }
         let db = DB::open(&opts, &cfg.db)
             .map_err(|e| BenchError::engine(format!("opening the RocksDB database in {}", cfg.db.display()), e))?;
         let mut wopts = WriteOptions::default();
@@ -104,8 +195,12 @@ impl BenchEngine for RocksDbEngine {
             db,
             wopts,
             ropts: ReadOptions::default(),
+            opts,
+            statistics: cfg.statistics,
             version: version_from_options_file(&cfg.db),
-            _cache: cache,
+            cache,
+            cache_capacity: cfg.cache_size as u64,
+            row_cache,
         })
     }
 
@@ -130,6 +225,14 @@ impl BenchEngine for RocksDbEngine {
             ),
             ("compression", cfg.compression.name().to_string()),
             ("block_cache_size", format!("{} (LRU)", bytes(cfg.cache_size as u64))),
+            (
+                "row_cache_size",
+                if cfg.row_cache_size > 0 {
+                    format!("{} (LRU row cache)", bytes(cfg.row_cache_size as u64))
+                } else {
+                    "0 (no row cache)".to_string()
+                },
+            ),
             ("write_buffer_size", bytes(cfg.options.write_buffer_size as u64)),
             (
                 "max_memtables",
@@ -139,6 +242,16 @@ impl BenchEngine for RocksDbEngine {
                 ),
             ),
         ];
+        let trigger = |v: Option<usize>, default: usize| v.unwrap_or(default);
+        options.push((
+            "compaction",
+            format!(
+                "leveled (default): L0 -> L1 at {} L0 files; writes slow down at {} L0 files and stop at {}",
+                trigger(cfg.level0_compaction_trigger, 4),
+                trigger(cfg.level0_slowdown_trigger, 20),
+                trigger(cfg.level0_stop_trigger, 36)
+            ),
+        ));
         options.extend(durability_options(cfg, "WAL", "fdatasync of the WAL (group commit)"));
         options.push((
             "write_path",
@@ -146,7 +259,22 @@ impl BenchEngine for RocksDbEngine {
         ));
         options.push((
             "background_threads",
-            "max_background_jobs=2 (default): flushes and leveled compaction".to_string(),
+            match (cfg.max_background_flushes, cfg.max_background_compactions) {
+                (None, None) => "max_background_jobs=2 (default): flushes and leveled compaction".to_string(),
+                (f, c) => format!(
+                    "max_background_jobs=2 (default), max_background_flushes={}, max_background_compactions={}",
+                    f.map_or("-1 (default)".to_string(), |n| n.to_string()),
+                    c.map_or("-1 (default)".to_string(), |n| n.to_string())
+                ),
+            },
+        ));
+        options.push((
+            "statistics",
+            if cfg.statistics {
+                "on (--statistics: tickers for cache hits, flush and compaction bytes)".to_string()
+            } else {
+                "off (--statistics=1 for cache hit ratios and write amplification)".to_string()
+            },
         ));
         options.push(("build", format!("release (NDEBUG), {crc}")));
         Description {
@@ -192,8 +320,58 @@ impl BenchEngine for RocksDbEngine {
         Ok(self.db.get_pinned_opt(key, &self.ropts)?.map(|v| read(&v)))
     }
 
+    fn multi_get(&self, keys: &[&[u8]]) -> Result<Vec<Option<usize>>, EngineError> {
+        self.db
+            .multi_get_opt(keys.iter().copied(), &self.ropts)
+            .into_iter()
+            .map(|r| r.map(|v| v.map(|v| v.len())).map_err(EngineError::from))
+            .collect()
+    }
+
     fn cursor(&self) -> Result<RocksCursor<'_>, EngineError> {
         Ok(RocksCursor(self.db.raw_iterator()))
+    }
+
+    fn flush(&self) -> Result<Option<u64>, EngineError> {
+        // `DB::flush` waits (FlushOptions::wait = true), as db_bench's Flush.
+        self.new_file_bytes(|| Ok(self.db.flush()?))
+    }
+
+    fn compact(&self) -> Result<Option<u64>, EngineError> {
+        let mut co = CompactOptions::default();
+        co.set_bottommost_level_compaction(BottommostLevelCompaction::ForceOptimized);
+        self.new_file_bytes(|| {
+            self.db.compact_range_opt(None::<&[u8]>, None::<&[u8]>, &co);
+            Ok(())
+        })
+    }
+
+    /// Polls db_bench's four properties until all read 0 twice in a row (db_bench sleeps 5 s,
+    /// then 10 s per busy look; this polls every 50 ms).
+    fn wait_for_background_work(&self) -> Result<(), EngineError> {
+        let mut idle_looks = 0;
+        while idle_looks < 2 {
+            let mut busy = false;
+            for p in BUSY_PROPERTIES {
+                if self.int_property(p)? > 0 {
+                    busy = true;
+                    break;
+                }
+            }
+            idle_looks = if busy { 0 } else { idle_looks + 1 };
+            if idle_looks < 2 {
+                std::thread::sleep(WAIT_POLL);
+            }
+        }
+        Ok(())
+    }
+
+    fn stats_report(&self, _totals: &RunTotals) -> Result<String, EngineError> {
+        self.text_property("rocksdb.stats")
+    }
+
+    fn level_stats_report(&self) -> Result<String, EngineError> {
+        self.text_property("rocksdb.levelstats")
     }
 
     fn close(self) -> Result<(), EngineError> {
@@ -202,17 +380,21 @@ impl BenchEngine for RocksDbEngine {
         Ok(())
     }
 
-    fn end_of_run_stats(&self) -> Vec<String> {
-        let stats = match self.db.property_value("rocksdb.stats") {
-            Ok(Some(s)) => s,
-            _ => return Vec::new(),
-        };
+    fn end_of_run_stats(&self, totals: &RunTotals) -> Vec<String> {
+        let stats = self
+            .db
+            .property_value("rocksdb.stats")
+            .ok()
+            .flatten()
+            .unwrap_or_default();
         let mut lines: Vec<String> = stats
             .lines()
             .filter(|l| {
                 l.starts_with("Cumulative writes:")
                     || l.starts_with("Cumulative WAL:")
                     || l.starts_with("Cumulative stall:")
+                    || l.starts_with("Flush(GB):")
+                    || l.starts_with("Cumulative compaction:")
             })
             .map(|l| format!("RocksDB stats: {}", l.trim()))
             .collect();
@@ -229,6 +411,51 @@ impl BenchEngine for RocksDbEngine {
             "RocksDB stats: SST files per level L0..L6: {}",
             files.join(" ")
         ));
+        lines.push(format!(
+            "RocksDB stats: live SST files {}",
+            self.db
+                .property_int_value("rocksdb.live-sst-files-size")
+                .ok()
+                .flatten()
+                .map_or_else(|| "?".to_string(), mb)
+        ));
+        let row_cache = self
+            .row_cache
+            .as_ref()
+            .map_or_else(|| "off".to_string(), |c| mb(c.get_usage() as u64));
+        lines.push(format!(
+            "RocksDB stats: block cache usage {} of {}; row cache usage {}",
+            mb(self.cache.get_usage() as u64),
+            mb(self.cache_capacity),
+            row_cache
+        ));
+        if self.statistics {
+            let t = |ticker| self.opts.get_ticker_count(ticker);
+            let (flush, compaction) = (t(Ticker::FlushWriteBytes), t(Ticker::CompactWriteBytes));
+            lines.push(format!(
+                "RocksDB stats: flush wrote {}, compaction read {} and wrote {}; write amplification {}",
+                mb(flush),
+                mb(t(Ticker::CompactReadBytes)),
+                mb(compaction),
+                if totals.user_bytes_written > 0 {
+                    format!(
+                        "{:.2} (/ {} of user keys and values put since open)",
+                        (flush + compaction) as f64 / totals.user_bytes_written as f64,
+                        mb(totals.user_bytes_written)
+                    )
+                } else {
+                    "- (no puts since open)".to_string()
+                }
+            ));
+            lines.push(format!(
+                "RocksDB stats: block cache hit ratio {} ({} hits, {} misses; data blocks {}); row cache hit ratio {}",
+                hit_ratio(t(Ticker::BlockCacheHit), t(Ticker::BlockCacheMiss)),
+                t(Ticker::BlockCacheHit),
+                t(Ticker::BlockCacheMiss),
+                hit_ratio(t(Ticker::BlockCacheDataHit), t(Ticker::BlockCacheDataMiss)),
+                hit_ratio(t(Ticker::RowCacheHit), t(Ticker::RowCacheMiss))
+            ));
+        }
         lines
     }
 }
