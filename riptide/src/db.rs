@@ -1249,7 +1249,7 @@ impl FlushContext for DbInner {
     fn extent_options(&self) -> ExtentOptions {
         ExtentOptions {
             block_size: self.opts.block_size,
-            restart_interval: 16,
+            restart_interval: self.opts.block_restart_interval,
             bloom_bits_per_key: self.opts.bloom_bits_per_key,
             compression: match self.opts.compression {
                 crate::options::Compression::None => crate::extent::Compression::None,

@@ -30,6 +30,9 @@ pub(crate) struct LiveExtent {
     pub(crate) meta: ExtentMeta,
     pub(crate) id: ExtentId,
     pub(crate) cache_id: u64,
+    /// The open reader, pinned once opened (index and filter stay in memory while the extent
+    /// is live, like RocksDB with `max_open_files = -1`): point reads skip the table cache.
+    open: std::sync::OnceLock<Arc<OpenExtent>>,
     obsolete: AtomicBool,
     store: Arc<ExtentStore>,
 }
@@ -112,18 +115,24 @@ impl ExtentStore {
             id: ExtentId(meta.id),
             meta,
             cache_id: self.next_cache_id.fetch_add(1, Ordering::Relaxed),
+            open: std::sync::OnceLock::new(),
             obsolete: AtomicBool::new(false),
             store: self.clone(),
         })
     }
 
-    /// The open reader of `e` (through the table cache).
-    pub(crate) fn open(&self, e: &LiveExtent) -> Result<Arc<OpenExtent>> {
-        self.readers.get_or_try_insert_with(e.cache_id, || {
+    /// The open reader of `e`: pinned in the extent once opened; the first open goes through
+    /// the table cache, which opens each extent once even under concurrent misses.
+    pub(crate) fn open<'a>(&self, e: &'a LiveExtent) -> Result<&'a Arc<OpenExtent>> {
+        if let Some(open) = e.open.get() {
+            return Ok(open);
+        }
+        let open = self.readers.get_or_try_insert_with(e.cache_id, || {
             let (file, path, base) = self.space.locate(e.id)?;
             let reader = ExtentReader::open(file.as_ref(), &path, base, e.meta.slots)?;
             Ok(Arc::new(OpenExtent { reader, file }))
-        })
+        })?;
+        Ok(e.open.get_or_init(|| open))
     }
 
     /// Data block `i` of `e` (through the block cache).

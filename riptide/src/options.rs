@@ -82,6 +82,9 @@ pub struct Options {
     pub block_size: usize,
     /// Compression of data blocks in extents. Default: [`Compression::Lz4`].
     pub compression: Compression,
+    /// Entries between restart points in a data block (a seek binary-searches the restart
+    /// points, then decodes at most this many entries). Default: 16. Range: 1 ..= 128.
+    pub block_restart_interval: usize,
     /// Bits per key of each extent's bloom filter over user keys; 0 = no filter.
     /// Default: 10 (about 1% false positives). Range: 0 ..= 32.
     pub bloom_bits_per_key: u32,
@@ -159,6 +162,7 @@ impl Default for Options {
             flush_on_close: true,
             max_flushes: 2,
             block_size: 16 << 10,
+            block_restart_interval: 16,
             bloom_bits_per_key: 10,
             compression: Compression::default(),
             block_cache_size: 256 << 20,
@@ -201,6 +205,7 @@ impl fmt::Debug for Options {
             .field("flush_on_close", &self.flush_on_close)
             .field("max_flushes", &self.max_flushes)
             .field("block_size", &self.block_size)
+            .field("block_restart_interval", &self.block_restart_interval)
             .field("bloom_bits_per_key", &self.bloom_bits_per_key)
             .field("compression", &self.compression)
             .field("block_cache_size", &self.block_cache_size)
@@ -283,6 +288,12 @@ impl Options {
             return Err(invalid(
                 "block_size",
                 format!("{} is outside 1 KiB ..= 1 MiB", self.block_size),
+            ));
+        }
+        if !(1..=128).contains(&self.block_restart_interval) {
+            return Err(invalid(
+                "block_restart_interval",
+                format!("{} is outside 1 ..= 128", self.block_restart_interval),
             ));
         }
         if self.bloom_bits_per_key > 32 {

@@ -201,6 +201,15 @@ pub struct BenchFlags {
     )]
     pub block_size: i64,
 
+    /// Entries between restart points in data blocks (db_bench's --block_restart_interval)
+    #[arg(
+        long = "block_restart_interval",
+        value_name = "N",
+        default_value_t = 16,
+        allow_negative_numbers = true
+    )]
+    pub block_restart_interval: i64,
+
     /// Bloom filter bits per key; 0 = no filter
     #[arg(
         long = "bloom_bits",
@@ -570,6 +579,9 @@ pub struct Config {
     /// Bloom filter bits per key; 0 = none.
     #[cfg_attr(not(any(feature = "bench-rocksdb", feature = "bench-fjall")), allow(dead_code))]
     pub bloom_bits: u32,
+    /// Entries between restart points in data blocks.
+    #[cfg_attr(not(any(feature = "bench-rocksdb", feature = "bench-fjall")), allow(dead_code))]
+    pub block_restart_interval: usize,
     /// Block compression.
     pub compression: Compression,
     /// Row cache bytes; 0 = none.
@@ -676,6 +688,13 @@ impl Config {
             "must be in 1024..=1048576",
         )? as usize;
         let bloom_bits = in_range("bloom_bits", f.bloom_bits, 0, 64, "must be in 0..=64")? as u32;
+        let block_restart_interval = in_range(
+            "block_restart_interval",
+            f.block_restart_interval,
+            1,
+            128,
+            "must be in 1..=128",
+        )? as usize;
         let compression = Compression::from_name(&f.compression_type)?;
         let row_cache_size =
             in_range("row_cache_size", f.row_cache_size, 0, i64::MAX, "must not be negative")? as usize;
@@ -742,6 +761,7 @@ impl Config {
         if engine == EngineKind::Riptide {
             // db_bench's flags onto Riptide's options (the peers map them in their adapters).
             options.block_size = block_size;
+            options.block_restart_interval = block_restart_interval;
             options.bloom_bits_per_key = bloom_bits;
             options.compression = match compression {
                 Compression::None => riptide::Compression::None,
@@ -797,6 +817,7 @@ impl Config {
             cache_size,
             block_size,
             bloom_bits,
+            block_restart_interval,
             compression,
             row_cache_size,
             read_random_exp_range,

@@ -398,7 +398,10 @@ fn merge_group(
     out: &mut Output<'_>,
     result: &mut TaskResult,
 ) -> Result<()> {
-    let opens: Vec<Arc<OpenExtent>> = group.iter().map(|(_, _, e)| store.open(e)).collect::<Result<_>>()?;
+    let opens: Vec<Arc<OpenExtent>> = group
+        .iter()
+        .map(|(_, _, e)| store.open(e).cloned())
+        .collect::<Result<_>>()?;
     let mut blocks: Vec<BlockRef<'_>> = Vec::new();
     for ((_, _, e), open) in group.iter().zip(&opens) {
         for (i, ie) in open.reader.index().iter().enumerate() {

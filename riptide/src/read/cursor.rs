@@ -92,7 +92,7 @@ impl LevelCursor {
         let e = self.extent(extent);
         let open = match open {
             Some(o) => o,
-            None => self.store.open(e)?,
+            None => self.store.open(e)?.clone(),
         };
         let b = self.store.block(e, &open, block)?;
         Ok(Position {
@@ -108,7 +108,7 @@ impl LevelCursor {
         while extent < self.layer.extents.len() {
             let open = self.store.open(self.extent(extent))?;
             if !open.reader.index().is_empty() {
-                let mut p = self.load(extent, 0, Some(open))?;
+                let mut p = self.load(extent, 0, Some(open.clone()))?;
                 p.iter.seek_to_first();
                 p.iter.status()?;
                 if p.iter.valid() {
@@ -128,7 +128,7 @@ impl LevelCursor {
             let open = self.store.open(self.extent(extent))?;
             let blocks = open.reader.index().len();
             if blocks > 0 {
-                let mut p = self.load(extent, blocks - 1, Some(open))?;
+                let mut p = self.load(extent, blocks - 1, Some(open.clone()))?;
                 p.iter.seek_to_last();
                 p.iter.status()?;
                 if p.iter.valid() {
@@ -188,7 +188,7 @@ impl LevelCursor {
         let Some(block) = open.reader.find_block(target) else {
             return self.first_from(extent + 1);
         };
-        let mut p = self.load(extent, block, Some(open))?;
+        let mut p = self.load(extent, block, Some(open.clone()))?;
         p.iter.seek(target);
         p.iter.status()?;
         if p.iter.valid() {

@@ -27,10 +27,22 @@ pub(crate) fn get_from_levels<R>(
     snapshot: Lsn,
     found: impl FnOnce(Lsn, ValueKind, &[u8]) -> R,
 ) -> Result<Option<R>> {
-    let mut seek = Vec::with_capacity(user_key.len() + 8);
-    seek_key(&mut seek, user_key, snapshot);
+    // The seek key lives on the stack for keys up to 120 bytes (no allocation per lookup).
+    let mut stack = [0u8; 128];
+    let heap: Vec<u8>;
+    let n = user_key.len() + 8;
+    let seek: &[u8] = if n <= stack.len() {
+        stack[..user_key.len()].copy_from_slice(user_key);
+        stack[user_key.len()..n].copy_from_slice(&((snapshot << 8) | 0xff).to_le_bytes());
+        &stack[..n]
+    } else {
+        let mut v = Vec::with_capacity(n);
+        seek_key(&mut v, user_key, snapshot);
+        heap = v;
+        &heap
+    };
     for layer in levels.layers() {
-        let Some(i) = layer.find(&seek) else {
+        let Some(i) = layer.find(seek) else {
             continue;
         };
         let extent = &layer.extents[i];
@@ -41,12 +53,12 @@ pub(crate) fn get_from_levels<R>(
         if !open.reader.may_contain(user_key) {
             continue;
         }
-        let Some(b) = open.reader.find_block(&seek) else {
+        let Some(b) = open.reader.find_block(seek) else {
             continue;
         };
         let block = store.block(extent, &open, b)?;
         let mut it = BlockIter::new(block);
-        it.seek(&seek);
+        it.seek(seek);
         it.status()?;
         if !it.valid() {
             continue;

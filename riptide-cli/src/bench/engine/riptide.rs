@@ -202,6 +202,7 @@ impl BenchEngine for RiptideEngine {
                     bytes(o.block_size as u64)
                 ),
             ),
+            ("block_restart_interval", o.block_restart_interval.to_string()),
             (
                 "bloom_bits_per_key",
                 if o.bloom_bits_per_key > 0 {

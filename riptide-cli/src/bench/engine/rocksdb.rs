@@ -150,6 +150,7 @@ impl BenchEngine for RocksDbEngine {
         let cache = Cache::new_lru_cache(cfg.cache_size);
         let mut table = BlockBasedOptions::default();
         table.set_block_size(cfg.block_size);
+        table.set_block_restart_interval(cfg.block_restart_interval as i32);
         table.set_block_cache(&cache);
         if cfg.bloom_bits > 0 {
             table.set_bloom_filter(f64::from(cfg.bloom_bits), false);
@@ -215,6 +216,7 @@ impl BenchEngine for RocksDbEngine {
                 "block_size",
                 format!("{} (block-based table)", bytes(cfg.block_size as u64)),
             ),
+            ("block_restart_interval", cfg.block_restart_interval.to_string()),
             (
                 "bloom_bits_per_key",
                 if cfg.bloom_bits > 0 {
