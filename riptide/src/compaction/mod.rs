@@ -433,7 +433,7 @@ fn replace_cached_blocks(t: &TableInner, levels: &LevelSet, result: &JobResult) 
                     let Ok(open) = store.open(&e) else { continue };
                     for (i, ie) in open.reader.index().iter().enumerate() {
                         if user_part(&ie.first_key) <= hi.as_slice() && user_part(&ie.last_key) >= lo.as_slice() {
-                            let _ = store.block(&e, &open, i);
+                            let _ = store.block(&e, open, i);
                         }
                     }
                 }

@@ -56,7 +56,7 @@ pub(crate) fn get_from_levels<R>(
         let Some(b) = open.reader.find_block(seek) else {
             continue;
         };
-        let block = store.block(extent, &open, b)?;
+        let block = store.block(extent, open, b)?;
         let mut it = BlockIter::new(block);
         it.seek(seek);
         it.status()?;
