@@ -21,7 +21,7 @@
 //! a reader sees.
 
 use super::gc_versions;
-use super::merge::{BlockEntries, MergingEntries};
+use super::merge::{ChainedBlocks, MergingEntries};
 use crate::error::Result;
 use crate::extent::{BuiltExtent, ExtentBuilder, ExtentOptions, EXTENT_SIZE};
 use crate::extent_store::{user_part, ExtentStore, LiveExtent, OpenExtent};
@@ -110,6 +110,8 @@ pub(crate) enum HotBlock {
 
 /// One input data block.
 struct BlockRef<'a> {
+    /// The run (level, layer) the block belongs to: blocks of one run never overlap.
+    run: (u8, u64),
     open: &'a OpenExtent,
     extent: &'a LiveExtent,
     index: usize,
@@ -403,9 +405,10 @@ fn merge_group(
         .map(|(_, _, e)| store.open(e).cloned())
         .collect::<Result<_>>()?;
     let mut blocks: Vec<BlockRef<'_>> = Vec::new();
-    for ((_, _, e), open) in group.iter().zip(&opens) {
+    for ((level, layer, e), open) in group.iter().zip(&opens) {
         for (i, ie) in open.reader.index().iter().enumerate() {
             blocks.push(BlockRef {
+                run: (*level, *layer),
                 open,
                 extent: e,
                 index: i,
@@ -454,7 +457,9 @@ fn merge_blocks(
     out: &mut Output<'_>,
     result: &mut TaskResult,
 ) -> Result<()> {
-    let mut sources = Vec::with_capacity(blocks.len());
+    // One stream per input run: a run's blocks are disjoint and (from the sweep) in key order.
+    type RunBlocks<'b> = ((u8, u64), Vec<(&'b OpenExtent, usize)>);
+    let mut runs: Vec<RunBlocks<'_>> = Vec::new();
     let mut cached = false;
     for b in blocks {
         let entry = &b.open.reader.index()[b.index];
@@ -462,10 +467,12 @@ fn merge_blocks(
             extent: b.extent.cache_id,
             offset: entry.offset,
         });
-        let block = b.open.reader.read_block(b.open.file.as_ref(), b.index)?;
-        result.stats.bytes_read += u64::from(entry.size);
-        sources.push(BlockEntries::new(Arc::new(block)));
+        match runs.iter_mut().find(|(r, _)| *r == b.run) {
+            Some((_, list)) => list.push((b.open, b.index)),
+            None => runs.push((b.run, vec![(b.open, b.index)])),
+        }
     }
+    let sources: Vec<ChainedBlocks<'_>> = runs.into_iter().map(|(_, list)| ChainedBlocks::new(list)).collect();
     result.stats.blocks_merged += blocks.len() as u64;
     if cached {
         let lo = blocks.iter().map(|b| b.lo).min().unwrap_or_default().to_vec();
@@ -501,5 +508,6 @@ fn merge_blocks(
             None => break,
         }
     }
+    result.stats.bytes_read += merged.sources.iter().map(|s| s.bytes_read).sum::<u64>();
     Ok(())
 }

@@ -3,6 +3,7 @@
 
 use crate::error::Result;
 use crate::extent::{Block, BlockIter};
+use crate::extent_store::OpenExtent;
 use crate::key::compare_internal_keys;
 use std::cmp::Ordering;
 use std::sync::Arc;
@@ -51,7 +52,59 @@ impl EntrySource for BlockEntries {
     }
 }
 
-/// The merge of several streams by internal key (a linear scan over the few sources).
+/// Every entry of a run's blocks in order, read one block at a time (a closed range of
+/// blocks can hold thousands of blocks per run: they are neither all read up front nor merged
+/// as separate streams).
+pub(crate) struct ChainedBlocks<'a> {
+    blocks: Vec<(&'a OpenExtent, usize)>,
+    next: usize,
+    current: Option<BlockEntries>,
+    /// Stored bytes of the blocks read so far.
+    pub(crate) bytes_read: u64,
+}
+
+impl<'a> ChainedBlocks<'a> {
+    /// `blocks` must be in key order and from one run (so they do not overlap).
+    pub(crate) fn new(blocks: Vec<(&'a OpenExtent, usize)>) -> Self {
+        ChainedBlocks {
+            blocks,
+            next: 0,
+            current: None,
+            bytes_read: 0,
+        }
+    }
+}
+
+impl EntrySource for ChainedBlocks<'_> {
+    fn advance(&mut self) -> Result<bool> {
+        loop {
+            if let Some(c) = &mut self.current {
+                if c.advance()? {
+                    return Ok(true);
+                }
+            }
+            let Some(&(open, i)) = self.blocks.get(self.next) else {
+                self.current = None;
+                return Ok(false);
+            };
+            self.next += 1;
+            let block = open.reader.read_block(open.file.as_ref(), i)?;
+            self.bytes_read += u64::from(open.reader.index()[i].size);
+            self.current = Some(BlockEntries::new(Arc::new(block)));
+        }
+    }
+
+    fn key(&self) -> &[u8] {
+        self.current.as_ref().map_or(&[], |c| c.key())
+    }
+
+    fn value(&self) -> &[u8] {
+        self.current.as_ref().map_or(&[], |c| c.value())
+    }
+}
+
+/// The merge of several streams by internal key (a linear scan over the few sources: one per
+/// input run).
 pub(crate) struct MergingEntries<S: EntrySource> {
     pub(crate) sources: Vec<S>,
     live: Vec<bool>,
