@@ -79,6 +79,13 @@ pub trait RandomRwFile: ReadableFile {
     /// Cuts or extends (zero-filled) the file to `len`; durable after the next
     /// [`RandomRwFile::sync_data`].
     fn set_len(&self, len: u64) -> io::Result<()>;
+
+    /// Gives the disk blocks of `len` bytes at `offset` back to the file system, keeping the
+    /// file's length (the range then reads as zeros). A hint: `Ok` even where unsupported.
+    /// Default: nothing.
+    fn punch_hole(&self, _offset: u64, _len: u64) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// An exclusive lock on a file, released when dropped.

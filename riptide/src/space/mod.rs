@@ -658,6 +658,10 @@ impl ExtentSpace {
         if end <= file.len_slots {
             let at = u64::from(end) * EXTENT_SIZE - FOOTER_PROBE_LEN as u64;
             let _ = file.handle.write_at(&[0u8; FOOTER_PROBE_LEN], at);
+            // Give the slots' disk blocks back now (a hint; the slots stay in the file).
+            let _ = file
+                .handle
+                .punch_hole(u64::from(id.slot()) * EXTENT_SIZE, u64::from(slots) * EXTENT_SIZE);
         }
         file.used.remove(&id.slot());
         if recovered {
