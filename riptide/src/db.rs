@@ -1250,6 +1250,7 @@ impl FlushContext for DbInner {
         ExtentOptions {
             block_size: self.opts.block_size,
             restart_interval: self.opts.block_restart_interval,
+            hash_index: self.opts.block_hash_index,
             bloom_bits_per_key: self.opts.bloom_bits_per_key,
             compression: match self.opts.compression {
                 crate::options::Compression::None => crate::extent::Compression::None,

@@ -85,6 +85,10 @@ pub struct Options {
     /// Entries between restart points in a data block (a seek binary-searches the restart
     /// points, then decodes at most this many entries). Default: 16. Range: 1 ..= 128.
     pub block_restart_interval: usize,
+    /// Data blocks carry a hash index of their user keys, so a point lookup jumps to its
+    /// restart region instead of binary-searching the block (RocksDB's
+    /// `kDataBlockBinaryAndHash`; about 1 byte per key). Default: true.
+    pub block_hash_index: bool,
     /// Bits per key of each extent's bloom filter over user keys; 0 = no filter.
     /// Default: 10 (about 1% false positives). Range: 0 ..= 32.
     pub bloom_bits_per_key: u32,
@@ -163,6 +167,7 @@ impl Default for Options {
             max_flushes: 2,
             block_size: 16 << 10,
             block_restart_interval: 16,
+            block_hash_index: true,
             bloom_bits_per_key: 10,
             compression: Compression::default(),
             block_cache_size: 256 << 20,
@@ -206,6 +211,7 @@ impl fmt::Debug for Options {
             .field("max_flushes", &self.max_flushes)
             .field("block_size", &self.block_size)
             .field("block_restart_interval", &self.block_restart_interval)
+            .field("block_hash_index", &self.block_hash_index)
             .field("bloom_bits_per_key", &self.bloom_bits_per_key)
             .field("compression", &self.compression)
             .field("block_cache_size", &self.block_cache_size)

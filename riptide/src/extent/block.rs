@@ -2,8 +2,15 @@
 //!
 //! ```text
 //! entry    = varint32 shared ‖ varint32 non_shared ‖ varint32 value_len ‖ key[shared..] ‖ value
-//! block    = entry* ‖ fixed32 restart[num_restarts] ‖ fixed32 num_restarts
+//! block    = entry* ‖ [hash index] ‖ fixed32 restart[num_restarts] ‖ fixed32 footer
+//! footer   = num_restarts | (1 << 31 if the hash index is present)
+//! hash index = u8 bucket[num_buckets] ‖ fixed16 num_buckets
+//! bucket   = restart index of the first entry of a user key hashing there; 255 empty, 254 several
 //! ```
+//!
+//! The hash index (RocksDB's `kDataBlockBinaryAndHash`) lets a point lookup jump to the restart
+//! region of its user key instead of binary-searching the restart points; an empty bucket proves
+//! the key is absent from the block. Blocks with more than 253 restart points have none.
 //!
 //! Invariants:
 //! - An entry at a restart point has `shared == 0`; restart offsets are increasing and the first
@@ -21,6 +28,22 @@ use std::sync::Arc;
 use super::{cmp_ikey, get_u32, get_varint32, put_varint};
 use crate::error::{Error, Result};
 
+/// Bucket value: no user key hashes here.
+const BUCKET_EMPTY: u8 = 255;
+/// Bucket value: several restart regions hold keys hashing here.
+const BUCKET_COLLISION: u8 = 254;
+/// Most restart points a block with a hash index may have.
+const MAX_HASHED_RESTARTS: usize = 253;
+/// Flag in the block footer: a hash index precedes the restart array.
+const HASH_INDEX_FLAG: u32 = 1 << 31;
+
+/// The bucket of `user_key` among `n` buckets.
+#[inline]
+fn bucket_of(user_key: &[u8], n: usize) -> usize {
+    let h = super::filter::filter_hash(user_key);
+    (((h >> 32) * n as u64) >> 32) as usize
+}
+
 /// Builds one data block.
 pub(crate) struct BlockBuilder {
     buf: Vec<u8>,
@@ -29,16 +52,39 @@ pub(crate) struct BlockBuilder {
     counter: usize,
     restart_interval: usize,
     entries: usize,
+    /// Hash index: (user-key hash, restart index) of each user key's first entry.
+    hash_index: bool,
+    hashed: Vec<(u64, u8)>,
 }
 
 impl BlockBuilder {
     pub(crate) fn new(restart_interval: usize) -> Self {
+        Self::with_hash_index(restart_interval, false)
+    }
+
+    /// A builder that appends a hash index for point lookups (when the block has at most 253
+    /// restart points).
+    pub(crate) fn with_hash_index(restart_interval: usize, hash_index: bool) -> Self {
         BlockBuilder {
             buf: Vec::new(),
             restarts: vec![0],
             counter: 0,
             restart_interval: restart_interval.max(1),
             entries: 0,
+            hash_index,
+            hashed: Vec::new(),
+        }
+    }
+
+    fn num_buckets(&self) -> usize {
+        (self.hashed.len() * 4 / 3).clamp(1, u16::MAX as usize)
+    }
+
+    fn hash_index_size(&self) -> usize {
+        if self.hash_index && self.restarts.len() <= MAX_HASHED_RESTARTS {
+            self.num_buckets() + 2
+        } else {
+            0
         }
     }
 
@@ -52,12 +98,12 @@ impl BlockBuilder {
 
     /// Size of the block if finished now.
     pub(crate) fn size_estimate(&self) -> usize {
-        self.buf.len() + 4 * self.restarts.len() + 4
+        self.buf.len() + 4 * self.restarts.len() + 4 + self.hash_index_size()
     }
 
     /// Upper bound of [`Self::size_estimate`] after adding an entry with these lengths.
     pub(crate) fn size_after(&self, key_len: usize, value_len: usize) -> usize {
-        self.size_estimate() + 15 + key_len + value_len + 4
+        self.size_estimate() + 15 + key_len + value_len + 4 + 2
     }
 
     /// Appends an entry. `prev_key` is the previously added key (ignored at a restart point);
@@ -69,6 +115,14 @@ impl BlockBuilder {
             self.counter = 0;
         } else if self.entries > 0 {
             shared = common_prefix(prev_key, key);
+        }
+        if self.hash_index {
+            let user = &key[..key.len().saturating_sub(8)];
+            let prev_user = &prev_key[..prev_key.len().saturating_sub(8)];
+            if self.entries == 0 || user != prev_user {
+                let restart = (self.restarts.len() - 1).min(MAX_HASHED_RESTARTS) as u8;
+                self.hashed.push((super::filter::filter_hash(user), restart));
+            }
         }
         put_varint(&mut self.buf, shared as u64);
         put_varint(&mut self.buf, (key.len() - shared) as u64);
@@ -82,10 +136,26 @@ impl BlockBuilder {
     /// Appends the restart array and returns the finished block; call [`Self::reset`] before
     /// reusing the builder.
     pub(crate) fn finish(&mut self) -> &[u8] {
+        let mut footer = self.restarts.len() as u32;
+        if self.hash_index_size() > 0 {
+            let n = self.num_buckets();
+            let mut buckets = vec![BUCKET_EMPTY; n];
+            for &(h, r) in &self.hashed {
+                let b = &mut buckets[(((h >> 32) * n as u64) >> 32) as usize];
+                *b = match *b {
+                    BUCKET_EMPTY => r,
+                    same if same == r => r,
+                    _ => BUCKET_COLLISION,
+                };
+            }
+            self.buf.extend_from_slice(&buckets);
+            self.buf.extend_from_slice(&(n as u16).to_le_bytes());
+            footer |= HASH_INDEX_FLAG;
+        }
         for r in &self.restarts {
             self.buf.extend_from_slice(&r.to_le_bytes());
         }
-        self.buf.extend_from_slice(&(self.restarts.len() as u32).to_le_bytes());
+        self.buf.extend_from_slice(&footer.to_le_bytes());
         &self.buf
     }
 
@@ -95,6 +165,7 @@ impl BlockBuilder {
         self.restarts.push(0);
         self.counter = 0;
         self.entries = 0;
+        self.hashed.clear();
     }
 }
 
@@ -121,8 +192,12 @@ pub(crate) fn common_prefix(a: &[u8], b: &[u8]) -> usize {
 /// A decoded (uncompressed, checksum-verified) data block. Owns its bytes.
 pub(crate) struct Block {
     data: Vec<u8>,
-    /// Offset of the restart array = end of the entries.
+    /// Offset of the restart array.
     restarts_offset: usize,
+    /// End of the entries (the hash index or the restart array follows).
+    entries_end: usize,
+    /// Offset and count of the hash index buckets (count 0: none).
+    buckets: (usize, usize),
     num_restarts: usize,
     /// File the block came from, for errors.
     path: Arc<Path>,
@@ -146,8 +221,8 @@ impl Block {
     /// (absolute offset of the stored block) are used in errors.
     pub(crate) fn new(data: Vec<u8>, path: Arc<Path>, offset: u64) -> Result<Block> {
         let n = data.len();
-        let num_restarts = match n.checked_sub(4).and_then(|p| get_u32(&data, p)) {
-            Some(v) => v as usize,
+        let footer = match n.checked_sub(4).and_then(|p| get_u32(&data, p)) {
+            Some(v) => v,
             None => {
                 return Err(Error::corruption(
                     &*path,
@@ -156,6 +231,7 @@ impl Block {
                 ))
             }
         };
+        let num_restarts = (footer & !HASH_INDEX_FLAG) as usize;
         let max_restarts = (n - 4) / 4;
         if num_restarts == 0 || num_restarts > max_restarts {
             return Err(Error::corruption(
@@ -172,9 +248,30 @@ impl Block {
                 "data block's first restart point is not 0",
             ));
         }
+        let (entries_end, buckets) = if footer & HASH_INDEX_FLAG != 0 {
+            let bad = |why: &str| Error::corruption(&*path, offset, format!("data block hash index: {why}"));
+            if num_restarts > MAX_HASHED_RESTARTS {
+                return Err(bad("more restart points than a hash index can name"));
+            }
+            let count_at = restarts_offset
+                .checked_sub(2)
+                .ok_or_else(|| bad("no room for its size"))?;
+            let count = u16::from_le_bytes([data[count_at], data[count_at + 1]]) as usize;
+            let start = count_at
+                .checked_sub(count)
+                .ok_or_else(|| bad("buckets before the block start"))?;
+            if count == 0 {
+                return Err(bad("zero buckets"));
+            }
+            (start, (start, count))
+        } else {
+            (restarts_offset, (0, 0))
+        };
         Ok(Block {
             data,
             restarts_offset,
+            entries_end,
+            buckets,
             num_restarts,
             path,
             offset,
@@ -204,6 +301,23 @@ impl Block {
     /// File the block came from.
     pub(crate) fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The restart region a point lookup of `user_key` should scan: `Some(Some(r))` restart
+    /// `r`; `Some(None)` the key is not in this block; `None` no hash index or a collision
+    /// (binary-search instead).
+    #[inline]
+    fn hashed_restart(&self, user_key: &[u8]) -> Option<Option<usize>> {
+        let (start, n) = self.buckets;
+        if n == 0 {
+            return None;
+        }
+        match self.data[start + bucket_of(user_key, n)] {
+            BUCKET_EMPTY => Some(None),
+            BUCKET_COLLISION => None,
+            r if (r as usize) < self.num_restarts => Some(Some(r as usize)),
+            _ => None, // out of range: damage; the binary search checks everything
+        }
     }
 
     /// Offset of restart point `i` (`i < num_restarts`), unchecked against the entry area.
@@ -257,7 +371,7 @@ pub(crate) struct BlockIter {
 impl BlockIter {
     /// An iterator positioned nowhere (not valid); call a seek first.
     pub fn new(block: Arc<Block>) -> Self {
-        let limit = block.restarts_offset;
+        let limit = block.entries_end;
         BlockIter {
             block,
             limit,
@@ -274,7 +388,7 @@ impl BlockIter {
     /// Repoints this iterator at another block (not valid until a seek), keeping its key
     /// buffer: lets a caller reuse one iterator for many point lookups without allocating.
     pub fn reset(&mut self, block: Arc<Block>) {
-        self.limit = block.restarts_offset;
+        self.limit = block.entries_end;
         self.block = block;
         self.corruption = None;
         self.invalidate();
@@ -517,6 +631,32 @@ impl BlockIter {
         }
     }
 
+    /// Positions at the first entry >= `target` *if* the target's user key is in the block;
+    /// otherwise the iterator may end anywhere past the key or be invalid (for point lookups,
+    /// which only accept an entry with the target's user key). Uses the hash index when the
+    /// block has one.
+    pub fn seek_point(&mut self, target: &[u8]) {
+        if self.is_corrupt() {
+            return;
+        }
+        let user = &target[..target.len().saturating_sub(8)];
+        match self.block.hashed_restart(user) {
+            None => self.seek(target),
+            Some(None) => self.invalidate(),
+            Some(Some(r)) => {
+                if !self.seek_to_restart_point(r) {
+                    return;
+                }
+                while self.parse_entry() {
+                    if cmp_ikey(&self.key, target) != Ordering::Less {
+                        self.sync_restart_index();
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
     /// A corrupt iterator stays corrupt and not valid: every positioning call is a no-op.
     #[inline]
     fn is_corrupt(&mut self) -> bool {
@@ -574,6 +714,89 @@ mod tests {
                 (k, v)
             })
             .collect()
+    }
+
+    fn build_hashed(entries: &[(Vec<u8>, Vec<u8>)], interval: usize) -> Arc<Block> {
+        let mut b = BlockBuilder::with_hash_index(interval, true);
+        let mut prev: Vec<u8> = Vec::new();
+        for (k, v) in entries {
+            b.add(&prev, k, v);
+            prev.clone_from(k);
+        }
+        let est = b.size_estimate();
+        let data = b.finish().to_vec();
+        assert_eq!(est, data.len());
+        Arc::new(Block::new(data, mem_path(), 0).unwrap())
+    }
+
+    /// Point lookups through the hash index agree with the binary search: for a present user
+    /// key they land on the first entry >= the target; for an absent one they never return an
+    /// entry of that user key. Both block shapes (with and without an index) iterate the same.
+    #[test]
+    fn hash_index_point_lookups_match_binary_search() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(77);
+        for round in 0..200 {
+            let n = rng.random_range(1..600);
+            let entries = sorted_entries(&mut rng, n);
+            let interval = [1, 4, 16][round % 3];
+            let plain = build(&entries, interval);
+            let hashed = build_hashed(&entries, interval);
+            assert!(hashed.buckets.1 > 0 || hashed.num_restarts > MAX_HASHED_RESTARTS);
+            let mut a = BlockIter::new(plain);
+            let mut b = BlockIter::new(hashed.clone());
+            a.seek_to_first();
+            b.seek_to_first();
+            while a.valid() {
+                assert!(b.valid() && a.key() == b.key() && a.value() == b.value());
+                a.next();
+                b.next();
+            }
+            assert!(!b.valid());
+            for _ in 0..200 {
+                let len = rng.random_range(0..12);
+                let user: Vec<u8> = (0..len).map(|_| rng.random_range(b'a'..b'e')).collect();
+                let target = ikey(&user, rng.random_range(0..1100));
+                a.seek(&target);
+                b.seek_point(&target);
+                let user_of = |k: &[u8]| k[..k.len() - 8].to_vec();
+                let present = a.valid() && user_of(a.key()) == user;
+                if present {
+                    assert!(b.valid(), "round {round}: {user:?} lost");
+                    assert_eq!(a.key(), b.key(), "round {round}");
+                    assert_eq!(a.value(), b.value(), "round {round}");
+                } else if b.valid() {
+                    assert_ne!(user_of(b.key()), user, "round {round}: found an absent version");
+                }
+                assert!(b.status().is_ok());
+            }
+        }
+    }
+
+    #[test]
+    fn damaged_hash_index_is_corruption_not_a_panic() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+        let entries = sorted_entries(&mut rng, 200);
+        let block = build_hashed(&entries, 16);
+        let good = block.data().to_vec();
+        let n = good.len();
+        // A bucket count pointing before the block start.
+        let mut bad = good.clone();
+        let count_at = block.restarts_offset - 2;
+        bad[count_at..count_at + 2].copy_from_slice(&u16::MAX.to_le_bytes());
+        if (u16::MAX as usize) > count_at {
+            assert!(Block::new(bad, mem_path(), 0).is_err());
+        }
+        // Any byte flipped in the buckets: lookups stay safe (never out of bounds).
+        for i in block.buckets.0..block.buckets.0 + block.buckets.1 {
+            let mut bad = good.clone();
+            bad[i] = rng.random();
+            let blk = Arc::new(Block::new(bad, mem_path(), 0).unwrap());
+            let mut it = BlockIter::new(blk);
+            for (k, _) in entries.iter().take(20) {
+                it.seek_point(k);
+            }
+        }
+        assert_eq!(n, good.len());
     }
 
     #[test]

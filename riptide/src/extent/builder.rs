@@ -108,7 +108,7 @@ impl ExtentBuilder {
     pub fn new(opts: ExtentOptions) -> Self {
         let opts = opts.sanitized();
         ExtentBuilder {
-            block: BlockBuilder::new(opts.restart_interval),
+            block: BlockBuilder::with_hash_index(opts.restart_interval, opts.hash_index),
             opts,
             out: Vec::new(),
             blk_first: Vec::new(),

@@ -93,6 +93,8 @@ pub(crate) struct ExtentOptions {
     /// Compression of data blocks (default LZ4; index, filter and properties are never
     /// compressed).
     pub compression: Compression,
+    /// Data blocks carry a hash index of their user keys for point lookups (default true).
+    pub hash_index: bool,
 }
 
 impl Default for ExtentOptions {
@@ -102,6 +104,7 @@ impl Default for ExtentOptions {
             restart_interval: 16,
             bloom_bits_per_key: 10,
             compression: Compression::Lz4,
+            hash_index: true,
         }
     }
 }

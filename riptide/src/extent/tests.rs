@@ -323,6 +323,7 @@ fn random_opts(rng: &mut StdRng) -> ExtentOptions {
         } else {
             Compression::None
         },
+        hash_index: rng.random_bool(0.5),
     }
 }
 
@@ -943,6 +944,7 @@ mod prop {
                 restart_interval,
                 bloom_bits_per_key: bits,
                 compression: if lz4 { Compression::Lz4 } else { Compression::None },
+                hash_index: lz4,
             };
             let built = build(&entries, opts.clone());
             let mut rng = StdRng::seed_from_u64(entries.len() as u64);

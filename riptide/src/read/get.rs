@@ -58,7 +58,7 @@ pub(crate) fn get_from_levels<R>(
         };
         let block = store.block(extent, open, b)?;
         let mut it = BlockIter::new(block);
-        it.seek(seek);
+        it.seek_point(seek);
         it.status()?;
         if !it.valid() {
             continue;
