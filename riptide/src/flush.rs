@@ -113,7 +113,7 @@ pub(crate) fn flush_oldest(ctx: &dyn FlushContext, t: &Arc<TableInner>) -> Resul
             return Err(e);
         }
     };
-    let metas: Vec<ExtentMeta> = written.iter().map(|w| extent_meta(t.id, w)).collect();
+    let metas: Vec<ExtentMeta> = written.iter().map(|w| extent_meta(t.id, w.id, &w.built)).collect();
     // Cached rows of the flushed keys become their flushed versions before the layer is
     // visible; inserts stay frozen until it is (they could carry a row older than the layer).
     t.row_cache_frozen.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -197,11 +197,12 @@ fn refresh_row_cache(t: &TableInner, mem: &Arc<Memtable>) {
     }
 }
 
-fn extent_meta(table: u32, w: &Written) -> ExtentMeta {
-    let p = &w.built.props;
+/// The metadata of a new extent of `table` written at `id` (flush and compaction outputs).
+pub(crate) fn extent_meta(table: u32, id: ExtentId, built: &BuiltExtent) -> ExtentMeta {
+    let p = &built.props;
     ExtentMeta {
-        id: w.id.0,
-        slots: w.built.slots,
+        id: id.0,
+        slots: built.slots,
         table,
         smallest: p.smallest.clone(),
         largest: p.largest.clone(),
@@ -209,8 +210,8 @@ fn extent_meta(table: u32, w: &Written) -> ExtentMeta {
         max_lsn: p.max_lsn,
         entries: p.entries,
         deletes: p.deletes,
-        data_size: w.built.valid.len() as u64,
-        blocks: w.built.blocks,
+        data_size: built.valid.len() as u64,
+        blocks: built.blocks,
     }
 }
 

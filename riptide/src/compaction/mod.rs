@@ -28,9 +28,8 @@ pub(crate) mod picker;
 
 use crate::cache::BlockKey;
 use crate::error::Result;
-use crate::extent::BuiltExtent;
 use crate::extent_store::{user_part, LiveExtent};
-use crate::flush::FlushContext;
+use crate::flush::{extent_meta, FlushContext};
 use crate::key::{decode_internal_key, Lsn, ValueKind};
 use crate::meta::edit::{ExtentMeta, SlogEntry, TableEdit};
 use crate::meta::version::{Layer, LevelSet, MetaSnapshot};
@@ -471,23 +470,6 @@ fn gc_versions(versions: &[(Vec<u8>, Vec<u8>)], snapshots: &[Lsn], bottom: bool)
         }
     }
     kept
-}
-
-fn extent_meta(table: u32, id: ExtentId, b: &BuiltExtent) -> ExtentMeta {
-    let p = &b.props;
-    ExtentMeta {
-        id: id.0,
-        slots: b.slots,
-        table,
-        smallest: p.smallest.clone(),
-        largest: p.largest.clone(),
-        min_lsn: p.min_lsn,
-        max_lsn: p.max_lsn,
-        entries: p.entries,
-        deletes: p.deletes,
-        data_size: b.valid.len() as u64,
-        blocks: b.blocks,
-    }
 }
 
 #[cfg(test)]

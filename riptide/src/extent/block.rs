@@ -685,7 +685,15 @@ mod tests {
     }
 
     fn build(entries: &[(Vec<u8>, Vec<u8>)], interval: usize) -> Arc<Block> {
-        let mut b = BlockBuilder::new(interval);
+        build_with(entries, interval, false)
+    }
+
+    fn build_hashed(entries: &[(Vec<u8>, Vec<u8>)], interval: usize) -> Arc<Block> {
+        build_with(entries, interval, true)
+    }
+
+    fn build_with(entries: &[(Vec<u8>, Vec<u8>)], interval: usize, hash_index: bool) -> Arc<Block> {
+        let mut b = BlockBuilder::with_hash_index(interval, hash_index);
         let mut prev: Vec<u8> = Vec::new();
         for (k, v) in entries {
             b.add(&prev, k, v);
@@ -714,19 +722,6 @@ mod tests {
                 (k, v)
             })
             .collect()
-    }
-
-    fn build_hashed(entries: &[(Vec<u8>, Vec<u8>)], interval: usize) -> Arc<Block> {
-        let mut b = BlockBuilder::with_hash_index(interval, true);
-        let mut prev: Vec<u8> = Vec::new();
-        for (k, v) in entries {
-            b.add(&prev, k, v);
-            prev.clone_from(k);
-        }
-        let est = b.size_estimate();
-        let data = b.finish().to_vec();
-        assert_eq!(est, data.len());
-        Arc::new(Block::new(data, mem_path(), 0).unwrap())
     }
 
     /// Point lookups through the hash index agree with the binary search: for a present user
