@@ -151,7 +151,7 @@ impl ExtentStore {
     }
 
     fn release(&self, e: &LiveExtent) {
-        if let Some(open) = self.readers.get(e.cache_id) {
+        if let Some(open) = e.open.get() {
             for entry in open.reader.index() {
                 self.blocks.remove(&BlockKey {
                     extent: e.cache_id,

@@ -12,9 +12,8 @@ use crate::error::{Error, Result};
 use crate::extent::{verify_extent, BlockIter, ExtentReader, EXTENT_SIZE};
 use crate::fs::FileSystem;
 use crate::key::decode_internal_key;
-use crate::meta::checkpoint::read_checkpoint;
-use crate::meta::edit::{ExtentMeta, MetaState, SlogEntry};
-use crate::meta::slog::{checkpoint_path, dump_slog, meta_dir, slog_path, Current, SlogRecordView};
+use crate::meta::edit::{ExtentMeta, MetaState};
+use crate::meta::slog::{dump_slog, meta_dir, recover_state, slog_path, Current};
 use crate::space::header::{FileHeader, HeaderCopy, HEADER_COPY_OFFSETS, HEADER_SIZE};
 use crate::space::{ExtentId, DATA_DIR};
 use std::collections::{BTreeMap, BTreeSet};
@@ -58,53 +57,20 @@ fn read_current(fs: &dyn FileSystem, db: &Path) -> Result<Current> {
     Current::decode(&path, &data)
 }
 
-/// The metadata as recovery would rebuild it, read-only, with notes on what was skipped.
+/// The metadata as recovery would rebuild it (the same replay as `Slog::open`), read-only,
+/// with a note when the slog ends in a tail recovery would cut.
 pub(crate) fn load_meta(fs: &dyn FileSystem, db: &Path) -> Result<(MetaState, Vec<String>)> {
     let cur = read_current(fs, db)?;
-    let dir = meta_dir(db);
-    let mut state = if cur.checkpoint > 0 {
-        read_checkpoint(fs, &checkpoint_path(&dir, cur.checkpoint))?
-    } else {
-        MetaState::default()
-    };
+    let r = recover_state(fs, &meta_dir(db), cur)?;
     let mut notes = Vec::new();
-    let path = slog_path(&dir, cur.slog);
-    let mut open: Option<(u64, Vec<SlogEntry>)> = None;
-    for (off, rec) in dump_slog(fs, &path)? {
-        match rec {
-            SlogRecordView::Begin { txn } => open = Some((txn, Vec::new())),
-            SlogRecordView::Entries { txn, entries } => {
-                if let Some((t, buf)) = &mut open {
-                    if *t == txn {
-                        buf.extend(entries);
-                    }
-                }
-            }
-            SlogRecordView::Commit { txn, .. } => {
-                if let Some((t, buf)) = open.take() {
-                    if t == txn {
-                        for e in &buf {
-                            state.apply(e)?;
-                        }
-                    }
-                }
-            }
-            SlogRecordView::TornTail { len, reason } => {
-                notes.push(format!(
-                    "{}: torn tail of {len} bytes at {off} ({reason}); recovery cuts it",
-                    path.display()
-                ));
-            }
-            SlogRecordView::Header { .. } => {}
-        }
-    }
-    if let Some((txn, _)) = open {
+    let tail = r.data.len() - r.replay.committed_end;
+    if tail > 0 {
         notes.push(format!(
-            "{}: transaction {txn} never committed; recovery ignores it",
-            path.display()
+            "{}: {tail} bytes after the last committed transaction (torn or uncommitted); recovery cuts them",
+            r.path.display()
         ));
     }
-    Ok((state, notes))
+    Ok((r.state, notes))
 }
 
 fn table_names(fs: &dyn FileSystem, db: &Path) -> BTreeMap<u32, String> {

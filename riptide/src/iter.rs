@@ -111,7 +111,6 @@ pub struct DbIterator {
     valid: bool,
     key: Vec<u8>,
     value: Vec<u8>,
-    lsn: Lsn,
     _pinned: Option<Snapshot>,
 }
 
@@ -159,7 +158,6 @@ impl DbIterator {
             valid: false,
             key: Vec::new(),
             value: Vec::new(),
-            lsn: 0,
             _pinned: None,
         }
     }
@@ -362,10 +360,9 @@ impl DbIterator {
                 continue;
             }
             match c.version(self.snapshot) {
-                Some((lsn, ValueKind::Put, v)) => {
+                Some((_, ValueKind::Put, v)) => {
                     self.value.clear();
                     self.value.extend_from_slice(v);
-                    self.lsn = lsn;
                     return true;
                 }
                 Some((_, ValueKind::Delete, _)) => return false,

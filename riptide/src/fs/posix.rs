@@ -35,25 +35,8 @@ impl WritableFile for PosixWritable {
     }
 }
 
-struct PosixReadable {
-    file: File,
-}
-
-impl ReadableFile for PosixReadable {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        self.file.read_at(buf, offset)
-    }
-
-    fn len(&self) -> io::Result<u64> {
-        Ok(self.file.metadata()?.len())
-    }
-
-    fn prefetch(&self, offset: u64, len: u64) {
-        fadvise_willneed(&self.file, offset, len);
-    }
-}
-
-/// A [`RandomRwFile`]: `pread`/`pwrite` on one shared descriptor.
+/// A file for positional reads ([`ReadableFile`], from `open_read`) or reads and writes
+/// ([`RandomRwFile`], from `open_rw`): `pread`/`pwrite` on one shared descriptor.
 struct PosixRw {
     file: File,
 }
@@ -154,7 +137,7 @@ impl FileSystem for PosixFs {
     }
 
     fn open_read(&self, path: &Path) -> io::Result<Box<dyn ReadableFile>> {
-        Ok(Box::new(PosixReadable {
+        Ok(Box::new(PosixRw {
             file: File::open(path)?,
         }))
     }

@@ -476,11 +476,57 @@ fn read_file(fs: &dyn FileSystem, path: &Path) -> Result<Vec<u8>> {
     f.read_all().map_err(|e| Error::io("read", path, e))
 }
 
+/// The metadata named by `cur`, rebuilt without writing anything: the checkpoint, then the
+/// committed transactions of the slog (used by `Slog::open` and by the inspect tool).
+pub(crate) struct RecoveredState {
+    pub(crate) state: MetaState,
+    /// The slog image that was replayed, and its path.
+    pub(crate) data: Vec<u8>,
+    pub(crate) path: PathBuf,
+    pub(crate) replay: Replay,
+}
+
+/// Loads the checkpoint and replays the slog that `cur` names, read-only.
+pub(crate) fn recover_state(fs: &dyn FileSystem, dir: &Path, cur: Current) -> Result<RecoveredState> {
+    let named_missing = |p: &Path| -> Result<()> {
+        if fs.exists(p) {
+            Ok(())
+        } else {
+            Err(corrupt(p, 0, "named by CURRENT but missing"))
+        }
+    };
+    let mut state = if cur.checkpoint > 0 {
+        let p = checkpoint_path(dir, cur.checkpoint);
+        named_missing(&p)?;
+        let (number, state) = load_checkpoint(fs, &p)?;
+        if number != cur.checkpoint {
+            return Err(corrupt(&p, 16, format!("checkpoint header says number {number}")));
+        }
+        state
+    } else {
+        MetaState::default()
+    };
+    let path = slog_path(dir, cur.slog);
+    named_missing(&path)?;
+    let data = read_file(fs, &path)?;
+    let (number, _) = decode_slog_header(&path, &data)?;
+    if number != cur.slog {
+        return Err(corrupt(&path, 16, format!("slog header says number {number}")));
+    }
+    let replay = replay_slog(&path, &data, &mut state)?;
+    Ok(RecoveredState {
+        state,
+        data,
+        path,
+        replay,
+    })
+}
+
 /// What replaying one slog image found.
-struct Replay {
+pub(crate) struct Replay {
     /// End offset of the last committed transaction (the header size if none).
-    committed_end: usize,
-    txns: u64,
+    pub(crate) committed_end: usize,
+    pub(crate) txns: u64,
     last_txn: u64,
 }
 
@@ -645,33 +691,9 @@ impl Slog {
             Self::initialize(fs.as_ref(), &dir)?
         };
 
-        let named_missing = |p: &Path| -> Result<()> {
-            if fs.exists(p) {
-                Ok(())
-            } else {
-                Err(corrupt(p, 0, "named by CURRENT but missing"))
-            }
-        };
-        let mut state = if cur.checkpoint > 0 {
-            let p = checkpoint_path(&dir, cur.checkpoint);
-            named_missing(&p)?;
-            let (number, state) = load_checkpoint(fs.as_ref(), &p)?;
-            if number != cur.checkpoint {
-                return Err(corrupt(&p, 16, format!("checkpoint header says number {number}")));
-            }
-            state
-        } else {
-            MetaState::default()
-        };
-
-        let old_path = slog_path(&dir, cur.slog);
-        named_missing(&old_path)?;
-        let data = read_file(fs.as_ref(), &old_path)?;
-        let (number, _) = decode_slog_header(&old_path, &data)?;
-        if number != cur.slog {
-            return Err(corrupt(&old_path, 16, format!("slog header says number {number}")));
-        }
-        let replay = replay_slog(&old_path, &data, &mut state)?;
+        let RecoveredState {
+            state, data, replay, ..
+        } = recover_state(fs.as_ref(), &dir, cur)?;
 
         // Carry the committed prefix over into a fresh slog and switch CURRENT to it.
         let next = Current {

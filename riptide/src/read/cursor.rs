@@ -216,45 +216,19 @@ impl LevelCursor {
     /// From an underlying position on the first entry of a user key, loads that key and moves
     /// the position to the first entry of the next key.
     fn settle_forward(&mut self, pos: Option<Position>) {
-        let result = (|| -> Result<Option<Position>> {
-            let Some(mut p) = pos else {
-                self.valid = false;
-                return Ok(None);
-            };
-            let (uk, _, _) = self.decode(&p)?;
-            self.key.clear();
-            self.key.extend_from_slice(uk);
-            self.version = None;
-            loop {
-                let (uk, lsn, kind) = self.decode(&p)?;
-                if uk != self.key.as_slice() {
-                    break;
-                }
-                if self.version.is_none() && lsn <= self.snapshot {
-                    self.version = Some((lsn, kind));
-                    self.value.clear();
-                    self.value.extend_from_slice(p.iter.value());
-                }
-                match self.step_forward(p)? {
-                    Some(q) => p = q,
-                    None => {
-                        self.valid = true;
-                        return Ok(None);
-                    }
-                }
-            }
-            self.valid = true;
-            Ok(Some(p))
-        })();
-        match result {
-            Ok(p) => self.pos = p,
-            Err(e) => self.fail(e),
-        }
+        self.settle(pos, true);
     }
 
     /// From an underlying position on the last entry of a user key, loads that key and moves
     /// the position to the last entry of the previous key.
     fn settle_backward(&mut self, pos: Option<Position>) {
+        self.settle(pos, false);
+    }
+
+    /// Loads the user key at `pos` and the newest version of it visible at the snapshot, then
+    /// moves past all its entries (forward: entries come newest first; backward: oldest first,
+    /// so the last visible one seen is the newest).
+    fn settle(&mut self, pos: Option<Position>, forward: bool) {
         let result = (|| -> Result<Option<Position>> {
             let Some(mut p) = pos else {
                 self.valid = false;
@@ -269,13 +243,17 @@ impl LevelCursor {
                 if uk != self.key.as_slice() {
                     break;
                 }
-                // Entries come oldest first here: the last visible one seen is the newest.
-                if lsn <= self.snapshot {
+                if lsn <= self.snapshot && (!forward || self.version.is_none()) {
                     self.version = Some((lsn, kind));
                     self.value.clear();
                     self.value.extend_from_slice(p.iter.value());
                 }
-                match self.step_backward(p)? {
+                let next = if forward {
+                    self.step_forward(p)?
+                } else {
+                    self.step_backward(p)?
+                };
+                match next {
                     Some(q) => p = q,
                     None => {
                         self.valid = true;
