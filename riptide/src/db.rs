@@ -1468,6 +1468,16 @@ impl Table {
         Ok(())
     }
 
+    /// Merges L1 into L2 (a major compaction, with data reuse when
+    /// [`Options::compaction_reuse`] is on): the L2 extents no L1 extent overlaps stay as they
+    /// are. Waits for it. `compact_l0` then `compact_l1` is what background compaction does to
+    /// move a flushed run to the bottom; [`Table::compact`] also rewrites all of L2.
+    pub fn compact_l1(&self) -> Result<()> {
+        self.check_live()?;
+        self.db.run_compaction(&self.inner, CompactionKind::Major)?;
+        Ok(())
+    }
+
     /// The shape of this table's levels.
     pub fn level_info(&self) -> LevelInfo {
         let view = self.inner.current();

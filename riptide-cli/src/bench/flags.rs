@@ -66,6 +66,12 @@ Meta operations (one call each, timed; no threads):
   waitforcompaction wait until no flush or compaction is running or pending
   stats             print the engine's statistics (RocksDB: \"rocksdb.stats\")
   levelstats        print files/extents and bytes per level (RocksDB: \"rocksdb.levelstats\")
+Riptide's own:
+  compact_reuse     seed 000 Fig. 16: per --distinct_pct value, on a wiped database, write
+                    10*num random records and compact them to the last level, then num records
+                    of which that percentage are distinct keys (the rest ~10 versions each of
+                    hot keys) and flush; time the engine merging the two runs (riptide: minor +
+                    major with data reuse; rocksdb: CompactRange, default bottommost policy)
 
 As in db_bench: fillseq and fillrandom start from an empty database (they are skipped with
 --use_existing_db=1); keys are the 8-byte big-endian key number padded with '0' bytes to
@@ -250,6 +256,16 @@ pub struct BenchFlags {
     )]
     pub read_random_exp_range: f64,
 
+    /// compact_reuse: percentages of distinct keys in the small run, one round each (the
+    /// rest are versions of hot keys); e.g. 70,90,99
+    #[arg(
+        long = "distinct_pct",
+        alias = "distinct-pct",
+        value_name = "PCT[,PCT...]",
+        default_value = "90"
+    )]
+    pub distinct_pct: String,
+
     /// Values compress to about this fraction of their size (db_bench's generator)
     #[arg(
         long = "compression_ratio",
@@ -363,6 +379,24 @@ pub struct BenchFlags {
     )]
     pub write_queues: Option<i64>,
 
+    /// Riptide only: L0 extents at which a minor compaction merges L0 into L1 [default: 64]
+    #[arg(
+        long = "level0_extents_trigger",
+        alias = "level0-extents-trigger",
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
+    pub level0_extents_trigger: Option<i64>,
+
+    /// Riptide only: L1 extents at which a major compaction merges L1 into L2 [default: 128]
+    #[arg(
+        long = "level1_extents_trigger",
+        alias = "level1-extents-trigger",
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
+    pub level1_extents_trigger: Option<i64>,
+
     /// Puts (or deletes) per WriteBatch in write benchmarks
     #[arg(
         long = "batch_size",
@@ -420,11 +454,12 @@ pub enum Benchmark {
     WaitForCompaction,
     Stats,
     LevelStats,
+    CompactReuse,
 }
 
 impl Benchmark {
     /// Every benchmark, in the order of the help text.
-    pub const ALL: [Benchmark; 15] = [
+    pub const ALL: [Benchmark; 16] = [
         Benchmark::FillSeq,
         Benchmark::FillRandom,
         Benchmark::Overwrite,
@@ -440,6 +475,7 @@ impl Benchmark {
         Benchmark::WaitForCompaction,
         Benchmark::Stats,
         Benchmark::LevelStats,
+        Benchmark::CompactReuse,
     ];
 
     /// The db_bench name.
@@ -460,6 +496,7 @@ impl Benchmark {
             Benchmark::WaitForCompaction => "waitforcompaction",
             Benchmark::Stats => "stats",
             Benchmark::LevelStats => "levelstats",
+            Benchmark::CompactReuse => "compact_reuse",
         }
     }
 
@@ -513,7 +550,8 @@ impl Benchmark {
             | Benchmark::Compact
             | Benchmark::WaitForCompaction
             | Benchmark::Stats
-            | Benchmark::LevelStats => "op",
+            | Benchmark::LevelStats
+            | Benchmark::CompactReuse => "op",
         }
     }
 }
@@ -591,6 +629,8 @@ pub struct Config {
     pub read_random_exp_range: f64,
     /// `--compression_ratio` of the generated values.
     pub compression_ratio: f64,
+    /// compact_reuse's `--distinct_pct` rounds (each in 1..=100).
+    pub distinct_pcts: Vec<u32>,
     /// `--max_background_flushes` if given (not negative).
     #[cfg_attr(not(any(feature = "bench-rocksdb", feature = "bench-fjall")), allow(dead_code))]
     pub max_background_flushes: Option<usize>,
@@ -610,6 +650,8 @@ pub struct Config {
     pub max_write_buffer_number: Option<usize>,
     /// True if `--write_queues` was given (a Riptide-only option).
     pub write_queues_given: bool,
+    /// Riptide-only flags that were given (the peers refuse them), by name.
+    pub riptide_only_given: Vec<&'static str>,
     /// `--dump_file`.
     pub dump_file: Option<PathBuf>,
     /// Riptide's options (already validated; the peers take their memtable size from here). For
@@ -704,6 +746,17 @@ impl Config {
                 "--read_random_exp_range={read_random_exp_range}: must be a finite number >= 0 (0 = uniform keys)"
             )));
         }
+        let distinct_pcts = f
+            .distinct_pct
+            .split(',')
+            .map(|p| match p.trim().parse::<u32>() {
+                Ok(n) if (1..=100).contains(&n) => Ok(n),
+                _ => Err(BenchError::Usage(format!(
+                    "--distinct_pct={}: expected percentages in 1..=100 separated by commas",
+                    f.distinct_pct
+                ))),
+            })
+            .collect::<Result<Vec<u32>, BenchError>>()?;
         let compression_ratio = f.compression_ratio;
         if !(0.0..=1.0).contains(&compression_ratio) {
             return Err(BenchError::Usage(format!(
@@ -779,6 +832,12 @@ impl Config {
             if let Some(n) = level0_compaction_trigger {
                 options.level0_layer_trigger = n;
             }
+            if let Some(n) = trigger("level0_extents_trigger", f.level0_extents_trigger)? {
+                options.level0_extents_trigger = n;
+            }
+            if let Some(n) = trigger("level1_extents_trigger", f.level1_extents_trigger)? {
+                options.level1_extents_trigger = n;
+            }
             if let Some(n) = level0_slowdown_trigger {
                 options.level0_slowdown_layers = n;
             }
@@ -822,6 +881,7 @@ impl Config {
             row_cache_size,
             read_random_exp_range,
             compression_ratio,
+            distinct_pcts,
             max_background_flushes,
             max_background_compactions,
             level0_compaction_trigger,
@@ -829,6 +889,13 @@ impl Config {
             level0_stop_trigger,
             max_write_buffer_number,
             write_queues_given: f.write_queues.is_some(),
+            riptide_only_given: [
+                ("level0_extents_trigger", f.level0_extents_trigger.is_some()),
+                ("level1_extents_trigger", f.level1_extents_trigger.is_some()),
+            ]
+            .into_iter()
+            .filter_map(|(n, given)| given.then_some(n))
+            .collect(),
             dump_file: f.dump_file.clone(),
             options,
             default_workload: false,

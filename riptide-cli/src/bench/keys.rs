@@ -514,7 +514,11 @@ mod tests {
             for range in [0.5, 10.0, 30.0] {
                 for _ in 0..200_000 {
                     let a = rng.next_u64() & ((1 << 62) - 1);
-                    assert_eq!(exp_scaled_floor(a, range, num), exp_scaled_floor_dd(a, range, num), "a={a} range={range} num={num}");
+                    assert_eq!(
+                        exp_scaled_floor(a, range, num),
+                        exp_scaled_floor_dd(a, range, num),
+                        "a={a} range={range} num={num}"
+                    );
                 }
                 // a such that num * exp(-a/2^62 * range) is (nearly) the integer k.
                 for k in [1u64, 2, 3, 7, num / 3 + 1, num / 2] {
@@ -530,7 +534,11 @@ mod tests {
                             if (v - v.round()).abs() <= v * (x + 2.0) * f64::powi(2.0, -50) {
                                 fell_back += 1;
                             }
-                            assert_eq!(exp_scaled_floor(a, range, num), exp_scaled_floor_dd(a, range, num), "a={a} range={range} num={num}");
+                            assert_eq!(
+                                exp_scaled_floor(a, range, num),
+                                exp_scaled_floor_dd(a, range, num),
+                                "a={a} range={range} num={num}"
+                            );
                         }
                     }
                 }

@@ -8,7 +8,7 @@
 //! size on disk, closes the database cleanly, prints the size again and the peak RSS.
 //!
 //! Modules: [`flags`] (command line), [`engine`] (the adapter trait and one adapter per engine),
-//! [`keys`] (keys, values, RNG), [`workload`] (one thread's loop), [`runner`] (threads,
+//! [`keys`] (keys, values, RNG), [`compact_reuse`] (seed 000 Fig. 16), [`workload`] (one thread's loop), [`runner`] (threads,
 //! progress, watchdog), [`stats`] (measurements), [`report`] (text), [`dump`] (`--dump_file`).
 //!
 //! Directory rules: with `--use_existing_db=0` the directory is wiped first, and again before
@@ -16,6 +16,7 @@
 //! is only wiped if it is empty or holds a database of one of the engines
 //! ([`engine::is_bench_database`]).
 
+pub mod compact_reuse;
 pub mod dump;
 pub mod engine;
 pub mod error;
@@ -71,6 +72,16 @@ fn run_on<E: BenchEngine>(cfg: &Config) -> Result<(), BenchError> {
     let values = ValueSource::new(cfg.value_size, cfg.compression_ratio);
     let mut seeds = SeedCounter::default();
     for &bench in &cfg.benchmarks {
+        if bench == Benchmark::CompactReuse {
+            if cfg.use_existing_db {
+                println!("{:<12} : skipped (--use_existing_db is true)", bench.name());
+                continue;
+            }
+            db = compact_reuse::run(cfg, db, &values)?;
+            pristine = false;
+            totals = RunTotals::default();
+            continue;
+        }
         if bench.fresh_db() {
             if cfg.use_existing_db {
                 println!("{:<12} : skipped (--use_existing_db is true)", bench.name());

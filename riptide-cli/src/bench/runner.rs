@@ -80,7 +80,8 @@ pub fn roles(bench: Benchmark, threads: usize) -> Vec<Role> {
         | Benchmark::Compact
         | Benchmark::WaitForCompaction
         | Benchmark::Stats
-        | Benchmark::LevelStats => Vec::new(),
+        | Benchmark::LevelStats
+        | Benchmark::CompactReuse => Vec::new(),
     }
 }
 
@@ -100,7 +101,8 @@ fn expected_ops(bench: Benchmark, cfg: &Config) -> Option<u64> {
         | Benchmark::Compact
         | Benchmark::WaitForCompaction
         | Benchmark::Stats
-        | Benchmark::LevelStats => None,
+        | Benchmark::LevelStats
+        | Benchmark::CompactReuse => None,
     }
 }
 
@@ -138,6 +140,14 @@ pub fn run<E: BenchEngine>(
     let readers_done = AtomicUsize::new(0);
     let finished = AtomicUsize::new(0);
     let watchdog_msg: Mutex<Option<String>> = Mutex::new(None);
+    let interval_hists: Vec<_> = if cfg.histogram && cfg.stats_interval.is_some() {
+        roles
+            .iter()
+            .map(|_| std::sync::Arc::new(Mutex::new(super::stats::new_histogram())))
+            .collect()
+    } else {
+        Vec::new()
+    };
     let shared = Shared {
         cfg,
         db,
@@ -145,6 +155,7 @@ pub fn run<E: BenchEngine>(
         progress: &progress,
         abort: &abort,
         readers_done: &readers_done,
+        interval_hists: &interval_hists,
     };
     let bar = progress_bar(bench, cfg);
     let gate = StartGate::default();
@@ -201,6 +212,7 @@ pub fn run<E: BenchEngine>(
             roles.len(),
             &abort,
             &watchdog_msg,
+            &interval_hists,
         );
         handles.into_iter().map(join).collect()
     });
@@ -292,6 +304,7 @@ fn monitor<E: BenchEngine>(
     threads: usize,
     abort: &AtomicBool,
     watchdog_msg: &Mutex<Option<String>>,
+    interval_hists: &[std::sync::Arc<Mutex<hdrhistogram::Histogram<u64>>>],
 ) {
     let start = Instant::now();
     let mut last_report = (start, 0u64);
@@ -306,7 +319,7 @@ fn monitor<E: BenchEngine>(
             if now - last_report.0 >= every {
                 let interval = (now - last_report.0).as_secs_f64();
                 let total = (now - start).as_secs_f64();
-                let line = format!(
+                let mut line = format!(
                     "{} ... {:.1} s: {} ops in the last {:.1} s ({:.1} ops/sec), {} ops total ({:.1} ops/sec)",
                     bench.name(),
                     total,
@@ -316,6 +329,16 @@ fn monitor<E: BenchEngine>(
                     done,
                     done as f64 / total
                 );
+                if let Some(h) = super::stats::take_interval(interval_hists) {
+                    let us = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+                    line.push_str(&format!(
+                        "; latency (micros) in the last interval: P50 {:.1} P99 {:.1} P99.9 {:.1} max {:.1}",
+                        us(0.5),
+                        us(0.99),
+                        us(0.999),
+                        h.max() as f64 / 1000.0
+                    ));
+                }
                 bar.suspend(|| eprintln!("{line}"));
                 last_report = (now, done);
             }

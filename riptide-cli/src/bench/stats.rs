@@ -9,6 +9,7 @@
 //!   the sum of the per-thread times, so it is per-thread latency, like db_bench's.
 
 use hdrhistogram::Histogram;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// What one benchmark thread measured.
@@ -24,8 +25,33 @@ pub struct ThreadStats {
     pub lookups: u64,
     /// Latency samples in nanoseconds, if `--histogram`.
     pub hist: Option<Histogram<u64>>,
+    /// The same samples again, for `--stats_interval_seconds` lines: the monitor thread takes
+    /// and resets it at each interval (uncontended between intervals).
+    interval: Option<Arc<Mutex<Histogram<u64>>>>,
     start: Instant,
     finish: Instant,
+}
+
+/// Records `ns`; `record` grows the histogram, `saturating_record` alone would clamp to its
+/// current range (2048 ns for a new one).
+#[inline]
+fn record(h: &mut Histogram<u64>, ns: u64) {
+    if h.record(ns).is_err() {
+        h.saturating_record(ns);
+    }
+}
+
+/// Takes the samples gathered in `hists` since the last call (resetting them) and returns
+/// their merge, or `None` if there were none.
+pub fn take_interval(hists: &[Arc<Mutex<Histogram<u64>>>]) -> Option<Histogram<u64>> {
+    let mut out = new_histogram();
+    for h in hists {
+        let mut g = h.lock().unwrap_or_else(|e| e.into_inner());
+        // Same precision, growing bounds: add fails only on a range it cannot grow to.
+        let _ = out.add(&*g);
+        g.reset();
+    }
+    (!out.is_empty()).then_some(out)
 }
 
 /// A new histogram for nanosecond samples (3 significant digits, grows as needed).
@@ -43,9 +69,16 @@ impl ThreadStats {
             found: 0,
             lookups: 0,
             hist: histogram.then(new_histogram),
+            interval: None,
             start: now,
             finish: now,
         }
+    }
+
+    /// Also records every sample into `h` (per-interval latency lines).
+    pub fn with_interval(mut self, h: Option<Arc<Mutex<Histogram<u64>>>>) -> ThreadStats {
+        self.interval = h;
+        self
     }
 
     /// Records one latency sample.
@@ -53,10 +86,9 @@ impl ThreadStats {
     pub fn sample(&mut self, latency: Duration) {
         if let Some(h) = &mut self.hist {
             let ns = latency.as_nanos().min(u64::MAX as u128) as u64;
-            // `record` grows the histogram; `saturating_record` alone would clamp to its
-            // current range (2048 ns for a new one).
-            if h.record(ns).is_err() {
-                h.saturating_record(ns);
+            record(h, ns);
+            if let Some(i) = &self.interval {
+                record(&mut i.lock().unwrap_or_else(|e| e.into_inner()), ns);
             }
         }
     }

@@ -101,6 +101,9 @@ pub struct Shared<'a, E: BenchEngine> {
     pub abort: &'a AtomicBool,
     /// Readers of readwhilewriting that have finished.
     pub readers_done: &'a AtomicUsize,
+    /// Per-thread histograms the monitor drains every `--stats_interval_seconds` (empty unless
+    /// that and `--histogram` are on).
+    pub interval_hists: &'a [std::sync::Arc<std::sync::Mutex<hdrhistogram::Histogram<u64>>>],
 }
 
 /// Publishes finished ops to [`Shared::progress`] in chunks.
@@ -139,7 +142,7 @@ pub fn run_thread<E: BenchEngine>(role: Role, tid: usize, seed: u64, sh: &Shared
         },
         pending: 0,
     };
-    let mut st = ThreadStats::start(sh.cfg.histogram);
+    let mut st = ThreadStats::start(sh.cfg.histogram).with_interval(sh.interval_hists.get(tid).cloned());
     let result = match role {
         Role::WriteSeq | Role::WriteRandom | Role::DeleteRandom | Role::BackgroundWriter { .. } => {
             write_loop(role, tid, &mut rng, sh, &mut st, &mut progress)

@@ -235,6 +235,11 @@ impl BenchEngine for FjallEngine {
         Ok(None)
     }
 
+    /// fjall has no partial manual compaction: a major compaction merges every level.
+    fn compact_merge(&self) -> Result<Option<u64>, EngineError> {
+        self.compact()
+    }
+
     /// Polls until no flush is queued, no memtable is sealed and no compaction runs, twice in a
     /// row 50 ms apart.
     fn wait_for_background_work(&self) -> Result<(), EngineError> {

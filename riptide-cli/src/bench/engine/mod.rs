@@ -270,6 +270,11 @@ pub trait BenchEngine: Send + Sync + Sized {
     /// tell.
     fn compact(&self) -> Result<Option<u64>, EngineError>;
 
+    /// compact_reuse's timed step: merges everything flushed down into the last level the way
+    /// the engine's own compactions would (no forced rewrite of last-level data nothing
+    /// overlaps). Returns the bytes written to data files, if the engine can tell.
+    fn compact_merge(&self) -> Result<Option<u64>, EngineError>;
+
     /// db_bench's `waitforcompaction`: returns once no flush or compaction is running or due.
     fn wait_for_background_work(&self) -> Result<(), EngineError>;
 
@@ -335,6 +340,11 @@ pub fn refuse_riptide_only_flags(cfg: &Config) -> Result<(), BenchError> {
     if cfg.write_queues_given {
         return Err(BenchError::Usage(format!(
             "--write_queues: a Riptide option; the {engine} engine has no write task queues"
+        )));
+    }
+    if let Some(flag) = cfg.riptide_only_given.first() {
+        return Err(BenchError::Usage(format!(
+            "--{flag}: a Riptide option (its L0/L1 extent triggers); the {engine} engine has no equivalent"
         )));
     }
     Ok(())

@@ -372,6 +372,16 @@ impl BenchEngine for RiptideEngine {
         Ok(Some(Self::background_bytes(&self.db.stats()).saturating_sub(before)))
     }
 
+    fn compact_merge(&self) -> Result<Option<u64>, EngineError> {
+        let before = Self::background_bytes(&self.db.stats());
+        for t in self.tables()? {
+            t.flush()?;
+            t.compact_l0()?;
+            t.compact_l1()?;
+        }
+        Ok(Some(Self::background_bytes(&self.db.stats()).saturating_sub(before)))
+    }
+
     fn wait_for_background_work(&self) -> Result<(), EngineError> {
         Ok(self.db.wait_for_background_work()?)
     }

@@ -348,6 +348,15 @@ impl BenchEngine for RocksDbEngine {
         })
     }
 
+    /// CompactRange over everything with RocksDB's default bottommost policy
+    /// (kIfHaveCompactionFilter: last-level files the input does not overlap are left alone).
+    fn compact_merge(&self) -> Result<Option<u64>, EngineError> {
+        self.new_file_bytes(|| {
+            self.db.compact_range(None::<&[u8]>, None::<&[u8]>);
+            Ok(())
+        })
+    }
+
     /// Polls db_bench's four properties until all read 0 twice in a row (db_bench sleeps 5 s,
     /// then 10 s per busy look; this polls every 50 ms).
     fn wait_for_background_work(&self) -> Result<(), EngineError> {
