@@ -5,3 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 cargo test --workspace "$@"
+# The whitebox crash test needs the crash points compiled in (riptide's `failpoints` feature).
+cargo test -p riptide --features failpoints --test crash_points "$@"

@@ -705,16 +705,32 @@ fn compact_reuse_merges_both_runs_per_percentage() {
     let db = dir.path().join("db");
     let (stdout, results) = bench(
         &db,
-        &["--benchmarks=compact_reuse,readseq", "--num=3000", "--distinct_pct=50,100", "--seed=5"],
+        &[
+            "--benchmarks=compact_reuse,readseq",
+            "--num=3000",
+            "--distinct_pct=50,100",
+            "--seed=5",
+        ],
     );
     let rounds: Vec<&ResultLine> = results.iter().filter(|r| r.name == "compact_reuse").collect();
     assert_eq!(rounds.len(), 2, "{stdout}");
     for r in &rounds {
         assert_eq!(r.ops, 33_000, "{r:?}");
     }
-    let lines: Vec<&str> = stdout.lines().filter(|l| l.starts_with("compact_reuse details: ")).collect();
-    assert!(lines[0].contains("distinct_pct=50: merged 30000 + 3000 records (150 hot keys)"), "{}", lines[0]);
-    assert!(lines[1].contains("distinct_pct=100: merged 30000 + 3000 records (1 hot keys)"), "{}", lines[1]);
+    let lines: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("compact_reuse details: "))
+        .collect();
+    assert!(
+        lines[0].contains("distinct_pct=50: merged 30000 + 3000 records (150 hot keys)"),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[1].contains("distinct_pct=100: merged 30000 + 3000 records (1 hot keys)"),
+        "{}",
+        lines[1]
+    );
     // After the last round everything is in L2: 30000 + 3000 distinct keys (64-bit random key
     // numbers do not collide at this size).
     let l2 = stdout
@@ -723,7 +739,11 @@ fn compact_reuse_merges_both_runs_per_percentage() {
         .find(|l| l.starts_with("L2 "))
         .expect("level stats");
     assert!(l2.trim_end().ends_with(" 33000"), "{l2}");
-    assert_eq!(result(&results, "readseq", 0).ops, 3000, "readseq reads --reads = num entries");
+    assert_eq!(
+        result(&results, "readseq", 0).ops,
+        3000,
+        "readseq reads --reads = num entries"
+    );
     let out = run(&db, &["--benchmarks=compact_reuse", "--distinct_pct=0"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--distinct_pct=0"));
@@ -751,12 +771,15 @@ fn interval_lines_carry_latency_percentiles() {
     let lines: Vec<&str> = stderr.lines().filter(|l| l.starts_with("fillrandom ... ")).collect();
     assert!(lines.len() >= 2, "{stderr}");
     for l in &lines {
-        let p = l.split("; latency (micros) in the last interval: P50 ").nth(1).unwrap_or_else(|| panic!("{l}"));
-        let nums: Vec<f64> = p
-            .split_whitespace()
-            .filter_map(|w| w.parse().ok())
-            .collect();
+        let p = l
+            .split("; latency (micros) in the last interval: P50 ")
+            .nth(1)
+            .unwrap_or_else(|| panic!("{l}"));
+        let nums: Vec<f64> = p.split_whitespace().filter_map(|w| w.parse().ok()).collect();
         assert_eq!(nums.len(), 4, "{l}");
-        assert!(nums[0] > 0.0 && nums[0] <= nums[1] && nums[1] <= nums[2] && nums[2] <= nums[3], "{l}");
+        assert!(
+            nums[0] > 0.0 && nums[0] <= nums[1] && nums[1] <= nums[2] && nums[2] <= nums[3],
+            "{l}"
+        );
     }
 }

@@ -17,7 +17,7 @@
 use crate::cache::RowCache;
 use crate::catalog::{Catalog, DEFAULT_TABLE, MAX_TABLE_NAME};
 use crate::compaction::picker::{pick, Shape, TaskKind, Triggers};
-use crate::compaction::{compact, delete_heavy, CompactionKind, JobStats, KeyRange, DELETE_HEAVY_PERCENT};
+use crate::compaction::{compact, purgeable, CompactionKind, JobStats, KeyRange, DELETE_HEAVY_PERCENT};
 use crate::error::{Error, Result};
 use crate::extent::ExtentOptions;
 use crate::extent_store::{CacheCounters, ExtentStore};
@@ -999,11 +999,14 @@ impl DbInner {
             l0_layers: view.levels.l0.iter().map(|l| l.extents.len()).collect(),
             n1: view.levels.sorted[0].extents.len(),
             n2: view.levels.sorted[1].extents.len(),
-            l2_delete_heavy: view.levels.sorted[1]
-                .extents
-                .iter()
-                .filter(|e| delete_heavy(&e.meta))
-                .count(),
+            l2_delete_heavy: {
+                let oldest_snapshot = self.snapshots.gc_view(|| 0).1.first().copied();
+                view.levels.sorted[1]
+                    .extents
+                    .iter()
+                    .filter(|e| purgeable(&e.meta, oldest_snapshot))
+                    .count()
+            },
             delete_triggered: t.delete_triggered.load(Ordering::Acquire),
         }
     }

@@ -146,6 +146,7 @@ fn install_flush(
     };
     let cur = t.current();
     let (levels, _dropped) = cur.levels.apply(&store, &edit)?;
+    crate::failpoint::hit("flush", "", "before_commit");
     if let Err(e) = ctx.commit_meta(vec![SlogEntry::Edit(edit)]) {
         // The commit record may still reach the disk (a failed fsync says nothing about what
         // was written), so the new extents stay allocated: if the commit survives, recovery
@@ -153,6 +154,7 @@ fn install_flush(
         drop(state);
         return Err(e);
     }
+    crate::failpoint::hit("flush", "", "after_commit");
     state.next_layer = layer + 1;
     state.flushed_lsn = sealed;
     let immutables: Vec<Arc<Memtable>> = cur

@@ -40,6 +40,7 @@ mod db;
 mod error;
 mod extent;
 mod extent_store;
+pub mod failpoint;
 mod flush;
 pub mod fs;
 pub mod inspect;

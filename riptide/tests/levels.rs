@@ -605,3 +605,134 @@ fn compact_range_purges_only_inside_the_range() {
     t.compact().unwrap();
     assert_eq!(total(&t.level_info()), 0, "a full compaction purges every tombstone");
 }
+
+/// Self-major compactions rewrite delete-heavy L2 extents only when that purges something: a
+/// snapshot that pins the tombstones must not make the picker rewrite the same extents over
+/// and over; once it is gone, one round purges them.
+#[test]
+fn self_major_waits_for_snapshots_that_pin_its_deletes() {
+    let fs = FaultFs::new();
+    let db = Db::open(Path::new("/db"), opts(&fs)).unwrap();
+    let t = db.default_table();
+    for i in 0..2000 {
+        t.put(&key(i), &value(i, 0)).unwrap();
+    }
+    let snap = db.snapshot();
+    for i in (0..2000).filter(|i| i % 2 == 0) {
+        t.delete(&key(i)).unwrap();
+    }
+    // To L2, keeping the puts the snapshot sees and the tombstones above them: every L2
+    // extent is about half deletes.
+    t.compact().unwrap();
+    let info = t.level_info();
+    assert_eq!(info.entries[2], 3000, "{info:?}");
+    let l2_compactions = |db: &Db| db.stats().levels[2].compactions;
+    let before = l2_compactions(&db);
+    // A flush queues the table for the picker; nothing is due but the delete-heavy extents,
+    // which the snapshot pins.
+    t.put(b"zz-1", b"x").unwrap();
+    t.flush().unwrap();
+    db.wait_for_background_work().unwrap();
+    assert_eq!(l2_compactions(&db), before, "rewrote L2 extents a snapshot pins");
+    assert_eq!(t.level_info().entries[2], 3000);
+    drop(snap);
+    t.put(b"zz-2", b"x").unwrap();
+    t.flush().unwrap();
+    db.wait_for_background_work().unwrap();
+    assert!(
+        l2_compactions(&db) > before,
+        "self-major did not run once the snapshot was gone"
+    );
+    assert_eq!(t.level_info().entries[2], 1000, "{:?}", t.level_info());
+    let model: BTreeMap<Vec<u8>, Vec<u8>> = (0..2000)
+        .filter(|i| i % 2 == 1)
+        .map(|i| (key(i), value(i, 0)))
+        .chain([(b"zz-1".to_vec(), b"x".to_vec()), (b"zz-2".to_vec(), b"x".to_vec())])
+        .collect();
+    check(&t, &model);
+    drop(t);
+    db.close().unwrap();
+}
+
+/// A self-major compaction rewrites delete-heavy L2 extents on both sides of one it leaves
+/// alone: its output must not reach across the untouched extent (it did: the merged output of
+/// the two sides became one extent overlapping the middle one, and the install failed).
+#[test]
+fn self_major_output_stops_at_extents_it_skips() {
+    let fs = FaultFs::new();
+    let db = Db::open(Path::new("/db"), opts(&fs)).unwrap();
+    let t = db.default_table();
+    let k = |range: char, i: u64| format!("{range}{i:04}").into_bytes();
+    let mut snaps = Vec::new();
+    for range in ['a', 'b', 'c'] {
+        for i in 0..100 {
+            t.put(&k(range, i), &value(i, 0)).unwrap();
+        }
+        if range != 'b' {
+            // The snapshot keeps the puts under the tombstones: one third of the entries are
+            // deletes, so the extent is delete-heavy.
+            snaps.push(db.snapshot());
+            for i in 0..50 {
+                t.delete(&k(range, i)).unwrap();
+            }
+        }
+        t.flush().unwrap();
+        t.compact_l0().unwrap();
+        t.compact_l1().unwrap();
+    }
+    let info = t.level_info();
+    assert_eq!((info.extents, info.entries[2]), ([0, 0, 3], 400), "{info:?}");
+    drop(snaps);
+    // A flush queues the table for the picker: only the self-major compaction is due.
+    t.put(b"z", b"1").unwrap();
+    t.flush().unwrap();
+    db.wait_for_background_work().unwrap();
+    let info = t.level_info();
+    assert_eq!(info.extents[2], 3, "{info:?}");
+    assert_eq!(info.entries[2], 200, "the deletes were purged: {info:?}");
+    let model: BTreeMap<Vec<u8>, Vec<u8>> = ['a', 'b', 'c']
+        .into_iter()
+        .flat_map(|r| {
+            (0..100)
+                .filter(move |&i| r == 'b' || i >= 50)
+                .map(move |i| (k(r, i), value(i, 0)))
+        })
+        .chain([(b"z".to_vec(), b"1".to_vec())])
+        .collect();
+    check(&t, &model);
+    drop(t);
+    db.close().unwrap();
+}
+
+/// A major compaction whose L1 inputs lie on both sides of an L2 extent neither overlaps
+/// leaves that extent in place, and its merged outputs end before it.
+#[test]
+fn major_output_stops_at_l2_extents_it_leaves_in_place() {
+    let fs = FaultFs::new();
+    let db = Db::open(Path::new("/db"), opts(&fs)).unwrap();
+    let t = db.default_table();
+    let k = |range: char, i: u64| format!("{range}{i:04}").into_bytes();
+    let mut model = BTreeMap::new();
+    let mut write = |range: char, round: u64| {
+        for i in 0..100 {
+            t.put(&k(range, i), &value(i, round)).unwrap();
+            model.insert(k(range, i), value(i, round));
+        }
+        t.flush().unwrap();
+        t.compact_l0().unwrap();
+    };
+    for range in ['a', 'b', 'c'] {
+        write(range, 0);
+        t.compact_l1().unwrap();
+    }
+    // New versions of a and c, each its own L1 extent; b is only in L2.
+    write('a', 1);
+    write('c', 1);
+    assert_eq!(t.level_info().extents, [0, 2, 3]);
+    t.compact_l1().unwrap();
+    let info = t.level_info();
+    assert_eq!((info.extents, info.entries[2]), ([0, 0, 3], 300), "{info:?}");
+    check(&t, &model);
+    drop(t);
+    db.close().unwrap();
+}

@@ -49,6 +49,9 @@ pub(crate) struct Plan {
     /// Rewrite every input, even an output-level extent that overlaps nothing (manual full
     /// compaction).
     pub(crate) force: bool,
+    /// Smallest user keys (sorted) of output-level extents between the inputs that are not
+    /// inputs: an output extent is closed before it would reach across one.
+    pub(crate) fences: Vec<Vec<u8>>,
 }
 
 /// What a job produced and did.
@@ -356,13 +359,36 @@ fn run_task(
         written: &mut written,
     };
     let outcome = (|| -> Result<()> {
+        // Where the previous group ended: a fence between it and the next group closes the
+        // output extent.
+        let mut prev_hi: Option<&[u8]> = None;
         for group in task {
+            let lo = group
+                .iter()
+                .map(|(_, _, e)| user_part(&e.meta.smallest))
+                .min()
+                .unwrap_or_default();
+            let hi = group
+                .iter()
+                .map(|(_, _, e)| user_part(&e.meta.largest))
+                .max()
+                .unwrap_or_default();
+            if let Some(p) = prev_hi {
+                let first_after = plan.fences.partition_point(|f| f.as_slice() <= p);
+                if plan.fences.get(first_after).is_some_and(|f| f.as_slice() <= lo) {
+                    out.close()?;
+                }
+            }
+            prev_hi = Some(hi);
             if group.len() == 1 {
                 let (level, layer, e) = &group[0];
                 let stays = *level == plan.out_level && *layer == plan.out_layer;
                 let purge = plan.bottom && e.meta.deletes > 0;
                 if stays && !purge && !plan.force {
-                    continue; // an output-level extent that overlaps nothing: untouched
+                    // An output-level extent that overlaps nothing stays where it is, so the
+                    // output extent so far must end before it.
+                    out.close()?;
+                    continue;
                 }
                 if plan.reuse && !purge {
                     out.close()?;

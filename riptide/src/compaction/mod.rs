@@ -48,7 +48,8 @@ pub(crate) enum CompactionKind {
     Minor,
     /// L1 (and overlapping L2) into L2.
     Major,
-    /// Delete-heavy L2 extents rewritten within L2.
+    /// Delete-heavy L2 extents rewritten within L2 (only those whose deletes it can purge,
+    /// see [`purgeable`]).
     MajorSelf,
     /// Every L2 extent rewritten within L2 (manual full compaction).
     L2Rewrite,
@@ -58,6 +59,21 @@ pub(crate) enum CompactionKind {
     /// Manual, for a user-key range: the L1 extents overlapping it and the overlapping L2
     /// extents, all rewritten → L2.
     MajorRange,
+}
+
+impl CompactionKind {
+    /// The kind's name in crash points and logs.
+    pub(crate) fn point_name(self) -> &'static str {
+        match self {
+            CompactionKind::IntraL0 => "intra_l0",
+            CompactionKind::Minor => "minor",
+            CompactionKind::Major => "major",
+            CompactionKind::MajorSelf => "major_self",
+            CompactionKind::L2Rewrite => "l2_rewrite",
+            CompactionKind::MinorRange => "minor_range",
+            CompactionKind::MajorRange => "major_range",
+        }
+    }
 }
 
 /// An inclusive user-key range; `None` bounds are open.
@@ -104,6 +120,15 @@ pub(crate) fn delete_heavy(e: &ExtentMeta) -> bool {
     e.entries > 0 && e.deletes * 100 >= e.entries * DELETE_HEAVY_PERCENT
 }
 
+/// True if a self-major compaction of L2 extent `e` would purge its deletes: it is
+/// delete-heavy and every version in it is at or below the oldest live snapshot
+/// (`oldest_snapshot`, `None` = no snapshot), so each key collapses to its newest version and
+/// bottom tombstones go. Without the LSN test a snapshot that pins the tombstones would make
+/// the picker rewrite the same extents again and again for nothing.
+pub(crate) fn purgeable(e: &ExtentMeta, oldest_snapshot: Option<Lsn>) -> bool {
+    delete_heavy(e) && oldest_snapshot.is_none_or(|s| e.max_lsn <= s)
+}
+
 /// The user-key range `[lo, hi]` covered by `extents`.
 fn user_range<'a>(extents: impl Iterator<Item = &'a Arc<LiveExtent>>) -> Option<(Vec<u8>, Vec<u8>)> {
     let mut range: Option<(&[u8], &[u8])> = None;
@@ -127,7 +152,13 @@ fn overlapping(layer: &Layer, lo: &[u8], hi: &[u8]) -> Vec<Arc<LiveExtent>> {
 }
 
 /// The runs and output position of `kind` on `levels`; `None` if there is nothing to do.
-fn plan(levels: &LevelSet, kind: CompactionKind, range: &KeyRange, reuse: bool) -> Option<Plan> {
+fn plan(
+    levels: &LevelSet,
+    kind: CompactionKind,
+    range: &KeyRange,
+    reuse: bool,
+    oldest_snapshot: Option<Lsn>,
+) -> Option<Plan> {
     let mut runs: Vec<Run> = Vec::new();
     let mut force = false;
     let (out_level, out_layer) = match kind {
@@ -174,7 +205,7 @@ fn plan(levels: &LevelSet, kind: CompactionKind, range: &KeyRange, reuse: bool) 
             let heavy: Vec<Arc<LiveExtent>> = levels.sorted[1]
                 .extents
                 .iter()
-                .filter(|e| delete_heavy(&e.meta))
+                .filter(|e| purgeable(&e.meta, oldest_snapshot))
                 .cloned()
                 .collect();
             if heavy.is_empty() {
@@ -286,6 +317,18 @@ fn plan(levels: &LevelSet, kind: CompactionKind, range: &KeyRange, reuse: bool) 
     let bottom = below
         .into_iter()
         .all(|l| overlapping(&levels.sorted[l], &lo, &hi).is_empty());
+    // Output-level extents inside the inputs' range that are not inputs (the L2 extents a
+    // self-major compaction skips): no output extent may reach across one.
+    let fences = if out_level == 0 {
+        Vec::new()
+    } else {
+        let known: Vec<u64> = runs.iter().flat_map(|r| r.extents.iter().map(|e| e.meta.id)).collect();
+        overlapping(&levels.sorted[usize::from(out_level) - 1], &lo, &hi)
+            .iter()
+            .filter(|e| !known.contains(&e.meta.id))
+            .map(|e| user_part(&e.meta.smallest).to_vec())
+            .collect()
+    };
     Some(Plan {
         runs,
         out_level,
@@ -293,6 +336,7 @@ fn plan(levels: &LevelSet, kind: CompactionKind, range: &KeyRange, reuse: bool) 
         bottom,
         reuse: reuse && !force,
         force,
+        fences,
     })
 }
 
@@ -308,10 +352,16 @@ pub(crate) fn compact(
         return Ok(None);
     }
     let view = t.current();
-    let Some(plan) = plan(&view.levels, kind, range, ctx.compaction_reuse()) else {
+    let (visible, snapshots) = ctx.gc_view();
+    let Some(plan) = plan(
+        &view.levels,
+        kind,
+        range,
+        ctx.compaction_reuse(),
+        snapshots.first().copied(),
+    ) else {
         return Ok(None);
     };
-    let (visible, snapshots) = ctx.gc_view();
     let store = t.store.clone();
     let mut result = JobResult::default();
     let ran = job::run(
@@ -368,11 +418,13 @@ pub(crate) fn compact(
             return Err(e);
         }
     };
+    crate::failpoint::hit("compaction", kind.point_name(), "before_commit");
     if let Err(e) = ctx.commit_meta(vec![SlogEntry::Edit(edit)]) {
         // The commit may still be durable: keep the outputs allocated (recovery decides).
         drop(state);
         return Err(e);
     }
+    crate::failpoint::hit("compaction", kind.point_name(), "after_commit");
     let next_levels = Arc::new(next_levels);
     t.publish(MetaSnapshot {
         active: cur.active.clone(),
@@ -495,6 +547,22 @@ mod tests {
         assert_eq!(gc_versions(&v, &[6], false), vec![0, 2]);
         assert_eq!(gc_versions(&v, &[5, 8], false), vec![0, 1, 2]);
         assert_eq!(gc_versions(&v, &[1], false), vec![0]);
+    }
+
+    #[test]
+    fn self_major_purges_only_what_no_snapshot_pins() {
+        let meta = |entries, deletes, max_lsn| ExtentMeta {
+            entries,
+            deletes,
+            max_lsn,
+            ..Default::default()
+        };
+        assert!(purgeable(&meta(10, 3, 50), None));
+        assert!(purgeable(&meta(10, 3, 50), Some(50)));
+        // A snapshot older than the extent's newest version may need its tombstones.
+        assert!(!purgeable(&meta(10, 3, 50), Some(49)));
+        assert!(!purgeable(&meta(10, 2, 50), None), "not delete-heavy");
+        assert!(!purgeable(&meta(0, 0, 0), None));
     }
 
     #[test]

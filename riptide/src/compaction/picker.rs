@@ -22,7 +22,8 @@ pub(crate) struct Shape {
     pub(crate) l0_layers: Vec<usize>,
     pub(crate) n1: usize,
     pub(crate) n2: usize,
-    /// L2 extents whose deletes are at least `delete_percent` of their entries.
+    /// L2 extents a self-major compaction would purge: delete-heavy, and no live snapshot
+    /// older than their newest version (`compaction::purgeable`).
     pub(crate) l2_delete_heavy: usize,
     /// A flush wrote a delete-heavy memtable since the last delete-triggered compaction.
     pub(crate) delete_triggered: bool,

@@ -33,7 +33,7 @@ pub(crate) const STATE_PATH: &str = "<meta state>";
 pub(crate) const LEVELS: usize = 3;
 
 /// What metadata knows about one extent.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct ExtentMeta {
     /// The extent's id ([`ExtentIdRaw`]).
     pub id: u64,

@@ -836,7 +836,9 @@ impl Slog {
         let (path, file) = create_slog(fs.as_ref(), &dir, k, &[])?;
         fs.sync_dir(&dir).map_err(|e| Error::io("fsync dir", &dir, e))?;
         let next = Current { checkpoint: k, slog: k };
+        crate::failpoint::hit("checkpoint", "", "before_current");
         next.store(fs.as_ref(), &dir)?;
+        crate::failpoint::hit("checkpoint", "", "after_current");
         // The new pair is live from here on: switch to it before cleaning up.
         let old = std::mem::replace(&mut self.current, next);
         self.path = path;
