@@ -775,11 +775,15 @@ fn interval_lines_carry_latency_percentiles() {
             .split("; latency (micros) in the last interval: P50 ")
             .nth(1)
             .unwrap_or_else(|| panic!("{l}"));
+        let p = p.split(';').next().unwrap();
         let nums: Vec<f64> = p.split_whitespace().filter_map(|w| w.parse().ok()).collect();
         assert_eq!(nums.len(), 4, "{l}");
         assert!(
             nums[0] > 0.0 && nums[0] <= nums[1] && nums[1] <= nums[2] && nums[2] <= nums[3],
             "{l}"
         );
+        // Then the process's memory and the engine's shape.
+        assert!(l.contains("; RSS ") && l.contains(" MB (peak "), "{l}");
+        assert!(l.contains("; L0 layers ") && l.contains(", extents L0/L1/L2 "), "{l}");
     }
 }

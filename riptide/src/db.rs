@@ -17,7 +17,7 @@
 use crate::cache::RowCache;
 use crate::catalog::{Catalog, DEFAULT_TABLE, MAX_TABLE_NAME};
 use crate::compaction::picker::{pick, Shape, TaskKind, Triggers};
-use crate::compaction::{compact, purgeable, CompactionKind, JobStats, KeyRange, DELETE_HEAVY_PERCENT};
+use crate::compaction::{compact, packable, purgeable, CompactionKind, JobStats, KeyRange, DELETE_HEAVY_PERCENT};
 use crate::error::{Error, Result};
 use crate::extent::ExtentOptions;
 use crate::extent_store::{CacheCounters, ExtentStore};
@@ -1007,6 +1007,7 @@ impl DbInner {
                     .filter(|e| purgeable(&e.meta, oldest_snapshot))
                     .count()
             },
+            l2_sparse: packable(&view.levels.sorted[1].extents).len(),
             delete_triggered: t.delete_triggered.load(Ordering::Acquire),
         }
     }
@@ -1041,7 +1042,12 @@ impl DbInner {
                 }
                 TaskKind::IntraL0 => CompactionKind::IntraL0,
                 TaskKind::Minor => CompactionKind::Minor,
-                TaskKind::Major => CompactionKind::Major,
+                TaskKind::Major => {
+                    // X-Engine's split: first cut L1 extents whose rows skip whole L2
+                    // extents, so the major below leaves those L2 extents untouched.
+                    self.run_compaction(t, CompactionKind::Split)?;
+                    CompactionKind::Major
+                }
                 TaskKind::MajorSelf => CompactionKind::MajorSelf,
             };
             if !self.run_compaction(t, kind)? {
@@ -1066,10 +1072,14 @@ impl DbInner {
                 c.compaction_bytes_read.fetch_add(o.bytes_read, Ordering::Relaxed);
                 c.compaction_bytes_written.fetch_add(o.bytes_written, Ordering::Relaxed);
                 c.compaction_micros.fetch_add(micros, Ordering::Relaxed);
+                // Statistics go to the output level.
                 let level = match kind {
                     CompactionKind::IntraL0 => 0,
-                    CompactionKind::Minor => 1,
-                    _ => 2,
+                    CompactionKind::Minor | CompactionKind::MinorRange | CompactionKind::Split => 1,
+                    CompactionKind::Major
+                    | CompactionKind::MajorSelf
+                    | CompactionKind::L2Rewrite
+                    | CompactionKind::MajorRange => 2,
                 };
                 self.level_counters[level].add(kind, &o, micros);
                 {
@@ -1473,10 +1483,12 @@ impl Table {
 
     /// Merges L1 into L2 (a major compaction, with data reuse when
     /// [`Options::compaction_reuse`] is on): the L2 extents no L1 extent overlaps stay as they
-    /// are. Waits for it. `compact_l0` then `compact_l1` is what background compaction does to
+    /// are, and L1 extents whose rows skip whole L2 extents are first split at the L2
+    /// boundaries so those stay too. Waits for it. `compact_l0` then `compact_l1` is what background compaction does to
     /// move a flushed run to the bottom; [`Table::compact`] also rewrites all of L2.
     pub fn compact_l1(&self) -> Result<()> {
         self.check_live()?;
+        self.db.run_compaction(&self.inner, CompactionKind::Split)?;
         self.db.run_compaction(&self.inner, CompactionKind::Major)?;
         Ok(())
     }

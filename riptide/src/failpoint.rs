@@ -19,6 +19,8 @@ pub const POINTS: &[&str] = &[
     "compaction.major.after_commit",
     "compaction.major_self.before_commit",
     "compaction.major_self.after_commit",
+    "compaction.split.before_commit",
+    "compaction.split.after_commit",
     "compaction.l2_rewrite.before_commit",
     "compaction.l2_rewrite.after_commit",
     "compaction.minor_range.before_commit",

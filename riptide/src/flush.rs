@@ -87,14 +87,16 @@ pub(crate) fn flush_oldest(ctx: &dyn FlushContext, t: &Arc<TableInner>) -> Resul
             let id = store.space.allocate(built.slots)?;
             let w = Written { id, built };
             written.push(w);
-            let w = written.last().expect("just pushed");
+            let w = written.last_mut().expect("just pushed");
             store
                 .space
                 .write_extent(w.id, w.built.slots, &w.built.valid, &w.built.footer)?;
+            // Written: keep only the metadata.
+            w.built.valid = Vec::new();
             outcome.extents += 1;
             outcome.entries += w.built.props.entries;
             outcome.deletes += w.built.props.deletes;
-            outcome.bytes += w.built.valid.len() as u64;
+            outcome.bytes += w.built.data_size;
             Ok(())
         })?;
         let ids: Vec<ExtentId> = written.iter().map(|w| w.id).collect();
@@ -212,7 +214,7 @@ pub(crate) fn extent_meta(table: u32, id: ExtentId, built: &BuiltExtent) -> Exte
         max_lsn: p.max_lsn,
         entries: p.entries,
         deletes: p.deletes,
-        data_size: built.valid.len() as u64,
+        data_size: built.data_size,
         blocks: built.blocks,
     }
 }

@@ -736,3 +736,88 @@ fn major_output_stops_at_l2_extents_it_leaves_in_place() {
     drop(t);
     db.close().unwrap();
 }
+
+/// Runs of sparse L2 extents are packed by a self-major compaction once L2 has enough
+/// extents, copying their blocks (no decode); the contents do not change.
+#[test]
+fn self_major_packs_runs_of_sparse_extents() {
+    let fs = FaultFs::new();
+    let db = Db::open(Path::new("/db"), opts(&fs)).unwrap();
+    let t = db.default_table();
+    let mut model = BTreeMap::new();
+    // 20 key ranges, each moved down on its own: 20 small L2 extents side by side.
+    for r in 0..20u64 {
+        for i in 0..50 {
+            let k = format!("r{r:02}-{i:03}").into_bytes();
+            t.put(&k, &value(i, r)).unwrap();
+            model.insert(k, value(i, r));
+        }
+        t.flush().unwrap();
+        t.compact_l0().unwrap();
+        t.compact_l1().unwrap();
+    }
+    // After each flush the picker runs; once L2 holds 16 small extents they are packed into
+    // one (the last few ranges arrive after that).
+    t.put(b"zz", b"1").unwrap();
+    model.insert(b"zz".to_vec(), b"1".to_vec());
+    t.flush().unwrap();
+    db.wait_for_background_work().unwrap();
+    let info = t.level_info();
+    assert!(info.extents[2] <= 5, "{info:?}");
+    assert_eq!(info.entries[2], 1000);
+    // compact_l1 only re-links these extents; copied blocks come from the packing.
+    assert!(
+        db.stats().levels[2].blocks_reused > 0,
+        "blocks were decoded, not copied"
+    );
+    check(&t, &model);
+    drop(t);
+    db.close().unwrap();
+}
+
+/// An L1 extent whose rows skip a whole L2 extent is split at the L2 boundaries before the
+/// major compaction, which then leaves the skipped L2 extent untouched (no block of it copied
+/// or merged); without the split the major would rewrite all three L2 extents.
+#[test]
+fn split_lets_the_major_leave_skipped_l2_extents_alone() {
+    let fs = FaultFs::new();
+    let db = Db::open(Path::new("/db"), opts(&fs)).unwrap();
+    let t = db.default_table();
+    let k = |range: char, i: u64| format!("{range}{i:04}").into_bytes();
+    let mut model = BTreeMap::new();
+    for range in ['a', 'b', 'c'] {
+        for i in 0..100 {
+            t.put(&k(range, i), &value(i, 0)).unwrap();
+            model.insert(k(range, i), value(i, 0));
+        }
+        t.flush().unwrap();
+        t.compact_l0().unwrap();
+        t.compact_l1().unwrap();
+    }
+    // New versions of a and c in one flush: one L1 extent spanning a..c with no row in b.
+    for range in ['a', 'c'] {
+        for i in 0..100 {
+            t.put(&k(range, i), &value(i, 1)).unwrap();
+            model.insert(k(range, i), value(i, 1));
+        }
+    }
+    t.flush().unwrap();
+    t.compact_l0().unwrap();
+    assert_eq!(t.level_info().extents, [0, 1, 3]);
+    let before = db.stats().levels;
+    t.compact_l1().unwrap();
+    let after = db.stats().levels;
+    assert_eq!(after[1].compactions, before[1].compactions + 1, "one split into L1");
+    assert_eq!(after[2].compactions, before[2].compactions + 1, "one major into L2");
+    // The major merged a' with a and c' with c; b was neither merged nor copied.
+    // Inputs: the two L1 pieces and the three L2 extents in their range (b stays in place).
+    assert_eq!(after[2].input_extents - before[2].input_extents, 5, "{after:?}");
+    assert_eq!(
+        after[2].blocks_reused, before[2].blocks_reused,
+        "blocks of b were copied"
+    );
+    assert_eq!(t.level_info().extents, [0, 0, 3]);
+    check(&t, &model);
+    drop(t);
+    db.close().unwrap();
+}

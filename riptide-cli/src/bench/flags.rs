@@ -296,6 +296,11 @@ pub struct BenchFlags {
     )]
     pub max_background_compactions: Option<i64>,
 
+    /// Threads one compaction job uses (riptide: compaction_units; rocksdb:
+    /// max_subcompactions) [default: the engine's, riptide 2, rocksdb 1]
+    #[arg(long = "subcompactions", value_name = "N", allow_negative_numbers = true)]
+    pub subcompactions: Option<i64>,
+
     /// L0 files that trigger a compaction (rocksdb: L0 -> L1; riptide: L0 layers that trigger an
     /// intra-L0 merge) [default: 4]
     #[arg(
@@ -634,6 +639,9 @@ pub struct Config {
     /// `--max_background_flushes` if given (not negative).
     #[cfg_attr(not(any(feature = "bench-rocksdb", feature = "bench-fjall")), allow(dead_code))]
     pub max_background_flushes: Option<usize>,
+    /// `--subcompactions` if given.
+    #[cfg_attr(not(feature = "bench-rocksdb"), allow(dead_code))]
+    pub subcompactions: Option<usize>,
     /// `--max_background_compactions` if given (not negative).
     #[cfg_attr(not(any(feature = "bench-rocksdb", feature = "bench-fjall")), allow(dead_code))]
     pub max_background_compactions: Option<usize>,
@@ -783,6 +791,10 @@ impl Config {
             )? as usize),
             _ => None,
         };
+        let subcompactions = f
+            .subcompactions
+            .map(|v| in_range("subcompactions", v, 1, 64, "must be in 1..=64").map(|v| v as usize))
+            .transpose()?;
         let trigger = |flag: &str, v: Option<i64>| -> Result<Option<usize>, BenchError> {
             v.map(|v| in_range(flag, v, 1, 1 << 20, "must be in 1..=1048576").map(|v| v as usize))
                 .transpose()
@@ -828,6 +840,9 @@ impl Config {
             }
             if let Some(n) = max_background_compactions {
                 options.max_compactions = n;
+            }
+            if let Some(n) = subcompactions {
+                options.compaction_units = n;
             }
             if let Some(n) = level0_compaction_trigger {
                 options.level0_layer_trigger = n;
@@ -884,6 +899,7 @@ impl Config {
             distinct_pcts,
             max_background_flushes,
             max_background_compactions,
+            subcompactions,
             level0_compaction_trigger,
             level0_slowdown_trigger,
             level0_stop_trigger,

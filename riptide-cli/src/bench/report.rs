@@ -398,8 +398,20 @@ pub fn peak_rss_line() -> String {
 
 /// `VmHWM` in KiB from the text of `/proc/<pid>/status`.
 pub fn parse_vm_hwm_kib(status: &str) -> Option<u64> {
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    line["VmHWM:".len()..].split_whitespace().next()?.parse().ok()
+    parse_status_kib(status, "VmHWM:")
+}
+
+/// A `<field> <n> kB` line of `/proc/<pid>/status`, in KiB.
+fn parse_status_kib(status: &str, field: &str) -> Option<u64> {
+    let line = status.lines().find(|l| l.starts_with(field))?;
+    line[field.len()..].split_whitespace().next()?.parse().ok()
+}
+
+/// The process's resident set now and at its peak, for interval lines.
+pub fn rss_now_and_peak() -> Option<(f64, f64)> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let mb = |field| parse_status_kib(&s, field).map(|k| k as f64 / 1024.0);
+    Some((mb("VmRSS:")?, mb("VmHWM:")?))
 }
 
 /// CPU count, model name and cache size, as db_bench reads them from `/proc/cpuinfo`.

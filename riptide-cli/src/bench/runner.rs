@@ -339,6 +339,13 @@ fn monitor<E: BenchEngine>(
                         h.max() as f64 / 1000.0
                     ));
                 }
+                if let Some((rss, peak)) = super::report::rss_now_and_peak() {
+                    line.push_str(&format!("; RSS {rss:.1} MB (peak {peak:.1} MB)"));
+                }
+                if let Some(status) = db.interval_status() {
+                    line.push_str("; ");
+                    line.push_str(&status);
+                }
                 bar.suspend(|| eprintln!("{line}"));
                 last_report = (now, done);
             }

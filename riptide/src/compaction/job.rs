@@ -46,11 +46,12 @@ pub(crate) struct Plan {
     pub(crate) bottom: bool,
     /// Data reuse (extent re-link, block copy) allowed.
     pub(crate) reuse: bool,
-    /// Rewrite every input, even an output-level extent that overlaps nothing (manual full
-    /// compaction).
+    /// Rewrite every input, even one alone in its closed range: no extent is left in place or
+    /// re-linked (manual compactions, self-major; blocks may still be copied when `reuse`).
     pub(crate) force: bool,
-    /// Smallest user keys (sorted) of output-level extents between the inputs that are not
-    /// inputs: an output extent is closed before it would reach across one.
+    /// Sorted user keys no output extent may reach across: the smallest keys of output-level
+    /// extents between the inputs that are not inputs, and for a split the smallest keys of the
+    /// L2 extents in the inputs' range.
     pub(crate) fences: Vec<Vec<u8>>,
 }
 
@@ -146,15 +147,37 @@ fn closed_ranges<T>(mut items: Vec<T>, range: impl Fn(&T) -> (&[u8], &[u8])) -> 
     groups
 }
 
-/// The output side of a job: one extent builder at a time, cut only between user keys.
+/// The output side of a job: one extent builder at a time, cut only between user keys, and
+/// at every fence (an output extent never reaches across one).
 struct Output<'a> {
     store: &'a ExtentStore,
     opts: ExtentOptions,
     builder: ExtentBuilder,
     written: &'a mut Vec<(ExtentId, BuiltExtent)>,
+    /// The plan's fences (sorted user keys).
+    fences: &'a [Vec<u8>],
+    /// Fences at or below the last key added.
+    passed: usize,
 }
 
 impl Output<'_> {
+    /// Called before adding user key `key` (keys come in increasing order): closes the current
+    /// extent if a fence lies between the previous key and `key`.
+    fn cross_fences(&mut self, key: &[u8]) -> Result<()> {
+        let i = self.fences.partition_point(|f| f.as_slice() <= key);
+        if i > self.passed {
+            self.passed = i;
+            self.close()?;
+        }
+        Ok(())
+    }
+
+    /// True if a fence lies in `(lo, hi]`: a block spanning those keys cannot be copied whole.
+    fn fence_within(&self, lo: &[u8], hi: &[u8]) -> bool {
+        let i = self.fences.partition_point(|f| f.as_slice() <= lo);
+        self.fences.get(i).is_some_and(|f| f.as_slice() <= hi)
+    }
+
     /// Finishes the current extent, if any, and writes it into fresh slots.
     fn close(&mut self) -> Result<()> {
         if self.builder.is_empty() {
@@ -165,10 +188,14 @@ impl Output<'_> {
         let id = self.store.space.allocate(built.slots)?;
         // Registered before the write so a failure frees the slots too.
         self.written.push((id, built));
-        let (id, built) = self.written.last().expect("just pushed");
+        let (id, built) = self.written.last_mut().expect("just pushed");
         self.store
             .space
-            .write_extent(*id, built.slots, &built.valid, &built.footer)
+            .write_extent(*id, built.slots, &built.valid, &built.footer)?;
+        // On disk now (the job syncs before installing): keep only the metadata, so a job's
+        // memory is one extent's worth however much it writes.
+        built.valid = Vec::new();
+        Ok(())
     }
 
     /// Starts a new extent first if `bytes` more would overflow this one.
@@ -357,29 +384,17 @@ fn run_task(
         builder: ExtentBuilder::new(opts.clone()),
         opts: opts.clone(),
         written: &mut written,
+        fences: &plan.fences,
+        passed: 0,
     };
     let outcome = (|| -> Result<()> {
-        // Where the previous group ended: a fence between it and the next group closes the
-        // output extent.
-        let mut prev_hi: Option<&[u8]> = None;
         for group in task {
             let lo = group
                 .iter()
                 .map(|(_, _, e)| user_part(&e.meta.smallest))
                 .min()
                 .unwrap_or_default();
-            let hi = group
-                .iter()
-                .map(|(_, _, e)| user_part(&e.meta.largest))
-                .max()
-                .unwrap_or_default();
-            if let Some(p) = prev_hi {
-                let first_after = plan.fences.partition_point(|f| f.as_slice() <= p);
-                if plan.fences.get(first_after).is_some_and(|f| f.as_slice() <= lo) {
-                    out.close()?;
-                }
-            }
-            prev_hi = Some(hi);
+            out.cross_fences(lo)?;
             if group.len() == 1 {
                 let (level, layer, e) = &group[0];
                 let stays = *level == plan.out_level && *layer == plan.out_layer;
@@ -390,7 +405,7 @@ fn run_task(
                     out.close()?;
                     continue;
                 }
-                if plan.reuse && !purge {
+                if plan.reuse && !purge && !plan.force {
                     out.close()?;
                     result.stats.extents_reused += 1;
                     result.moved.push((*level, *layer, e.clone()));
@@ -447,7 +462,10 @@ fn merge_group(
         if bgroup.len() == 1 && plan.reuse {
             let b = &bgroup[0];
             let entry = &b.open.reader.index()[b.index];
-            if !(plan.bottom && entry.deletes > 0) {
+            // A block with a fence inside is merged (cut row by row), never copied whole.
+            let purge = plan.bottom && entry.deletes > 0;
+            if !purge && !out.fence_within(b.lo, b.hi) {
+                out.cross_fences(b.lo)?;
                 let raw = b.open.reader.read_raw_block(b.open.file.as_ref(), b.index)?;
                 out.make_room(raw.stored.len() + entry.first_key.len() + entry.last_key.len() + 64)?;
                 out.builder.add_raw_block(&raw)?;
@@ -519,6 +537,9 @@ fn merge_blocks(
                 .iter()
                 .map(|&i| versions[i].0.len() + versions[i].1.len() + 16)
                 .sum();
+            if !kept.is_empty() {
+                out.cross_fences(user_part(&versions[0].0))?;
+            }
             out.make_room(size)?;
             for i in kept {
                 out.builder.add(&versions[i].0, &versions[i].1)?;

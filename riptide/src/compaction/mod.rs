@@ -28,7 +28,7 @@ pub(crate) mod picker;
 
 use crate::cache::BlockKey;
 use crate::error::Result;
-use crate::extent_store::{user_part, LiveExtent};
+use crate::extent_store::{user_part, ExtentStore, LiveExtent};
 use crate::flush::{extent_meta, FlushContext};
 use crate::key::{decode_internal_key, Lsn, ValueKind};
 use crate::meta::edit::{ExtentMeta, SlogEntry, TableEdit};
@@ -49,8 +49,11 @@ pub(crate) enum CompactionKind {
     /// L1 (and overlapping L2) into L2.
     Major,
     /// Delete-heavy L2 extents rewritten within L2 (only those whose deletes it can purge,
-    /// see [`purgeable`]).
+    /// see [`purgeable`]), and runs of sparse ones packed ([`packable`]).
     MajorSelf,
+    /// L1 extents whose rows skip whole L2 extents, cut at the L2 boundaries within L1 (run
+    /// before a major compaction, so the skipped L2 extents stay untouched by it).
+    Split,
     /// Every L2 extent rewritten within L2 (manual full compaction).
     L2Rewrite,
     /// Manual, for a user-key range: the L0 extents overlapping it (closed under overlap, so
@@ -69,6 +72,7 @@ impl CompactionKind {
             CompactionKind::Minor => "minor",
             CompactionKind::Major => "major",
             CompactionKind::MajorSelf => "major_self",
+            CompactionKind::Split => "split",
             CompactionKind::L2Rewrite => "l2_rewrite",
             CompactionKind::MinorRange => "minor_range",
             CompactionKind::MajorRange => "major_range",
@@ -120,6 +124,36 @@ pub(crate) fn delete_heavy(e: &ExtentMeta) -> bool {
     e.entries > 0 && e.deletes * 100 >= e.entries * DELETE_HEAVY_PERCENT
 }
 
+/// L2 needs at least this many extents before sparse ones are packed (small tables do not
+/// churn).
+const PACK_MIN_L2_EXTENTS: usize = 16;
+/// A run of adjacent sparse L2 extents is packed when it has at least this many extents...
+const PACK_MIN_RUN: usize = 4;
+
+/// True if `e` is one slot less than half full of data.
+fn sparse(e: &ExtentMeta) -> bool {
+    e.slots == 1 && e.data_size * 2 < crate::extent::EXTENT_SIZE
+}
+
+/// The L2 extents a self-major compaction packs: every maximal run of at least
+/// [`PACK_MIN_RUN`] adjacent sparse extents whose data fits in at most half as many extents
+/// (X-Engine's auto self-major picks the emptiest window of L2 the same way), once L2 has
+/// [`PACK_MIN_L2_EXTENTS`] extents.
+pub(crate) fn packable(l2: &[Arc<LiveExtent>]) -> Vec<Arc<LiveExtent>> {
+    let mut out = Vec::new();
+    if l2.len() < PACK_MIN_L2_EXTENTS {
+        return out;
+    }
+    for run in l2.chunk_by(|a, b| sparse(&a.meta) == sparse(&b.meta)) {
+        let data: u64 = run.iter().map(|e| e.meta.data_size).sum();
+        let needed = data.div_ceil(crate::extent::EXTENT_SIZE) as usize;
+        if sparse(&run[0].meta) && run.len() >= PACK_MIN_RUN && needed * 2 <= run.len() {
+            out.extend(run.iter().cloned());
+        }
+    }
+    out
+}
+
 /// True if a self-major compaction of L2 extent `e` would purge its deletes: it is
 /// delete-heavy and every version in it is at or below the oldest live snapshot
 /// (`oldest_snapshot`, `None` = no snapshot), so each key collapses to its newest version and
@@ -153,6 +187,7 @@ fn overlapping(layer: &Layer, lo: &[u8], hi: &[u8]) -> Vec<Arc<LiveExtent>> {
 
 /// The runs and output position of `kind` on `levels`; `None` if there is nothing to do.
 fn plan(
+    store: &ExtentStore,
     levels: &LevelSet,
     kind: CompactionKind,
     range: &KeyRange,
@@ -160,7 +195,12 @@ fn plan(
     oldest_snapshot: Option<Lsn>,
 ) -> Option<Plan> {
     let mut runs: Vec<Run> = Vec::new();
+    // Rewrite every input without data reuse (manual compactions).
     let mut force = false;
+    // Rewrite every input, even one alone in its closed range (self-major, split).
+    let mut rewrite = false;
+    // Cuts a split makes (L2 boundaries inside the chosen L1 extents).
+    let mut split_fences: Vec<Vec<u8>> = Vec::new();
     let (out_level, out_layer) = match kind {
         CompactionKind::IntraL0 => {
             if levels.l0.len() < 2 {
@@ -202,21 +242,46 @@ fn plan(
             (2, 0)
         }
         CompactionKind::MajorSelf => {
-            let heavy: Vec<Arc<LiveExtent>> = levels.sorted[1]
-                .extents
+            let l2 = &levels.sorted[1].extents;
+            let pack: Vec<u64> = packable(l2).iter().map(|e| e.meta.id).collect();
+            let chosen: Vec<Arc<LiveExtent>> = l2
                 .iter()
-                .filter(|e| purgeable(&e.meta, oldest_snapshot))
+                .filter(|e| purgeable(&e.meta, oldest_snapshot) || pack.contains(&e.meta.id))
                 .cloned()
                 .collect();
-            if heavy.is_empty() {
+            if chosen.is_empty() {
                 return None;
             }
+            // Every chosen extent is rewritten (packed, deletes purged), copying the blocks
+            // that need no merge.
+            rewrite = true;
             runs.push(Run {
                 level: 2,
                 layer: 0,
-                extents: heavy,
+                extents: chosen,
             });
             (2, 0)
+        }
+        CompactionKind::Split => {
+            let l2 = &levels.sorted[1].extents;
+            let mut chosen = Vec::new();
+            for e in &levels.sorted[0].extents {
+                let Some(cuts) = split_points(store, e, l2) else {
+                    continue;
+                };
+                split_fences.extend(cuts);
+                chosen.push(e.clone());
+            }
+            if chosen.is_empty() {
+                return None;
+            }
+            rewrite = true;
+            runs.push(Run {
+                level: 1,
+                layer: 0,
+                extents: chosen,
+            });
+            (1, 0)
         }
         CompactionKind::L2Rewrite => {
             if levels.sorted[1].extents.is_empty() || !levels.sorted[0].extents.is_empty() {
@@ -319,7 +384,7 @@ fn plan(
         .all(|l| overlapping(&levels.sorted[l], &lo, &hi).is_empty());
     // Output-level extents inside the inputs' range that are not inputs (the L2 extents a
     // self-major compaction skips): no output extent may reach across one.
-    let fences = if out_level == 0 {
+    let mut fences = if out_level == 0 {
         Vec::new()
     } else {
         let known: Vec<u64> = runs.iter().flat_map(|r| r.extents.iter().map(|e| e.meta.id)).collect();
@@ -327,17 +392,66 @@ fn plan(
             .iter()
             .filter(|e| !known.contains(&e.meta.id))
             .map(|e| user_part(&e.meta.smallest).to_vec())
-            .collect()
+            .collect::<Vec<_>>()
     };
+    fences.extend(split_fences);
+    fences.sort();
+    fences.dedup();
     Some(Plan {
         runs,
         out_level,
         out_layer,
         bottom,
         reuse: reuse && !force,
-        force,
+        force: force || rewrite,
         fences,
     })
+}
+
+/// Where a split cuts L1 extent `e`: the smallest keys of the L2 extents inside its key range,
+/// if the rows of `e` skip at least one of those L2 extents entirely (judged from the block
+/// index, reading only blocks that straddle a whole L2 extent); `None` when a split would
+/// gain nothing.
+fn split_points(store: &ExtentStore, e: &Arc<LiveExtent>, l2: &[Arc<LiveExtent>]) -> Option<Vec<Vec<u8>>> {
+    let (lo, hi) = (user_part(&e.meta.smallest), user_part(&e.meta.largest));
+    let inside: Vec<&Arc<LiveExtent>> = l2
+        .iter()
+        .filter(|x| user_part(&x.meta.smallest) > lo && user_part(&x.meta.largest) < hi)
+        .collect();
+    if inside.is_empty() {
+        return None;
+    }
+    // An extent that cannot be opened is left to the major compaction, which reports it.
+    let open = store.open(e).ok()?;
+    let blocks = open.reader.index();
+    // Whether a row of `e` has a user key in `[a, b]`: blocks whose first or last key falls
+    // in the range do; a block straddling the whole range (a sparse block, seed 000 Fig. 8) is
+    // read to see whether anything lies between; an unreadable one counts as overlapping.
+    let has_row_in = |a: &[u8], b: &[u8]| {
+        blocks.iter().enumerate().any(|(i, ie)| {
+            let (first, last) = (user_part(&ie.first_key), user_part(&ie.last_key));
+            if first > b || last < a {
+                return false;
+            }
+            if (a..=b).contains(&first) || (a..=b).contains(&last) {
+                return true;
+            }
+            let Ok(block) = store.block(e, open, i) else {
+                return true;
+            };
+            let mut it = crate::extent::BlockIter::new(block);
+            let mut target = Vec::new();
+            crate::key::encode_internal_key(&mut target, a, crate::key::MAX_LSN, ValueKind::Put);
+            it.seek(&target);
+            !it.valid() || it.status().is_err() || user_part(it.key()) <= b
+        })
+    };
+    let skipped = inside
+        .iter()
+        .any(|x| !has_row_in(user_part(&x.meta.smallest), user_part(&x.meta.largest)));
+    // A cut where every inside extent starts: the piece that begins at a skipped extent's
+    // start holds only keys past its end, so the skipped extent overlaps no piece.
+    skipped.then(|| inside.iter().map(|x| user_part(&x.meta.smallest).to_vec()).collect())
 }
 
 /// Runs one compaction of `kind` on `t`; `None` if there was nothing to do.
@@ -354,6 +468,7 @@ pub(crate) fn compact(
     let view = t.current();
     let (visible, snapshots) = ctx.gc_view();
     let Some(plan) = plan(
+        &t.store,
         &view.levels,
         kind,
         range,
@@ -382,7 +497,7 @@ pub(crate) fn compact(
         }
         return Err(e);
     }
-    result.stats.bytes_written = result.written.iter().map(|w| w.1.valid.len() as u64).sum();
+    result.stats.bytes_written = result.written.iter().map(|w| w.1.data_size).sum();
     let (out_level, out_layer) = (plan.out_level, plan.out_layer);
     let mut removed: Vec<(u8, u64, u64)> = Vec::new();
     let mut added: Vec<(u8, u64, ExtentMeta)> = Vec::new();

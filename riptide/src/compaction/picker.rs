@@ -7,8 +7,9 @@
 //! - intra-L0: `L / T_layer` (merges L0 layers into one, without touching L1);
 //! - minor (L0 → L1): `N0 / T0`;
 //! - major (L1 → L2): `N1 / T1`;
-//! - self-major (L2 → L2): 1 when some L2 extents are delete-heavy (it runs only when nothing
-//!   else is due).
+//! - self-major (L2 → L2): 1 when some L2 extents are delete-heavy with nothing pinning their
+//!   deletes, or runs of sparse L2 extents can be packed (it runs only when nothing else is
+//!   due).
 //!
 //! Ties go to the kind earlier in that list, so the paper's order (deletes, intra-L0, minor,
 //! major, self-major) emerges when several kinds are due. Deliberate deviation from X-Engine's
@@ -25,6 +26,8 @@ pub(crate) struct Shape {
     /// L2 extents a self-major compaction would purge: delete-heavy, and no live snapshot
     /// older than their newest version (`compaction::purgeable`).
     pub(crate) l2_delete_heavy: usize,
+    /// L2 extents in runs of sparse extents worth packing (`compaction::packable`).
+    pub(crate) l2_sparse: usize,
     /// A flush wrote a delete-heavy memtable since the last delete-triggered compaction.
     pub(crate) delete_triggered: bool,
 }
@@ -88,7 +91,7 @@ pub(crate) fn candidates(shape: &Shape, t: &Triggers) -> Vec<Candidate> {
             score: shape.n1 as f64 / t.level1_extents.max(1) as f64,
         });
     }
-    if shape.l2_delete_heavy > 0 {
+    if shape.l2_delete_heavy > 0 || shape.l2_sparse > 0 {
         out.push(Candidate {
             kind: TaskKind::MajorSelf,
             score: 1.0,
@@ -125,6 +128,7 @@ mod tests {
                 Some(("L1", v)) => sh.n1 = v.parse().unwrap(),
                 Some(("L2", v)) => sh.n2 = v.parse().unwrap(),
                 Some(("L2del", v)) => sh.l2_delete_heavy = v.parse().unwrap(),
+                Some(("L2sparse", v)) => sh.l2_sparse = v.parse().unwrap(),
                 None if part == "deletes" => sh.delete_triggered = true,
                 _ => panic!("bad fixture part {part}"),
             }
@@ -164,6 +168,9 @@ mod tests {
             ("L2=50 L2del=2", Some(TaskKind::MajorSelf)),
             ("L0=1,1,1,1 L2=50 L2del=2", Some(TaskKind::IntraL0)),
             ("L1=10 L2=50 L2del=2", Some(TaskKind::MajorSelf)),
+            // Runs of sparse L2 extents worth packing, too.
+            ("L2=50 L2sparse=6", Some(TaskKind::MajorSelf)),
+            ("L0=1,1,1,1 L2=50 L2sparse=6", Some(TaskKind::IntraL0)),
         ];
         for (s, want) in cases {
             assert_eq!(

@@ -31,8 +31,11 @@ const MAX_ENTRY_SIZE: usize = (u32::MAX / 2) as usize;
 /// exactly at `start + slots * EXTENT_SIZE`.
 #[derive(Clone, Debug)]
 pub(crate) struct BuiltExtent {
-    /// Data blocks, index, filter and properties, with trailers.
+    /// Data blocks, index, filter and properties, with trailers. Emptied once written to its
+    /// slots (compaction jobs keep many built extents until their install).
     pub valid: Vec<u8>,
+    /// Length of `valid` as built (the extent's data size).
+    pub data_size: u64,
     /// The footer ([`FOOTER_SIZE`] bytes).
     pub footer: Vec<u8>,
     /// 2 MiB slots the extent occupies.
@@ -447,6 +450,7 @@ impl ExtentBuilder {
         .encode()
         .to_vec();
         Ok(BuiltExtent {
+            data_size: valid_size,
             valid: self.out,
             footer,
             slots,

@@ -66,6 +66,11 @@ impl BenchEngine for FjallEngine {
                 cfg.row_cache_size
             )));
         }
+        if cfg.subcompactions.is_some() {
+            return Err(BenchError::Usage(
+                "--subcompactions: fjall has no setting for threads per compaction".into(),
+            ));
+        }
         if cfg.max_background_flushes.is_some() || cfg.max_background_compactions.is_some() {
             return Err(BenchError::Usage(
                 "--max_background_flushes/--max_background_compactions: fjall has no such settings (its \

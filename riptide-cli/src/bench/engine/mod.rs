@@ -302,6 +302,12 @@ pub trait BenchEngine: Send + Sync + Sized {
     fn write_stop_watch(&self) -> Option<&dyn WriteStopWatch> {
         None
     }
+
+    /// A short state summary (levels, memtables) for `--stats_interval_seconds` lines; `None`
+    /// = nothing to add.
+    fn interval_status(&self) -> Option<String> {
+        None
+    }
 }
 
 /// A ratio `hits / (hits + misses)` as a percentage, or "-" without lookups.

@@ -29,6 +29,9 @@ pub struct RiptideEngine {
     table: Table,
     wopts: WriteOptions,
     ropts: ReadOptions,
+    /// What the options let the engine hold in memory for the default table: memtables up to
+    /// the immutable stop trigger (active + immutables) plus the block and row caches.
+    memory_budget: u64,
 }
 
 impl RiptideEngine {
@@ -87,6 +90,11 @@ impl RiptideEngine {
             format!(
                 "memtables: {} allocated (active and immutable, not yet in extents)",
                 mb(self.db.memtable_usage() as u64)
+            ),
+            format!(
+                "memory budget: {} (write_buffer_size x (immutable_stop_trigger + 1) + block cache + row cache, \
+                 one table); compare with the peak RSS below",
+                mb(self.memory_budget)
             ),
             cache_line("block cache", &s.caches.block_cache, "bytes"),
             cache_line("row cache", &s.caches.row_cache, "bytes"),
@@ -180,7 +188,11 @@ impl BenchEngine for RiptideEngine {
         let db = Db::open(&cfg.db, cfg.options.clone())
             .map_err(|e| BenchError::engine(format!("opening the database in {}", cfg.db.display()), e))?;
         let table = db.default_table();
+        let o = &cfg.options;
+        let memory_budget =
+            (o.write_buffer_size * (o.immutable_stop_trigger + 1) + o.block_cache_size + o.row_cache_size) as u64;
         Ok(RiptideEngine {
+            memory_budget,
             db,
             table,
             wopts: WriteOptions {
@@ -462,6 +474,30 @@ impl BenchEngine for RiptideEngine {
 
     fn write_stop_watch(&self) -> Option<&dyn WriteStopWatch> {
         Some(self)
+    }
+
+    /// The deepest L0 of any table, immutable memtables, memtable bytes, extents per level and
+    /// extent space in use.
+    fn interval_status(&self) -> Option<String> {
+        let tables = self.tables().ok()?;
+        let infos: Vec<_> = tables.iter().map(|t| t.level_info()).collect();
+        let l0 = infos.iter().map(|i| i.l0_layers.len()).max().unwrap_or(0);
+        let imm: usize = infos.iter().map(|i| i.immutable_memtables).sum();
+        let mut extents = [0usize; 3];
+        for i in &infos {
+            for (n, e) in extents.iter_mut().zip(i.extents) {
+                *n += e;
+            }
+        }
+        let s = self.db.stats();
+        Some(format!(
+            "L0 layers {l0}, immutable memtables {imm}, memtables {:.1} MB, extents L0/L1/L2 {}/{}/{}, extent space {:.1} MB",
+            self.db.memtable_usage() as f64 / 1e6,
+            extents[0],
+            extents[1],
+            extents[2],
+            s.space_used_slots as f64 * 2.0 * 1024.0 * 1024.0 / 1e6
+        ))
     }
 }
 

@@ -172,6 +172,9 @@ impl BenchEngine for RocksDbEngine {
             opts.set_max_background_flushes(n as i32);
         }
         #[allow(deprecated)]
+        if let Some(n) = cfg.subcompactions {
+            opts.set_max_subcompactions(n as u32);
+        }
         if let Some(n) = cfg.max_background_compactions {
             opts.set_max_background_compactions(n as i32);
         }
@@ -269,6 +272,10 @@ impl BenchEngine for RocksDbEngine {
                     c.map_or("-1 (default)".to_string(), |n| n.to_string())
                 ),
             },
+        ));
+        options.push((
+            "max_subcompactions",
+            cfg.subcompactions.map_or("1 (default)".to_string(), |n| n.to_string()),
         ));
         options.push((
             "statistics",
