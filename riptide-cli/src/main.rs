@@ -1,8 +1,10 @@
-//! The `riptide` command: `riptide bench` (db_bench-compatible benchmarks) and `riptide inspect`
-//! (levels, extents, slog, redo log, checksum verification).
+//! The `riptide` command: `riptide bench` (db_bench-compatible benchmarks), `riptide inspect`
+//! (levels, extents, slog, redo log, checksum verification) and `riptide stress` (random
+//! operations against an expected state, with a blackbox crash mode).
 
 mod bench;
 mod inspect;
+mod stress;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -19,6 +21,7 @@ struct Cli {
 enum Command {
     Bench(Box<bench::flags::BenchFlags>),
     Inspect(inspect::InspectArgs),
+    Stress(Box<stress::StressArgs>),
 }
 
 fn main() -> ExitCode {
@@ -37,6 +40,14 @@ fn main() -> ExitCode {
             Err(e) => {
                 eprintln!("riptide bench: error: {e}");
                 ExitCode::FAILURE
+            }
+        },
+        Command::Stress(args) => match stress::run(&args) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::from(1),
+            Err(e) => {
+                eprintln!("riptide stress: error: {e}");
+                ExitCode::from(2)
             }
         },
         Command::Inspect(args) => match inspect::run(&args) {
