@@ -131,7 +131,7 @@ fn value(table: u32, n: u32, version: u32, a: &StressArgs) -> Vec<u8> {
     let mut x = u64::from(version) ^ (u64::from(n) << 32);
     while v.len() < len {
         x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-        v.push(b'a' + (x >> 59) as u8);
+        v.push(b'a' + ((x >> 59) % 26) as u8);
     }
     v
 }
@@ -161,6 +161,9 @@ pub fn run(a: &StressArgs) -> Result<bool, String> {
     let mix = parse_mix(&a.mix)?;
     if a.threads == 0 || a.tables == 0 || a.keys == 0 || a.value_min > a.value_max || a.value_max > 1 << 20 {
         return Err("need --threads, --tables, --keys > 0 and --value_min <= --value_max <= 1 MiB".into());
+    }
+    if u64::from(a.tables) * u64::from(a.keys) > 1 << 28 || a.threads > 1024 || a.duration > 1 << 30 {
+        return Err("--tables x --keys must be at most 2^28, --threads at most 1024, --duration at most 2^30 s".into());
     }
     let seed = if a.seed != 0 {
         a.seed
@@ -205,7 +208,7 @@ pub fn run(a: &StressArgs) -> Result<bool, String> {
                 let mut w = Worker {
                     a,
                     th,
-                    rng: StdRng::seed_from_u64(seed.wrapping_add(u64::from(th) * 0x9E37_79B9_7F4A_7C15)),
+                    rng: StdRng::seed_from_u64(seed.wrapping_add(u64::from(th).wrapping_mul(0x9E37_79B9_7F4A_7C15))),
                     recent: VecDeque::new(),
                     db,
                     tables,
@@ -310,11 +313,9 @@ impl Worker<'_> {
     }
 
     /// A key this thread owns.
+    /// A key this thread owns (`step` runs only for threads that own at least one).
     fn own_key(&mut self) -> u32 {
         let per = (self.a.keys - self.th - 1) / self.a.threads + 1;
-        if self.th >= self.a.keys {
-            return u32::MAX;
-        }
         self.th + self.rng.random_range(0..per) * self.a.threads
     }
 
@@ -393,7 +394,7 @@ impl Worker<'_> {
             }
             4 => {
                 let start = self.rng.random_range(0..self.a.keys);
-                let end = (start + 64).min(self.a.keys);
+                let end = start.saturating_add(64).min(self.a.keys);
                 self.log(format!("scan s{t} k{start}..k{end}"));
                 let opts = ReadOptions {
                     lower_bound: Some(key(start)),
@@ -450,7 +451,7 @@ impl Worker<'_> {
             }
             _ => {
                 let lo = self.rng.random_range(0..self.a.keys);
-                let hi = (lo + self.a.keys / 10).min(self.a.keys - 1);
+                let hi = lo.saturating_add(self.a.keys / 10).min(self.a.keys - 1);
                 self.log(format!("compact_range s{t} k{lo}..=k{hi}"));
                 self.tables[t as usize]
                     .compact_range(Some(&key(lo)), Some(&key(hi)))
