@@ -534,10 +534,12 @@ fn deadlock_cycle(n: usize) {
         for i in 0..n {
             let (db, t, barrier, victims) = (db.clone(), t.clone(), barrier.clone(), victims.clone());
             s.spawn(move || {
+                // Read committed: once the victim is gone the others commit one after the other
+                // (under snapshot isolation the later ones would see write conflicts).
                 let mut txn = db
                     .begin(TxnOptions {
                         lock_timeout: Duration::from_secs(20),
-                        ..si()
+                        ..rc()
                     })
                     .unwrap();
                 txn.put(&t, format!("k{i}").as_bytes(), b"first").unwrap();

@@ -142,11 +142,6 @@ impl WriteBuffer {
             .collect()
     }
 
-    /// Every buffered (table, key), tables in id order, keys in order.
-    pub(crate) fn tables(&self) -> impl Iterator<Item = &TableBuf> {
-        self.tables.values()
-    }
-
     /// The commit batch: every buffered write, in (table, key) order.
     pub(crate) fn to_batch(&self) -> Result<WriteBatch> {
         let mut batch = WriteBatch::new();
