@@ -156,7 +156,9 @@ fn increment_counter(opts: TxnOptions, for_update: bool) {
             let (db, t, opts, retries) = (db.clone(), t.clone(), opts.clone(), retries.clone());
             s.spawn(move || {
                 for _ in 0..INCREMENTS {
-                    loop {
+                    // A bound, so a broken build fails instead of spinning forever.
+                    for attempt in 0.. {
+                        assert!(attempt < 20_000, "no progress after {attempt} retries");
                         let attempt = (|| -> riptide::Result<()> {
                             let mut txn = db.begin(opts.clone())?;
                             let v = if for_update {
@@ -214,7 +216,8 @@ fn lost_updates_prevented_optimistic() {
 fn write_skew_allowed_under_snapshot_isolation() {
     let (_d, db) = open();
     let t = db.create_table("acct").unwrap();
-    let withdraw = |txn: &mut Txn, from: &[u8], read: &dyn Fn(&mut Txn, &[u8]) -> riptide::Result<Option<Vec<u8>>>| {
+    type Read<'a> = &'a dyn Fn(&mut Txn, &[u8]) -> riptide::Result<Option<Vec<u8>>>;
+    let withdraw = |txn: &mut Txn, from: &[u8], read: Read<'_>| {
         let x = num(read(txn, b"x")?);
         let y = num(read(txn, b"y")?);
         assert!(x + y >= 100);

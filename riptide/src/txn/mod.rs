@@ -301,9 +301,7 @@ impl Txn {
         if inner.is_dropped() {
             return Err(Error::TableDropped(inner.name.clone()));
         }
-        if !self.tables.contains_key(&inner.id) {
-            self.tables.insert(inner.id, table.clone());
-        }
+        self.tables.entry(inner.id).or_insert_with(|| table.clone());
         Ok(inner.id)
     }
 
