@@ -151,15 +151,17 @@ fn increment_counter(opts: TxnOptions, for_update: bool) {
     const THREADS: usize = 6;
     const INCREMENTS: usize = 40;
     let retries = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
     std::thread::scope(|s| {
-        for _ in 0..THREADS {
+        for th in 0..THREADS {
             let (db, t, opts, retries) = (db.clone(), t.clone(), opts.clone(), retries.clone());
             s.spawn(move || {
                 for _ in 0..INCREMENTS {
-                    // A bound, so a broken build fails instead of spinning forever.
+                    // Bounds, so a broken build fails instead of spinning or waiting forever.
                     for attempt in 0.. {
                         assert!(attempt < 20_000, "no progress after {attempt} retries");
-                        let attempt = (|| -> riptide::Result<()> {
+                        assert!(started.elapsed() < Duration::from_secs(60), "no progress in 60 s");
+                        let outcome = (|| -> riptide::Result<()> {
                             let mut txn = db.begin(opts.clone())?;
                             let v = if for_update {
                                 txn.get_for_update(&t, b"counter")?
@@ -168,9 +170,15 @@ fn increment_counter(opts: TxnOptions, for_update: bool) {
                             };
                             std::thread::yield_now(); // widen the race window
                             txn.put(&t, b"counter", (num(v) + 1).to_string().as_bytes())?;
-                            txn.commit()
+                            // Half the threads commit asynchronously (locks released on the
+                            // pipeline thread once the batch is visible).
+                            if th % 2 == 0 {
+                                txn.commit()
+                            } else {
+                                txn.commit_async().wait()
+                            }
                         })();
-                        match attempt {
+                        match outcome {
                             Ok(()) => break,
                             Err(e) if e.is_retryable() => {
                                 retries.fetch_add(1, Ordering::Relaxed);
