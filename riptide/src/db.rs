@@ -281,6 +281,8 @@ pub(crate) struct DbInner {
     workers: Mutex<Vec<JoinHandle<()>>>,
     /// Per output level (L0, L1, L2): compaction counters.
     level_counters: [LevelCounters; 3],
+    /// Transactions: the row-lock table and counters (`crate::txn`).
+    txns: Arc<crate::txn::TxnShared>,
     /// The last background error (cleared by the next successful flush).
     bg_error: Mutex<Option<Error>>,
     counters: BackgroundCounters,
@@ -496,6 +498,7 @@ impl Db {
             compaction_queue: Arc::new(JobQueue::default()),
             workers: Mutex::new(Vec::new()),
             level_counters: Default::default(),
+            txns: Default::default(),
             bg_error: Mutex::new(None),
             counters: BackgroundCounters::default(),
             opts,
@@ -826,6 +829,20 @@ impl Db {
     /// The LSN of the oldest live snapshot, if any.
     pub fn oldest_snapshot(&self) -> Option<Lsn> {
         self.inner.snapshots.oldest()
+    }
+}
+
+/// Hooks for transactions (`crate::txn`, which also holds `Db::begin`).
+impl Db {
+    /// The instance's id and transaction state; [`Error::Closed`] once closed.
+    pub(crate) fn txn_context(&self) -> Result<(u64, Arc<crate::txn::TxnShared>)> {
+        self.inner.check_open()?;
+        Ok((self.inner.id, self.inner.txns.clone()))
+    }
+
+    /// The newest LSN readers may see.
+    pub(crate) fn visible_lsn(&self) -> Lsn {
+        self.inner.pipeline.visible_lsn()
     }
 }
 

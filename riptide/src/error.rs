@@ -7,6 +7,9 @@
 use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
+
+use crate::key::Lsn;
 
 /// Result alias used throughout Riptide.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -106,6 +109,58 @@ pub enum Error {
     /// The directory already holds a database and `error_if_exists` is true.
     #[error("database at {0:?} already exists and error_if_exists is true")]
     AlreadyExists(PathBuf),
+    /// A transaction waited longer than its `lock_timeout` for a row lock held by another
+    /// transaction. The statement failed; the transaction is still open (roll it back or retry).
+    #[error("row lock wait on table `{table}` timed out after {waited:?}")]
+    LockTimeout {
+        /// The table of the contended row.
+        table: String,
+        /// The contended key.
+        key: Vec<u8>,
+        /// How long the transaction waited.
+        waited: Duration,
+    },
+    /// Waiting for a row lock would close a cycle in the wait-for graph: this transaction is
+    /// the victim. Roll it back (releasing its locks) and retry.
+    #[error("deadlock: transaction {txn} was chosen as the victim while locking a row of table `{table}`")]
+    Deadlock {
+        /// The victim's id ([`crate::Txn::id`]).
+        txn: u64,
+        /// The table of the row it asked for.
+        table: String,
+        /// The key it asked for.
+        key: Vec<u8>,
+    },
+    /// A key the transaction writes (or, in optimistic mode, validates) was changed by another
+    /// commit after the transaction's snapshot: first updater wins. Roll back and retry.
+    #[error(
+        "write conflict on table `{table}`: the key changed at LSN {found}, after the transaction's LSN {snapshot}"
+    )]
+    WriteConflict {
+        /// The table of the key.
+        table: String,
+        /// The key.
+        key: Vec<u8>,
+        /// The LSN the transaction read the key at (its snapshot).
+        snapshot: Lsn,
+        /// The LSN of the newer committed version.
+        found: Lsn,
+    },
+    /// A write would take the transaction past its size limit
+    /// ([`crate::TxnOptions::max_bytes`] or [`crate::TxnOptions::max_keys`]); the write was
+    /// refused and the transaction is unchanged.
+    #[error("transaction too large: {what} would be {len}, the limit is {max}")]
+    TxnTooLarge {
+        /// `"bytes"` or `"keys"`.
+        what: &'static str,
+        /// The size the write would have reached.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// `rollback_to_savepoint` or `pop_savepoint` without a savepoint.
+    #[error("the transaction has no savepoint")]
+    NoSavepoint,
     /// A file was written by a newer, unknown format version.
     #[error("{path:?} has format version {found}; this build reads up to {supported}")]
     UnsupportedFormat {
@@ -144,6 +199,15 @@ impl Error {
             Error::Poisoned(inner) => inner.is_corruption(),
             _ => false,
         }
+    }
+
+    /// True for the errors a transaction may succeed after by rolling back and retrying:
+    /// [`Error::Deadlock`], [`Error::LockTimeout`] and [`Error::WriteConflict`].
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            Error::Deadlock { .. } | Error::LockTimeout { .. } | Error::WriteConflict { .. }
+        )
     }
 
     /// The OS error number (`libc::EIO`, `libc::ENOSPC`, ...) behind an I/O error, if any.

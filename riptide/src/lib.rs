@@ -54,6 +54,7 @@ mod redo;
 mod snapshot;
 mod space;
 mod subtable;
+mod txn;
 mod write;
 
 pub use cache::CacheStats;
@@ -67,6 +68,7 @@ pub use options::{
     Compression, Options, ReadOptions, RecoveryMode, WriteOptions, MAX_BATCH_SIZE, MAX_KEY_SIZE, MAX_VALUE_SIZE,
 };
 pub use snapshot::Snapshot;
+pub use txn::{Isolation, Txn, TxnCursor, TxnIter, TxnMode, TxnOptions, TxnStats};
 pub use write::batch::WriteBatch;
 pub use write::completion::WriteHandle;
 pub use write::pipeline::WriteStats;

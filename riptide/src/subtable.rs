@@ -21,7 +21,7 @@
 use crate::cache::{RowCache, RowEntry};
 use crate::error::Result;
 use crate::extent_store::ExtentStore;
-use crate::key::{Lsn, ValueKind};
+use crate::key::{Lsn, ValueKind, MAX_LSN};
 use crate::memtable::{Lookup, Memtable};
 use crate::meta::version::{LevelSet, MetaSnapshot};
 use crate::read::get_from_levels;
@@ -265,6 +265,24 @@ impl TableInner {
             });
         }
         Ok(r)
+    }
+
+    /// The LSN of the newest version of `key` (a put or a tombstone), looking at memtables
+    /// first, then the levels; `None` if the table holds no version of it. Memtable versions
+    /// of groups still being committed count too (they are logged and will become visible).
+    /// For the conflict checks of transactions (`crate::txn`).
+    pub(crate) fn latest_lsn(&self, key: &[u8]) -> Result<Option<Lsn>> {
+        let view = self.current.load();
+        for mem in view.memtables() {
+            let mut c = mem.cursor();
+            c.seek(key);
+            if c.valid() && c.key() == key {
+                if let Some((lsn, _, _)) = c.version(MAX_LSN) {
+                    return Ok(Some(lsn));
+                }
+            }
+        }
+        get_from_levels(&self.store, &view.levels, key, MAX_LSN, |lsn, _, _| lsn)
     }
 
     pub(crate) fn is_dropped(&self) -> bool {

@@ -1,0 +1,327 @@
+//! The row-lock manager: exclusive locks on (table, key), striped, with lock-wait timeouts and
+//! deadlock detection over a wait-for graph.
+//!
+//! Invariants:
+//! - A row is locked by at most one transaction; a lock entry lives in the stripe its key hashes
+//!   to, and exists while the row is held or waited for (`holder` is `None` between a release
+//!   and the next grant). An entry with no holder and no waiter is removed.
+//! - Locks are released only by [`LockManager::release_all`] at the end of a transaction
+//!   (strict two-phase locking): a transaction never releases one lock and keeps running. So a
+//!   finished transaction has no outgoing wait-for edge, and stale edges pointing at it can
+//!   never be part of a cycle.
+//! - A waiter records its edge `waiter -> holder` in the wait-for graph, under the stripe lock
+//!   (so `holder` is the current holder) and checks, before it sleeps, whether the edge closes
+//!   a cycle; if so it is the victim and gets [`LockError::Deadlock`] instead of waiting. Every
+//!   waiter re-registers its edge (and re-checks) each time it wakes, so of the transactions in
+//!   a cycle at least the last one to register sees the whole cycle.
+//! - Lock order: a stripe mutex, then the graph mutex; never the other way round, and never two
+//!   stripes at once.
+//! - No thread per transaction: a waiting transaction sleeps on its stripe's condition variable
+//!   in the caller's thread.
+
+use parking_lot::{Condvar, Mutex};
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::time::{Duration, Instant};
+
+/// A transaction id (never 0, never reused within a process).
+pub(crate) type TxnId = u64;
+
+/// Number of stripes of the lock table (a power of two).
+const STRIPES: usize = 256;
+
+/// Why a lock was not granted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LockError {
+    /// Waited the whole timeout.
+    Timeout(Duration),
+    /// Waiting would deadlock; the requester is the victim.
+    Deadlock,
+}
+
+#[derive(Debug)]
+struct Entry {
+    holder: Option<TxnId>,
+    waiters: u32,
+}
+
+#[derive(Default)]
+struct Stripe {
+    locks: Mutex<HashMap<(u32, Vec<u8>), Entry>>,
+    cond: Condvar,
+}
+
+/// Who waits for whom: each waiting transaction waits for exactly one holder.
+#[derive(Default)]
+struct WaitGraph {
+    edges: HashMap<TxnId, TxnId>,
+}
+
+impl WaitGraph {
+    /// True if `from` waiting for `to` closes a cycle (following `to`'s chain leads back).
+    fn closes_cycle(&self, from: TxnId, to: TxnId) -> bool {
+        let mut cur = to;
+        // Each transaction has at most one outgoing edge, so the chain is a path; a path
+        // longer than the graph loops without `from` (cannot happen, see the header) and is
+        // left to the timeout.
+        for _ in 0..=self.edges.len() {
+            if cur == from {
+                return true;
+            }
+            match self.edges.get(&cur) {
+                Some(&next) => cur = next,
+                None => return false,
+            }
+        }
+        false
+    }
+}
+
+/// Counters of lock waits.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct LockCounters {
+    pub(crate) waits: u64,
+    pub(crate) timeouts: u64,
+    pub(crate) deadlocks: u64,
+}
+
+/// The lock table of one database instance; see the module header.
+pub(crate) struct LockManager {
+    stripes: Box<[crossbeam_utils::CachePadded<Stripe>]>,
+    graph: Mutex<WaitGraph>,
+    hasher: std::collections::hash_map::RandomState,
+    counters: Mutex<LockCounters>,
+}
+
+impl Default for LockManager {
+    fn default() -> Self {
+        LockManager {
+            stripes: (0..STRIPES).map(|_| Default::default()).collect(),
+            graph: Mutex::new(WaitGraph::default()),
+            hasher: Default::default(),
+            counters: Mutex::new(LockCounters::default()),
+        }
+    }
+}
+
+impl LockManager {
+    fn stripe(&self, table: u32, key: &[u8]) -> &Stripe {
+        let mut h = self.hasher.build_hasher();
+        table.hash(&mut h);
+        key.hash(&mut h);
+        &self.stripes[(h.finish() as usize) & (STRIPES - 1)]
+    }
+
+    /// Locks (`table`, `key`) for `txn`, waiting up to `timeout` for another holder to finish.
+    /// Returns true if the lock was newly granted, false if `txn` already held it.
+    pub(crate) fn acquire(
+        &self,
+        txn: TxnId,
+        table: u32,
+        key: &[u8],
+        timeout: Duration,
+        detect_deadlocks: bool,
+    ) -> Result<bool, LockError> {
+        let stripe = self.stripe(table, key);
+        let mut locks = stripe.locks.lock();
+        let owned = (table, key.to_vec());
+        let mut deadline: Option<Instant> = None;
+        let started = Instant::now();
+        loop {
+            let holder = match locks.get_mut(&owned) {
+                None => {
+                    locks.insert(
+                        owned,
+                        Entry {
+                            holder: Some(txn),
+                            waiters: 0,
+                        },
+                    );
+                    return Ok(true);
+                }
+                Some(e) => match e.holder {
+                    None => {
+                        e.holder = Some(txn);
+                        return Ok(true);
+                    }
+                    Some(h) if h == txn => return Ok(false),
+                    Some(h) => h,
+                },
+            };
+            if timeout.is_zero() {
+                self.counters.lock().timeouts += 1;
+                return Err(LockError::Timeout(Duration::ZERO));
+            }
+            let deadline = *deadline.get_or_insert_with(|| {
+                self.counters.lock().waits += 1;
+                started
+                    .checked_add(timeout)
+                    .unwrap_or(started + Duration::from_secs(86_400 * 365))
+            });
+            {
+                let mut g = self.graph.lock();
+                if detect_deadlocks && g.closes_cycle(txn, holder) {
+                    g.edges.remove(&txn);
+                    drop(g);
+                    self.counters.lock().deadlocks += 1;
+                    return Err(LockError::Deadlock);
+                }
+                g.edges.insert(txn, holder);
+            }
+            if let Some(e) = locks.get_mut(&owned) {
+                e.waiters += 1;
+            }
+            let timed_out = stripe.cond.wait_until(&mut locks, deadline).timed_out();
+            self.graph.lock().edges.remove(&txn);
+            let entry = locks.get_mut(&owned);
+            let Some(e) = entry else {
+                // Unreachable while we are counted as a waiter; treat as free.
+                continue;
+            };
+            e.waiters -= 1;
+            if timed_out {
+                if e.holder.is_none() {
+                    // Released just as the wait ended: take it rather than fail.
+                    e.holder = Some(txn);
+                    return Ok(true);
+                }
+                self.counters.lock().timeouts += 1;
+                return Err(LockError::Timeout(started.elapsed()));
+            }
+        }
+    }
+
+    /// Releases every lock in `keys` held by `txn` and wakes their waiters.
+    pub(crate) fn release_all(&self, txn: TxnId, keys: impl IntoIterator<Item = (u32, Vec<u8>)>) {
+        for owned in keys {
+            let stripe = self.stripe(owned.0, &owned.1);
+            let mut locks = stripe.locks.lock();
+            let Some(e) = locks.get_mut(&owned) else {
+                continue;
+            };
+            if e.holder != Some(txn) {
+                continue;
+            }
+            if e.waiters == 0 {
+                locks.remove(&owned);
+            } else {
+                e.holder = None;
+                stripe.cond.notify_all();
+            }
+        }
+    }
+
+    /// Rows currently held or waited for (for tests and stats).
+    pub(crate) fn entries(&self) -> usize {
+        self.stripes.iter().map(|s| s.locks.lock().len()).sum()
+    }
+
+    pub(crate) fn counters(&self) -> LockCounters {
+        *self.counters.lock()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Barrier};
+
+    const T: Duration = Duration::from_secs(5);
+
+    #[test]
+    fn reentrant_and_exclusive() {
+        let m = LockManager::default();
+        assert_eq!(m.acquire(1, 0, b"a", T, true), Ok(true));
+        assert_eq!(m.acquire(1, 0, b"a", T, true), Ok(false));
+        assert_eq!(
+            m.acquire(2, 0, b"a", Duration::ZERO, true),
+            Err(LockError::Timeout(Duration::ZERO))
+        );
+        // Another table, same key: a different row.
+        assert_eq!(m.acquire(2, 1, b"a", T, true), Ok(true));
+        m.release_all(1, [(0, b"a".to_vec())]);
+        assert_eq!(m.acquire(2, 0, b"a", T, true), Ok(true));
+        m.release_all(2, [(0, b"a".to_vec()), (1, b"a".to_vec())]);
+        assert_eq!(m.entries(), 0);
+    }
+
+    #[test]
+    fn release_by_non_holder_is_ignored() {
+        let m = LockManager::default();
+        m.acquire(1, 0, b"a", T, true).unwrap();
+        m.release_all(2, [(0, b"a".to_vec())]);
+        assert!(m.acquire(3, 0, b"a", Duration::from_millis(20), true).is_err());
+    }
+
+    #[test]
+    fn waiter_times_out_then_gets_lock_after_release() {
+        let m = Arc::new(LockManager::default());
+        m.acquire(1, 0, b"k", T, true).unwrap();
+        let t0 = Instant::now();
+        match m.acquire(2, 0, b"k", Duration::from_millis(50), true) {
+            Err(LockError::Timeout(w)) => assert!(w >= Duration::from_millis(50)),
+            other => panic!("expected a timeout, got {other:?}"),
+        }
+        assert!(t0.elapsed() >= Duration::from_millis(50));
+        let m2 = m.clone();
+        let waiter = std::thread::spawn(move || m2.acquire(2, 0, b"k", T, true));
+        std::thread::sleep(Duration::from_millis(30));
+        m.release_all(1, [(0, b"k".to_vec())]);
+        assert_eq!(waiter.join().unwrap(), Ok(true));
+        assert_eq!(m.counters().timeouts, 1);
+    }
+
+    #[test]
+    fn two_way_deadlock_has_exactly_one_victim() {
+        let m = Arc::new(LockManager::default());
+        let barrier = Arc::new(Barrier::new(2));
+        let victims = Arc::new(AtomicUsize::new(0));
+        let handles: Vec<_> = [(1u64, b"a", b"b"), (2u64, b"b", b"a")]
+            .into_iter()
+            .map(|(id, first, second)| {
+                let (m, barrier, victims) = (m.clone(), barrier.clone(), victims.clone());
+                std::thread::spawn(move || {
+                    m.acquire(id, 0, first, T, true).unwrap();
+                    barrier.wait();
+                    let r = m.acquire(id, 0, second, T, true);
+                    if r == Err(LockError::Deadlock) {
+                        victims.fetch_add(1, Ordering::SeqCst);
+                    } else {
+                        assert_eq!(r, Ok(true));
+                    }
+                    m.release_all(id, [(0, first.to_vec()), (0, second.to_vec())]);
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        assert_eq!(victims.load(Ordering::SeqCst), 1);
+        assert_eq!(m.entries(), 0);
+    }
+
+    #[test]
+    fn without_detection_a_deadlock_times_out() {
+        let m = Arc::new(LockManager::default());
+        m.acquire(1, 0, b"a", T, false).unwrap();
+        m.acquire(2, 0, b"b", T, false).unwrap();
+        let m2 = m.clone();
+        let h = std::thread::spawn(move || m2.acquire(1, 0, b"b", Duration::from_millis(300), false));
+        std::thread::sleep(Duration::from_millis(20));
+        let r = m.acquire(2, 0, b"a", Duration::from_millis(100), false);
+        assert!(matches!(r, Err(LockError::Timeout(_))), "{r:?}");
+        m.release_all(2, [(0, b"a".to_vec()), (0, b"b".to_vec())]);
+        assert_eq!(h.join().unwrap(), Ok(true));
+    }
+
+    #[test]
+    fn cycle_check_follows_chains() {
+        let mut g = WaitGraph::default();
+        g.edges.insert(2, 3);
+        g.edges.insert(3, 4);
+        assert!(g.closes_cycle(4, 2));
+        assert!(!g.closes_cycle(5, 2));
+        assert!(!g.closes_cycle(1, 9));
+    }
+}
