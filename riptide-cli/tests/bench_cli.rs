@@ -787,3 +787,35 @@ fn interval_lines_carry_latency_percentiles() {
         assert!(l.contains("; L0 layers ") && l.contains(", extents L0/L1/L2 "), "{l}");
     }
 }
+
+/// --zipf makes random keys Zipfian for writes too: a fill of num random keys leaves far fewer
+/// distinct keys than a uniform fill (about 63 %), and bad thetas are refused.
+#[test]
+fn zipf_keys_concentrate_writes_and_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let (out, r) = bench(
+        &db,
+        &[
+            "--benchmarks=fillrandom,readseq,readrandom",
+            "--num=20000",
+            "--zipf=0.99",
+            "--seed=2",
+        ],
+    );
+    let distinct = result(&r, "readseq", 0).ops;
+    assert!(distinct < 8000, "{distinct} distinct keys after a Zipfian fill\n{out}");
+    // Reads draw from the same distribution, so they find written (hot) keys far more often
+    // than the 63 % a uniform fill and uniform reads give (about 82 % here).
+    let (found, of) = result(&r, "readrandom", 0).found.unwrap();
+    assert!(found as f64 > 0.75 * of as f64, "{found} of {of}");
+    for bad in ["--zipf=1", "--zipf=-0.5", "--zipf=1.5"] {
+        let o = run(&db, &["--benchmarks=readrandom", bad]);
+        assert!(!o.status.success(), "{bad} accepted");
+    }
+    let o = run(
+        &db,
+        &["--benchmarks=readrandom", "--zipf=0.9", "--read_random_exp_range=5"],
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("give one"));
+}

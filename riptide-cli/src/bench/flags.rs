@@ -77,7 +77,8 @@ As in db_bench: fillseq and fillrandom start from an empty database (they are sk
 --use_existing_db=1); keys are the 8-byte big-endian key number padded with '0' bytes to
 --key_size; per-thread RNG seed = --seed + the number of benchmark threads started so far in this
 process (1 for the first), using db_bench's mt19937-64, so --seed=N draws the same keys as
-`db_bench --seed=N`; --read_random_exp_range=R skews the keys of readrandom, multireadrandom and
+`db_bench --seed=N`; --zipf=THETA makes every random key Zipfian (YCSB's generator, scattered);
+--read_random_exp_range=R skews the keys of readrandom, multireadrandom and
 readwhilewriting's readers exactly as db_bench does (not seekrandom, like db_bench); values are
 db_bench's (--compression_ratio); with --duration>0 the random-key benchmarks run that long and
 ignore op counts (fillseq, readseq and readreverse ignore it); micros/op is per thread
@@ -255,6 +256,16 @@ pub struct BenchFlags {
         allow_negative_numbers = true
     )]
     pub read_random_exp_range: f64,
+
+    /// Zipfian keys with this theta (0 < theta < 1, YCSB uses 0.99) for every benchmark that
+    /// draws random keys (reads, seeks, fills, overwrites, deletes); 0 = off
+    #[arg(
+        long = "zipf",
+        value_name = "THETA",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
+    pub zipf: f64,
 
     /// compact_reuse: percentages of distinct keys in the small run, one round each (the
     /// rest are versions of hot keys); e.g. 70,90,99
@@ -632,6 +643,8 @@ pub struct Config {
     pub row_cache_size: usize,
     /// `--read_random_exp_range` (0 = uniform keys).
     pub read_random_exp_range: f64,
+    /// `--zipf` (precomputed), if given.
+    pub zipf: Option<super::keys::Zipf>,
     /// `--compression_ratio` of the generated values.
     pub compression_ratio: f64,
     /// compact_reuse's `--distinct_pct` rounds (each in 1..=100).
@@ -765,6 +778,24 @@ impl Config {
                 ))),
             })
             .collect::<Result<Vec<u32>, BenchError>>()?;
+        let zipf = if f.zipf == 0.0 {
+            None
+        } else if !(f.zipf > 0.0 && f.zipf < 1.0) {
+            return Err(BenchError::Usage(format!(
+                "--zipf={}: theta must be in (0, 1), e.g. 0.99 (0 = off)",
+                f.zipf
+            )));
+        } else if read_random_exp_range != 0.0 {
+            return Err(BenchError::Usage(
+                "--zipf and --read_random_exp_range both skew the keys; give one".into(),
+            ));
+        } else if num > 1 << 28 {
+            return Err(BenchError::Usage(format!(
+                "--zipf with --num={num}: at most 2^28 keys (the generator sums num terms at start)"
+            )));
+        } else {
+            Some(super::keys::Zipf::new(num, f.zipf))
+        };
         let compression_ratio = f.compression_ratio;
         if !(0.0..=1.0).contains(&compression_ratio) {
             return Err(BenchError::Usage(format!(
@@ -895,6 +926,7 @@ impl Config {
             compression,
             row_cache_size,
             read_random_exp_range,
+            zipf,
             compression_ratio,
             distinct_pcts,
             max_background_flushes,

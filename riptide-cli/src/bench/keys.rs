@@ -109,13 +109,73 @@ impl Mt64 {
 pub struct KeyDist {
     num: u64,
     exp_range: f64,
+    zipf: Option<Zipf>,
+}
+
+/// `--zipf=THETA`: YCSB's Zipfian generator (Gray et al., "Quickly generating billion-record
+/// synthetic databases") over `num` items, item `i` drawn with probability proportional to
+/// `1 / (i + 1)^theta`, then scattered over the key space like db_bench's skew
+/// (`(i * 0x5bd1e995) % num`), so hot keys are not neighbours. `0 < theta < 1`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Zipf {
+    num: u64,
+    theta: f64,
+    zetan: f64,
+    alpha: f64,
+    eta: f64,
+}
+
+impl Zipf {
+    /// Precomputes `zeta(num, theta)` (one pass over `num` terms; done once per run).
+    pub fn new(num: u64, theta: f64) -> Zipf {
+        let zeta = |n: u64| (1..=n).map(|i| (i as f64).powf(-theta)).sum::<f64>();
+        let zetan = zeta(num);
+        let zeta2 = zeta(2.min(num));
+        let alpha = 1.0 / (1.0 - theta);
+        let eta = if num <= 1 {
+            0.0
+        } else {
+            (1.0 - (2.0 / num as f64).powf(1.0 - theta)) / (1.0 - zeta2 / zetan)
+        };
+        Zipf {
+            num,
+            theta,
+            zetan,
+            alpha,
+            eta,
+        }
+    }
+
+    /// The item (0 = hottest) for the random number `r`.
+    #[inline]
+    pub fn item(&self, r: u64) -> u64 {
+        let u = (r >> 11) as f64 * f64::powi(2.0, -53);
+        let uz = u * self.zetan;
+        if uz < 1.0 {
+            return 0;
+        }
+        if uz < 1.0 + 0.5f64.powf(self.theta) {
+            return 1.min(self.num - 1);
+        }
+        ((self.num as f64 * (self.eta * u - self.eta + 1.0).powf(self.alpha)) as u64).min(self.num - 1)
+    }
 }
 
 impl KeyDist {
     /// Keys in `[0, num)`; `exp_range` is `--read_random_exp_range` (0 = uniform; validated to be
     /// finite and not negative).
     pub fn new(num: u64, exp_range: f64) -> KeyDist {
-        KeyDist { num, exp_range }
+        KeyDist {
+            num,
+            exp_range,
+            zipf: None,
+        }
+    }
+
+    /// The same, drawing Zipfian keys instead when `zipf` is set (`--zipf`).
+    pub fn with_zipf(mut self, zipf: Option<Zipf>) -> KeyDist {
+        self.zipf = zipf;
+        self
     }
 
     /// db_bench's `GetRandomKey` for the random number `r`:
@@ -131,6 +191,9 @@ impl KeyDist {
     /// differs about once in 10^5 draws at `num = 10^12`.
     #[inline]
     pub fn key(&self, r: u64) -> u64 {
+        if let Some(z) = &self.zipf {
+            return z.item(r).wrapping_mul(0x5bd1_e995) % self.num;
+        }
         if self.exp_range == 0.0 {
             return r % self.num;
         }
@@ -549,6 +612,30 @@ mod tests {
             }
         }
         assert!(fell_back > 0, "the boundary draws never reached the double-double path");
+    }
+
+    #[test]
+    fn zipf_frequencies_follow_the_power_law() {
+        // 1000 items, theta 0.99: item 0 should get 1/zeta of the draws, item 1 that / 2^0.99,
+        // item 9 that / 10^0.99; the hottest 10 % of items most of them.
+        let z = Zipf::new(1000, 0.99);
+        let mut rng = Mt64::new(3);
+        let n = 400_000;
+        let mut counts = vec![0u64; 1000];
+        for _ in 0..n {
+            counts[z.item(rng.next_u64()) as usize] += 1;
+        }
+        let p0 = 1.0 / z.zetan;
+        for (i, want) in [(0usize, p0), (1, p0 / 2f64.powf(0.99)), (9, p0 / 10f64.powf(0.99))] {
+            let got = counts[i] as f64 / n as f64;
+            assert!((got - want).abs() < want * 0.05 + 0.001, "item {i}: {got} vs {want}");
+        }
+        let top: u64 = counts[..100].iter().sum();
+        assert!(top as f64 > 0.6 * n as f64, "top 10% got {top}");
+        // Scattered keys stay in range.
+        let d = KeyDist::new(1000, 0.0).with_zipf(Some(z));
+        assert!((0..10_000).all(|r| d.key(rng.next_u64().wrapping_add(r)) < 1000));
+        assert_eq!(Zipf::new(1, 0.5).item(u64::MAX), 0);
     }
 
     #[test]

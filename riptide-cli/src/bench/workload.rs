@@ -174,6 +174,8 @@ fn write_loop<E: BenchEngine>(
     progress: &mut Progress<'_>,
 ) -> OpResult<()> {
     let cfg = sh.cfg;
+    // Random keys: `rand % num` (db_bench), or Zipfian with --zipf.
+    let write_keys = KeyDist::new(cfg.num, 0.0).with_zipf(cfg.zipf);
     let delete = role == Role::DeleteRandom;
     let max_ops = if delete { cfg.deletes } else { cfg.writes };
     // db_bench: fillseq ignores --duration; the background writer runs until the readers stop.
@@ -204,7 +206,7 @@ fn write_loop<E: BenchEngine>(
                     next_seq += 1;
                     next_seq - 1
                 }
-                _ => rng.next_u64() % cfg.num,
+                _ => write_keys.key(rng.next_u64()),
             };
             key.set(k);
             if delete {
@@ -293,7 +295,7 @@ fn random_lookups<E: BenchEngine>(
 
 /// The key distribution of db_bench's `GetRandomKey` for this run.
 fn get_random_key_dist(cfg: &Config) -> KeyDist {
-    KeyDist::new(cfg.num, cfg.read_random_exp_range)
+    KeyDist::new(cfg.num, cfg.read_random_exp_range).with_zipf(cfg.zipf)
 }
 
 /// db_bench's `MultiReadRandom` (without `--multiread_stride`): per batch one draw for the
@@ -357,7 +359,7 @@ fn seek_random<E: BenchEngine>(
     progress: &mut Progress<'_>,
 ) -> OpResult<()> {
     // db_bench's SeekRandom draws `rand % num`, never skewed.
-    let dist = KeyDist::new(sh.cfg.num, 0.0);
+    let dist = KeyDist::new(sh.cfg.num, 0.0).with_zipf(sh.cfg.zipf);
     random_lookups(rng, sh, st, progress, false, dist, |key, st| {
         // As db_bench (without --use_tailing_iterator): a fresh iterator per seek, so it sees
         // the latest data.
