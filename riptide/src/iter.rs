@@ -419,12 +419,52 @@ impl DbIterator {
     }
 }
 
-/// A Rust iterator over `(key, value)` pairs of a table ([`crate::Table::iter`]).
-/// Double-ended: the front and back meet in the middle without repeating a key.
+/// What [`Ends`] needs of a cursor (the table's [`DbIterator`] and a transaction's cursor).
+pub(crate) trait EndsCursor {
+    fn seek_to_first(&mut self);
+    fn seek_to_last(&mut self);
+    fn next(&mut self);
+    fn prev(&mut self);
+    fn valid(&self) -> bool;
+    fn key(&self) -> &[u8];
+    fn value(&self) -> &[u8];
+    fn status(&self) -> Result<()>;
+}
+
+impl EndsCursor for DbIterator {
+    fn seek_to_first(&mut self) {
+        DbIterator::seek_to_first(self)
+    }
+    fn seek_to_last(&mut self) {
+        DbIterator::seek_to_last(self)
+    }
+    fn next(&mut self) {
+        DbIterator::next(self)
+    }
+    fn prev(&mut self) {
+        DbIterator::prev(self)
+    }
+    fn valid(&self) -> bool {
+        DbIterator::valid(self)
+    }
+    fn key(&self) -> &[u8] {
+        DbIterator::key(self)
+    }
+    fn value(&self) -> &[u8] {
+        DbIterator::value(self)
+    }
+    fn status(&self) -> Result<()> {
+        DbIterator::status(self)
+    }
+}
+
+/// Two cursors over the same view walking toward each other: the front from the first key,
+/// the back from the last; they stop where they meet, so no key is returned twice. An error
+/// ends both directions.
 #[derive(Debug)]
-pub struct Iter {
-    front: DbIterator,
-    back: DbIterator,
+pub(crate) struct Ends<C> {
+    front: C,
+    back: C,
     front_started: bool,
     back_started: bool,
     front_key: Option<Vec<u8>>,
@@ -432,10 +472,9 @@ pub struct Iter {
     done: bool,
 }
 
-impl Iter {
-    pub(crate) fn new(front: DbIterator) -> Self {
-        let back = front.fresh_copy();
-        Iter {
+impl<C: EndsCursor> Ends<C> {
+    pub(crate) fn new(front: C, back: C) -> Self {
+        Ends {
             front,
             back,
             front_started: false,
@@ -445,12 +484,8 @@ impl Iter {
             done: false,
         }
     }
-}
 
-impl Iterator for Iter {
-    type Item = Result<(Vec<u8>, Vec<u8>)>;
-
-    fn next(&mut self) -> Option<Self::Item> {
+    pub(crate) fn next(&mut self) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
         if self.done {
             return None;
         }
@@ -472,10 +507,8 @@ impl Iterator for Iter {
         self.front_key = Some(self.front.key().to_vec());
         Some(Ok((self.front.key().to_vec(), self.front.value().to_vec())))
     }
-}
 
-impl DoubleEndedIterator for Iter {
-    fn next_back(&mut self) -> Option<Self::Item> {
+    pub(crate) fn next_back(&mut self) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
         if self.done {
             return None;
         }
@@ -496,5 +529,35 @@ impl DoubleEndedIterator for Iter {
         }
         self.back_key = Some(self.back.key().to_vec());
         Some(Ok((self.back.key().to_vec(), self.back.value().to_vec())))
+    }
+}
+
+/// A Rust iterator over `(key, value)` pairs of a table ([`crate::Table::iter`]).
+/// Double-ended: the front and back meet in the middle without repeating a key.
+#[derive(Debug)]
+pub struct Iter {
+    ends: Ends<DbIterator>,
+}
+
+impl Iter {
+    pub(crate) fn new(front: DbIterator) -> Self {
+        let back = front.fresh_copy();
+        Iter {
+            ends: Ends::new(front, back),
+        }
+    }
+}
+
+impl Iterator for Iter {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.ends.next()
+    }
+}
+
+impl DoubleEndedIterator for Iter {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        self.ends.next_back()
     }
 }

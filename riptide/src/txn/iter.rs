@@ -11,7 +11,7 @@
 //! - An error of the base makes the cursor invalid and is reported by `status`.
 
 use crate::error::Result;
-use crate::iter::DbIterator;
+use crate::iter::{DbIterator, Ends, EndsCursor};
 use crate::txn::buffer::Pending;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -245,25 +245,13 @@ impl TxnCursor {
 /// ([`crate::Txn::iter`]). Double-ended: the front and back meet without repeating a key.
 #[derive(Debug)]
 pub struct TxnIter {
-    front: TxnCursor,
-    back: TxnCursor,
-    front_started: bool,
-    back_started: bool,
-    front_key: Option<Vec<u8>>,
-    back_key: Option<Vec<u8>>,
-    done: bool,
+    ends: Ends<TxnCursor>,
 }
 
 impl TxnIter {
     pub(crate) fn new(front: TxnCursor, back: TxnCursor) -> Self {
         TxnIter {
-            front,
-            back,
-            front_started: false,
-            back_started: false,
-            front_key: None,
-            back_key: None,
-            done: false,
+            ends: Ends::new(front, back),
         }
     }
 }
@@ -272,50 +260,39 @@ impl Iterator for TxnIter {
     type Item = Result<(Vec<u8>, Vec<u8>)>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        if self.front_started {
-            self.front.next();
-        } else {
-            self.front.seek_to_first();
-            self.front_started = true;
-        }
-        if let Err(e) = self.front.status() {
-            self.done = true;
-            return Some(Err(e));
-        }
-        let past_back = matches!(&self.back_key, Some(b) if self.front.key() >= b.as_slice());
-        if !self.front.valid() || past_back {
-            self.done = true;
-            return None;
-        }
-        self.front_key = Some(self.front.key().to_vec());
-        Some(Ok((self.front.key().to_vec(), self.front.value().to_vec())))
+        self.ends.next()
     }
 }
 
 impl DoubleEndedIterator for TxnIter {
     fn next_back(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        if self.back_started {
-            self.back.prev();
-        } else {
-            self.back.seek_to_last();
-            self.back_started = true;
-        }
-        if let Err(e) = self.back.status() {
-            self.done = true;
-            return Some(Err(e));
-        }
-        let past_front = matches!(&self.front_key, Some(f) if self.back.key() <= f.as_slice());
-        if !self.back.valid() || past_front {
-            self.done = true;
-            return None;
-        }
-        self.back_key = Some(self.back.key().to_vec());
-        Some(Ok((self.back.key().to_vec(), self.back.value().to_vec())))
+        self.ends.next_back()
+    }
+}
+
+impl EndsCursor for TxnCursor {
+    fn seek_to_first(&mut self) {
+        TxnCursor::seek_to_first(self)
+    }
+    fn seek_to_last(&mut self) {
+        TxnCursor::seek_to_last(self)
+    }
+    fn next(&mut self) {
+        TxnCursor::next(self)
+    }
+    fn prev(&mut self) {
+        TxnCursor::prev(self)
+    }
+    fn valid(&self) -> bool {
+        TxnCursor::valid(self)
+    }
+    fn key(&self) -> &[u8] {
+        TxnCursor::key(self)
+    }
+    fn value(&self) -> &[u8] {
+        TxnCursor::value(self)
+    }
+    fn status(&self) -> Result<()> {
+        TxnCursor::status(self)
     }
 }
