@@ -27,7 +27,7 @@ mod optimistic;
 use crate::db::Db;
 use crate::error::{Error, Result};
 use crate::key::Lsn;
-use crate::options::{ReadOptions, WriteOptions, MAX_BATCH_SIZE, MAX_KEY_SIZE, MAX_VALUE_SIZE};
+use crate::options::{ReadOptions, WriteOptions, MAX_BATCH_SIZE};
 use crate::snapshot::Snapshot;
 use crate::write::batch::WriteBatch;
 use crate::write::completion::{Completion, WriteHandle};
@@ -451,22 +451,6 @@ impl Txn {
         out.into_iter().map(|r| r.unwrap_or(Err(Error::Closed))).collect()
     }
 
-    fn check_sizes(key: &[u8], value: &[u8]) -> Result<()> {
-        if key.len() > MAX_KEY_SIZE {
-            return Err(Error::KeyTooLarge {
-                len: key.len(),
-                max: MAX_KEY_SIZE,
-            });
-        }
-        if value.len() > MAX_VALUE_SIZE {
-            return Err(Error::ValueTooLarge {
-                len: value.len(),
-                max: MAX_VALUE_SIZE,
-            });
-        }
-        Ok(())
-    }
-
     fn limits(&self) -> Limits {
         Limits {
             max_bytes: self.opts.max_bytes,
@@ -475,7 +459,7 @@ impl Txn {
     }
 
     fn write(&mut self, table: &Table, key: &[u8], value: Option<&[u8]>) -> Result<()> {
-        Self::check_sizes(key, value.unwrap_or_default())?;
+        crate::write::batch::check_kv_sizes(key, value.unwrap_or_default())?;
         let id = self.check_table(table)?;
         let value = value.map(<[u8]>::to_vec);
         // Refuse an oversized write before taking a lock for it.

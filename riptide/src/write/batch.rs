@@ -89,18 +89,7 @@ impl WriteBatch {
     }
 
     fn add(&mut self, table: &Table, kind: ValueKind, key: &[u8], value: &[u8]) -> Result<()> {
-        if key.len() > MAX_KEY_SIZE {
-            return Err(Error::KeyTooLarge {
-                len: key.len(),
-                max: MAX_KEY_SIZE,
-            });
-        }
-        if value.len() > MAX_VALUE_SIZE {
-            return Err(Error::ValueTooLarge {
-                len: value.len(),
-                max: MAX_VALUE_SIZE,
-            });
-        }
+        check_kv_sizes(key, value)?;
         let grown = self.rep.len() + key.len() + value.len() + 21;
         if grown > MAX_BATCH_SIZE {
             return Err(Error::BatchTooLarge {
@@ -152,4 +141,22 @@ impl<'a> Iterator for BatchOps<'a> {
         self.lsn += 1;
         Some(op)
     }
+}
+
+/// Refuses keys over [`MAX_KEY_SIZE`] and values over [`MAX_VALUE_SIZE`] with typed errors (for
+/// batches and transaction buffers alike).
+pub(crate) fn check_kv_sizes(key: &[u8], value: &[u8]) -> Result<()> {
+    if key.len() > MAX_KEY_SIZE {
+        return Err(Error::KeyTooLarge {
+            len: key.len(),
+            max: MAX_KEY_SIZE,
+        });
+    }
+    if value.len() > MAX_VALUE_SIZE {
+        return Err(Error::ValueTooLarge {
+            len: value.len(),
+            max: MAX_VALUE_SIZE,
+        });
+    }
+    Ok(())
 }
