@@ -239,3 +239,49 @@ fn peers_run_synced_multithreaded_writes() {
         assert!(stdout.contains("Microseconds per write:\nCount: 1200 "), "{stdout}");
     }
 }
+
+/// xbench drives both transactional engines with byte-identical operations: one thread, the
+/// same seed, so the same loads, updates and inserts leave the same contents, and every point
+/// lookup and range lookup reads the same.
+#[test]
+fn xbench_transactions_agree_on_riptide_and_rocksdb() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut runs = Vec::new();
+    for engine in ["riptide", "rocksdb"] {
+        let dump = dir.path().join(format!("{engine}.dump"));
+        let args = [
+            "--benchmarks=xbench".to_string(),
+            "--num=5000".to_string(),
+            "--reads=3000".to_string(),
+            "--threads=1".to_string(),
+            "--key_size=12".to_string(),
+            "--value_size=500".to_string(),
+            "--mix=30:10:40:20".to_string(),
+            "--range_size=5".to_string(),
+            "--txn_queries=2".to_string(),
+            "--zipf=0.9".to_string(),
+            "--seed=3".to_string(),
+            format!("--dump_file={}", dump.display()),
+        ];
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = bench(engine, &dir.path().join(engine), &args);
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            out.status.success(),
+            "{engine}: {}\n{stdout}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let queries = stdout
+            .lines()
+            .find(|l| l.starts_with("xbench queries:"))
+            .unwrap()
+            .to_string();
+        runs.push((engine, queries, std::fs::read_to_string(&dump).unwrap()));
+    }
+    assert_eq!(runs[0].1, runs[1].1, "query counts, found and rows read");
+    assert!(runs[0].2.lines().count() > 5000, "inserts added records");
+    assert!(
+        runs[0].2 == runs[1].2,
+        "riptide and rocksdb contents differ after xbench"
+    );
+}

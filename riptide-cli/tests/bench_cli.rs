@@ -819,3 +819,169 @@ fn zipf_keys_concentrate_writes_and_reads() {
     );
     assert!(String::from_utf8_lossy(&o.stderr).contains("give one"));
 }
+
+/// The number after `label` in `line` (e.g. "update 123," -> 123).
+fn count_after(line: &str, label: &str) -> u64 {
+    let rest = &line[line.find(label).unwrap_or_else(|| panic!("no {label:?} in {line}")) + label.len()..];
+    rest.trim_start()
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap_or_else(|_| panic!("no count after {label:?} in {line}"))
+}
+
+/// xbench loads num records, runs threads x reads transactions of --txn_queries queries each,
+/// and its counts add up: queries per kind, inserts = new keys in the dump, the latency table
+/// has one row per kind with every committed query in it.
+#[test]
+fn xbench_runs_the_mix_and_counts_every_query() {
+    let dir = tempfile::tempdir().unwrap();
+    for (isolation, txn_queries) in [("si", 1u64), ("rc", 3)] {
+        let db = dir.path().join(format!("db-{isolation}"));
+        let dump = dir.path().join(format!("dump-{isolation}"));
+        let dump_flag = format!("--dump_file={}", dump.display());
+        let tq = format!("--txn_queries={txn_queries}");
+        let iso = format!("--isolation={isolation}");
+        let (stdout, results) = bench(
+            &db,
+            &[
+                "--benchmarks=xbench",
+                "--num=3000",
+                "--reads=400",
+                "--threads=2",
+                "--key_size=12",
+                "--value_size=500",
+                "--mix=40:10:30:20",
+                "--range_size=7",
+                "--zipf=0.99",
+                &tq,
+                &iso,
+                &dump_flag,
+            ],
+        );
+        let queries = 2 * 400 * txn_queries;
+        assert_eq!(result(&results, "xbench", 0).ops, queries, "{stdout}");
+        assert!(
+            stdout.contains("xbench load : 3000 records (12 B keys, 500 B values)"),
+            "{stdout}"
+        );
+        let summary = stdout.lines().find(|l| l.starts_with("xbench summary:")).unwrap();
+        assert!(
+            summary.contains(&format!(
+                "{txn_queries} queries per transaction, isolation {isolation}, zipf 0.99"
+            )),
+            "{summary}"
+        );
+        assert!(count_after(summary, "QPS ") > 0, "{summary}");
+        assert!(summary.contains("800 transactions committed"), "{summary}");
+        let q = stdout.lines().find(|l| l.starts_with("xbench queries:")).unwrap();
+        let (point, range, update, insert) = (
+            count_after(q, "point "),
+            count_after(q, "range "),
+            count_after(q, "update "),
+            count_after(q, "insert "),
+        );
+        assert_eq!(point + range + update + insert, queries, "{q}");
+        for (n, share) in [(point, 40), (range, 10), (update, 30), (insert, 20)] {
+            let expected = queries * share / 100;
+            assert!(n.abs_diff(expected) < expected / 3 + 10, "{q}: {n} vs ~{expected}");
+        }
+        // Every point lookup hits a loaded record; a range lookup reads at most 7 entries.
+        assert!(q.contains(&format!("point {point} ({point} found)")), "{q}");
+        let rows = count_after(q, &format!("range {range} ("));
+        assert!(rows <= 7 * range && rows >= 6 * range, "{q}");
+        // Inserted keys are new records.
+        let entries = std::fs::read_to_string(&dump).unwrap().lines().count() as u64;
+        assert_eq!(entries, 3000 + insert, "dump entries");
+        for (kind, n) in [
+            ("transaction", 800),
+            ("point", point),
+            ("range", range),
+            ("update", update),
+            ("insert", insert),
+        ] {
+            let row = stdout
+                .lines()
+                .find(|l| l.starts_with(&format!("xbench latency (us): {kind} ")))
+                .unwrap_or_else(|| panic!("no {kind} row in {stdout}"));
+            let count: u64 = row.split_whitespace().nth(4).unwrap().parse().unwrap();
+            assert_eq!(count, if kind == "transaction" { 800 } else { n }, "{row}");
+        }
+        assert!(
+            stdout.contains("Riptide transactions: 800 begun, 800 committed"),
+            "{stdout}"
+        );
+    }
+}
+
+/// tsunami offers base, spike and base rates; the CSV has a row per second whose transactions
+/// add up to the schedule, the spike's second carries the most, and the SVG is written.
+#[test]
+fn tsunami_writes_a_per_second_csv_and_a_plot() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let out = dir.path().join("t");
+    let out_flag = format!("--tsunami_out={}", out.display());
+    let (stdout, _) = bench(
+        &db,
+        &[
+            "--benchmarks=tsunami",
+            "--num=2000",
+            "--threads=4",
+            "--key_size=12",
+            "--value_size=100",
+            "--tsunami_base_tps=40",
+            "--tsunami_factor=20",
+            "--tsunami_phases=1,1,1",
+            &out_flag,
+        ],
+    );
+    assert!(
+        stdout.contains("tsunami schedule: 880 transactions over 3 s"),
+        "{stdout}"
+    );
+    let csv = std::fs::read_to_string(dir.path().join("t.csv")).unwrap();
+    let mut lines = csv.lines();
+    assert_eq!(
+        lines.next(),
+        Some("second,phase,offered_tps,tps,qps,p50_us,p99_us,max_us,aborts")
+    );
+    let rows: Vec<Vec<String>> = lines.map(|l| l.split(',').map(str::to_string).collect()).collect();
+    assert!(rows.len() >= 3, "{csv}");
+    let tps: Vec<u64> = rows.iter().map(|r| r[3].parse().unwrap()).collect();
+    assert_eq!(tps.iter().sum::<u64>(), 880, "{csv}");
+    assert_eq!(
+        rows.iter()
+            .take(3)
+            .map(|r| (r[1].as_str(), r[2].as_str()))
+            .collect::<Vec<_>>(),
+        [("before", "40"), ("spike", "800"), ("after", "40")]
+    );
+    assert!(tps[1] > 5 * tps[0].max(tps[2]), "{csv}");
+    assert!(rows[1][6].parse::<f64>().unwrap() > 0.0, "the spike has a P99: {csv}");
+    let svg = std::fs::read_to_string(dir.path().join("t.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("polyline"), "{svg}");
+    assert!(stdout.contains("tsunami phase spike"), "{stdout}");
+}
+
+#[test]
+fn xbench_flags_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    for (args, needle) in [
+        (&["--benchmarks=xbench", "--mix=1:2:3"][..], "--mix=1:2:3"),
+        (&["--benchmarks=xbench", "--mix=0:0:0:0"], "--mix=0:0:0:0"),
+        (&["--benchmarks=xbench", "--isolation=serializable"], "--isolation"),
+        (&["--benchmarks=xbench", "--range_size=0"], "--range_size"),
+        (&["--benchmarks=xbench", "--txn_queries=0"], "--txn_queries"),
+        (&["--benchmarks=tsunami", "--tsunami_phases=1,0,1"], "--tsunami_phases"),
+        (&["--benchmarks=tsunami", "--tsunami_base_tps=0"], "--tsunami_base_tps"),
+        (&["--benchmarks=tsunami", "--tsunami_factor=-2"], "--tsunami_factor"),
+    ] {
+        let out = run(&db, args);
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}

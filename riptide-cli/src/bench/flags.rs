@@ -72,6 +72,16 @@ Riptide's own:
                     of which that percentage are distinct keys (the rest ~10 versions each of
                     hot keys) and flush; time the engine merging the two runs (riptide: minor +
                     major with data reuse; rocksdb: CompactRange, default bottommost policy)
+  xbench            seed 000's e-commerce mix over transactions (riptide, rocksdb TransactionDB):
+                    on a pristine database first loads records 0..num (seed: --key_size=12
+                    --value_size=500), then each thread runs transactions of --txn_queries
+                    queries drawn from --mix=P:R:U:I (point lookup, range lookup of --range_size
+                    entries, update = get_for_update + put, insert = get_for_update + put of a new
+                    key) for --duration seconds or --reads transactions; conflicts are rolled back
+                    and retried; reports QPS, TPS and latency percentiles per query kind
+  tsunami           the same transactions offered open-loop at --tsunami_base_tps, then
+                    --tsunami_factor times that for the middle of --tsunami_phases=B,S,A seconds;
+                    writes a per-second CSV (tps, qps, P50, P99) and an SVG plot to --tsunami_out
 
 As in db_bench: fillseq and fillrandom start from an empty database (they are skipped with
 --use_existing_db=1); keys are the 8-byte big-endian key number padded with '0' bytes to
@@ -277,6 +287,69 @@ pub struct BenchFlags {
     )]
     pub distinct_pct: String,
 
+    /// xbench/tsunami: query mix point:range:update:insert (seed 000: 80:11:6:3 read-heavy,
+    /// 42:10:32:16 Singles' Day)
+    #[arg(long = "mix", value_name = "P:R:U:I", default_value = "42:10:32:16")]
+    pub mix: String,
+
+    /// xbench/tsunami: entries a range lookup reads
+    #[arg(
+        long = "range_size",
+        value_name = "N",
+        default_value_t = 100,
+        allow_negative_numbers = true
+    )]
+    pub range_size: i64,
+
+    /// xbench/tsunami: queries per transaction
+    #[arg(
+        long = "txn_queries",
+        value_name = "N",
+        default_value_t = 1,
+        allow_negative_numbers = true
+    )]
+    pub txn_queries: i64,
+
+    /// xbench/tsunami: isolation of the transactions, si (snapshot) or rc (read committed)
+    #[arg(long = "isolation", value_name = "si|rc", default_value = "si")]
+    pub isolation: String,
+
+    /// xbench/tsunami: row-lock wait limit of every engine, milliseconds
+    #[arg(
+        long = "lock_timeout_ms",
+        value_name = "MS",
+        default_value_t = 1000,
+        allow_negative_numbers = true
+    )]
+    pub lock_timeout_ms: i64,
+
+    /// tsunami: offered transactions per second before and after the spike
+    #[arg(
+        long = "tsunami_base_tps",
+        value_name = "TPS",
+        default_value_t = 400.0,
+        allow_negative_numbers = true
+    )]
+    pub tsunami_base_tps: f64,
+
+    /// tsunami: the spike's offered rate over the base rate
+    #[arg(
+        long = "tsunami_factor",
+        value_name = "X",
+        default_value_t = 100.0,
+        allow_negative_numbers = true
+    )]
+    pub tsunami_factor: f64,
+
+    /// tsunami: seconds before, during and after the spike
+    #[arg(long = "tsunami_phases", value_name = "B,S,A", default_value = "10,20,10")]
+    pub tsunami_phases: String,
+
+    /// tsunami: output prefix of the per-second CSV and the SVG plot [default:
+    /// ./bench-data/tsunami-<engine>]
+    #[arg(long = "tsunami_out", value_name = "PREFIX")]
+    pub tsunami_out: Option<PathBuf>,
+
     /// Values compress to about this fraction of their size (db_bench's generator)
     #[arg(
         long = "compression_ratio",
@@ -471,11 +544,13 @@ pub enum Benchmark {
     Stats,
     LevelStats,
     CompactReuse,
+    XBench,
+    Tsunami,
 }
 
 impl Benchmark {
     /// Every benchmark, in the order of the help text.
-    pub const ALL: [Benchmark; 16] = [
+    pub const ALL: [Benchmark; 18] = [
         Benchmark::FillSeq,
         Benchmark::FillRandom,
         Benchmark::Overwrite,
@@ -492,6 +567,8 @@ impl Benchmark {
         Benchmark::Stats,
         Benchmark::LevelStats,
         Benchmark::CompactReuse,
+        Benchmark::XBench,
+        Benchmark::Tsunami,
     ];
 
     /// The db_bench name.
@@ -513,6 +590,8 @@ impl Benchmark {
             Benchmark::Stats => "stats",
             Benchmark::LevelStats => "levelstats",
             Benchmark::CompactReuse => "compact_reuse",
+            Benchmark::XBench => "xbench",
+            Benchmark::Tsunami => "tsunami",
         }
     }
 
@@ -548,6 +627,8 @@ impl Benchmark {
                 | Benchmark::Overwrite
                 | Benchmark::ReadWhileWriting
                 | Benchmark::DeleteRandom
+                | Benchmark::XBench
+                | Benchmark::Tsunami
         )
     }
 
@@ -568,6 +649,7 @@ impl Benchmark {
             | Benchmark::Stats
             | Benchmark::LevelStats
             | Benchmark::CompactReuse => "op",
+            Benchmark::XBench | Benchmark::Tsunami => "transaction",
         }
     }
 }
@@ -649,6 +731,8 @@ pub struct Config {
     pub compression_ratio: f64,
     /// compact_reuse's `--distinct_pct` rounds (each in 1..=100).
     pub distinct_pcts: Vec<u32>,
+    /// xbench's and tsunami's settings.
+    pub xbench: super::xbench::XbenchConfig,
     /// `--max_background_flushes` if given (not negative).
     #[cfg_attr(not(any(feature = "bench-rocksdb", feature = "bench-fjall")), allow(dead_code))]
     pub max_background_flushes: Option<usize>,
@@ -778,6 +862,17 @@ impl Config {
                 ))),
             })
             .collect::<Result<Vec<u32>, BenchError>>()?;
+        let xbench = xbench_config(f)?;
+        if engine == EngineKind::Fjall
+            && benchmarks
+                .iter()
+                .any(|b| matches!(b, Benchmark::XBench | Benchmark::Tsunami))
+        {
+            return Err(BenchError::Usage(
+                "xbench and tsunami run transactions: the fjall adapter has none (use --engine=riptide or rocksdb)"
+                    .into(),
+            ));
+        }
         let zipf = if f.zipf == 0.0 {
             None
         } else if !(f.zipf > 0.0 && f.zipf < 1.0) {
@@ -929,6 +1024,7 @@ impl Config {
             zipf,
             compression_ratio,
             distinct_pcts,
+            xbench,
             max_background_flushes,
             max_background_compactions,
             subcompactions,
@@ -952,6 +1048,59 @@ impl Config {
         super::engine::check(&cfg)?;
         Ok(cfg)
     }
+}
+
+/// Checks xbench's and tsunami's flags.
+fn xbench_config(f: &BenchFlags) -> Result<super::xbench::XbenchConfig, BenchError> {
+    use super::xbench::{engine::XIsolation, tsunami::TsunamiConfig, Mix, XbenchConfig};
+    let range_size = in_range("range_size", f.range_size, 1, 1 << 20, "must be in 1..=1048576")? as usize;
+    let txn_queries = in_range("txn_queries", f.txn_queries, 1, 10_000, "must be in 1..=10000")? as usize;
+    let lock_timeout_ms = in_range(
+        "lock_timeout_ms",
+        f.lock_timeout_ms,
+        0,
+        3_600_000,
+        "must be in 0..=3600000 (an hour)",
+    )?;
+    let rate_ok = |v: f64| v.is_finite() && v > 0.0;
+    if !rate_ok(f.tsunami_base_tps) || f.tsunami_base_tps > 1e8 {
+        return Err(BenchError::Usage(format!(
+            "--tsunami_base_tps={}: must be above 0 and at most 1e8",
+            f.tsunami_base_tps
+        )));
+    }
+    if !rate_ok(f.tsunami_factor) || f.tsunami_base_tps * f.tsunami_factor > 1e8 {
+        return Err(BenchError::Usage(format!(
+            "--tsunami_factor={}: must be above 0, with base x factor at most 1e8 transactions per second",
+            f.tsunami_factor
+        )));
+    }
+    let phases: Vec<u64> = f
+        .tsunami_phases
+        .split(',')
+        .map(|p| p.trim().parse::<u64>())
+        .collect::<Result<_, _>>()
+        .ok()
+        .filter(|p: &Vec<u64>| p.len() == 3 && p.iter().all(|&s| s <= 86_400) && p[1] > 0)
+        .ok_or_else(|| {
+            BenchError::Usage(format!(
+                "--tsunami_phases={}: expected BEFORE,SPIKE,AFTER in seconds (each at most 86400, SPIKE above 0)",
+                f.tsunami_phases
+            ))
+        })?;
+    Ok(XbenchConfig {
+        mix: Mix::parse(&f.mix)?,
+        range_size,
+        txn_queries,
+        isolation: XIsolation::from_name(&f.isolation)?,
+        lock_timeout: Duration::from_millis(lock_timeout_ms as u64),
+        tsunami: TsunamiConfig {
+            base_tps: f.tsunami_base_tps,
+            factor: f.tsunami_factor,
+            phases: [phases[0], phases[1], phases[2]],
+            out: f.tsunami_out.clone(),
+        },
+    })
 }
 
 /// The `riptide bench` flag that sets Riptide option `option` (for error messages).

@@ -146,6 +146,11 @@ impl Zipf {
         }
     }
 
+    /// The theta it was built with.
+    pub fn theta(&self) -> f64 {
+        self.theta
+    }
+
     /// The item (0 = hottest) for the random number `r`.
     #[inline]
     pub fn item(&self, r: u64) -> u64 {

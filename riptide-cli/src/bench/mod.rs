@@ -8,7 +8,8 @@
 //! size on disk, closes the database cleanly, prints the size again and the peak RSS.
 //!
 //! Modules: [`flags`] (command line), [`engine`] (the adapter trait and one adapter per engine),
-//! [`keys`] (keys, values, RNG), [`compact_reuse`] (seed 000 Fig. 16), [`workload`] (one thread's loop), [`runner`] (threads,
+//! [`keys`] (keys, values, RNG), [`compact_reuse`] (seed 000 Fig. 16), [`xbench`] (transactions: xbench and
+//! tsunami), [`workload`] (one thread's loop), [`runner`] (threads,
 //! progress, watchdog), [`stats`] (measurements), [`report`] (text), [`dump`] (`--dump_file`).
 //!
 //! Directory rules: with `--use_existing_db=0` the directory is wiped first, and again before
@@ -26,6 +27,7 @@ pub mod report;
 pub mod runner;
 pub mod stats;
 pub mod workload;
+pub mod xbench;
 
 use engine::{BenchEngine, EngineKind, RunTotals};
 use error::BenchError;
@@ -80,6 +82,11 @@ fn run_on<E: BenchEngine>(cfg: &Config) -> Result<(), BenchError> {
             db = compact_reuse::run(cfg, db, &values)?;
             pristine = false;
             totals = RunTotals::default();
+            continue;
+        }
+        if matches!(bench, Benchmark::XBench | Benchmark::Tsunami) {
+            db = xbench::run(cfg, bench, db, &values, pristine, &mut seeds)?;
+            pristine = false;
             continue;
         }
         if bench.fresh_db() {

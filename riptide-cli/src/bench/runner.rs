@@ -81,7 +81,9 @@ pub fn roles(bench: Benchmark, threads: usize) -> Vec<Role> {
         | Benchmark::WaitForCompaction
         | Benchmark::Stats
         | Benchmark::LevelStats
-        | Benchmark::CompactReuse => Vec::new(),
+        | Benchmark::CompactReuse
+        | Benchmark::XBench
+        | Benchmark::Tsunami => Vec::new(),
     }
 }
 
@@ -102,7 +104,9 @@ fn expected_ops(bench: Benchmark, cfg: &Config) -> Option<u64> {
         | Benchmark::WaitForCompaction
         | Benchmark::Stats
         | Benchmark::LevelStats
-        | Benchmark::CompactReuse => None,
+        | Benchmark::CompactReuse
+        | Benchmark::XBench
+        | Benchmark::Tsunami => None,
     }
 }
 

@@ -35,6 +35,21 @@ pub struct RiptideEngine {
 }
 
 impl RiptideEngine {
+    /// The open database (for `xbench`'s transactions).
+    pub(crate) fn db(&self) -> &Db {
+        &self.db
+    }
+
+    /// The default table, which every benchmark uses.
+    pub(crate) fn table(&self) -> &Table {
+        &self.table
+    }
+
+    /// The write options of `--sync` / `--disable_wal`.
+    pub(crate) fn write_options(&self) -> &WriteOptions {
+        &self.wopts
+    }
+
     /// Every table of the database (the bench writes only the default one).
     fn tables(&self) -> Result<Vec<Table>, EngineError> {
         self.db

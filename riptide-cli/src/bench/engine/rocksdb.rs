@@ -83,6 +83,26 @@ fn version_from_options_file(dir: &std::path::Path) -> Option<String> {
         .find_map(|l| l.trim().strip_prefix("rocksdb_version=").map(|v| v.trim().to_string()))
 }
 
+/// db_bench's `WaitForCompactionHelper`: polls the flush/compaction properties (read by
+/// `property`) until they read 0 twice in a row.
+pub(crate) fn wait_until_idle(property: impl Fn(&str) -> Result<u64, EngineError>) -> Result<(), EngineError> {
+    let mut idle_looks = 0;
+    while idle_looks < 2 {
+        let mut busy = false;
+        for p in BUSY_PROPERTIES {
+            if property(p)? > 0 {
+                busy = true;
+                break;
+            }
+        }
+        idle_looks = if busy { 0 } else { idle_looks + 1 };
+        if idle_looks < 2 {
+            std::thread::sleep(WAIT_POLL);
+        }
+    }
+    Ok(())
+}
+
 impl RocksDbEngine {
     fn max_write_buffer_number(cfg: &Config) -> usize {
         cfg.max_write_buffer_number.unwrap_or(DEFAULT_MAX_WRITE_BUFFER_NUMBER)
@@ -110,6 +130,56 @@ impl RocksDbEngine {
                 .map(|(_, size)| size)
                 .sum(),
         ))
+    }
+
+    /// The options mirroring Riptide's (see [`BenchEngine::open`]), with the block cache and the
+    /// row cache they use. Shared with the TransactionDB of `xbench` and `tsunami`.
+    pub(crate) fn db_options(cfg: &Config) -> (Options, Cache, Option<Cache>) {
+        let cache = Cache::new_lru_cache(cfg.cache_size);
+        let mut table = BlockBasedOptions::default();
+        table.set_block_size(cfg.block_size);
+        table.set_block_restart_interval(cfg.block_restart_interval as i32);
+        table.set_block_cache(&cache);
+        if cfg.bloom_bits > 0 {
+            table.set_bloom_filter(f64::from(cfg.bloom_bits), false);
+        }
+        let mut opts = Options::default();
+        opts.create_if_missing(true);
+        opts.set_block_based_table_factory(&table);
+        opts.set_compression_type(compression(cfg.compression));
+        opts.set_write_buffer_size(cfg.options.write_buffer_size);
+        opts.set_max_write_buffer_number(Self::max_write_buffer_number(cfg) as i32);
+        let row_cache = (cfg.row_cache_size > 0).then(|| Cache::new_lru_cache(cfg.row_cache_size));
+        if let Some(rc) = &row_cache {
+            opts.set_row_cache(rc);
+        }
+        // Deprecated in favour of max_background_jobs, but RocksDB still honours them when set
+        // (GetBGJobLimits), as db_bench sets them from the same flags.
+        #[allow(deprecated)]
+        if let Some(n) = cfg.max_background_flushes {
+            opts.set_max_background_flushes(n as i32);
+        }
+        #[allow(deprecated)]
+        if let Some(n) = cfg.subcompactions {
+            opts.set_max_subcompactions(n as u32);
+        }
+        #[allow(deprecated)]
+        if let Some(n) = cfg.max_background_compactions {
+            opts.set_max_background_compactions(n as i32);
+        }
+        if let Some(n) = cfg.level0_compaction_trigger {
+            opts.set_level_zero_file_num_compaction_trigger(n as i32);
+        }
+        if let Some(n) = cfg.level0_slowdown_trigger {
+            opts.set_level_zero_slowdown_writes_trigger(n as i32);
+        }
+        if let Some(n) = cfg.level0_stop_trigger {
+            opts.set_level_zero_stop_writes_trigger(n as i32);
+        }
+        if cfg.statistics {
+            opts.enable_statistics();
+        }
+        (opts, cache, row_cache)
     }
 
     fn int_property(&self, name: &str) -> Result<u64, EngineError> {
@@ -147,49 +217,7 @@ impl BenchEngine for RocksDbEngine {
     /// `--max_background_compactions` / `--level0_*` / `--statistics` if given;
     /// everything else is RocksDB's default.
     fn open(cfg: &Config) -> Result<Self, BenchError> {
-        let cache = Cache::new_lru_cache(cfg.cache_size);
-        let mut table = BlockBasedOptions::default();
-        table.set_block_size(cfg.block_size);
-        table.set_block_restart_interval(cfg.block_restart_interval as i32);
-        table.set_block_cache(&cache);
-        if cfg.bloom_bits > 0 {
-            table.set_bloom_filter(f64::from(cfg.bloom_bits), false);
-        }
-        let mut opts = Options::default();
-        opts.create_if_missing(true);
-        opts.set_block_based_table_factory(&table);
-        opts.set_compression_type(compression(cfg.compression));
-        opts.set_write_buffer_size(cfg.options.write_buffer_size);
-        opts.set_max_write_buffer_number(Self::max_write_buffer_number(cfg) as i32);
-        let row_cache = (cfg.row_cache_size > 0).then(|| Cache::new_lru_cache(cfg.row_cache_size));
-        if let Some(rc) = &row_cache {
-            opts.set_row_cache(rc);
-        }
-        // Deprecated in favour of max_background_jobs, but RocksDB still honours them when set
-        // (GetBGJobLimits), as db_bench sets them from the same flags.
-        #[allow(deprecated)]
-        if let Some(n) = cfg.max_background_flushes {
-            opts.set_max_background_flushes(n as i32);
-        }
-        #[allow(deprecated)]
-        if let Some(n) = cfg.subcompactions {
-            opts.set_max_subcompactions(n as u32);
-        }
-        if let Some(n) = cfg.max_background_compactions {
-            opts.set_max_background_compactions(n as i32);
-        }
-        if let Some(n) = cfg.level0_compaction_trigger {
-            opts.set_level_zero_file_num_compaction_trigger(n as i32);
-        }
-        if let Some(n) = cfg.level0_slowdown_trigger {
-            opts.set_level_zero_slowdown_writes_trigger(n as i32);
-        }
-        if let Some(n) = cfg.level0_stop_trigger {
-            opts.set_level_zero_stop_writes_trigger(n as i32);
-        }
-        if cfg.statistics {
-            opts.enable_statistics();
-        }
+        let (opts, cache, row_cache) = Self::db_options(cfg);
         let db = DB::open(&opts, &cfg.db)
             .map_err(|e| BenchError::engine(format!("opening the RocksDB database in {}", cfg.db.display()), e))?;
         let mut wopts = WriteOptions::default();
@@ -367,21 +395,7 @@ impl BenchEngine for RocksDbEngine {
     /// Polls db_bench's four properties until all read 0 twice in a row (db_bench sleeps 5 s,
     /// then 10 s per busy look; this polls every 50 ms).
     fn wait_for_background_work(&self) -> Result<(), EngineError> {
-        let mut idle_looks = 0;
-        while idle_looks < 2 {
-            let mut busy = false;
-            for p in BUSY_PROPERTIES {
-                if self.int_property(p)? > 0 {
-                    busy = true;
-                    break;
-                }
-            }
-            idle_looks = if busy { 0 } else { idle_looks + 1 };
-            if idle_looks < 2 {
-                std::thread::sleep(WAIT_POLL);
-            }
-        }
-        Ok(())
+        wait_until_idle(|p| self.int_property(p))
     }
 
     fn stats_report(&self, _totals: &RunTotals) -> Result<String, EngineError> {
