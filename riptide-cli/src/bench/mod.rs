@@ -73,7 +73,11 @@ fn run_on<E: BenchEngine>(cfg: &Config) -> Result<(), BenchError> {
     let mut totals = RunTotals::default();
     let values = ValueSource::new(cfg.value_size, cfg.compression_ratio);
     let mut seeds = SeedCounter::default();
+    // xbench and tsunami print the statistics of the database they ran on; if one ran last, the
+    // database reopened after it has nothing new to say.
+    let mut stats_printed = false;
     for &bench in &cfg.benchmarks {
+        stats_printed = false;
         if bench == Benchmark::CompactReuse {
             if cfg.use_existing_db {
                 println!("{:<12} : skipped (--use_existing_db is true)", bench.name());
@@ -87,6 +91,8 @@ fn run_on<E: BenchEngine>(cfg: &Config) -> Result<(), BenchError> {
         if matches!(bench, Benchmark::XBench | Benchmark::Tsunami) {
             db = xbench::run(cfg, bench, db, &values, pristine, &mut seeds)?;
             pristine = false;
+            totals = RunTotals::default();
+            stats_printed = true;
             continue;
         }
         if bench.fresh_db() {
@@ -145,8 +151,10 @@ fn run_on<E: BenchEngine>(cfg: &Config) -> Result<(), BenchError> {
             path.display()
         );
     }
-    for line in db.end_of_run_stats(&totals) {
-        println!("{line}");
+    if !stats_printed {
+        for line in db.end_of_run_stats(&totals) {
+            println!("{line}");
+        }
     }
     println!("{}", report::disk_usage_line("DB size on disk", &cfg.db));
     let t = Instant::now();

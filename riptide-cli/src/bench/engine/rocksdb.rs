@@ -413,82 +413,16 @@ impl BenchEngine for RocksDbEngine {
     }
 
     fn end_of_run_stats(&self, totals: &RunTotals) -> Vec<String> {
-        let stats = self
-            .db
-            .property_value("rocksdb.stats")
-            .ok()
-            .flatten()
-            .unwrap_or_default();
-        let mut lines: Vec<String> = stats
-            .lines()
-            .filter(|l| {
-                l.starts_with("Cumulative writes:")
-                    || l.starts_with("Cumulative WAL:")
-                    || l.starts_with("Cumulative stall:")
-                    || l.starts_with("Flush(GB):")
-                    || l.starts_with("Cumulative compaction:")
-            })
-            .map(|l| format!("RocksDB stats: {}", l.trim()))
-            .collect();
-        let files: Vec<String> = (0..7)
-            .map(|level| {
-                self.db
-                    .property_value(&format!("rocksdb.num-files-at-level{level}"))
-                    .ok()
-                    .flatten()
-                    .unwrap_or_else(|| "?".into())
-            })
-            .collect();
-        lines.push(format!(
-            "RocksDB stats: SST files per level L0..L6: {}",
-            files.join(" ")
-        ));
-        lines.push(format!(
-            "RocksDB stats: live SST files {}",
-            self.db
-                .property_int_value("rocksdb.live-sst-files-size")
-                .ok()
-                .flatten()
-                .map_or_else(|| "?".to_string(), mb)
-        ));
-        let row_cache = self
-            .row_cache
-            .as_ref()
-            .map_or_else(|| "off".to_string(), |c| mb(c.get_usage() as u64));
-        lines.push(format!(
-            "RocksDB stats: block cache usage {} of {}; row cache usage {}",
-            mb(self.cache.get_usage() as u64),
-            mb(self.cache_capacity),
-            row_cache
-        ));
-        if self.statistics {
-            let t = |ticker| self.opts.get_ticker_count(ticker);
-            let (flush, compaction) = (t(Ticker::FlushWriteBytes), t(Ticker::CompactWriteBytes));
-            lines.push(format!(
-                "RocksDB stats: flush wrote {}, compaction read {} and wrote {}; write amplification {}",
-                mb(flush),
-                mb(t(Ticker::CompactReadBytes)),
-                mb(compaction),
-                if totals.user_bytes_written > 0 {
-                    format!(
-                        "{:.2} (/ {} of user keys and values put since open)",
-                        (flush + compaction) as f64 / totals.user_bytes_written as f64,
-                        mb(totals.user_bytes_written)
-                    )
-                } else {
-                    "- (no puts since open)".to_string()
-                }
-            ));
-            lines.push(format!(
-                "RocksDB stats: block cache hit ratio {} ({} hits, {} misses; data blocks {}); row cache hit ratio {}",
-                hit_ratio(t(Ticker::BlockCacheHit), t(Ticker::BlockCacheMiss)),
-                t(Ticker::BlockCacheHit),
-                t(Ticker::BlockCacheMiss),
-                hit_ratio(t(Ticker::BlockCacheDataHit), t(Ticker::BlockCacheDataMiss)),
-                hit_ratio(t(Ticker::RowCacheHit), t(Ticker::RowCacheMiss))
-            ));
-        }
-        lines
+        stats_lines(
+            &StatsSources {
+                property: &|name| self.db.property_value(name).ok().flatten(),
+                cache: &self.cache,
+                cache_capacity: self.cache_capacity,
+                row_cache: self.row_cache.as_ref(),
+                statistics: self.statistics.then_some(&self.opts),
+            },
+            totals,
+        )
     }
 }
 
@@ -531,4 +465,83 @@ impl Cursor for RocksCursor<'_> {
     fn status(&self) -> Result<(), EngineError> {
         Ok(self.0.status()?)
     }
+}
+
+/// Where [`stats_lines`] reads RocksDB's figures (a `DB` or a `TransactionDB`).
+pub(crate) struct StatsSources<'a> {
+    /// A property's value.
+    pub property: &'a dyn Fn(&str) -> Option<String>,
+    /// The block cache and its capacity.
+    pub cache: &'a Cache,
+    pub cache_capacity: u64,
+    /// The row cache, if any.
+    pub row_cache: Option<&'a Cache>,
+    /// The options holding the statistics object, with `--statistics`.
+    pub statistics: Option<&'a Options>,
+}
+
+/// The end-of-run "RocksDB stats:" lines.
+pub(crate) fn stats_lines(src: &StatsSources<'_>, totals: &RunTotals) -> Vec<String> {
+    let stats = (src.property)("rocksdb.stats").unwrap_or_default();
+    let mut lines: Vec<String> = stats
+        .lines()
+        .filter(|l| {
+            l.starts_with("Cumulative writes:")
+                || l.starts_with("Cumulative WAL:")
+                || l.starts_with("Cumulative stall:")
+                || l.starts_with("Flush(GB):")
+                || l.starts_with("Cumulative compaction:")
+        })
+        .map(|l| format!("RocksDB stats: {}", l.trim()))
+        .collect();
+    let files: Vec<String> = (0..7)
+        .map(|level| (src.property)(&format!("rocksdb.num-files-at-level{level}")).unwrap_or_else(|| "?".into()))
+        .collect();
+    lines.push(format!(
+        "RocksDB stats: SST files per level L0..L6: {}",
+        files.join(" ")
+    ));
+    lines.push(format!(
+        "RocksDB stats: live SST files {}",
+        (src.property)("rocksdb.live-sst-files-size")
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map_or_else(|| "?".to_string(), mb)
+    ));
+    let row_cache = src
+        .row_cache
+        .map_or_else(|| "off".to_string(), |c| mb(c.get_usage() as u64));
+    lines.push(format!(
+        "RocksDB stats: block cache usage {} of {}; row cache usage {}",
+        mb(src.cache.get_usage() as u64),
+        mb(src.cache_capacity),
+        row_cache
+    ));
+    if let Some(opts) = src.statistics {
+        let t = |ticker| opts.get_ticker_count(ticker);
+        let (flush, compaction) = (t(Ticker::FlushWriteBytes), t(Ticker::CompactWriteBytes));
+        lines.push(format!(
+            "RocksDB stats: flush wrote {}, compaction read {} and wrote {}; write amplification {}",
+            mb(flush),
+            mb(t(Ticker::CompactReadBytes)),
+            mb(compaction),
+            if totals.user_bytes_written > 0 {
+                format!(
+                    "{:.2} (/ {} of user keys and values put since open)",
+                    (flush + compaction) as f64 / totals.user_bytes_written as f64,
+                    mb(totals.user_bytes_written)
+                )
+            } else {
+                "- (no puts since open)".to_string()
+            }
+        ));
+        lines.push(format!(
+            "RocksDB stats: block cache hit ratio {} ({} hits, {} misses; data blocks {}); row cache hit ratio {}",
+            hit_ratio(t(Ticker::BlockCacheHit), t(Ticker::BlockCacheMiss)),
+            t(Ticker::BlockCacheHit),
+            t(Ticker::BlockCacheMiss),
+            hit_ratio(t(Ticker::BlockCacheDataHit), t(Ticker::BlockCacheDataMiss)),
+            hit_ratio(t(Ticker::RowCacheHit), t(Ticker::RowCacheMiss))
+        ));
+    }
+    lines
 }

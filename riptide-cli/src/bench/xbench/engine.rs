@@ -93,8 +93,9 @@ pub trait TxnEngine: Send + Sync + Sized {
     fn settle(&self) -> Result<(), EngineError>;
     /// Begins a transaction.
     fn begin(&self) -> Result<Self::Txn<'_>, EngineError>;
-    /// The engine's transaction counters as report lines.
-    fn txn_stats_lines(&self) -> Vec<String>;
+    /// The engine's statistics (as the plain adapter prints them at the end of a run) and its
+    /// transaction counters; `user_bytes_written` = keys and values the run put.
+    fn stats_lines(&self, user_bytes_written: u64) -> Vec<String>;
     /// Closes the database.
     fn close_txn(self) -> Result<(), EngineError>;
 }
@@ -134,7 +135,7 @@ pub mod riptide_txn {
 
     use super::*;
     use crate::bench::engine::riptide::RiptideEngine;
-    use crate::bench::engine::BenchEngine;
+    use crate::bench::engine::{BenchEngine, RunTotals};
     use ::riptide::{Error, Isolation, ReadOptions, Txn, TxnMode, TxnOptions, WriteBatch};
 
     /// Riptide with its transaction options.
@@ -250,13 +251,15 @@ pub mod riptide_txn {
             })
         }
 
-        fn txn_stats_lines(&self) -> Vec<String> {
+        fn stats_lines(&self, user_bytes_written: u64) -> Vec<String> {
             let s = self.engine.db().txn_stats();
-            vec![format!(
+            let mut lines = self.engine.end_of_run_stats(&RunTotals { user_bytes_written });
+            lines.push(format!(
                 "Riptide transactions: {} begun, {} committed, {} rolled back; {} write conflicts, {} lock waits, \
                  {} lock timeouts, {} deadlocks",
                 s.begun, s.committed, s.rolled_back, s.conflicts, s.lock_waits, s.lock_timeouts, s.deadlocks
-            )]
+            ));
+            lines
         }
 
         fn close_txn(self) -> Result<(), EngineError> {
@@ -270,7 +273,8 @@ pub mod rocksdb_txn {
     //! RocksDB: a `TransactionDB` opened with the same options as the plain adapter.
 
     use super::*;
-    use crate::bench::engine::rocksdb::{wait_until_idle, RocksDbEngine};
+    use crate::bench::engine::rocksdb::{stats_lines, wait_until_idle, RocksDbEngine, StatsSources};
+    use crate::bench::engine::RunTotals;
     use ::rocksdb::{
         ErrorKind, MultiThreaded, Options, ReadOptions, Transaction, TransactionDB, TransactionDBOptions,
         TransactionOptions, WriteBatchWithTransaction, WriteOptions,
@@ -285,6 +289,8 @@ pub mod rocksdb_txn {
         wopts: WriteOptions,
         topts: TransactionOptions,
         settings: TxnSettings,
+        cache_capacity: u64,
+        statistics: bool,
         // Kept alive with the database (its caches live in them).
         _opts: Options,
         _caches: (::rocksdb::Cache, Option<::rocksdb::Cache>),
@@ -380,6 +386,8 @@ pub mod rocksdb_txn {
                 wopts,
                 topts,
                 settings,
+                cache_capacity: cfg.cache_size as u64,
+                statistics: cfg.statistics,
                 _opts: opts,
                 _caches: (cache, row_cache),
             })
@@ -415,8 +423,17 @@ pub mod rocksdb_txn {
             })
         }
 
-        fn txn_stats_lines(&self) -> Vec<String> {
-            Vec::new()
+        fn stats_lines(&self, user_bytes_written: u64) -> Vec<String> {
+            stats_lines(
+                &StatsSources {
+                    property: &|name| self.db.property_value(name).ok().flatten(),
+                    cache: &self._caches.0,
+                    cache_capacity: self.cache_capacity,
+                    row_cache: self._caches.1.as_ref(),
+                    statistics: self.statistics.then_some(&self._opts),
+                },
+                &RunTotals { user_bytes_written },
+            )
         }
 
         fn close_txn(self) -> Result<(), EngineError> {

@@ -147,6 +147,8 @@ pub struct XStats {
     pub found: u64,
     /// User bytes read and written.
     pub bytes: u64,
+    /// User bytes written (keys and values of committed updates and inserts).
+    pub bytes_written: u64,
     /// Transactions rolled back on a conflict (each was retried).
     pub aborts: u64,
     /// Transaction latency (begin to commit, including retries), ns.
@@ -163,6 +165,7 @@ impl XStats {
             rows_scanned: 0,
             found: 0,
             bytes: 0,
+            bytes_written: 0,
             aborts: 0,
             txn_hist: new_histogram(),
             query_hist: [new_histogram(), new_histogram(), new_histogram(), new_histogram()],
@@ -178,6 +181,7 @@ impl XStats {
         self.rows_scanned += o.rows_scanned;
         self.found += o.found;
         self.bytes += o.bytes;
+        self.bytes_written += o.bytes_written;
         self.aborts += o.aborts;
         let _ = self.txn_hist.add(&o.txn_hist);
     }
@@ -250,6 +254,7 @@ impl<'a, T: TxnEngine> Worker<'a, T> {
         let mut found = 0u64;
         let mut rows = 0u64;
         let mut bytes = 0u64;
+        let mut written = 0u64;
         let key_size = self.key.get().len() as u64;
         for (i, q) in self.queries.iter().enumerate() {
             let t = Instant::now();
@@ -269,6 +274,7 @@ impl<'a, T: TxnEngine> Worker<'a, T> {
                     let value = self.values.next_value();
                     txn.get_for_update(key).and_then(|_| {
                         bytes += key_size + value.len() as u64;
+                        written += key_size + value.len() as u64;
                         txn.put(key, value)
                     })
                 }
@@ -283,6 +289,7 @@ impl<'a, T: TxnEngine> Worker<'a, T> {
         s.found += found;
         s.rows_scanned += rows;
         s.bytes += bytes;
+        s.bytes_written += written;
         Ok(())
     }
 
@@ -358,16 +365,15 @@ fn run_txn<T: TxnEngine>(
     let engine = T::open_txn(cfg)?;
     // The engine's options were printed when the run opened it; add the transaction settings.
     println!("Transactions: {}", engine.describe_txn());
-    if pristine {
-        load(&engine, cfg, values)?;
-    }
+    let loaded = if pristine { load(&engine, cfg, values)? } else { 0 };
     println!("DB path: [{}]", cfg.db.display());
     let thread_seeds: Vec<u64> = (0..cfg.threads).map(|_| seeds.next_seed(cfg.seed)).collect();
     let result = match bench {
         super::flags::Benchmark::Tsunami => tsunami::run(&engine, cfg, values, &thread_seeds),
         _ => run_closed_loop(&engine, cfg, values, &thread_seeds),
     };
-    for line in engine.txn_stats_lines() {
+    let written = loaded + result.as_ref().map_or(0, |s| s.bytes_written);
+    for line in engine.stats_lines(written) {
         println!("{line}");
     }
     let closed = engine
@@ -377,8 +383,9 @@ fn run_txn<T: TxnEngine>(
     closed
 }
 
-/// Loads records `0..num` in key order, then flushes and waits for background work.
-fn load<T: TxnEngine>(engine: &T, cfg: &Config, values: &ValueSource) -> Result<(), BenchError> {
+/// Loads records `0..num` in key order, then flushes and waits for background work; returns the
+/// key and value bytes written.
+fn load<T: TxnEngine>(engine: &T, cfg: &Config, values: &ValueSource) -> Result<u64, BenchError> {
     let start = Instant::now();
     let mut key = KeyBuf::new(cfg.key_size);
     let mut vals = values.cursor(0);
@@ -406,7 +413,7 @@ fn load<T: TxnEngine>(engine: &T, cfg: &Config, values: &ValueSource) -> Result<
         cfg.num as f64 / loaded.as_secs_f64().max(1e-9),
         start.elapsed().as_secs_f64() - loaded.as_secs_f64()
     );
-    Ok(())
+    Ok(cfg.num * (cfg.key_size + cfg.value_size) as u64)
 }
 
 /// xbench: every thread runs transactions back to back for `--duration` seconds, or
@@ -416,7 +423,7 @@ fn run_closed_loop<T: TxnEngine>(
     cfg: &Config,
     values: &ValueSource,
     seeds: &[u64],
-) -> Result<(), BenchError> {
+) -> Result<XStats, BenchError> {
     let next_insert = AtomicU64::new(cfg.num);
     let stop = AtomicBool::new(false);
     let start = Instant::now();
@@ -468,7 +475,7 @@ fn run_closed_loop<T: TxnEngine>(
     for line in report_lines(cfg, &total, elapsed, thread_seconds) {
         println!("{line}");
     }
-    Ok(())
+    Ok(total)
 }
 
 /// xbench's result lines: db_bench's result line (ops = committed queries), then QPS/TPS, the

@@ -163,7 +163,7 @@ pub struct Row {
 }
 
 /// Runs the schedule; writes the CSV and the plot; prints a summary per phase.
-pub fn run<T: TxnEngine>(engine: &T, cfg: &Config, values: &ValueSource, seeds: &[u64]) -> Result<(), BenchError> {
+pub fn run<T: TxnEngine>(engine: &T, cfg: &Config, values: &ValueSource, seeds: &[u64]) -> Result<XStats, BenchError> {
     let t = &cfg.xbench.tsunami;
     let schedule = Schedule::new(t);
     let next = AtomicU64::new(0);
@@ -312,7 +312,7 @@ pub fn run<T: TxnEngine>(engine: &T, cfg: &Config, values: &ValueSource, seeds: 
         csv_path.display(),
         svg_path.display()
     );
-    Ok(())
+    Ok(total)
 }
 
 fn with_ext(prefix: &std::path::Path, ext: &str) -> PathBuf {
