@@ -270,19 +270,23 @@ impl TableInner {
     /// The LSN of the newest version of `key` (a put or a tombstone), looking at memtables
     /// first, then the levels; `None` if the table holds no version of it. Memtable versions
     /// of groups still being committed count too (they are logged and will become visible).
-    /// For the conflict checks of transactions (`crate::txn`).
-    pub(crate) fn latest_lsn(&self, key: &[u8]) -> Result<Option<Lsn>> {
+    /// For the conflict checks of transactions (`crate::txn`). With `with_value`, also the
+    /// value of that version (`None` for a tombstone; always `None` without `with_value`), so
+    /// one lookup serves both the check of `get_for_update` and its read.
+    pub(crate) fn latest_version(&self, key: &[u8], with_value: bool) -> Result<Option<(Lsn, Option<Vec<u8>>)>> {
+        let take =
+            |lsn: Lsn, kind: ValueKind, v: &[u8]| (lsn, (with_value && kind == ValueKind::Put).then(|| v.to_vec()));
         let view = self.current.load();
         for mem in view.memtables() {
             let mut c = mem.cursor();
             c.seek(key);
             if c.valid() && c.key() == key {
-                if let Some((lsn, _, _)) = c.version(MAX_LSN) {
-                    return Ok(Some(lsn));
+                if let Some((lsn, kind, v)) = c.version(MAX_LSN) {
+                    return Ok(Some(take(lsn, kind, v)));
                 }
             }
         }
-        get_from_levels(&self.store, &view.levels, key, MAX_LSN, |lsn, _, _| lsn)
+        get_from_levels(&self.store, &view.levels, key, MAX_LSN, take)
     }
 
     pub(crate) fn is_dropped(&self) -> bool {

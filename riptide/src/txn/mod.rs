@@ -350,7 +350,14 @@ impl Txn {
 
     /// [`Error::WriteConflict`] if `key` has a version newer than `since`.
     fn check_unchanged(&self, table: &Table, key: &[u8], since: Lsn) -> Result<()> {
-        if let Some(found) = table.inner().latest_lsn(key)? {
+        self.check_unchanged_read(table, key, since, false).map(|_| ())
+    }
+
+    /// [`Txn::check_unchanged`], also returning the key's value at the snapshot when
+    /// `with_value` (the checked version is the newest, so it is the one the snapshot sees).
+    fn check_unchanged_read(&self, table: &Table, key: &[u8], since: Lsn, with_value: bool) -> Result<Option<Vec<u8>>> {
+        let latest = table.inner().latest_version(key, with_value)?;
+        if let Some((found, value)) = latest {
             if found > since {
                 self.shared.conflicts.fetch_add(1, Ordering::Relaxed);
                 return Err(Error::WriteConflict {
@@ -360,26 +367,33 @@ impl Txn {
                     found,
                 });
             }
+            return Ok(value);
         }
-        Ok(())
+        Ok(None)
     }
 
     /// Pessimistic: lock `key` and, under snapshot isolation, check it was not changed after
-    /// the snapshot. Optimistic: track it for validation at commit.
-    fn claim(&mut self, table: &Table, id: u32, key: &[u8]) -> Result<()> {
+    /// the snapshot. Optimistic: track it for validation at commit. With `want_value`, returns
+    /// `Some(committed value at the snapshot)` when the check read it (so the caller need not
+    /// read again), `None` when it did not.
+    fn claim(&mut self, table: &Table, id: u32, key: &[u8], want_value: bool) -> Result<Option<Option<Vec<u8>>>> {
         if self.opts.mode == TxnMode::Optimistic {
             self.track(id, key);
-            return Ok(());
+            return Ok(None);
         }
         let new = self.lock(table, id, key)?;
         let Some(snap) = self.snapshot_lsn() else {
-            return Ok(());
+            return Ok(None);
         };
         let recheck = !new && self.unchecked.iter().any(|(t, k)| *t == id && k == key);
         if new || recheck {
-            match self.check_unchanged(table, key, snap) {
-                Ok(()) if recheck => self.unchecked.retain(|(t, k)| !(*t == id && k == key)),
-                Ok(()) => {}
+            match self.check_unchanged_read(table, key, snap, want_value) {
+                Ok(value) => {
+                    if recheck {
+                        self.unchecked.retain(|(t, k)| !(*t == id && k == key));
+                    }
+                    return Ok(want_value.then_some(value));
+                }
                 Err(e) => {
                     if new {
                         self.unchecked.push((id, key.to_vec()));
@@ -388,7 +402,7 @@ impl Txn {
                 }
             }
         }
-        Ok(())
+        Ok(None)
     }
 
     fn read(&self, table: &Table, key: &[u8]) -> Result<Option<Vec<u8>>> {
@@ -413,11 +427,14 @@ impl Txn {
     /// isolation, fails with [`Error::WriteConflict`] if the key changed after the snapshot.
     pub fn get_for_update(&mut self, table: &Table, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let id = self.check_table(table)?;
-        self.claim(table, id, key)?;
+        let checked = self.claim(table, id, key, true)?;
         if let Some(v) = self.buffer.get(id, key) {
             return Ok(v.clone());
         }
-        self.read(table, key)
+        match checked {
+            Some(value) => Ok(value),
+            None => self.read(table, key),
+        }
     }
 
     /// Reads several keys, possibly of different tables, at one consistent view, each seeing
@@ -464,7 +481,7 @@ impl Txn {
         let value = value.map(<[u8]>::to_vec);
         // Refuse an oversized write before taking a lock for it.
         self.buffer.check(table, key, &value, self.limits())?;
-        self.claim(table, id, key)?;
+        self.claim(table, id, key, false)?;
         let limits = self.limits();
         self.buffer.write(table, key, value, limits)
     }
