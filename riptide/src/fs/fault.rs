@@ -259,6 +259,8 @@ struct State {
     epoch: u64,
     faults_fired: u64,
     syncs: u64,
+    /// start_writeback hints: (path, offset, len), in call order.
+    writebacks: Vec<(PathBuf, u64, u64)>,
 }
 
 impl fmt::Debug for State {
@@ -514,6 +516,12 @@ impl FaultFs {
     pub fn syncs(&self) -> u64 {
         self.state.lock().syncs
     }
+
+    /// The `start_writeback` hints received, as (path, offset, len) in call order (for tests).
+    /// A hint changes nothing durable: a crash still drops everything not synced.
+    pub fn writebacks(&self) -> Vec<(PathBuf, u64, u64)> {
+        self.state.lock().writebacks.clone()
+    }
 }
 
 impl FileSystem for FaultFs {
@@ -717,6 +725,11 @@ impl WritableFile for FaultWritable {
     fn len(&self) -> u64 {
         let _st = self.state.lock();
         self.node.lock().data.len() as u64
+    }
+
+    /// Recorded (see [`FaultFs::writebacks`]); nothing becomes durable.
+    fn start_writeback(&mut self, offset: u64, len: u64) {
+        self.state.lock().writebacks.push((self.path.clone(), offset, len));
     }
 }
 

@@ -31,6 +31,11 @@ pub trait WritableFile: Send {
     fn sync_data(&mut self) -> io::Result<()>;
     /// Current length of the file in bytes, including unsynced appends.
     fn len(&self) -> u64;
+    /// Starts writing `len` appended bytes at `offset` to the device without waiting for them
+    /// (`sync_file_range(SYNC_FILE_RANGE_WRITE)` on Linux), so a later [`WritableFile::sync_data`]
+    /// has little left to do. Only a hint: it makes nothing durable and never fails. Default:
+    /// nothing.
+    fn start_writeback(&mut self, _offset: u64, _len: u64) {}
     /// True when the file is empty.
     fn is_empty(&self) -> bool {
         self.len() == 0

@@ -155,6 +155,12 @@ impl SegmentList {
     }
 }
 
+/// Without `sync`, appended log bytes are handed to the device in the background every this
+/// many bytes (RocksDB's `wal_bytes_per_sync`), so the fsync that closes a full segment when the
+/// log rolls, on the write path, has at most this much left to write instead of the whole
+/// segment (a 64 MiB segment took tens to hundreds of milliseconds, stalling every writer).
+pub(crate) const WRITEBACK_BYTES: u64 = 1 << 20;
+
 /// The open redo log: the segment new records are appended to.
 pub(crate) struct RedoLog {
     fs: Arc<dyn FileSystem>,
@@ -165,6 +171,9 @@ pub(crate) struct RedoLog {
     file: Box<dyn WritableFile>,
     /// Bytes appended since the last fsync.
     unsynced: bool,
+    /// Offset up to which writeback of the segment was started
+    /// ([`WritableFile::start_writeback`], every [`WRITEBACK_BYTES`]).
+    written_back: u64,
     /// Highest LSN appended so far (to this or an older segment).
     max_lsn: Lsn,
     segments: Arc<SegmentList>,
@@ -190,6 +199,7 @@ impl RedoLog {
             path,
             file,
             unsynced: false,
+            written_back: 0,
             max_lsn,
             segments: Arc::new(SegmentList {
                 closed: parking_lot::Mutex::new(older),
@@ -206,6 +216,11 @@ impl RedoLog {
     pub(crate) fn append(&mut self, data: &[u8], last_lsn: Lsn) -> Result<()> {
         self.file.append(data).map_err(|e| Error::io("write", &self.path, e))?;
         self.unsynced = true;
+        let len = self.file.len();
+        if len - self.written_back >= WRITEBACK_BYTES {
+            self.file.start_writeback(self.written_back, len - self.written_back);
+            self.written_back = len;
+        }
         self.max_lsn = self.max_lsn.max(last_lsn);
         Ok(())
     }
@@ -230,6 +245,7 @@ impl RedoLog {
         self.number += 1;
         self.path = path;
         self.file = file;
+        self.written_back = 0;
         Ok(())
     }
 

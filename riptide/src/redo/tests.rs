@@ -321,6 +321,36 @@ fn roll_makes_the_old_segment_durable() {
     assert_eq!(got, want, "every record of a rolled segment survives power loss");
 }
 
+/// Without syncs, the log hands its bytes to the device every WRITEBACK_BYTES, in contiguous
+/// ranges from the segment's start (so the fsync at a roll has little left); the hints make
+/// nothing durable: a crash still drops the unsynced records, and a roll still syncs.
+#[test]
+fn appends_start_writeback_every_writeback_bytes() {
+    let (fs, afs) = new_fs();
+    let mut log = RedoLog::create(afs.clone(), dir(), 1, 64 << 20, Vec::new()).unwrap();
+    let chunk = vec![0u8; 100_000];
+    for _ in 0..35 {
+        log.append(&chunk, 1).unwrap();
+    }
+    let hints = fs.writebacks();
+    let appended = log.file.len();
+    assert_eq!(hints.len() as u64, appended / WRITEBACK_BYTES, "{hints:?}");
+    let mut next = 0;
+    for (path, off, len) in &hints {
+        assert_eq!(path, &log.path);
+        assert_eq!(*off, next, "contiguous");
+        assert!(*len >= WRITEBACK_BYTES && *len < WRITEBACK_BYTES + 100_000, "{len}");
+        next = off + len;
+    }
+    let synced_before = fs.syncs();
+    drop(log);
+    fs.crash(CrashMode::DropUnsynced);
+    assert_eq!(fs.syncs(), synced_before);
+    let (res, got) = replay(&fs, RecoveryMode::AbsoluteConsistency);
+    res.unwrap();
+    assert!(got.is_empty(), "hints made nothing durable");
+}
+
 /// Torn tail: the newest segment cut at every byte inside its last record.
 #[test]
 fn torn_tail_is_truncated_at_every_offset() {
