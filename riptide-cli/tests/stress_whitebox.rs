@@ -1,0 +1,1 @@
+//! `riptide stress --crash_points`: placeholder, filled below.
