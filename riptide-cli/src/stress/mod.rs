@@ -266,10 +266,11 @@ pub fn run(a: &StressArgs) -> Result<bool, String> {
     );
     let failed = AtomicBool::new(false);
     let ops = AtomicU64::new(0);
+    let counts: [AtomicU64; 10] = Default::default();
     let deadline = Instant::now() + Duration::from_secs(a.duration);
     std::thread::scope(|s| {
         for th in 0..a.threads {
-            let (db, tables, exp, failed, ops) = (&db, &tables, &exp, &failed, &ops);
+            let (db, tables, exp, failed, ops, counts) = (&db, &tables, &exp, &failed, &ops, &counts);
             s.spawn(move || {
                 let mut w = Worker::new(a, th, seed, db, tables, exp, None);
                 while Instant::now() < deadline && !failed.load(Ordering::Relaxed) {
@@ -285,6 +286,9 @@ pub fn run(a: &StressArgs) -> Result<bool, String> {
                     }
                     ops.fetch_add(1, Ordering::Relaxed);
                 }
+                for (c, n) in counts.iter().zip(w.counts) {
+                    c.fetch_add(n, Ordering::Relaxed);
+                }
             });
         }
     });
@@ -294,7 +298,11 @@ pub fn run(a: &StressArgs) -> Result<bool, String> {
     verify_all(&db, &tables, &exp)?;
     drop(tables);
     db.close().map_err(|e| format!("close: {e}"))?;
-    println!("DONE {} operations, verified", ops.load(Ordering::Relaxed));
+    println!(
+        "DONE {} operations ({}), verified",
+        ops.load(Ordering::Relaxed),
+        fmt_counts(&counts.each_ref().map(|c| c.load(Ordering::Relaxed)))
+    );
     Ok(true)
 }
 
@@ -426,6 +434,8 @@ struct Worker<'a> {
     exp: &'a Expected,
     /// Power-cut mode: the clock and log of writes.
     hist: Option<&'a powercut::History>,
+    /// Operations started, by kind (`OPS`).
+    counts: [u64; 10],
 }
 
 impl<'a> Worker<'a> {
@@ -447,6 +457,7 @@ impl<'a> Worker<'a> {
             tables,
             exp,
             hist,
+            counts: [0; 10],
         }
     }
 
@@ -532,6 +543,7 @@ impl<'a> Worker<'a> {
             }
         });
         let t = self.rng.random_range(0..self.a.tables);
+        self.counts[op.unwrap_or(0)] += 1;
         match op.unwrap_or(0) {
             0 | 1 => {
                 let n = self.own_key();
@@ -665,6 +677,12 @@ impl<'a> Worker<'a> {
         }
         Ok(())
     }
+}
+
+/// `put 12, delete 3, ...`: operations by kind.
+fn fmt_counts(counts: &[u64; 10]) -> String {
+    let parts: Vec<String> = OPS.iter().zip(counts).map(|(o, n)| format!("{o} {n}")).collect();
+    parts.join(", ")
 }
 
 /// `s{t} k{n}={version:#x}` for each key of a write.

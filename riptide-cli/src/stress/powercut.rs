@@ -403,7 +403,7 @@ pub fn run(a: &StressArgs, mix: &[u32; 10], seed: u64) -> Result<bool, String> {
         a.power_cuts, a.cut_min_ms, a.cut_max_ms, a.sync, a.threads, a.tables, a.keys
     );
     let mut total = CutOutcome::default();
-    let (mut prefix_cuts, mut ops) = (0u64, 0u64);
+    let (mut prefix_cuts, mut ops, mut counts) = (0u64, 0u64, [0u64; 10]);
     let mut hist = History::new(a.threads);
     let mut base = vec![0u32; exp.tables as usize * exp.keys as usize];
     let mut last: (String, Vec<VecDeque<String>>) = (String::new(), Vec::new());
@@ -489,7 +489,7 @@ pub fn run(a: &StressArgs, mix: &[u32; 10], seed: u64) -> Result<bool, String> {
         let failure: Mutex<Option<String>> = Mutex::new(None);
         let finished = AtomicU32::new(0);
         let done_ops = AtomicU64::new(0);
-        let logs: Vec<VecDeque<String>> = std::thread::scope(|s| {
+        let logs: Vec<(VecDeque<String>, [u64; 10])> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..a.threads)
                 .map(|th| {
                     let (db, tables, exp, hist) = (&db, &tables, &exp, &hist);
@@ -506,7 +506,7 @@ pub fn run(a: &StressArgs, mix: &[u32; 10], seed: u64) -> Result<bool, String> {
                             done_ops.fetch_add(1, Ordering::Relaxed);
                         }
                         finished.fetch_add(1, Ordering::SeqCst);
-                        w.recent
+                        (w.recent, w.counts)
                     })
                 })
                 .collect();
@@ -530,7 +530,15 @@ pub fn run(a: &StressArgs, mix: &[u32; 10], seed: u64) -> Result<bool, String> {
             }
             handles.into_iter().map(|h| h.join().unwrap_or_default()).collect()
         });
-        last = (format!("{mode:?} after {cut_after:?} (worker seed {round_seed})"), logs);
+        for (_, c) in &logs {
+            for (t, n) in counts.iter_mut().zip(c) {
+                *t += n;
+            }
+        }
+        last = (
+            format!("{mode:?} after {cut_after:?} (worker seed {round_seed})"),
+            logs.into_iter().map(|(l, _)| l).collect(),
+        );
         ops += done_ops.load(Ordering::Relaxed);
         if let Some(e) = lock(&failure).take() {
             fail(round, "while writing before the cut", &e, &last);
@@ -540,11 +548,12 @@ pub fn run(a: &StressArgs, mix: &[u32; 10], seed: u64) -> Result<bool, String> {
         db.abandon_for_test();
     }
     println!(
-        "DONE {} power cuts ({} keeping a random prefix of unsynced data); {ops} operations, {} writes \
+        "DONE {} power cuts ({} keeping a random prefix of unsynced data); {ops} operations ({}), {} writes \
          acknowledged, {} acknowledged unsynced writes lost legitimately, {} of {} in-flight writes survived, \
          {} ambiguous absent keys resolved; 0 failures",
         a.power_cuts,
         prefix_cuts,
+        super::fmt_counts(&counts),
         total.acked,
         total.lost_acked,
         total.in_flight_survived,
