@@ -1,5 +1,7 @@
 //! `riptide stress` end to end: a run verifies against its expected state, the blackbox crash
-//! mode recovers after SIGKILLs, and a tampered expected state is caught (the check bites).
+//! mode recovers after SIGKILLs (with transactions and table create/drop in the mix), the
+//! power-cut mode recovers a prefix, and a tampered expected state is caught (the check bites).
+//! The whitebox crash-point walk is in `stress_whitebox.rs` (needs `--features failpoints`).
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -92,4 +94,92 @@ fn a_wrong_expected_state_is_reported() {
     let o = stress(&db, &args);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains(&format!("expected Some({})", c + 1)), "{}", text(&o));
+}
+
+/// The number after `label ` in a `DONE` line (`txn 12` -> 12).
+fn count(line: &str, label: &str) -> u64 {
+    line.split(&format!("{label} "))
+        .nth(1)
+        .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no {label:?} count in {line}"))
+}
+
+#[test]
+fn transactions_and_table_ddl_survive_kills() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    // Mostly transactions and scratch-table steps.
+    let mix = "--mix=10,5,5,10,2,2,1,1,40,15";
+    let o = stress(
+        &db,
+        &[
+            "--duration=10",
+            "--keys=400",
+            "--threads=3",
+            "--crash_rounds=6",
+            "--kill_min_ms=100",
+            "--kill_max_ms=700",
+            mix,
+        ],
+    );
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(out.contains("DONE 6 rounds"), "{out}");
+    // The final clean run did both kinds of operation and verified.
+    let o = stress(&db, &["--duration=2", "--keys=400", "--threads=3", mix]);
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    let done = out
+        .lines()
+        .find(|l| l.starts_with("DONE "))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(count(done, "txn") > 0 && count(done, "table_ddl") > 0, "{done}");
+}
+
+#[test]
+fn power_cuts_recover_a_prefix() {
+    for sync in ["false", "true"] {
+        let o = stress(
+            Path::new("/in-memory/db"),
+            &[
+                "--power_cuts=30",
+                "--keys=300",
+                "--threads=3",
+                "--cut_min_ms=5",
+                "--cut_max_ms=150",
+                &format!("--sync={sync}"),
+            ],
+        );
+        let out = text(&o);
+        assert!(o.status.success(), "{out}");
+        let done = out
+            .lines()
+            .find(|l| l.starts_with("DONE 30 power cuts"))
+            .unwrap_or_else(|| panic!("{out}"));
+        assert!(count(done, "txn") > 0 && count(done, "table_ddl") > 0, "{done}");
+        let acked: u64 = done
+            .split(" writes acknowledged")
+            .next()
+            .and_then(|h| h.rsplit(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{done}"));
+        assert!(acked > 100, "{done}");
+        if sync == "true" {
+            assert!(done.contains(" 0 acknowledged unsynced writes lost"), "{done}");
+        }
+    }
+}
+
+#[test]
+fn modes_are_exclusive_and_whitebox_needs_the_feature() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let o = stress(&db, &["--power_cuts=1", "--crash_rounds=1"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    if !cfg!(feature = "failpoints") {
+        let o = stress(&db, &["--crash_points=all"]);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(text(&o).contains("--features failpoints"), "{}", text(&o));
+    }
 }

@@ -7,6 +7,10 @@
 //! buffered data written out, like a `kill -9` at that line. Every point is listed in
 //! [`POINTS`] so a driver can walk all of them.
 
+/// Whether the crash points are compiled in (the `failpoints` feature); without it
+/// `RIPTIDE_CRASH_AT` does nothing, so a driver must refuse to run.
+pub const ENABLED: bool = cfg!(feature = "failpoints");
+
 /// Every crash point, in the order of the paths they sit on.
 pub const POINTS: &[&str] = &[
     "flush.before_commit",

@@ -10,19 +10,31 @@
 //!   recognised, not only a missing one.
 //! - Operations: put, delete, a batch over several tables (one atomic write), get (must equal the
 //!   expected state), a bounded scan (its own keys in range must match), a snapshot check (values
-//!   read at a snapshot stay as they were while the thread overwrites them), flush, and a range
-//!   compaction.
+//!   read at a snapshot stay as they were while the thread overwrites them), flush, a range
+//!   compaction, a transaction over several tables committed or rolled back ([`ops`]), and a
+//!   step of the thread's scratch table's create / fill / drop cycle ([`ops`]).
+//! - Every write goes through [`Worker::write`]: the expected state marks its keys pending (and,
+//!   for several keys, records them as one atomic group) before the write and committed after
+//!   the acknowledgement; in power-cut mode it also stamps the write's start and acknowledgement
+//!   on a global clock ([`powercut::History`]).
 //! - Every run starts by verifying the whole database against the expected state, resolving the
 //!   writes that were in flight when the previous run died (the database holds either the old or
-//!   the new version of such a key; anything else is a failure), and ends the same way.
+//!   the new version of such a key, and all or none of an atomic group's new versions; anything
+//!   else is a failure), and ends the same way.
 //! - `--crash_rounds=N` runs the workload as a child process N times, killing it with SIGKILL
 //!   after a random time each round; each child verifies on start.
+//! - `--power_cuts=N` ([`powercut`]) runs in process on the in-memory fault-injecting file system
+//!   and cuts the power N times; `--crash_points` ([`whitebox`]) makes a child abort at each
+//!   named crash point of the engine.
 //! - A failure prints the seed, the thread and its last operations, and exits with status 1.
 
 pub mod expected;
+pub mod ops;
+pub mod powercut;
+pub mod whitebox;
 
 use clap::Args;
-use expected::{next_version, Expected, DELETED};
+use expected::{Expected, GroupKey, DELETED, MAX_THREADS};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use riptide::{Db, Options, ReadOptions, Table, WriteBatch, WriteOptions};
@@ -59,8 +71,9 @@ pub struct StressArgs {
     /// Largest value in bytes
     #[arg(long, default_value_t = 200)]
     pub value_max: usize,
-    /// Operation mix, weights: put,delete,batch,get,scan,snapshot,flush,compact
-    #[arg(long, default_value = "40,10,15,20,5,5,1,1")]
+    /// Operation mix, weights: put,delete,batch,get,scan,snapshot,flush,compact,txn,table_ddl
+    /// (8 weights as before are accepted too: then no transactions and no table create/drop)
+    #[arg(long, default_value = "40,10,15,20,5,5,1,1,5,1")]
     pub mix: String,
     /// Seed (0 = from the clock); printed so a failure can be replayed
     #[arg(long, default_value_t = 0)]
@@ -79,31 +92,80 @@ pub struct StressArgs {
     pub kill_min_ms: u64,
     #[arg(long, default_value_t = 3000)]
     pub kill_max_ms: u64,
+    /// Power-cut mode: this many power cuts on the in-memory fault-injecting file system,
+    /// each followed by recovery and verification (the database lives in memory; --db only
+    /// names it)
+    #[arg(long, default_value_t = 0)]
+    pub power_cuts: u32,
+    /// Power-cut mode: cut after a random time between these (milliseconds) of writing
+    #[arg(long, default_value_t = 20)]
+    pub cut_min_ms: u64,
+    #[arg(long, default_value_t = 300)]
+    pub cut_max_ms: u64,
+    /// Whitebox mode: `all` or a comma-separated list of crash points
+    /// (riptide::failpoint::POINTS); each runs in a child that aborts there, then the database
+    /// is recovered and verified. Needs a binary built with `--features failpoints`
+    #[arg(long)]
+    pub crash_points: Option<String>,
     /// Internal: run as the crash driver's child
     #[arg(long, hide = true, default_value_t = false)]
     pub child: bool,
+    /// Internal: tiny memtables and triggers (whitebox children), so every path runs soon
+    #[arg(long, hide = true, default_value_t = false)]
+    pub tiny: bool,
 }
 
-const OPS: [&str; 8] = ["put", "delete", "batch", "get", "scan", "snapshot", "flush", "compact"];
+const OPS: [&str; 10] = [
+    "put",
+    "delete",
+    "batch",
+    "get",
+    "scan",
+    "snapshot",
+    "flush",
+    "compact",
+    "txn",
+    "table_ddl",
+];
+/// Index of the transaction op in the mix.
+const OP_TXN: usize = 8;
 
-fn parse_mix(s: &str) -> Result<[u32; 8], String> {
-    let w: Vec<u32> = s
+/// The weights of `--mix`: 10, or 8 (the mix before transactions and table create/drop, which
+/// then get weight 0).
+fn parse_mix(s: &str) -> Result<[u32; 10], String> {
+    let mut w: Vec<u32> = s
         .split(',')
         .map(|x| x.trim().parse::<u32>())
         .collect::<Result<_, _>>()
-        .map_err(|_| format!("--mix={s}: expected 8 weights separated by commas"))?;
-    let w: [u32; 8] = w
+        .map_err(|_| format!("--mix={s}: expected 8 or 10 weights separated by commas"))?;
+    if w.len() == 8 {
+        w.extend([0, 0]);
+    }
+    let w: [u32; 10] = w
         .try_into()
-        .map_err(|_| format!("--mix={s}: expected 8 weights ({})", OPS.join(",")))?;
-    if w[..3].iter().all(|&x| x == 0) {
-        return Err(format!("--mix={s}: needs some writes (put, delete or batch)"));
+        .map_err(|_| format!("--mix={s}: expected 8 or 10 weights ({})", OPS.join(",")))?;
+    if w[..3].iter().all(|&x| x == 0) && w[OP_TXN] == 0 {
+        return Err(format!("--mix={s}: needs some writes (put, delete, batch or txn)"));
+    }
+    if w.iter().map(|&x| u64::from(x)).sum::<u64>() > u64::from(u32::MAX) {
+        return Err(format!("--mix={s}: weights too large"));
     }
     Ok(w)
 }
 
 fn options(a: &StressArgs) -> Options {
     let mut o = Options::default();
-    if a.small {
+    if a.tiny {
+        // The whitebox crash test's settings: flushes, every compaction kind and slog
+        // checkpoints all the time.
+        o.write_buffer_size = 64 << 10;
+        o.redo_segment_size = 256 << 10;
+        o.slog_checkpoint_bytes = 8 << 10;
+        o.level0_layer_trigger = 3;
+        o.level0_extents_trigger = 3;
+        o.level1_extents_trigger = 3;
+        o.extents_per_file = 64;
+    } else if a.small {
         o.write_buffer_size = 256 << 10;
         o.slog_checkpoint_bytes = 64 << 10;
         o.level0_layer_trigger = 3;
@@ -162,7 +224,7 @@ pub fn run(a: &StressArgs) -> Result<bool, String> {
     if a.threads == 0 || a.tables == 0 || a.keys == 0 || a.value_min > a.value_max || a.value_max > 1 << 20 {
         return Err("need --threads, --tables, --keys > 0 and --value_min <= --value_max <= 1 MiB".into());
     }
-    if u64::from(a.tables) * u64::from(a.keys) > 1 << 28 || a.threads > 1024 || a.duration > 1 << 30 {
+    if u64::from(a.tables) * u64::from(a.keys) > 1 << 28 || a.threads > MAX_THREADS || a.duration > 1 << 30 {
         return Err("--tables x --keys must be at most 2^28, --threads at most 1024, --duration at most 2^30 s".into());
     }
     let seed = if a.seed != 0 {
@@ -172,6 +234,16 @@ pub fn run(a: &StressArgs) -> Result<bool, String> {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.as_nanos() as u64)
     };
+    let modes = [a.crash_rounds > 0, a.power_cuts > 0, a.crash_points.is_some()];
+    if !a.child && modes.iter().filter(|&&m| m).count() > 1 {
+        return Err("choose one of --crash_rounds, --power_cuts and --crash_points".into());
+    }
+    if a.power_cuts > 0 {
+        return powercut::run(a, &mix, seed);
+    }
+    if let Some(points) = a.crash_points.as_deref().filter(|_| !a.child) {
+        return whitebox::run(a, points, seed);
+    }
     if a.crash_rounds > 0 && !a.child {
         return crash_driver(a, seed);
     }
@@ -180,40 +252,27 @@ pub fn run(a: &StressArgs) -> Result<bool, String> {
     }
     let exp = Expected::open(&expected_path(&a.db), a.tables, a.keys)?;
     let db = Db::open(&a.db, options(a)).map_err(|e| format!("opening {}: {e}", a.db.display()))?;
-    let tables: Vec<Table> = (0..a.tables)
-        .map(|i| match db.table(&format!("s{i}")) {
-            Ok(t) => Ok(t),
-            Err(_) => db.create_table(&format!("s{i}")),
-        })
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("tables: {e}"))?;
+    let tables = open_tables(&db, a.tables)?;
     if !a.child {
         println!(
             "riptide stress: seed {seed}, {} threads, {} tables x {} keys, {} s",
             a.threads, a.tables, a.keys, a.duration
         );
     }
-    let resolved = verify_all(&tables, &exp)?;
+    let resolved = verify_all(&db, &tables, &exp)?;
     println!(
         "VERIFIED {} keys ({resolved} in-flight writes resolved)",
         u64::from(a.tables) * u64::from(a.keys)
     );
     let failed = AtomicBool::new(false);
     let ops = AtomicU64::new(0);
+    let counts: [AtomicU64; 10] = Default::default();
     let deadline = Instant::now() + Duration::from_secs(a.duration);
     std::thread::scope(|s| {
         for th in 0..a.threads {
-            let (db, tables, exp, failed, ops) = (&db, &tables, &exp, &failed, &ops);
+            let (db, tables, exp, failed, ops, counts) = (&db, &tables, &exp, &failed, &ops, &counts);
             s.spawn(move || {
-                let mut w = Worker {
-                    a,
-                    th,
-                    rng: StdRng::seed_from_u64(seed.wrapping_add(u64::from(th).wrapping_mul(0x9E37_79B9_7F4A_7C15))),
-                    recent: VecDeque::new(),
-                    db,
-                    tables,
-                    exp,
-                };
+                let mut w = Worker::new(a, th, seed, db, tables, exp, None);
                 while Instant::now() < deadline && !failed.load(Ordering::Relaxed) {
                     if let Err(e) = w.step(&mix) {
                         if !failed.swap(true, Ordering::SeqCst) {
@@ -227,37 +286,56 @@ pub fn run(a: &StressArgs) -> Result<bool, String> {
                     }
                     ops.fetch_add(1, Ordering::Relaxed);
                 }
+                for (c, n) in counts.iter().zip(w.counts) {
+                    c.fetch_add(n, Ordering::Relaxed);
+                }
             });
         }
     });
     if failed.load(Ordering::SeqCst) {
         return Ok(false);
     }
-    verify_all(&tables, &exp)?;
+    verify_all(&db, &tables, &exp)?;
     drop(tables);
     db.close().map_err(|e| format!("close: {e}"))?;
-    println!("DONE {} operations, verified", ops.load(Ordering::Relaxed));
+    println!(
+        "DONE {} operations ({}), verified",
+        ops.load(Ordering::Relaxed),
+        fmt_counts(&counts.each_ref().map(|c| c.load(Ordering::Relaxed)))
+    );
     Ok(true)
 }
 
-/// Reads every key of every table (a full scan per table, plus point reads) and compares it
-/// with the expected state; resolves in-flight writes. Returns how many were resolved.
-fn verify_all(tables: &[Table], exp: &Expected) -> Result<u64, String> {
-    let mut resolved = 0;
+/// Opens (or creates) the main tables `s0..s{n-1}`.
+fn open_tables(db: &Db, n: u32) -> Result<Vec<Table>, String> {
+    (0..n)
+        .map(|i| match db.table(&format!("s{i}")) {
+            Ok(t) => Ok(t),
+            Err(_) => db.create_table(&format!("s{i}")),
+        })
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("tables: {e}"))
+}
+
+/// What the database shows for every key of every table (`[table][key]`: `None` = absent,
+/// `Some(version)`), read with a full scan per table and a point read per key, which must
+/// agree.
+fn read_all(tables: &[Table], keys: u32) -> Result<Vec<Vec<Option<u32>>>, String> {
+    let mut all = Vec::with_capacity(tables.len());
     for (ti, t) in tables.iter().enumerate() {
         let ti = ti as u32;
-        let mut in_scan: Vec<Option<u32>> = vec![None; exp.keys as usize];
+        let mut in_scan: Vec<Option<u32>> = vec![None; keys as usize];
         for item in t.iter(&ReadOptions::default()).map_err(|e| format!("scan: {e}"))? {
             let (k, v) = item.map_err(|e| format!("table s{ti}: scan failed: {e}"))?;
             let n = std::str::from_utf8(&k)
                 .ok()
                 .and_then(|s| s.strip_prefix('k'))
                 .and_then(|s| s.parse::<u32>().ok())
-                .filter(|&n| n < exp.keys)
+                .filter(|&n| n < keys)
                 .ok_or_else(|| format!("table s{ti}: unexpected key {k:?}"))?;
             in_scan[n as usize] = Some(parse_value(ti, n, &v)?);
         }
-        for n in 0..exp.keys {
+        for n in 0..keys {
             let point = t
                 .get(&key(n))
                 .map_err(|e| format!("table s{ti} key {n}: get failed: {e}"))?
@@ -269,6 +347,52 @@ fn verify_all(tables: &[Table], exp: &Expected) -> Result<u64, String> {
                     in_scan[n as usize]
                 ));
             }
+        }
+        all.push(in_scan);
+    }
+    Ok(all)
+}
+
+/// Checks that each atomic write that was in flight (a thread's group record) is wholly
+/// present or wholly absent in `seen`; a key whose old and new states look the same (absent
+/// both) says nothing.
+fn check_groups(exp: &Expected, seen: &[Vec<Option<u32>>]) -> Result<(), String> {
+    for th in 0..MAX_THREADS {
+        let g = exp.group(th);
+        let (mut applied, mut missing) = (Vec::new(), Vec::new());
+        for k in &g {
+            let (old, new) = (shown(k.old), shown(k.new));
+            let got = seen[k.table as usize][k.key as usize];
+            if old == new {
+                continue;
+            }
+            if got == new {
+                applied.push(format!("s{} k{}", k.table, k.key));
+            } else if got == old {
+                missing.push(format!("s{} k{}", k.table, k.key));
+            }
+        }
+        if !applied.is_empty() && !missing.is_empty() {
+            return Err(format!(
+                "an atomic write of thread {th} is torn: {applied:?} have the new version, {missing:?} the old one \
+                 (the write: {g:?})"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Reads every key of every table and the scratch tables and compares them with the expected
+/// state; resolves in-flight writes (each key to its old or new version, each atomic group
+/// wholly). Returns how many keys were resolved.
+fn verify_all(db: &Db, tables: &[Table], exp: &Expected) -> Result<u64, String> {
+    let seen = read_all(tables, exp.keys)?;
+    check_groups(exp, &seen)?;
+    let mut resolved = 0;
+    for (ti, col) in seen.iter().enumerate() {
+        let ti = ti as u32;
+        for n in 0..exp.keys {
+            let point = col[n as usize];
             let (c, p) = exp.get(ti, n);
             if point == shown(c) {
                 if p != 0 {
@@ -291,6 +415,12 @@ fn verify_all(tables: &[Table], exp: &Expected) -> Result<u64, String> {
             }
         }
     }
+    for th in 0..MAX_THREADS {
+        if !exp.group(th).is_empty() {
+            exp.clear_group(th)?;
+        }
+    }
+    ops::verify_scratch(db, exp, None)?;
     Ok(resolved)
 }
 
@@ -302,9 +432,81 @@ struct Worker<'a> {
     db: &'a Db,
     tables: &'a [Table],
     exp: &'a Expected,
+    /// Power-cut mode: the clock and log of writes.
+    hist: Option<&'a powercut::History>,
+    /// Operations started, by kind (`OPS`).
+    counts: [u64; 10],
 }
 
-impl Worker<'_> {
+impl<'a> Worker<'a> {
+    fn new(
+        a: &'a StressArgs,
+        th: u32,
+        seed: u64,
+        db: &'a Db,
+        tables: &'a [Table],
+        exp: &'a Expected,
+        hist: Option<&'a powercut::History>,
+    ) -> Worker<'a> {
+        Worker {
+            a,
+            th,
+            rng: StdRng::seed_from_u64(seed.wrapping_add(u64::from(th).wrapping_mul(0x9E37_79B9_7F4A_7C15))),
+            recent: VecDeque::new(),
+            db,
+            tables,
+            exp,
+            hist,
+            counts: [0; 10],
+        }
+    }
+
+    /// Performs one write of `keys` (each `(table, key, new state)`; empty for a scratch-table
+    /// fill, which `scratch` names by generation) through `f`, keeping the expected state (and
+    /// in power-cut mode the history) in step: pending before, committed after the
+    /// acknowledgement.
+    fn write(
+        &mut self,
+        keys: &[(u32, u32, u32)],
+        scratch: Option<u32>,
+        what: String,
+        f: impl FnOnce() -> riptide::Result<()>,
+    ) -> Result<(), String> {
+        let group: Vec<GroupKey> = keys
+            .iter()
+            .map(|&(table, key, new)| GroupKey {
+                table,
+                key,
+                old: self.exp.get(table, key).0,
+                new,
+            })
+            .collect();
+        self.log(what.clone());
+        if group.len() > 1 {
+            self.exp.set_group(self.th, &group)?;
+        }
+        for k in &group {
+            self.exp.begin(k.table, k.key, k.new)?;
+        }
+        let start = self.hist.map(|h| h.stamp());
+        let r = f();
+        let ack = match (&r, self.hist) {
+            (Ok(()), Some(h)) => Some(h.stamp()),
+            _ => None,
+        };
+        if let (Some(h), Some(start)) = (self.hist, start) {
+            h.record(self.th, start, ack, group.clone(), scratch, what.clone());
+        }
+        r.map_err(|e| format!("{what} failed: {e}"))?;
+        for k in &group {
+            self.exp.commit(k.table, k.key)?;
+        }
+        if group.len() > 1 {
+            self.exp.clear_group(self.th)?;
+        }
+        Ok(())
+    }
+
     fn log(&mut self, op: String) {
         if self.recent.len() == 32 {
             self.recent.pop_front();
@@ -326,7 +528,7 @@ impl Worker<'_> {
         }
     }
 
-    fn step(&mut self, mix: &[u32; 8]) -> Result<(), String> {
+    fn step(&mut self, mix: &[u32; 10]) -> Result<(), String> {
         if self.th >= self.a.keys {
             return Ok(()); // more threads than keys: this one owns nothing
         }
@@ -341,21 +543,21 @@ impl Worker<'_> {
             }
         });
         let t = self.rng.random_range(0..self.a.tables);
+        self.counts[op.unwrap_or(0)] += 1;
         match op.unwrap_or(0) {
             0 | 1 => {
                 let n = self.own_key();
                 let delete = op == Some(1);
-                let (c, _) = self.exp.get(t, n);
-                let v = next_version(c) | if delete { DELETED } else { 0 };
-                self.log(format!("{} s{t} k{n} -> {v:#x}", if delete { "delete" } else { "put" }));
-                self.exp.begin(t, n, v)?;
-                let r = if delete {
-                    self.tables[t as usize].delete_opt(&key(n), &self.wopts())
-                } else {
-                    self.tables[t as usize].put_opt(&key(n), &value(t, n, v, self.a), &self.wopts())
-                };
-                r.map_err(|e| format!("write failed: {e}"))?;
-                self.exp.commit(t, n)
+                let v = self.exp.next(t, n, delete);
+                let (tab, val, wo) = (&self.tables[t as usize], value(t, n, v, self.a), self.wopts());
+                let what = format!("{} s{t} k{n} -> {v:#x}", if delete { "delete" } else { "put" });
+                self.write(&[(t, n, v)], None, what, || {
+                    if delete {
+                        tab.delete_opt(&key(n), &wo)
+                    } else {
+                        tab.put_opt(&key(n), &val, &wo)
+                    }
+                })
             }
             2 => {
                 let mut b = WriteBatch::new();
@@ -363,12 +565,10 @@ impl Worker<'_> {
                 for _ in 0..self.rng.random_range(2..=6) {
                     let t = self.rng.random_range(0..self.a.tables);
                     let n = self.own_key();
-                    if keys.contains(&(t, n)) {
+                    if keys.iter().any(|&(t2, n2, _)| (t2, n2) == (t, n)) {
                         continue;
                     }
-                    let (c, _) = self.exp.get(t, n);
-                    let v = next_version(c) | if self.rng.random_bool(0.2) { DELETED } else { 0 };
-                    self.exp.begin(t, n, v)?;
+                    let v = self.exp.next(t, n, self.rng.random_bool(0.2));
                     let tab = &self.tables[t as usize];
                     if v & DELETED != 0 {
                         b.delete(tab, &key(n))
@@ -376,16 +576,10 @@ impl Worker<'_> {
                         b.put(tab, &key(n), &value(t, n, v, self.a))
                     }
                     .map_err(|e| format!("batch: {e}"))?;
-                    keys.push((t, n));
+                    keys.push((t, n, v));
                 }
-                self.log(format!("batch {keys:?}"));
-                self.db
-                    .write(b, &self.wopts())
-                    .map_err(|e| format!("batch write failed: {e}"))?;
-                for (t, n) in keys {
-                    self.exp.commit(t, n)?;
-                }
-                Ok(())
+                let (db, wo) = (self.db, self.wopts());
+                self.write(&keys, None, format!("batch {}", fmt_keys(&keys)), || db.write(b, &wo))
             }
             3 => {
                 let n = self.own_key();
@@ -430,13 +624,11 @@ impl Worker<'_> {
                 let before: Vec<Option<u32>> = keys.iter().map(|&n| shown(self.exp.get(t, n).0)).collect();
                 self.log(format!("snapshot check s{t} {keys:?}"));
                 for &n in &keys {
-                    let (c, _) = self.exp.get(t, n);
-                    let v = next_version(c);
-                    self.exp.begin(t, n, v)?;
-                    self.tables[t as usize]
-                        .put_opt(&key(n), &value(t, n, v, self.a), &self.wopts())
-                        .map_err(|e| format!("write failed: {e}"))?;
-                    self.exp.commit(t, n)?;
+                    let v = self.exp.next(t, n, false);
+                    let (tab, val, wo) = (&self.tables[t as usize], value(t, n, v, self.a), self.wopts());
+                    self.write(&[(t, n, v)], None, format!("put s{t} k{n} -> {v:#x}"), || {
+                        tab.put_opt(&key(n), &val, &wo)
+                    })?;
                 }
                 for (&n, want) in keys.iter().zip(before) {
                     self.check_key(t, n, Some((&snap, want)))?;
@@ -449,6 +641,8 @@ impl Worker<'_> {
                     .flush()
                     .map_err(|e| format!("flush failed: {e}"))
             }
+            8 => self.txn_step(),
+            9 => self.scratch_step(),
             _ => {
                 let lo = self.rng.random_range(0..self.a.keys);
                 let hi = lo.saturating_add(self.a.keys / 10).min(self.a.keys - 1);
@@ -483,6 +677,18 @@ impl Worker<'_> {
         }
         Ok(())
     }
+}
+
+/// `put 12, delete 3, ...`: operations by kind.
+fn fmt_counts(counts: &[u64; 10]) -> String {
+    let parts: Vec<String> = OPS.iter().zip(counts).map(|(o, n)| format!("{o} {n}")).collect();
+    parts.join(", ")
+}
+
+/// `s{t} k{n}={version:#x}` for each key of a write.
+fn fmt_keys(keys: &[(u32, u32, u32)]) -> String {
+    let parts: Vec<String> = keys.iter().map(|(t, n, v)| format!("s{t} k{n}={v:#x}")).collect();
+    parts.join(", ")
 }
 
 /// The blackbox crash loop: runs the workload in a child, kills it after a random time,
@@ -566,4 +772,51 @@ fn crash_driver(a: &StressArgs, seed: u64) -> Result<bool, String> {
         a.crash_rounds
     );
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_torn_atomic_write_is_caught_after_a_kill() {
+        let exp = Expected::in_memory(2, 4);
+        let g = [
+            GroupKey {
+                table: 0,
+                key: 1,
+                old: 3,
+                new: 4,
+            },
+            GroupKey {
+                table: 1,
+                key: 1,
+                old: 0,
+                new: 1 | DELETED,
+            },
+            GroupKey {
+                table: 1,
+                key: 2,
+                old: 5 | DELETED,
+                new: 6,
+            },
+        ];
+        exp.set_group(1, &g).unwrap();
+        let seen = |a: Option<u32>, b: Option<u32>| vec![vec![None, a, None, None], vec![None, None, b, None]];
+        // All new, or all old (k1 of s1 says nothing: absent before and after).
+        check_groups(&exp, &seen(Some(4), Some(6))).unwrap();
+        check_groups(&exp, &seen(Some(3), None)).unwrap();
+        // Half of it.
+        let e = check_groups(&exp, &seen(Some(4), None)).unwrap_err();
+        assert!(e.contains("torn"), "{e}");
+        assert!(check_groups(&exp, &seen(Some(3), Some(6))).is_err());
+    }
+
+    #[test]
+    fn mix_takes_eight_or_ten_weights() {
+        assert_eq!(parse_mix("1,0,0,0,0,0,0,0").unwrap(), [1, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(parse_mix("0,0,0,1,0,0,0,0,1,1").unwrap()[OP_TXN], 1);
+        assert!(parse_mix("0,0,0,1,0,0,0,0").is_err());
+        assert!(parse_mix("1,2,3").is_err());
+    }
 }

@@ -1,0 +1,180 @@
+//! Whitebox crash mode of `riptide stress` (`--crash_points=all|<point>,...`): for each named
+//! crash point of the engine (`riptide::failpoint::POINTS`, so the list cannot drift), a child
+//! `riptide stress` runs the workload on a fresh database with tiny memtables and triggers and
+//! `RIPTIDE_CRASH_AT=<point>@<n>` (n drawn from 1..=3), so it aborts the n-th time any thread
+//! passes the point. The driver then requires:
+//! - that the child died by `abort()` right after printing `CRASHPOINT <point>` (or, if the
+//!   point was not reached within `--duration`, that it finished cleanly and verified: the point
+//!   is then reported as not fired, not counted as covered);
+//! - that a second child, without the crash point, recovers the database and verifies it
+//!   against the expected state (resolving the writes in flight at the abort), runs the
+//!   workload for a second and verifies again;
+//! - that `inspect verify` finds nothing wrong in the files afterwards.
+//!
+//! The crash points exist only in a binary built with the `failpoints` feature; without it the
+//! mode refuses to run rather than report points that could not fire.
+
+use super::StressArgs;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::{Command, ExitStatus};
+
+/// The points `spec` names: `all`, or a comma-separated list of names from `POINTS`.
+fn parse_points(spec: &str) -> Result<Vec<&'static str>, String> {
+    let all = riptide::failpoint::POINTS;
+    if spec.trim() == "all" {
+        return Ok(all.to_vec());
+    }
+    spec.split(',')
+        .map(|p| {
+            all.iter().copied().find(|&q| q == p.trim()).ok_or_else(|| {
+                format!(
+                    "--crash_points: no crash point {:?}; the points are: all, {}",
+                    p.trim(),
+                    all.join(", ")
+                )
+            })
+        })
+        .collect()
+}
+
+/// Runs one child `riptide stress` on `db`; returns its status and its stdout and stderr lines.
+fn child(
+    a: &StressArgs,
+    db: &Path,
+    seed: u64,
+    duration: u64,
+    crash_at: Option<&str>,
+) -> Result<(ExitStatus, Vec<String>), String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("stress")
+        .arg(format!("--db={}", db.display()))
+        .arg(format!("--duration={duration}"))
+        .arg(format!("--threads={}", a.threads))
+        .arg(format!("--tables={}", a.tables))
+        .arg(format!("--keys={}", a.keys))
+        .arg(format!("--value_min={}", a.value_min))
+        .arg(format!("--value_max={}", a.value_max))
+        .arg(format!("--mix={}", a.mix))
+        .arg(format!("--seed={seed}"))
+        .arg(format!("--sync={}", a.sync))
+        .arg("--tiny")
+        .arg("--child")
+        .env_remove("RIPTIDE_CRASH_AT");
+    if let Some(p) = crash_at {
+        cmd.env("RIPTIDE_CRASH_AT", p);
+    }
+    let out = cmd.output().map_err(|e| format!("starting the child: {e}"))?;
+    let lines = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .chain(String::from_utf8_lossy(&out.stderr).lines())
+        .map(str::to_string)
+        .collect();
+    Ok((out.status, lines))
+}
+
+/// Walks the crash points; returns whether every point that fired recovered and verified.
+pub fn run(a: &StressArgs, spec: &str, seed: u64) -> Result<bool, String> {
+    if !riptide::failpoint::ENABLED {
+        return Err(
+            "--crash_points needs the engine's crash points, and this riptide was built without them: \
+                    build it with `cargo build --release -p riptide-cli --features failpoints`"
+                .into(),
+        );
+    }
+    let points = parse_points(spec)?;
+    let mut rng = StdRng::seed_from_u64(seed);
+    println!(
+        "riptide stress: whitebox mode, seed {seed}, {} crash points, each child up to {} s, base directory {}",
+        points.len(),
+        a.duration,
+        a.db.display()
+    );
+    let (mut fired, mut not_fired, mut resolved) = (Vec::new(), Vec::new(), 0u64);
+    for point in points {
+        let dir = a.db.join(point);
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(format!("clearing {}: {e}", dir.display())),
+        }
+        std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        let db = dir.join("db");
+        let nth: u32 = rng.random_range(1..=3);
+        let (s1, s2): (u64, u64) = (rng.random(), rng.random());
+        let target = format!("{point}@{nth}");
+        let failed = |what: &str, status: ExitStatus, lines: &[String]| {
+            eprintln!(
+                "riptide stress: FAILED (seed {seed}) at crash point {target} (child seed {s1}, recovery seed {s2}): \
+                 {what} ({status}); the child's output:\n{}",
+                lines.join("\n")
+            );
+        };
+        let (status, lines) = child(a, &db, s1, a.duration, Some(&target))?;
+        let crashed = lines.iter().find_map(|l| l.strip_prefix("CRASHPOINT "));
+        let finished = lines.iter().any(|l| l.starts_with("DONE "));
+        match crashed {
+            None if finished && status.success() => {
+                println!("{target}: not reached within {} s (the run verified)", a.duration);
+                not_fired.push(point);
+                continue;
+            }
+            Some(p) if p == point && status.signal() == Some(libc::SIGABRT) => {}
+            _ => {
+                failed("the child did not abort at the crash point", status, &lines);
+                return Ok(false);
+            }
+        }
+        let (status, lines) = child(a, &db, s2, 1, None)?;
+        let verified = lines.iter().find(|l| l.starts_with("VERIFIED "));
+        if !status.success() || verified.is_none() || !lines.iter().any(|l| l.starts_with("DONE ")) {
+            failed("recovery did not verify", status, &lines);
+            return Ok(false);
+        }
+        let n = verified
+            .and_then(|l| l.split(" keys (").nth(1)?.split(' ').next()?.parse::<u64>().ok())
+            .unwrap_or(0);
+        resolved += n;
+        let report = riptide::inspect::verify(riptide::inspect::posix().as_ref(), &db)
+            .map_err(|e| format!("inspect verify {}: {e}", db.display()))?;
+        if !report.ok() {
+            failed(&format!("inspect verify: {:?}", report.problems), status, &lines);
+            return Ok(false);
+        }
+        println!("{target}: aborted there; recovered and verified ({n} in-flight writes resolved)");
+        fired.push(point);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    println!(
+        "DONE {} crash points: {} fired, recovered and verified; {} not reached{}; {resolved} in-flight writes resolved; 0 failures",
+        fired.len() + not_fired.len(),
+        fired.len(),
+        not_fired.len(),
+        if not_fired.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", not_fired.join(", "))
+        }
+    );
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn points_come_from_the_engine() {
+        assert_eq!(parse_points("all").unwrap(), riptide::failpoint::POINTS.to_vec());
+        assert_eq!(
+            parse_points("flush.before_commit, checkpoint.after_current").unwrap(),
+            vec!["flush.before_commit", "checkpoint.after_current"]
+        );
+        assert!(parse_points("flush.nowhere")
+            .unwrap_err()
+            .contains("flush.before_commit"));
+    }
+}
