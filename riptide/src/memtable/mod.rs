@@ -238,7 +238,7 @@ impl Memtable {
     /// `node` must be a published non-head node of this memtable.
     unsafe fn cmp_node(node: *const Node, key: &[u8]) -> CmpOrdering {
         // SAFETY: forwarded from the caller.
-        unsafe { Node::key(node) }.cmp(key)
+        crate::extent::cmp_bytes(unsafe { Node::key(node) }, key)
     }
 
     /// Finds, for every level, the last node with key < `key` (`prev`) and its successor
@@ -272,15 +272,19 @@ impl Memtable {
     fn find_ge(&self, key: &[u8]) -> *const Node {
         let mut x = self.head;
         let mut level = self.max_height.load(Ordering::Acquire) - 1;
+        // The node last found to be >= `key`: met again one level down, it need not be
+        // compared again (RocksDB's InlineSkipList does the same).
+        let mut known_ge: *const Node = ptr::null();
         loop {
             // SAFETY: as in `find_splice`.
             let n = unsafe { Node::link(x, level) }.load(Ordering::Acquire);
             // SAFETY: as in `find_splice`.
-            if !n.is_null() && unsafe { Self::cmp_node(n, key) } == CmpOrdering::Less {
+            if !n.is_null() && !ptr::eq(n, known_ge) && unsafe { Self::cmp_node(n, key) } == CmpOrdering::Less {
                 x = n;
             } else if level == 0 {
                 return n;
             } else {
+                known_ge = n;
                 level -= 1;
             }
         }
