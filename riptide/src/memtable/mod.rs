@@ -246,6 +246,8 @@ impl Memtable {
     fn find_splice(&self, key: &[u8], prev: &mut [*const Node; MAX_HEIGHT], next: &mut [*const Node; MAX_HEIGHT]) {
         let mut x = self.head;
         let top = self.max_height.load(Ordering::Acquire);
+        // As in `find_ge`: the successor found one level up is known to be >= `key`.
+        let mut known_ge: *const Node = ptr::null();
         for level in (0..MAX_HEIGHT).rev() {
             if level >= top {
                 prev[level] = self.head;
@@ -257,11 +259,12 @@ impl Memtable {
                 // it has (levels only point to nodes at least that tall).
                 let n = unsafe { Node::link(x, level) }.load(Ordering::Acquire);
                 // SAFETY: `n` is a published non-head node when non-null.
-                if !n.is_null() && unsafe { Self::cmp_node(n, key) } == CmpOrdering::Less {
+                if !n.is_null() && !ptr::eq(n, known_ge) && unsafe { Self::cmp_node(n, key) } == CmpOrdering::Less {
                     x = n;
                 } else {
                     prev[level] = x;
                     next[level] = n;
+                    known_ge = n;
                     break;
                 }
             }
