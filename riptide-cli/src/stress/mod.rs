@@ -19,6 +19,7 @@
 //!   after a random time each round; each child verifies on start.
 //! - A failure prints the seed, the thread and its last operations, and exits with status 1.
 
+pub mod corrupt;
 pub mod expected;
 
 use clap::Args;
@@ -79,6 +80,10 @@ pub struct StressArgs {
     pub kill_min_ms: u64,
     #[arg(long, default_value_t = 3000)]
     pub kill_max_ms: u64,
+    /// Corruption sweep: build a fresh database at --db, then this many rounds of flipped bytes
+    /// in every file kind, each opened and read in full (see stress/corrupt.rs)
+    #[arg(long, default_value_t = 0)]
+    pub corrupt_sweep: u32,
     /// Internal: run as the crash driver's child
     #[arg(long, hide = true, default_value_t = false)]
     pub child: bool,
@@ -172,6 +177,9 @@ pub fn run(a: &StressArgs) -> Result<bool, String> {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.as_nanos() as u64)
     };
+    if a.corrupt_sweep > 0 {
+        return corrupt::run(a, seed);
+    }
     if a.crash_rounds > 0 && !a.child {
         return crash_driver(a, seed);
     }
