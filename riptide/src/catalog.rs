@@ -84,6 +84,9 @@ impl Catalog {
                 supported: CATALOG_FORMAT_VERSION,
             });
         }
+        if version == 0 {
+            return Err(bad(8, "catalog format version 0"));
+        }
         let count = u32_at(12)? as usize;
         let next_id = u32_at(16)?;
         let mut off = 20;
@@ -98,6 +101,14 @@ impl Catalog {
                 .get(off + 6..off + 6 + len)
                 .ok_or_else(|| bad(off, "truncated catalog"))?;
             let name = String::from_utf8(name.to_vec()).map_err(|_| bad(off, "table name is not UTF-8"))?;
+            // Writers keep the entries sorted by id, ids unique and names unique, non-empty
+            // and at most MAX_TABLE_NAME bytes: anything else would open two tables as one.
+            if tables.last().is_some_and(|(prev, _): &(u32, String)| *prev >= id) {
+                return Err(bad(off, "table ids are not strictly increasing"));
+            }
+            if name.is_empty() || name.len() > MAX_TABLE_NAME || tables.iter().any(|(_, n)| *n == name) {
+                return Err(bad(off, "empty, overlong or duplicate table name"));
+            }
             tables.push((id, name));
             off += 6 + len;
         }
@@ -157,6 +168,29 @@ mod tests {
         assert!(Catalog::decode(Path::new("CATALOG"), &reused.encode())
             .unwrap_err()
             .is_corruption());
+    }
+
+    /// Found by the `small_file` fuzz target (catalog, with fixed CRC): a checksummed catalog
+    /// of version 0, or with duplicate or unsorted ids or duplicate names, was accepted.
+    #[test]
+    fn impossible_catalogs_with_valid_checksums_are_corrupt() {
+        let p = Path::new("CATALOG");
+        let mut v0 = Catalog::new().encode();
+        v0[8..12].copy_from_slice(&0u32.to_le_bytes());
+        let n = v0.len();
+        let crc = mask_crc(crc32c::crc32c(&v0[..n - 4]));
+        v0[n - 4..].copy_from_slice(&crc.to_le_bytes());
+        assert!(Catalog::decode(p, &v0).unwrap_err().is_corruption());
+        for tables in [
+            vec![(0, DEFAULT_TABLE.into()), (2, "a".into()), (2, "b".into())],
+            vec![(0, DEFAULT_TABLE.into()), (3, "a".into()), (2, "b".into())],
+            vec![(0, DEFAULT_TABLE.into()), (1, "a".into()), (2, "a".into())],
+            vec![(0, DEFAULT_TABLE.into()), (1, String::new())],
+            vec![(0, DEFAULT_TABLE.into()), (1, "x".repeat(MAX_TABLE_NAME + 1))],
+        ] {
+            let c = Catalog { tables, next_id: 9 };
+            assert!(Catalog::decode(p, &c.encode()).unwrap_err().is_corruption(), "{c:?}");
+        }
     }
 
     #[test]

@@ -43,6 +43,9 @@ mod extent_store;
 pub mod failpoint;
 mod flush;
 pub mod fs;
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod inspect;
 mod iter;
 pub mod key;

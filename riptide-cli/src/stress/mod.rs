@@ -28,6 +28,7 @@
 //!   named crash point of the engine.
 //! - A failure prints the seed, the thread and its last operations, and exits with status 1.
 
+pub mod corrupt;
 pub mod expected;
 pub mod ops;
 pub mod powercut;
@@ -107,6 +108,10 @@ pub struct StressArgs {
     /// is recovered and verified. Needs a binary built with `--features failpoints`
     #[arg(long)]
     pub crash_points: Option<String>,
+    /// Corruption sweep: build a fresh database at --db, then this many rounds of flipped bytes
+    /// in every file kind, each opened and read in full (see stress/corrupt.rs)
+    #[arg(long, default_value_t = 0)]
+    pub corrupt_sweep: u32,
     /// Internal: run as the crash driver's child
     #[arg(long, hide = true, default_value_t = false)]
     pub child: bool,
@@ -234,9 +239,17 @@ pub fn run(a: &StressArgs) -> Result<bool, String> {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.as_nanos() as u64)
     };
-    let modes = [a.crash_rounds > 0, a.power_cuts > 0, a.crash_points.is_some()];
+    let modes = [
+        a.crash_rounds > 0,
+        a.power_cuts > 0,
+        a.crash_points.is_some(),
+        a.corrupt_sweep > 0,
+    ];
     if !a.child && modes.iter().filter(|&&m| m).count() > 1 {
-        return Err("choose one of --crash_rounds, --power_cuts and --crash_points".into());
+        return Err("choose one of --crash_rounds, --power_cuts, --crash_points and --corrupt_sweep".into());
+    }
+    if a.corrupt_sweep > 0 {
+        return corrupt::run(a, seed);
     }
     if a.power_cuts > 0 {
         return powercut::run(a, &mix, seed);

@@ -32,7 +32,7 @@
 mod block;
 mod builder;
 mod filter;
-mod format;
+pub(crate) mod format;
 mod reader;
 #[cfg(test)]
 mod tests;

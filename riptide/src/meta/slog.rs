@@ -290,7 +290,7 @@ fn encode_slog_header(number: u64) -> [u8; SLOG_HEADER_SIZE] {
 }
 
 /// Checks a slog header; returns `(number, version)`.
-fn decode_slog_header(path: &Path, data: &[u8]) -> Result<(u64, u32)> {
+pub(crate) fn decode_slog_header(path: &Path, data: &[u8]) -> Result<(u64, u32)> {
     check_fixed_header(path, data, SLOG_HEADER_SIZE, SLOG_MAGIC, "slog header")?;
     if u32_at(data, 12) != 0 || u32_at(data, 24) != 0 {
         return Err(corrupt(path, 12, "slog header: reserved bytes are not zero"));
@@ -531,7 +531,7 @@ pub(crate) struct Replay {
 }
 
 /// Replays the committed transactions of a slog image into `state`.
-fn replay_slog(path: &Path, data: &[u8], state: &mut MetaState) -> Result<Replay> {
+pub(crate) fn replay_slog(path: &Path, data: &[u8], state: &mut MetaState) -> Result<Replay> {
     let (records, _tail) = frame_slog(path, data)?;
     let mut out = Replay {
         committed_end: SLOG_HEADER_SIZE,

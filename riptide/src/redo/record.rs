@@ -8,7 +8,7 @@
 //! - Ops are self-delimiting; decoding never trusts a length beyond the payload and never
 //!   panics on arbitrary bytes.
 
-use crate::key::{Lsn, ValueKind};
+use crate::key::{Lsn, ValueKind, MAX_LSN};
 
 /// Size of a record header.
 pub(crate) const RECORD_HEADER_SIZE: usize = 24;
@@ -157,9 +157,17 @@ pub(crate) fn decode_ops<'a>(header: &RecordHeader, payload: &'a [u8]) -> Result
     let mut pos = 0;
     while pos < payload.len() {
         let start = pos;
+        // LSNs are 56 bits (an internal key keeps `lsn << 8 | kind`): a larger one, or a group
+        // whose LSNs would run past that, is malformed (never an overflow).
         let op = match header.record_type {
-            RECORD_GROUP => get_op(payload, &mut pos, header.first_lsn + ops.len() as u64),
-            RECORD_REWRITE => get_varint(payload, &mut pos).and_then(|lsn| get_op(payload, &mut pos, lsn)),
+            RECORD_GROUP => header
+                .first_lsn
+                .checked_add(ops.len() as u64)
+                .filter(|&lsn| lsn <= MAX_LSN)
+                .and_then(|lsn| get_op(payload, &mut pos, lsn)),
+            RECORD_REWRITE => get_varint(payload, &mut pos)
+                .filter(|&lsn| lsn <= MAX_LSN)
+                .and_then(|lsn| get_op(payload, &mut pos, lsn)),
             _ => None,
         };
         match op {
@@ -223,6 +231,39 @@ mod tests {
         };
         let ops = decode_ops(&h, &r).unwrap();
         assert_eq!((ops[0].lsn, ops[1].lsn, ops[1].table), (99, 7, 1));
+    }
+
+    /// Found by the `redo` fuzz target (fixed CRCs): a group record whose first LSN is near
+    /// `u64::MAX` overflowed computing its ops' LSNs (a panic with overflow checks); LSNs past
+    /// 56 bits would also have been packed into internal keys with their top bits lost.
+    #[test]
+    fn lsns_past_56_bits_are_malformed_not_an_overflow() {
+        let mut p = Vec::new();
+        put_op(&mut p, ValueKind::Put, 0, b"a", b"b");
+        put_op(&mut p, ValueKind::Put, 0, b"c", b"d");
+        for first_lsn in [u64::MAX, MAX_LSN, MAX_LSN + 1, 1 << 60] {
+            let h = RecordHeader {
+                payload_crc: 0,
+                payload_len: p.len() as u32,
+                record_type: RECORD_GROUP,
+                first_lsn,
+            };
+            assert!(decode_ops(&h, &p).is_err(), "first LSN {first_lsn:#x}");
+        }
+        let h = RecordHeader {
+            payload_crc: 0,
+            payload_len: p.len() as u32,
+            record_type: RECORD_GROUP,
+            first_lsn: MAX_LSN - 1,
+        };
+        assert_eq!(decode_ops(&h, &p).unwrap()[1].lsn, MAX_LSN);
+        let mut r = Vec::new();
+        put_rewrite_op(&mut r, MAX_LSN + 1, ValueKind::Put, 0, b"a", b"b");
+        let h = RecordHeader {
+            record_type: RECORD_REWRITE,
+            ..h
+        };
+        assert!(decode_ops(&h, &r).is_err());
     }
 
     #[test]
