@@ -16,18 +16,41 @@ fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
 }
 
-/// A "nice" upper bound for an axis (1, 2 or 5 times a power of ten, at least `v`).
+/// A "nice" upper bound for an axis (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6 or 8 times a power of ten,
+/// at least `v`), so quarters of it are round numbers and the data fills most of the panel.
 fn nice_ceil(v: f64) -> f64 {
     if v <= 0.0 {
         return 1.0;
     }
     let p = 10f64.powf(v.log10().floor());
-    for m in [1.0, 2.0, 5.0, 10.0] {
+    for m in [1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0] {
         if m * p >= v {
             return m * p;
         }
     }
     10.0 * p
+}
+
+/// A horizontal grid line at `y` across the plot, labelled on the left.
+fn gridline(out: &mut String, y: f64, label: &str) {
+    let _ = writeln!(
+        out,
+        r##"<line x1="{LEFT}" y1="{y:.1}" x2="{}" y2="{y:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" font-size="11" text-anchor="end">{}</text>"##,
+        W - RIGHT,
+        LEFT - 6.0,
+        y + 4.0,
+        esc(label)
+    );
+}
+
+/// The vertical title of the panel spanning `ys`.
+fn axis_title(out: &mut String, ys: (f64, f64), title: &str) {
+    let mid = (ys.0 + ys.1) / 2.0;
+    let _ = writeln!(
+        out,
+        r#"<text x="16" y="{mid}" font-size="12" transform="rotate(-90 16 {mid})" text-anchor="middle">{}</text>"#,
+        esc(title)
+    );
 }
 
 fn polyline(out: &mut String, pts: &[(f64, f64)], color: &str, dash: bool) {
@@ -93,21 +116,9 @@ pub fn tsunami_svg(title: &str, rows: &[Row]) -> String {
     let y_tps = |v: f64| TOP_Y.1 - (TOP_Y.1 - TOP_Y.0) * v / ymax;
     for i in 0..=4 {
         let v = ymax * i as f64 / 4.0;
-        let y = y_tps(v);
-        let _ = writeln!(
-            out,
-            r##"<line x1="{LEFT}" y1="{y:.1}" x2="{}" y2="{y:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" font-size="11" text-anchor="end">{v:.0}</text>"##,
-            W - RIGHT,
-            LEFT - 6.0,
-            y + 4.0
-        );
+        gridline(&mut out, y_tps(v), &format!("{v:.0}"));
     }
-    let _ = writeln!(
-        out,
-        r#"<text x="16" y="{}" font-size="12" transform="rotate(-90 16 {})" text-anchor="middle">transactions per second</text>"#,
-        (TOP_Y.0 + TOP_Y.1) / 2.0,
-        (TOP_Y.0 + TOP_Y.1) / 2.0
-    );
+    axis_title(&mut out, TOP_Y, "transactions per second");
     let step = |f: &dyn Fn(&Row) -> f64| -> Vec<(f64, f64)> {
         rows.iter()
             .flat_map(|r| {
@@ -152,20 +163,9 @@ pub fn tsunami_svg(title: &str, rows: &[Row]) -> String {
         } else {
             format!("{v} us")
         };
-        let _ = writeln!(
-            out,
-            r##"<line x1="{LEFT}" y1="{y:.1}" x2="{}" y2="{y:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" font-size="11" text-anchor="end">{label}</text>"##,
-            W - RIGHT,
-            LEFT - 6.0,
-            y + 4.0
-        );
+        gridline(&mut out, y, &label);
     }
-    let _ = writeln!(
-        out,
-        r#"<text x="16" y="{}" font-size="12" transform="rotate(-90 16 {})" text-anchor="middle">response time</text>"#,
-        (BOTTOM_Y.0 + BOTTOM_Y.1) / 2.0,
-        (BOTTOM_Y.0 + BOTTOM_Y.1) / 2.0
-    );
+    axis_title(&mut out, BOTTOM_Y, "response time");
     let points = |f: &dyn Fn(&Row) -> f64| -> Vec<(f64, f64)> {
         rows.iter()
             .filter(|r| r.tps > 0)
@@ -237,8 +237,9 @@ mod tests {
     #[test]
     fn axes_are_nice_and_the_plot_draws_every_second() {
         assert_eq!(nice_ceil(0.0), 1.0);
-        assert_eq!(nice_ceil(7.0), 10.0);
-        assert_eq!(nice_ceil(120.0), 200.0);
+        assert_eq!(nice_ceil(7.0), 8.0);
+        assert_eq!(nice_ceil(120.0), 120.0);
+        assert_eq!(nice_ceil(52_525.0), 60_000.0);
         assert_eq!(nice_ceil(50_000.0), 50_000.0);
         let rows = vec![
             row(0, "before", 100, 300.0),
