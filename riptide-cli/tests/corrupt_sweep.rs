@@ -1,25 +1,9 @@
 //! `riptide stress --corrupt_sweep`: flipped bytes in every file kind are detected or harmless,
 //! never wrong data; and the sweep's check bites (a database it cannot trust is refused).
 
-use std::path::Path;
-use std::process::{Command, Output};
+mod common;
 
-fn stress(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_riptide"))
-        .arg("stress")
-        .arg(format!("--db={}", db.display()))
-        .args(args)
-        .output()
-        .expect("run riptide stress")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+use common::{stress, text};
 
 /// The summary row of one kind: `[injected, open, read, verify, silent, tail cut, failed]`.
 fn row(out: &str, kind: &str) -> Vec<u64> {

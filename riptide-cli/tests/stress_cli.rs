@@ -3,25 +3,10 @@
 //! power-cut mode recovers a prefix, and a tampered expected state is caught (the check bites).
 //! The whitebox crash-point walk is in `stress_whitebox.rs` (needs `--features failpoints`).
 
+mod common;
+
+use common::{stress, text};
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn stress(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_riptide"))
-        .arg("stress")
-        .arg(format!("--db={}", db.display()))
-        .args(args)
-        .output()
-        .expect("run riptide stress")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 #[test]
 fn a_run_verifies_and_the_next_one_starts_from_its_state() {
