@@ -704,6 +704,25 @@ fn fmt_keys(keys: &[(u32, u32, u32)]) -> String {
     parts.join(", ")
 }
 
+/// A child `riptide stress` run of the workload of `a` on `db` (`--child`: it verifies on start
+/// and skips the drivers), with its own seed and duration; the caller adds the rest.
+pub(crate) fn child_command(exe: &Path, a: &StressArgs, db: &Path, seed: u64, duration: u64) -> std::process::Command {
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("stress")
+        .arg(format!("--db={}", db.display()))
+        .arg(format!("--duration={duration}"))
+        .arg(format!("--threads={}", a.threads))
+        .arg(format!("--tables={}", a.tables))
+        .arg(format!("--keys={}", a.keys))
+        .arg(format!("--value_min={}", a.value_min))
+        .arg(format!("--value_max={}", a.value_max))
+        .arg(format!("--mix={}", a.mix))
+        .arg(format!("--seed={seed}"))
+        .arg(format!("--sync={}", a.sync))
+        .arg("--child");
+    cmd
+}
+
 /// The blackbox crash loop: runs the workload in a child, kills it after a random time,
 /// repeats; each child verifies the recovered state first. A last run verifies at the end.
 fn crash_driver(a: &StressArgs, seed: u64) -> Result<bool, String> {
@@ -717,20 +736,8 @@ fn crash_driver(a: &StressArgs, seed: u64) -> Result<bool, String> {
     for round in 0..=a.crash_rounds {
         let last = round == a.crash_rounds;
         let child_seed: u64 = rng.random();
-        let mut cmd = std::process::Command::new(&exe);
-        cmd.arg("stress")
-            .arg(format!("--db={}", a.db.display()))
-            .arg(format!("--duration={}", if last { 1 } else { a.duration }))
-            .arg(format!("--threads={}", a.threads))
-            .arg(format!("--tables={}", a.tables))
-            .arg(format!("--keys={}", a.keys))
-            .arg(format!("--value_min={}", a.value_min))
-            .arg(format!("--value_max={}", a.value_max))
-            .arg(format!("--mix={}", a.mix))
-            .arg(format!("--seed={child_seed}"))
-            .arg(format!("--sync={}", a.sync))
-            .arg(format!("--small={}", a.small))
-            .arg("--child")
+        let mut cmd = child_command(&exe, a, &a.db, child_seed, if last { 1 } else { a.duration });
+        cmd.arg(format!("--small={}", a.small))
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::inherit());
         let mut child = cmd.spawn().map_err(|e| format!("starting the child: {e}"))?;

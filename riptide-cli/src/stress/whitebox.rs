@@ -19,7 +19,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{Command, ExitStatus};
+use std::process::ExitStatus;
 
 /// The points `spec` names: `all`, or a comma-separated list of names from `POINTS`.
 fn parse_points(spec: &str) -> Result<Vec<&'static str>, String> {
@@ -49,21 +49,8 @@ fn child(
     crash_at: Option<&str>,
 ) -> Result<(ExitStatus, Vec<String>), String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let mut cmd = Command::new(exe);
-    cmd.arg("stress")
-        .arg(format!("--db={}", db.display()))
-        .arg(format!("--duration={duration}"))
-        .arg(format!("--threads={}", a.threads))
-        .arg(format!("--tables={}", a.tables))
-        .arg(format!("--keys={}", a.keys))
-        .arg(format!("--value_min={}", a.value_min))
-        .arg(format!("--value_max={}", a.value_max))
-        .arg(format!("--mix={}", a.mix))
-        .arg(format!("--seed={seed}"))
-        .arg(format!("--sync={}", a.sync))
-        .arg("--tiny")
-        .arg("--child")
-        .env_remove("RIPTIDE_CRASH_AT");
+    let mut cmd = super::child_command(&exe, a, db, seed, duration);
+    cmd.arg("--tiny").env_remove("RIPTIDE_CRASH_AT");
     if let Some(p) = crash_at {
         cmd.env("RIPTIDE_CRASH_AT", p);
     }
