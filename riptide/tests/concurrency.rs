@@ -181,9 +181,11 @@ impl Ctx {
         self.failed.load(Ordering::Acquire)
     }
 
-    /// True if `e` is the expected consequence of a power cut.
+    /// True if `e` is the expected consequence of a power cut: the abandoned database refuses
+    /// new operations (`Closed`), and a read already past that check when the power went finds
+    /// its file handle dead (FaultFs's error for handles from before a crash).
     fn stopped(&self, e: &str) -> bool {
-        e == CLOSED && self.crashed.load(Ordering::Acquire)
+        self.crashed.load(Ordering::Acquire) && (e == CLOSED || e.ends_with("file handle from before crash"))
     }
 
     fn batch(&self, w: usize, value: &[u8]) -> WriteBatch {

@@ -40,6 +40,22 @@ fn parse_points(spec: &str) -> Result<Vec<&'static str>, String> {
         .collect()
 }
 
+/// The workload that reaches `point` soonest: the tool's own range compactions push everything
+/// to L2 at once, so the background compaction points (all but the `*_range` ones) are walked
+/// with the `compact` weight at 0; self-major compactions also want deletes (4x the weight).
+/// Other points keep `mix` (already validated; 8 or 10 weights, `compact` is the 8th).
+fn mix_for(point: &str, mix: &str) -> String {
+    let mut w: Vec<u32> = mix.split(',').filter_map(|x| x.trim().parse().ok()).collect();
+    if point.starts_with("compaction.") && !point.contains("_range") && w.len() >= 8 {
+        w[7] = 0;
+        if point.contains("major_self") {
+            w[1] = w[1].saturating_mul(4).max(10);
+        }
+    }
+    let parts: Vec<String> = w.iter().map(u32::to_string).collect();
+    parts.join(",")
+}
+
 /// Runs one child `riptide stress` on `db`; returns its status and its stdout and stderr lines.
 fn child(
     a: &StressArgs,
@@ -90,6 +106,10 @@ pub fn run(a: &StressArgs, spec: &str, seed: u64) -> Result<bool, String> {
         }
         std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
         let db = dir.join("db");
+        let a = &StressArgs {
+            mix: mix_for(point, &a.mix),
+            ..a.clone()
+        };
         let nth: u32 = rng.random_range(1..=3);
         let (s1, s2): (u64, u64) = (rng.random(), rng.random());
         let target = format!("{point}@{nth}");
@@ -152,6 +172,25 @@ pub fn run(a: &StressArgs, spec: &str, seed: u64) -> Result<bool, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn background_compaction_points_run_without_range_compactions() {
+        let mix = "40,10,15,20,5,5,1,1,5,1";
+        assert_eq!(mix_for("flush.before_commit", mix), mix);
+        assert_eq!(mix_for("compaction.minor_range.after_commit", mix), mix);
+        assert_eq!(
+            mix_for("compaction.major.before_commit", mix),
+            "40,10,15,20,5,5,1,0,5,1"
+        );
+        assert_eq!(
+            mix_for("compaction.major_self.after_commit", mix),
+            "40,40,15,20,5,5,1,0,5,1"
+        );
+        assert_eq!(
+            mix_for("compaction.split.after_commit", "40,0,15,20,5,5,1,3"),
+            "40,0,15,20,5,5,1,0"
+        );
+    }
 
     #[test]
     fn points_come_from_the_engine() {
