@@ -210,6 +210,8 @@ pub struct Worker<'a, T: TxnEngine> {
     values: super::keys::ValueCursor<'a>,
     next_insert: &'a AtomicU64,
     queries: Vec<Query>,
+    /// Each query's latency in the current attempt (reused across transactions).
+    latencies: Vec<Duration>,
 }
 
 impl<'a, T: TxnEngine> Worker<'a, T> {
@@ -230,6 +232,7 @@ impl<'a, T: TxnEngine> Worker<'a, T> {
             values: values.cursor((seed as usize).wrapping_mul(7919)),
             next_insert,
             queries: Vec::with_capacity(cfg.xbench.txn_queries),
+            latencies: Vec::with_capacity(cfg.xbench.txn_queries),
         }
     }
 
@@ -297,7 +300,9 @@ impl<'a, T: TxnEngine> Worker<'a, T> {
     /// measured from `since` (its start, or for tsunami its scheduled time).
     pub fn transaction(&mut self, s: &mut XStats, since: Instant) -> Result<Duration, BenchError> {
         self.draw();
-        let mut lat = vec![Duration::ZERO; self.queries.len()];
+        let mut lat = std::mem::take(&mut self.latencies);
+        lat.clear();
+        lat.resize(self.queries.len(), Duration::ZERO);
         let mut tries = 0;
         loop {
             match self.attempt(&mut lat, s) {
@@ -322,6 +327,7 @@ impl<'a, T: TxnEngine> Worker<'a, T> {
             s.queries[q.kind()] += 1;
             record(&mut s.query_hist[q.kind()], *l);
         }
+        self.latencies = lat;
         Ok(took)
     }
 }
