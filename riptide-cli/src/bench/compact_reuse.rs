@@ -12,6 +12,16 @@
 //! 3. **Timed**: [`BenchEngine::compact_merge`]: the engine merges the two runs the way its own
 //!    compactions do. Throughput is input records (`11 * num`) per second.
 //!
+//! `--reuse_layout` says where the small run's keys fall. The seed says only that "all keys are
+//! distributed uniformly at random" and that the rest of the small run "contains groups of
+//! different versions of the same record":
+//! - `uniform` (default) reads that literally: distinct and hot keys are new uniformly random
+//!   key numbers, so the small run lands in every 16 KiB block of the large one.
+//! - `appended` reads it as e-commerce traffic: distinct keys are new records with key numbers
+//!   above every key of the large run (uniformly random in the upper half of the key space, as
+//!   new orders), and the hot keys are records of the large run (uniformly random among them:
+//!   updates of existing rows). Only the hot keys overlap the large run.
+//!
 //! Both engines see the same records in the same order (seeded by `--seed`). The report line
 //! is db_bench's format with one operation per input record (MB/s = bytes the merge wrote to
 //! data files); a `compact_reuse details:` line follows.
@@ -32,6 +42,39 @@ const LARGE_FACTOR: u64 = 10;
 /// Average versions per hot key in the small run.
 const VERSIONS_PER_HOT_KEY: u64 = 10;
 
+/// Where the small run's keys fall (`--reuse_layout`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// Distinct and hot keys are new uniformly random key numbers.
+    Uniform,
+    /// Distinct keys lie above the large run; hot keys are records of the large run.
+    Appended,
+}
+
+impl Layout {
+    /// Parses `--reuse_layout`.
+    pub fn from_name(name: &str) -> Result<Layout, BenchError> {
+        match name {
+            "uniform" => Ok(Layout::Uniform),
+            "appended" => Ok(Layout::Appended),
+            _ => Err(BenchError::Usage(format!(
+                "--reuse_layout={name}: expected uniform or appended"
+            ))),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Layout::Uniform => "uniform",
+            Layout::Appended => "appended",
+        }
+    }
+}
+
+/// The top bit of a key number: clear in the large run and set in the appended layout's
+/// distinct keys (key numbers are stored big-endian, so they sort above every large-run key).
+const UPPER_HALF: u64 = 1 << 63;
+
 /// Runs every round; returns the (reopened, fresh) database for the benchmarks that follow.
 pub fn run<E: BenchEngine>(cfg: &Config, mut db: E, values: &ValueSource) -> Result<E, BenchError> {
     let fail = |what: &'static str| move |e: EngineError| BenchError::engine(what, e);
@@ -43,19 +86,45 @@ pub fn run<E: BenchEngine>(cfg: &Config, mut db: E, values: &ValueSource) -> Res
         let mut key = KeyBuf::new(cfg.key_size);
         let mut vals = values.cursor(0);
         let large = cfg.num * LARGE_FACTOR;
-        load(&db, large, &mut key, &mut vals, || rng.next_u64()).map_err(fail("loading the large run"))?;
+        let hot_records = cfg.num * u64::from(100 - pct) / 100;
+        let hot_count = (hot_records / VERSIONS_PER_HOT_KEY).max(1);
+        let hot: Vec<u64> = match cfg.reuse_layout {
+            Layout::Uniform => {
+                load(&db, large, &mut key, &mut vals, || rng.next_u64()).map_err(fail("loading the large run"))?;
+                (0..hot_count).map(|_| rng.next_u64()).collect()
+            }
+            Layout::Appended => {
+                // The hot keys are the large run's records at `hot_count` random positions.
+                let mut pos_rng = Mt64::new(rng.next_u64());
+                let mut positions: Vec<u64> = (0..hot_count).map(|_| pos_rng.next_u64() % large).collect();
+                positions.sort_unstable();
+                let mut hot = Vec::with_capacity(positions.len());
+                let (mut i, mut next_pos) = (0u64, 0usize);
+                load(&db, large, &mut key, &mut vals, || {
+                    let k = rng.next_u64() & !UPPER_HALF;
+                    while next_pos < positions.len() && positions[next_pos] == i {
+                        hot.push(k);
+                        next_pos += 1;
+                    }
+                    i += 1;
+                    k
+                })
+                .map_err(fail("loading the large run"))?;
+                hot
+            }
+        };
         db.compact().map_err(fail("compacting the large run"))?;
         db.wait_for_background_work().map_err(fail("waiting for compaction"))?;
 
-        let hot_records = cfg.num * u64::from(100 - pct) / 100;
-        let hot: Vec<u64> = (0..(hot_records / VERSIONS_PER_HOT_KEY).max(1))
-            .map(|_| rng.next_u64())
-            .collect();
+        let layout = cfg.reuse_layout;
         let mut rng2 = Mt64::new(rng.next_u64());
         let pick = move || {
             let r = rng2.next_u64();
             if r % 100 < u64::from(pct) {
-                rng2.next_u64()
+                match layout {
+                    Layout::Uniform => rng2.next_u64(),
+                    Layout::Appended => rng2.next_u64() | UPPER_HALF,
+                }
             } else {
                 hot[(rng2.next_u64() % hot.len() as u64) as usize]
             }
@@ -65,7 +134,7 @@ pub fn run<E: BenchEngine>(cfg: &Config, mut db: E, values: &ValueSource) -> Res
         db.wait_for_background_work().map_err(fail("waiting for flushes"))?;
 
         let start = Instant::now();
-        let written = db.compact_merge().map_err(fail("compact_reuse"))?;
+        let (written, detail) = db.compact_merge().map_err(fail("compact_reuse"))?;
         let elapsed = start.elapsed();
         let records = large + cfg.num;
         let m = Merged {
@@ -80,10 +149,13 @@ pub fn run<E: BenchEngine>(cfg: &Config, mut db: E, values: &ValueSource) -> Res
         println!("{}", report::result_line("compact_reuse", &m));
         let written = written.map_or_else(|| "unknown".to_string(), |b| format!("{:.1} MB", b as f64 / 1e6));
         println!(
-            "compact_reuse details: distinct_pct={pct}: merged {large} + {} records ({} hot keys), {written} written",
+            "compact_reuse details: distinct_pct={pct}: merged {large} + {} records ({hot_count} hot keys, layout {}), {written} written",
             cfg.num,
-            (hot_records / VERSIONS_PER_HOT_KEY).max(1)
+            layout.name()
         );
+        if let Some(detail) = detail {
+            println!("compact_reuse details: distinct_pct={pct}: {detail}");
+        }
         println!("{}", db.level_stats_report().map_err(fail("levelstats"))?);
     }
     Ok(db)

@@ -71,7 +71,9 @@ Riptide's own:
                     10*num random records and compact them to the last level, then num records
                     of which that percentage are distinct keys (the rest ~10 versions each of
                     hot keys) and flush; time the engine merging the two runs (riptide: minor +
-                    major with data reuse; rocksdb: CompactRange, default bottommost policy)
+                    major with data reuse; rocksdb: CompactRange, default bottommost policy);
+                    --reuse_layout=appended puts the distinct keys above the large run's and
+                    takes the hot keys from it
   xbench            seed 000's e-commerce mix over transactions (riptide, rocksdb TransactionDB):
                     on a pristine database first loads records 0..num (seed: --key_size=12
                     --value_size=500), then each thread runs transactions of --txn_queries
@@ -286,6 +288,18 @@ pub struct BenchFlags {
         default_value = "90"
     )]
     pub distinct_pct: String,
+
+    /// compact_reuse: where the small run's keys fall. `uniform`: distinct keys and hot keys
+    /// are new uniformly random keys (the seed's text read literally); `appended`: distinct
+    /// keys are new keys above every key of the large run (inserts, as of new orders) and hot
+    /// keys are records of the large run (updates of existing rows)
+    #[arg(
+        long = "reuse_layout",
+        alias = "reuse-layout",
+        value_name = "uniform|appended",
+        default_value = "uniform"
+    )]
+    pub reuse_layout: String,
 
     /// xbench/tsunami: query mix point:range:update:insert (seed 000: 80:11:6:3 read-heavy,
     /// 42:10:32:16 Singles' Day)
@@ -731,6 +745,8 @@ pub struct Config {
     pub compression_ratio: f64,
     /// compact_reuse's `--distinct_pct` rounds (each in 1..=100).
     pub distinct_pcts: Vec<u32>,
+    /// compact_reuse's `--reuse_layout`.
+    pub reuse_layout: super::compact_reuse::Layout,
     /// xbench's and tsunami's settings.
     pub xbench: super::xbench::XbenchConfig,
     /// `--max_background_flushes` if given (not negative).
@@ -862,6 +878,7 @@ impl Config {
                 ))),
             })
             .collect::<Result<Vec<u32>, BenchError>>()?;
+        let reuse_layout = super::compact_reuse::Layout::from_name(&f.reuse_layout)?;
         let xbench = xbench_config(f)?;
         if engine == EngineKind::Fjall
             && benchmarks
@@ -1024,6 +1041,7 @@ impl Config {
             zipf,
             compression_ratio,
             distinct_pcts,
+            reuse_layout,
             xbench,
             max_background_flushes,
             max_background_compactions,

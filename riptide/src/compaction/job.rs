@@ -21,12 +21,13 @@
 //! a reader sees.
 
 use super::gc_versions;
-use super::merge::{ChainedBlocks, MergingEntries};
+use super::merge::{ChainedBlocks, EntrySource, MergingEntries};
 use crate::error::Result;
 use crate::extent::{BuiltExtent, ExtentBuilder, ExtentOptions, EXTENT_SIZE};
 use crate::extent_store::{user_part, ExtentStore, LiveExtent, OpenExtent};
-use crate::key::Lsn;
+use crate::key::{compare_internal_keys, decode_internal_key, Lsn, ValueKind};
 use crate::space::ExtentId;
+use std::cmp::Ordering;
 use std::sync::Arc;
 
 /// One input run: a layer of some level.
@@ -164,7 +165,12 @@ impl Output<'_> {
     /// Called before adding user key `key` (keys come in increasing order): closes the current
     /// extent if a fence lies between the previous key and `key`.
     fn cross_fences(&mut self, key: &[u8]) -> Result<()> {
-        let i = self.fences.partition_point(|f| f.as_slice() <= key);
+        // Keys only grow: walk on from the fences already passed (one compare per key in the
+        // usual case, not a binary search).
+        let mut i = self.passed;
+        while self.fences.get(i).is_some_and(|f| f.as_slice() <= key) {
+            i += 1;
+        }
         if i > self.passed {
             self.passed = i;
             self.close()?;
@@ -461,35 +467,254 @@ fn merge_group(
     for bgroup in closed_ranges(blocks, |b| (b.lo, b.hi)) {
         if bgroup.len() == 1 && plan.reuse {
             let b = &bgroup[0];
-            let entry = &b.open.reader.index()[b.index];
-            // A block with a fence inside is merged (cut row by row), never copied whole.
-            let purge = plan.bottom && entry.deletes > 0;
-            if !purge && !out.fence_within(b.lo, b.hi) {
-                out.cross_fences(b.lo)?;
-                let raw = b.open.reader.read_raw_block(b.open.file.as_ref(), b.index)?;
-                out.make_room(raw.stored.len() + entry.first_key.len() + entry.last_key.len() + 64)?;
-                out.builder.add_raw_block(&raw)?;
-                let old = (b.extent.cache_id, entry.offset);
-                if store.blocks.contains(&crate::cache::BlockKey {
-                    extent: old.0,
-                    offset: old.1,
-                }) {
-                    result.hot.push(HotBlock::Copied {
-                        old,
-                        output: out.written.len(),
-                        first_key: entry.first_key.clone(),
-                    });
-                }
-                result.stats.blocks_reused += 1;
-                result.stats.bytes_read += raw.stored.len() as u64;
-                result.stats.entries_in += u64::from(entry.rows);
-                result.stats.entries_out += u64::from(entry.rows);
+            if copyable(plan, out, b) {
+                copy_block(store, b, out, result)?;
+                continue;
+            }
+        }
+        if plan.reuse {
+            if let Some(split) = SparseSplit::of(&bgroup) {
+                merge_sparse(store, plan, snapshots, split, out, result)?;
                 continue;
             }
         }
         merge_blocks(store, snapshots, plan.bottom, &bgroup, out, result)?;
     }
     Ok(())
+}
+
+/// True if block `b` may be copied whole: it holds no tombstone that this job must purge and
+/// no fence cuts it.
+fn copyable(plan: &Plan, out: &Output<'_>, b: &BlockRef<'_>) -> bool {
+    let purge = plan.bottom && b.open.reader.index()[b.index].deletes > 0;
+    !purge && !out.fence_within(b.lo, b.hi)
+}
+
+/// Copies block `b` verbatim into the output (no decompression, no re-encoding).
+fn copy_block(store: &ExtentStore, b: &BlockRef<'_>, out: &mut Output<'_>, result: &mut TaskResult) -> Result<()> {
+    let entry = &b.open.reader.index()[b.index];
+    out.cross_fences(b.lo)?;
+    let raw = b.open.reader.read_raw_block(b.open.file.as_ref(), b.index)?;
+    out.make_room(raw.stored.len() + entry.first_key.len() + entry.last_key.len() + 64)?;
+    out.builder.add_raw_block(&raw)?;
+    let old = (b.extent.cache_id, entry.offset);
+    if store.blocks.contains(&crate::cache::BlockKey {
+        extent: old.0,
+        offset: old.1,
+    }) {
+        result.hot.push(HotBlock::Copied {
+            old,
+            output: out.written.len(),
+            first_key: entry.first_key.clone(),
+        });
+    }
+    result.stats.blocks_reused += 1;
+    result.stats.bytes_read += raw.stored.len() as u64;
+    result.stats.entries_in += u64::from(entry.rows);
+    result.stats.entries_out += u64::from(entry.rows);
+    Ok(())
+}
+
+/// True if any block of `blocks` is in the block cache.
+fn any_cached(store: &ExtentStore, blocks: &[&BlockRef<'_>]) -> bool {
+    blocks.iter().any(|b| {
+        store.blocks.contains(&crate::cache::BlockKey {
+            extent: b.extent.cache_id,
+            offset: b.open.reader.index()[b.index].offset,
+        })
+    })
+}
+
+/// A group of overlapping blocks in which one run (the *dense* run, typically the output
+/// level) has more blocks than all other runs together, so the others are sparse across it
+/// (seed 000 Fig. 8's third case: a block whose keys fall on both sides of another input's
+/// block). The dense run's blocks are cut into *units*, consecutive blocks that share no user
+/// key with their neighbours.
+struct SparseSplit<'g, 'a> {
+    dense: Vec<Vec<&'g BlockRef<'a>>>,
+    /// The other runs' blocks, per run, in key order.
+    sparse: Vec<Vec<&'g BlockRef<'a>>>,
+}
+
+impl<'g, 'a> SparseSplit<'g, 'a> {
+    fn of(group: &'g [BlockRef<'a>]) -> Option<Self> {
+        let mut runs: Vec<((u8, u64), Vec<&'g BlockRef<'a>>)> = Vec::new();
+        for b in group {
+            match runs.iter_mut().find(|(r, _)| *r == b.run) {
+                Some((_, list)) => list.push(b),
+                None => runs.push((b.run, vec![b])),
+            }
+        }
+        let (dense_at, _) = runs.iter().enumerate().max_by_key(|(_, (_, l))| l.len())?;
+        let dense_blocks = runs.remove(dense_at).1;
+        let sparse_count: usize = runs.iter().map(|(_, l)| l.len()).sum();
+        let mut dense: Vec<Vec<&'g BlockRef<'a>>> = Vec::new();
+        for b in dense_blocks {
+            match dense.last_mut() {
+                // A user key's versions may straddle two blocks of a run: keep them together.
+                Some(unit) if unit.last().is_some_and(|p| p.hi >= b.lo) => unit.push(b),
+                _ => dense.push(vec![b]),
+            }
+        }
+        if dense.len() < 2 || sparse_count >= dense.len() {
+            return None;
+        }
+        Some(SparseSplit {
+            dense,
+            sparse: runs.into_iter().map(|(_, l)| l).collect(),
+        })
+    }
+}
+
+/// Merges a [`SparseSplit`] group: the sparse runs are decoded and streamed; a dense unit that
+/// no sparse key falls inside is copied verbatim, one that some do is merged with exactly
+/// those entries, and sparse keys between units are written between them. Produces the same
+/// entries as [`merge_blocks`] over the whole group.
+fn merge_sparse(
+    store: &ExtentStore,
+    plan: &Plan,
+    snapshots: &[Lsn],
+    split: SparseSplit<'_, '_>,
+    out: &mut Output<'_>,
+    result: &mut TaskResult,
+) -> Result<()> {
+    let sparse_cached = split.sparse.iter().any(|run| any_cached(store, run));
+    let sources: Vec<ChainedBlocks<'_>> = split
+        .sparse
+        .iter()
+        .map(|run| ChainedBlocks::new(run.iter().map(|b| (b.open, b.index)).collect()))
+        .collect();
+    result.stats.blocks_merged += split.sparse.iter().map(|r| r.len() as u64).sum::<u64>();
+    let mut sparse = MergingEntries::new(sources)?;
+    let mut emit = Emitter::new(snapshots, plan.bottom);
+    for unit in &split.dense {
+        let (lo, hi) = (unit[0].lo, unit[unit.len() - 1].hi);
+        // Sparse keys below the unit go out first.
+        while let Some((k, v)) = sparse.peek().filter(|(k, _)| user_part(k) < lo) {
+            emit.push(k, v, out, result)?;
+            sparse.pop()?;
+        }
+        let inside = sparse.peek().is_some_and(|(k, _)| user_part(k) <= hi);
+        if !inside && unit.iter().all(|b| copyable(plan, out, b)) {
+            emit.finish(out, result)?;
+            for b in unit {
+                copy_block(store, b, out, result)?;
+            }
+            continue;
+        }
+        // Merge the unit with the sparse entries inside its range.
+        if sparse_cached || any_cached(store, unit) {
+            result.hot.push(HotBlock::Merged {
+                lo: lo.to_vec(),
+                hi: hi.to_vec(),
+            });
+        }
+        result.stats.blocks_merged += unit.len() as u64;
+        let mut dense = ChainedBlocks::new(unit.iter().map(|b| (b.open, b.index)).collect());
+        let mut dense_live = dense.advance()?;
+        loop {
+            let next_sparse = sparse.peek().filter(|(k, _)| user_part(k) <= hi);
+            match (dense_live, next_sparse) {
+                (false, None) => break,
+                (true, Some((k, v))) if compare_internal_keys(k, dense.key()) == Ordering::Less => {
+                    emit.push(k, v, out, result)?;
+                    sparse.pop()?;
+                }
+                (true, _) => {
+                    emit.push(dense.key(), dense.value(), out, result)?;
+                    dense_live = dense.advance()?;
+                }
+                (false, Some((k, v))) => {
+                    emit.push(k, v, out, result)?;
+                    sparse.pop()?;
+                }
+            }
+        }
+        result.stats.bytes_read += dense.bytes_read;
+    }
+    while let Some((k, v)) = sparse.peek() {
+        emit.push(k, v, out, result)?;
+        sparse.pop()?;
+    }
+    emit.finish(out, result)?;
+    result.stats.bytes_read += sparse.sources.iter().map(|s| s.bytes_read).sum::<u64>();
+    Ok(())
+}
+
+/// Takes merged entries in internal-key order and writes each user key's surviving versions
+/// (the GC rule) to the output. The current user key's versions are kept in one reused buffer,
+/// so merging allocates nothing per entry.
+struct Emitter<'s> {
+    snapshots: &'s [Lsn],
+    bottom: bool,
+    /// Keys and values of the current user key's versions, newest first, back to back.
+    buf: Vec<u8>,
+    /// Per version: (start in `buf`, key length, value length).
+    spans: Vec<(usize, usize, usize)>,
+}
+
+impl<'s> Emitter<'s> {
+    fn new(snapshots: &'s [Lsn], bottom: bool) -> Self {
+        Emitter {
+            snapshots,
+            bottom,
+            buf: Vec::with_capacity(256),
+            spans: Vec::with_capacity(4),
+        }
+    }
+
+    fn push(&mut self, key: &[u8], value: &[u8], out: &mut Output<'_>, result: &mut TaskResult) -> Result<()> {
+        let same_key = self
+            .spans
+            .first()
+            .is_some_and(|&(start, klen, _)| user_part(&self.buf[start..start + klen]) == user_part(key));
+        if !same_key {
+            self.finish(out, result)?;
+        }
+        result.stats.entries_in += 1;
+        let start = self.buf.len();
+        self.buf.extend_from_slice(key);
+        self.buf.extend_from_slice(value);
+        self.spans.push((start, key.len(), value.len()));
+        Ok(())
+    }
+
+    /// Writes the current user key's surviving versions.
+    fn finish(&mut self, out: &mut Output<'_>, result: &mut TaskResult) -> Result<()> {
+        let Some(&(start, klen, _)) = self.spans.first() else {
+            return Ok(());
+        };
+        let buf = &self.buf;
+        let key_of = |&(s, kl, _): &(usize, usize, usize)| &buf[s..s + kl];
+        let kept: Vec<usize> = if self.spans.len() == 1 {
+            // One version: kept unless it is a tombstone at the bottom.
+            let tombstone = matches!(
+                decode_internal_key(key_of(&self.spans[0])),
+                Some((_, _, ValueKind::Delete))
+            );
+            if self.bottom && tombstone {
+                Vec::new()
+            } else {
+                vec![0]
+            }
+        } else {
+            let keys: Vec<&[u8]> = self.spans.iter().map(key_of).collect();
+            gc_versions(&keys, self.snapshots, self.bottom)
+        };
+        let size: usize = kept.iter().map(|&i| self.spans[i].1 + self.spans[i].2 + 16).sum();
+        if !kept.is_empty() {
+            out.cross_fences(user_part(&buf[start..start + klen]))?;
+        }
+        out.make_room(size)?;
+        for i in kept {
+            let (s, kl, vl) = self.spans[i];
+            out.builder.add(&buf[s..s + kl], &buf[s + kl..s + kl + vl])?;
+            result.stats.entries_out += 1;
+        }
+        self.buf.clear();
+        self.spans.clear();
+        Ok(())
+    }
 }
 
 /// Decodes and merges overlapping blocks, applying the GC rule per user key.
@@ -524,37 +749,12 @@ fn merge_blocks(
         result.hot.push(HotBlock::Merged { lo, hi });
     }
     let mut merged = MergingEntries::new(sources)?;
-    let mut versions: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-    loop {
-        let next = merged.next_entry()?;
-        let same_key = match (&next, versions.first()) {
-            (Some((k, _)), Some((first, _))) => user_part(k) == user_part(first),
-            _ => false,
-        };
-        if !same_key && !versions.is_empty() {
-            let kept = gc_versions(&versions, snapshots, bottom);
-            let size: usize = kept
-                .iter()
-                .map(|&i| versions[i].0.len() + versions[i].1.len() + 16)
-                .sum();
-            if !kept.is_empty() {
-                out.cross_fences(user_part(&versions[0].0))?;
-            }
-            out.make_room(size)?;
-            for i in kept {
-                out.builder.add(&versions[i].0, &versions[i].1)?;
-                result.stats.entries_out += 1;
-            }
-            versions.clear();
-        }
-        match next {
-            Some(entry) => {
-                result.stats.entries_in += 1;
-                versions.push(entry);
-            }
-            None => break,
-        }
+    let mut emit = Emitter::new(snapshots, bottom);
+    while let Some((k, v)) = merged.peek() {
+        emit.push(k, v, out, result)?;
+        merged.pop()?;
     }
+    emit.finish(out, result)?;
     result.stats.bytes_read += merged.sources.iter().map(|s| s.bytes_read).sum::<u64>();
     Ok(())
 }

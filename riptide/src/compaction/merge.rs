@@ -104,10 +104,13 @@ impl EntrySource for ChainedBlocks<'_> {
 }
 
 /// The merge of several streams by internal key (a linear scan over the few sources: one per
-/// input run).
+/// input run). Entries are read in place ([`MergingEntries::peek`]) and stepped over
+/// ([`MergingEntries::pop`]); nothing is copied.
 pub(crate) struct MergingEntries<S: EntrySource> {
     pub(crate) sources: Vec<S>,
     live: Vec<bool>,
+    /// The source holding the smallest current entry.
+    best: Option<usize>,
 }
 
 impl<S: EntrySource> MergingEntries<S> {
@@ -116,11 +119,16 @@ impl<S: EntrySource> MergingEntries<S> {
         for s in &mut sources {
             live.push(s.advance()?);
         }
-        Ok(MergingEntries { sources, live })
+        let mut m = MergingEntries {
+            sources,
+            live,
+            best: None,
+        };
+        m.pick();
+        Ok(m)
     }
 
-    /// The next entry (internal key, value), or `None` at the end.
-    pub(crate) fn next_entry(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+    fn pick(&mut self) {
         let mut best: Option<usize> = None;
         for (i, s) in self.sources.iter().enumerate() {
             if !self.live[i] {
@@ -132,11 +140,20 @@ impl<S: EntrySource> MergingEntries<S> {
                 keep => keep,
             };
         }
-        let Some(b) = best else {
-            return Ok(None);
-        };
-        let entry = (self.sources[b].key().to_vec(), self.sources[b].value().to_vec());
-        self.live[b] = self.sources[b].advance()?;
-        Ok(Some(entry))
+        self.best = best;
+    }
+
+    /// The smallest current entry (internal key, value), or `None` at the end.
+    pub(crate) fn peek(&self) -> Option<(&[u8], &[u8])> {
+        self.best.map(|b| (self.sources[b].key(), self.sources[b].value()))
+    }
+
+    /// Steps past the entry [`MergingEntries::peek`] shows.
+    pub(crate) fn pop(&mut self) -> Result<()> {
+        if let Some(b) = self.best {
+            self.live[b] = self.sources[b].advance()?;
+            self.pick();
+        }
+        Ok(())
     }
 }

@@ -30,13 +30,14 @@ use crate::cache::BlockKey;
 use crate::error::Result;
 use crate::extent_store::{user_part, ExtentStore, LiveExtent};
 use crate::flush::{extent_meta, FlushContext};
-use crate::key::{decode_internal_key, Lsn, ValueKind};
+use crate::key::{compare_internal_keys, decode_internal_key, Lsn, ValueKind};
 use crate::meta::edit::{ExtentMeta, SlogEntry, TableEdit};
 use crate::meta::version::{Layer, LevelSet, MetaSnapshot};
 use crate::space::ExtentId;
 use crate::subtable::TableInner;
 use job::{HotBlock, JobResult, Plan, Run};
 pub(crate) use job::{JobStats, Units};
+use std::cmp::Ordering;
 use std::sync::Arc;
 
 /// Which compaction to run.
@@ -564,15 +565,14 @@ fn replace_cached_blocks(t: &TableInner, levels: &LevelSet, result: &JobResult) 
         return;
     }
     let store = &t.store;
-    let find = |output: usize| -> Option<Arc<LiveExtent>> {
-        let id = result.written.get(output)?.0 .0;
-        levels.all_extents().find(|e| e.meta.id == id).cloned()
-    };
+    // Output index → its installed extent (one pass over the levels, not one per block).
+    let by_id: std::collections::HashMap<u64, Arc<LiveExtent>> =
+        levels.all_extents().map(|e| (e.meta.id, e.clone())).collect();
+    let find = |output: usize| -> Option<Arc<LiveExtent>> { by_id.get(&result.written.get(output)?.0 .0).cloned() };
+    let mut merged: Vec<(&[u8], &[u8])> = Vec::new();
     for hot in &result.hot {
         match hot {
             HotBlock::Copied { old, output, first_key } => {
-                let Some(e) = find(*output) else { continue };
-                let Ok(open) = store.open(&e) else { continue };
                 let old_key = BlockKey {
                     extent: old.0,
                     offset: old.1,
@@ -580,7 +580,12 @@ fn replace_cached_blocks(t: &TableInner, levels: &LevelSet, result: &JobResult) 
                 let Some(block) = store.blocks.get(&old_key) else {
                     continue;
                 };
-                if let Some(entry) = open.reader.index().iter().find(|ie| &ie.first_key == first_key) {
+                let Some(e) = find(*output) else { continue };
+                let Ok(open) = store.open(&e) else { continue };
+                // Index entries are in key order: find the copied block by its first key.
+                let index = open.reader.index();
+                let at = index.partition_point(|ie| compare_internal_keys(&ie.first_key, first_key) == Ordering::Less);
+                if let Some(entry) = index.get(at).filter(|ie| &ie.first_key == first_key) {
                     let size = block.size();
                     store.blocks.insert(
                         BlockKey {
@@ -593,27 +598,50 @@ fn replace_cached_blocks(t: &TableInner, levels: &LevelSet, result: &JobResult) 
                     store.blocks.remove(&old_key);
                 }
             }
-            HotBlock::Merged { lo, hi } => {
-                for output in 0..result.written.len() {
-                    let Some(e) = find(output) else { continue };
-                    let Ok(open) = store.open(&e) else { continue };
-                    for (i, ie) in open.reader.index().iter().enumerate() {
-                        if user_part(&ie.first_key) <= hi.as_slice() && user_part(&ie.last_key) >= lo.as_slice() {
-                            let _ = store.block(&e, open, i);
-                        }
-                    }
-                }
+            HotBlock::Merged { lo, hi } => merged.push((lo, hi)),
+        }
+    }
+    if merged.is_empty() {
+        return;
+    }
+    // Load the output blocks that overlap a merged range: ranges sorted and coalesced, then
+    // one sweep per output extent.
+    merged.sort_unstable();
+    let mut ranges: Vec<(&[u8], &[u8])> = Vec::with_capacity(merged.len());
+    for (lo, hi) in merged {
+        match ranges.last_mut() {
+            Some(last) if lo <= last.1 => last.1 = last.1.max(hi),
+            _ => ranges.push((lo, hi)),
+        }
+    }
+    for output in 0..result.written.len() {
+        let Some(e) = find(output) else { continue };
+        let (smallest, largest) = (user_part(&e.meta.smallest), user_part(&e.meta.largest));
+        let first = ranges.partition_point(|r| r.1 < smallest);
+        if ranges.get(first).is_none_or(|r| r.0 > largest) {
+            continue;
+        }
+        let Ok(open) = store.open(&e) else { continue };
+        let mut r = first;
+        for (i, ie) in open.reader.index().iter().enumerate() {
+            let (lo, hi) = (user_part(&ie.first_key), user_part(&ie.last_key));
+            while ranges.get(r).is_some_and(|range| range.1 < lo) {
+                r += 1;
+            }
+            let Some(range) = ranges.get(r) else { break };
+            if range.0 <= hi {
+                let _ = store.block(&e, open, i);
             }
         }
     }
 }
 
 /// Indexes of the versions of one user key (newest first) that must survive.
-fn gc_versions(versions: &[(Vec<u8>, Vec<u8>)], snapshots: &[Lsn], bottom: bool) -> Vec<usize> {
+fn gc_versions<K: AsRef<[u8]>>(versions: &[K], snapshots: &[Lsn], bottom: bool) -> Vec<usize> {
     let mut kept = Vec::with_capacity(1);
     let mut newer: Option<Lsn> = None;
-    for (i, (ikey, _)) in versions.iter().enumerate() {
-        let Some((_, lsn, _)) = decode_internal_key(ikey) else {
+    for (i, ikey) in versions.iter().enumerate() {
+        let Some((_, lsn, _)) = decode_internal_key(ikey.as_ref()) else {
             continue;
         };
         let keep = match newer {
@@ -628,7 +656,7 @@ fn gc_versions(versions: &[(Vec<u8>, Vec<u8>)], snapshots: &[Lsn], bottom: bool)
     if bottom {
         // A tombstone with nothing older below it hides nothing.
         while let Some(&last) = kept.last() {
-            match decode_internal_key(&versions[last].0) {
+            match decode_internal_key(versions[last].as_ref()) {
                 Some((_, _, ValueKind::Delete)) => {
                     kept.pop();
                 }
@@ -643,10 +671,10 @@ fn gc_versions(versions: &[(Vec<u8>, Vec<u8>)], snapshots: &[Lsn], bottom: bool)
 mod tests {
     use super::*;
 
-    fn ik(k: &[u8], lsn: Lsn, kind: ValueKind) -> (Vec<u8>, Vec<u8>) {
+    fn ik(k: &[u8], lsn: Lsn, kind: ValueKind) -> Vec<u8> {
         let mut v = Vec::new();
         crate::key::encode_internal_key(&mut v, k, lsn, kind);
-        (v, b"x".to_vec())
+        v
     }
 
     #[test]

@@ -221,16 +221,22 @@ impl std::fmt::Debug for Block {
     }
 }
 
-impl Block {
-    /// Wraps decoded block contents, checking the restart array's bounds. `path` and `offset`
-    /// (absolute offset of the stored block) are used in errors.
-    pub(crate) fn new(data: Vec<u8>, path: Arc<Path>, offset: u64) -> Result<Block> {
+/// Where a decoded block's regions lie (checked against the block's size).
+struct BlockLayout {
+    restarts_offset: usize,
+    entries_end: usize,
+    buckets: (usize, usize),
+    num_restarts: usize,
+}
+
+impl BlockLayout {
+    fn of(data: &[u8], path: &Path, offset: u64) -> Result<BlockLayout> {
         let n = data.len();
-        let footer = match n.checked_sub(4).and_then(|p| get_u32(&data, p)) {
+        let footer = match n.checked_sub(4).and_then(|p| get_u32(data, p)) {
             Some(v) => v,
             None => {
                 return Err(Error::corruption(
-                    &*path,
+                    path,
                     offset,
                     "data block shorter than its restart count",
                 ))
@@ -240,21 +246,21 @@ impl Block {
         let max_restarts = (n - 4) / 4;
         if num_restarts == 0 || num_restarts > max_restarts {
             return Err(Error::corruption(
-                &*path,
+                path,
                 offset,
                 format!("data block has a bad restart count {num_restarts} (block is {n} bytes)"),
             ));
         }
         let restarts_offset = n - 4 - 4 * num_restarts;
-        if get_u32(&data, restarts_offset) != Some(0) {
+        if get_u32(data, restarts_offset) != Some(0) {
             return Err(Error::corruption(
-                &*path,
+                path,
                 offset,
                 "data block's first restart point is not 0",
             ));
         }
         let (entries_end, buckets) = if footer & HASH_INDEX_FLAG != 0 {
-            let bad = |why: &str| Error::corruption(&*path, offset, format!("data block hash index: {why}"));
+            let bad = |why: &str| Error::corruption(path, offset, format!("data block hash index: {why}"));
             if num_restarts > MAX_HASHED_RESTARTS {
                 return Err(bad("more restart points than a hash index can name"));
             }
@@ -272,12 +278,100 @@ impl Block {
         } else {
             (restarts_offset, (0, 0))
         };
-        Ok(Block {
-            data,
+        Ok(BlockLayout {
             restarts_offset,
             entries_end,
             buckets,
             num_restarts,
+        })
+    }
+}
+
+/// Walks every entry of decoded block contents `data` in order without building a [`Block`]
+/// (compaction's block copy: it needs each key once, not an iterator). Calls `f(key,
+/// value_len, new_user)` per entry, `new_user` false when the entry's user key (the internal
+/// key without its 8-byte trailer) equals the previous entry's. Checks that keys are internal
+/// keys in strictly increasing order (user keys ascending, a user key's sequence numbers
+/// descending) from the prefix compression alone, without comparing whole keys. Returns the
+/// last key. Errors name `path` and `offset`.
+pub(crate) fn scan_entries(
+    data: &[u8],
+    path: &Path,
+    offset: u64,
+    mut f: impl FnMut(&[u8], usize, bool) -> Result<()>,
+) -> Result<Vec<u8>> {
+    let limit = BlockLayout::of(data, path, offset)?.entries_end;
+    let mut key: Vec<u8> = Vec::with_capacity(64);
+    let mut p = 0;
+    let mut first = true;
+    while p < limit {
+        let bad = |why: String| Error::corruption(path, offset, why);
+        let (shared, non_shared, value_len, key_start) =
+            decode_entry(data, p, limit).ok_or_else(|| bad(format!("malformed entry at block offset {p}")))?;
+        let new_len = shared + non_shared;
+        if shared > key.len() || new_len < 8 {
+            return Err(bad(format!(
+                "entry at block offset {p} shares {shared} of a {}-byte previous key and is {new_len} bytes",
+                key.len()
+            )));
+        }
+        let suffix = &data[key_start..key_start + non_shared];
+        let tag = |k: &[u8]| u64::from_le_bytes(k[k.len() - 8..].try_into().expect("8 bytes"));
+        // Versus the previous key (the keys agree on `shared` bytes): is the user key new, and
+        // the previous key's tag if not.
+        let (new_user, old_tag) = if first {
+            (true, 0)
+        } else {
+            let (old_user, new_user_len) = (key.len() - 8, new_len - 8);
+            let order = if shared <= old_user && shared <= new_user_len {
+                user_order(&key[shared..old_user], &suffix[..new_user_len - shared])
+            } else {
+                // One user key ends inside the shared prefix: the shorter one sorts first.
+                old_user.cmp(&new_user_len)
+            };
+            match order {
+                Ordering::Less => (true, 0),
+                Ordering::Equal => (false, tag(&key)),
+                Ordering::Greater => return Err(bad(format!("entry at block offset {p}: keys out of order"))),
+            }
+        };
+        key.truncate(shared);
+        key.extend_from_slice(suffix);
+        // Versions of one user key: tags strictly descending (newest first).
+        if !new_user && tag(&key) >= old_tag {
+            return Err(bad(format!(
+                "entry at block offset {p}: versions of a key out of order"
+            )));
+        }
+        f(&key, value_len, new_user)?;
+        first = false;
+        p = key_start + non_shared + value_len;
+    }
+    Ok(key)
+}
+
+/// Orders two user keys that share a prefix, given what follows it in each: `old` the rest of
+/// the previous user key, `new` the rest of this one (Less = the previous key sorts first).
+#[inline]
+fn user_order(old: &[u8], new: &[u8]) -> Ordering {
+    match (old.first(), new.first()) {
+        // Different at the first byte after the prefix: by far the usual case.
+        (Some(a), Some(b)) if a != b => a.cmp(b),
+        _ => old.cmp(new),
+    }
+}
+
+impl Block {
+    /// Wraps decoded block contents, checking the restart array's bounds. `path` and `offset`
+    /// (absolute offset of the stored block) are used in errors.
+    pub(crate) fn new(data: Vec<u8>, path: Arc<Path>, offset: u64) -> Result<Block> {
+        let l = BlockLayout::of(&data, &path, offset)?;
+        Ok(Block {
+            data,
+            restarts_offset: l.restarts_offset,
+            entries_end: l.entries_end,
+            buckets: l.buckets,
+            num_restarts: l.num_restarts,
             path,
             offset,
         })
@@ -727,6 +821,59 @@ mod tests {
                 (k, v)
             })
             .collect()
+    }
+
+    /// `scan_entries` sees exactly what a `BlockIter` sees, and flags a new user key exactly
+    /// where the user part changes, across restart points and prefix-related keys.
+    #[test]
+    fn scan_entries_matches_the_iterator() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(78);
+        for round in 0..300 {
+            let n = rng.random_range(1..400);
+            let entries = sorted_entries(&mut rng, n);
+            let block = build_with(&entries, [1, 2, 4, 16][round % 4], round % 2 == 0);
+            let mut seen: Vec<(Vec<u8>, usize, bool)> = Vec::new();
+            let last = scan_entries(block.data(), &mem_path(), 0, |k, vlen, new_user| {
+                seen.push((k.to_vec(), vlen, new_user));
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(seen.len(), entries.len());
+            assert_eq!(last, entries.last().unwrap().0);
+            for (i, ((k, vlen, new_user), (ek, ev))) in seen.iter().zip(&entries).enumerate() {
+                assert_eq!(k, ek);
+                assert_eq!(*vlen, ev.len());
+                let expect_new = i == 0 || entries[i - 1].0[..entries[i - 1].0.len() - 8] != ek[..ek.len() - 8];
+                assert_eq!(*new_user, expect_new, "round {round} entry {i}");
+            }
+        }
+    }
+
+    /// A block whose entries are out of internal-key order is refused by `scan_entries`,
+    /// whichever way the order breaks.
+    #[test]
+    fn scan_entries_refuses_out_of_order_keys() {
+        let cases: Vec<Vec<Vec<u8>>> = vec![
+            vec![ikey(b"b", 1), ikey(b"a", 1)],
+            vec![ikey(b"ab", 1), ikey(b"a", 1)],
+            vec![ikey(b"abc", 1), ikey(b"abb", 1)],
+            vec![ikey(b"a", 1), ikey(b"a", 2)],
+            vec![ikey(b"a", 5), ikey(b"a", 5)],
+            vec![ikey(b"", 3), ikey(b"", 3)],
+        ];
+        for keys in cases {
+            for interval in [1, 16] {
+                let mut b = BlockBuilder::with_hash_index(interval, false);
+                let mut prev: Vec<u8> = Vec::new();
+                for k in &keys {
+                    b.add(&prev, k, b"v");
+                    prev.clone_from(k);
+                }
+                let data = b.finish().to_vec();
+                let err = scan_entries(&data, &mem_path(), 7, |_, _, _| Ok(())).unwrap_err();
+                assert!(err.is_corruption(), "{keys:?}: {err}");
+            }
+        }
     }
 
     /// Point lookups through the hash index agree with the binary search: for a present user

@@ -14,7 +14,7 @@ use std::cmp::Ordering;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::block::{Block, BlockBuilder, BlockIter};
+use super::block::{scan_entries, BlockBuilder};
 use super::filter::{build_filter, filter_block_size, hash64};
 use super::format::{
     check_block, compress_lz4, decompress_lz4, encode_index, props_size_bound, trailer, ExtentProperties, Footer,
@@ -243,58 +243,57 @@ impl ExtentBuilder {
                 e.size
             )));
         }
-        let decoded = match Compression::from_u8(ctype) {
-            Some(Compression::None) => contents.to_vec(),
-            Some(Compression::Lz4) => decompress_lz4(contents).map_err(corrupt)?,
+        let decoded;
+        let data: &[u8] = match Compression::from_u8(ctype) {
+            Some(Compression::None) => contents,
+            Some(Compression::Lz4) => {
+                decoded = decompress_lz4(contents).map_err(corrupt)?;
+                &decoded
+            }
             None => return Err(corrupt(format!("unknown block compression type {ctype}"))),
         };
-        let block = Arc::new(Block::new(decoded, raw.path.clone(), raw.file_offset)?);
         // Close the open block so the reused one keeps its own boundaries.
         self.flush_block()?;
-        let mut it = BlockIter::new(block);
-        it.seek_to_first();
         let (mut rows, mut deletes, mut min_lsn, mut max_lsn) = (0u32, 0u32, Lsn::MAX, 0);
-        let mut first = true;
-        let mut users = 0u64;
         let (mut key_bytes, mut value_bytes) = (0u64, 0u64);
+        let mut users = 0u64;
         let mut hashes = Vec::new();
-        let mut prev: Vec<u8> = self.last_key.clone();
+        let mut first = true;
         let had_prev = !self.is_empty();
-        while it.valid() {
-            let k = it.key();
+        let bloom = self.opts.bloom_bits_per_key > 0;
+        let last_key = &self.last_key;
+        // `scan_entries` checks the keys' order within the block; `check_next` above checked
+        // the first one against what the builder holds.
+        let block_last = scan_entries(data, &raw.path, raw.file_offset, |k, value_len, new_user| {
             let Some((user, lsn, kind)) = decode_internal_key(k) else {
                 return Err(corrupt("reused block holds a malformed internal key".into()));
             };
-            if first && k != &e.first_key[..] {
-                return Err(corrupt("reused block's first key differs from its index entry".into()));
-            }
-            if !first && compare_internal_keys(&prev, k) != Ordering::Less {
-                return Err(corrupt("reused block's keys are out of order".into()));
-            }
-            let new_user = match prev.len().checked_sub(8) {
-                Some(n) if had_prev || !first => &prev[..n] != user,
-                _ => true,
+            // The block's first user key may continue the previous block's.
+            let new_user = if first {
+                if k != &e.first_key[..] {
+                    return Err(corrupt("reused block's first key differs from its index entry".into()));
+                }
+                !had_prev || last_key.len() < 8 || &last_key[..last_key.len() - 8] != user
+            } else {
+                new_user
             };
             if new_user {
                 users += 1;
-                if self.opts.bloom_bits_per_key > 0 {
+                if bloom {
                     hashes.push(hash64(user));
                 }
             }
             rows += 1;
             deletes += u32::from(kind == ValueKind::Delete);
             key_bytes += k.len() as u64;
-            value_bytes += it.value().len() as u64;
+            value_bytes += value_len as u64;
             min_lsn = min_lsn.min(lsn);
             max_lsn = max_lsn.max(lsn);
-            prev.clear();
-            prev.extend_from_slice(k);
             first = false;
-            it.next();
-        }
-        it.status()?;
+            Ok(())
+        })?;
         if first
-            || prev != e.last_key
+            || block_last != e.last_key
             || rows != e.rows
             || deletes != e.deletes
             || min_lsn != e.min_lsn

@@ -241,8 +241,8 @@ impl BenchEngine for FjallEngine {
     }
 
     /// fjall has no partial manual compaction: a major compaction merges every level.
-    fn compact_merge(&self) -> Result<Option<u64>, EngineError> {
-        self.compact()
+    fn compact_merge(&self) -> Result<(Option<u64>, Option<String>), EngineError> {
+        Ok((self.compact()?, None))
     }
 
     /// Polls until no flush is queued, no memtable is sealed and no compaction runs, twice in a

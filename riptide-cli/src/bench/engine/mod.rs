@@ -272,8 +272,9 @@ pub trait BenchEngine: Send + Sync + Sized {
 
     /// compact_reuse's timed step: merges everything flushed down into the last level the way
     /// the engine's own compactions would (no forced rewrite of last-level data nothing
-    /// overlaps). Returns the bytes written to data files, if the engine can tell.
-    fn compact_merge(&self) -> Result<Option<u64>, EngineError>;
+    /// overlaps). Returns the bytes written to data files, if the engine can tell, and a line
+    /// on what the merge did (riptide: extents re-linked, blocks copied and merged per level).
+    fn compact_merge(&self) -> Result<(Option<u64>, Option<String>), EngineError>;
 
     /// db_bench's `waitforcompaction`: returns once no flush or compaction is running or due.
     fn wait_for_background_work(&self) -> Result<(), EngineError>;

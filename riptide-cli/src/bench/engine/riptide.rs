@@ -399,14 +399,34 @@ impl BenchEngine for RiptideEngine {
         Ok(Some(Self::background_bytes(&self.db.stats()).saturating_sub(before)))
     }
 
-    fn compact_merge(&self) -> Result<Option<u64>, EngineError> {
-        let before = Self::background_bytes(&self.db.stats());
+    fn compact_merge(&self) -> Result<(Option<u64>, Option<String>), EngineError> {
+        let before = self.db.stats();
         for t in self.tables()? {
             t.flush()?;
             t.compact_l0()?;
             t.compact_l1()?;
         }
-        Ok(Some(Self::background_bytes(&self.db.stats()).saturating_sub(before)))
+        let after = self.db.stats();
+        let written = Self::background_bytes(&after).saturating_sub(Self::background_bytes(&before));
+        let per_level: Vec<String> = after
+            .levels
+            .iter()
+            .zip(&before.levels)
+            .enumerate()
+            .filter(|(_, (a, b))| a.compactions > b.compactions)
+            .map(|(i, (a, b))| {
+                format!(
+                    "L{i}: {} of {} input extents re-linked, {} blocks copied, {} merged, {} read, {} written",
+                    a.extents_reused - b.extents_reused,
+                    a.input_extents - b.input_extents,
+                    a.blocks_reused - b.blocks_reused,
+                    a.blocks_merged - b.blocks_merged,
+                    mb(a.bytes_read - b.bytes_read),
+                    mb(a.bytes_written - b.bytes_written)
+                )
+            })
+            .collect();
+        Ok((Some(written), Some(per_level.join("; "))))
     }
 
     fn wait_for_background_work(&self) -> Result<(), EngineError> {

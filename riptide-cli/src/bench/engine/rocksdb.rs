@@ -385,11 +385,12 @@ impl BenchEngine for RocksDbEngine {
 
     /// CompactRange over everything with RocksDB's default bottommost policy
     /// (kIfHaveCompactionFilter: last-level files the input does not overlap are left alone).
-    fn compact_merge(&self) -> Result<Option<u64>, EngineError> {
-        self.new_file_bytes(|| {
+    fn compact_merge(&self) -> Result<(Option<u64>, Option<String>), EngineError> {
+        let written = self.new_file_bytes(|| {
             self.db.compact_range(None::<&[u8]>, None::<&[u8]>);
             Ok(())
-        })
+        })?;
+        Ok((written, None))
     }
 
     /// Polls db_bench's four properties until all read 0 twice in a row (db_bench sleeps 5 s,
