@@ -719,15 +719,15 @@ fn compact_reuse_merges_both_runs_per_percentage() {
     }
     let lines: Vec<&str> = stdout
         .lines()
-        .filter(|l| l.starts_with("compact_reuse details: "))
+        .filter(|l| l.starts_with("compact_reuse details: ") && l.contains(" merged 30000 + "))
         .collect();
     assert!(
-        lines[0].contains("distinct_pct=50: merged 30000 + 3000 records (150 hot keys)"),
+        lines[0].contains("distinct_pct=50: merged 30000 + 3000 records (150 hot keys, layout uniform)"),
         "{}",
         lines[0]
     );
     assert!(
-        lines[1].contains("distinct_pct=100: merged 30000 + 3000 records (1 hot keys)"),
+        lines[1].contains("distinct_pct=100: merged 30000 + 3000 records (1 hot keys, layout uniform)"),
         "{}",
         lines[1]
     );
@@ -747,6 +747,56 @@ fn compact_reuse_merges_both_runs_per_percentage() {
     let out = run(&db, &["--benchmarks=compact_reuse", "--distinct_pct=0"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--distinct_pct=0"));
+}
+
+/// compact_reuse --reuse_layout=appended: the hot keys are records of the large run (updates
+/// add no rows) and the distinct keys lie above it, so after the merge L2 holds the large run
+/// plus the distinct records only, and most of the large run's blocks were copied, not merged.
+#[test]
+fn compact_reuse_appended_layout_updates_the_large_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let (stdout, results) = bench(
+        &db,
+        &[
+            "--benchmarks=compact_reuse",
+            "--num=3000",
+            "--distinct_pct=90",
+            "--reuse_layout=appended",
+            "--seed=5",
+        ],
+    );
+    assert_eq!(result(&results, "compact_reuse", 0).ops, 33_000);
+    assert!(
+        stdout.contains("distinct_pct=90: merged 30000 + 3000 records (30 hot keys, layout appended)"),
+        "{stdout}"
+    );
+    let l2_entries: u64 = stdout
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("L2 "))
+        .and_then(|l| l.split_whitespace().last())
+        .and_then(|n| n.parse().ok())
+        .expect("level stats");
+    // About 90 % of the 3000 small-run records are new keys; the rest update existing rows.
+    assert!(
+        (32_500..=32_900).contains(&l2_entries),
+        "L2 holds {l2_entries} entries\n{stdout}"
+    );
+    let reuse = stdout
+        .lines()
+        .find(|l| l.starts_with("compact_reuse details: distinct_pct=90: L"))
+        .expect("reuse details");
+    let count = |what: &str| -> u64 {
+        let l2 = &reuse[reuse.find("L2: ").expect("an L2 part")..];
+        let at = l2.find(what).expect(what);
+        l2[..at].split_whitespace().last().unwrap().parse().unwrap()
+    };
+    let (copied, merged) = (count(" blocks copied"), count(" merged"));
+    assert!(copied > 2 * merged, "{reuse}");
+    let out = run(&db, &["--benchmarks=compact_reuse", "--reuse_layout=clustered"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--reuse_layout=clustered"));
 }
 
 /// With --histogram and --stats_interval_seconds each interval line carries that interval's
