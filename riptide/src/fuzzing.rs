@@ -21,9 +21,9 @@ use std::sync::Arc;
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::extent::format::{check_block, decode_index, decompress_lz4, trailer, Footer, FOOTER_SIZE, TRAILER_SIZE};
-use crate::extent::{mask_crc, verify_extent, Block, BlockIter, ExtentReader, EXTENT_SIZE};
+use crate::extent::{mask_crc, scan_entries, verify_extent, Block, BlockIter, ExtentReader, EXTENT_SIZE};
 use crate::fs::{FaultFs, FileSystem, ReadableFile};
-use crate::key::{encode_internal_key, ValueKind};
+use crate::key::{compare_internal_keys, encode_internal_key, ValueKind};
 use crate::meta::checkpoint::{load_checkpoint, CHECKPOINT_HEADER_SIZE};
 use crate::meta::edit::MetaState;
 use crate::meta::slog::{decode_slog_header, replay_slog, seal_fixed_header, Current, CURRENT_SIZE, SLOG_HEADER_SIZE};
@@ -138,7 +138,29 @@ pub fn data_block(data: &[u8]) -> Result<usize> {
     } else {
         rest.to_vec()
     };
-    walk_block(Block::new(contents, path, 0)?)
+    // Compaction's block copy reads blocks with `scan_entries`: whatever it accepts must be
+    // strictly ordered and must be exactly what the iterator reads.
+    let mut scanned: Vec<Vec<u8>> = Vec::new();
+    let scan = scan_entries(&contents, &path, 0, |k, _, _| {
+        if scanned.len() >= MAX_STEPS {
+            return Err(Error::corruption(Path::new("fuzz.dat"), 0, "step limit"));
+        }
+        scanned.push(k.to_vec());
+        Ok(())
+    });
+    if scan.is_ok() {
+        for pair in scanned.windows(2) {
+            assert!(
+                compare_internal_keys(&pair[0], &pair[1]) == std::cmp::Ordering::Less,
+                "scan_entries accepted keys out of order"
+            );
+        }
+    }
+    let n = walk_block(Block::new(contents, path, 0)?)?;
+    if scan.is_ok() && n < MAX_STEPS {
+        assert_eq!(scanned.len(), n, "scan_entries and the iterator disagree");
+    }
+    Ok(n)
 }
 
 // ---------------------------------------------------------------------------------------------

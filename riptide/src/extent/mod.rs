@@ -37,7 +37,7 @@ mod reader;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use block::{Block, BlockIter};
+pub(crate) use block::{scan_entries, Block, BlockIter};
 pub(crate) use builder::{BuiltExtent, ExtentBuilder};
 pub(crate) use format::{EXTENT_MAGIC, FOOTER_SIZE};
 pub(crate) use reader::{verify_extent, ExtentReader};
