@@ -14,12 +14,13 @@ use std::cmp::Ordering;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::block::{scan_entries, BlockBuilder};
+use super::block::BlockBuilder;
 use super::filter::{build_filter, filter_block_size, hash64};
 use super::format::{
     check_block, compress_lz4, decompress_lz4, encode_index, props_size_bound, trailer, ExtentProperties, Footer,
     Handle, IndexEntry, EXTENT_FORMAT_VERSION, FOOTER_SIZE, TRAILER_SIZE,
 };
+use super::scan_entries;
 use super::{Compression, ExtentOptions, EXTENT_SIZE};
 use crate::error::{Error, Result};
 use crate::key::{compare_internal_keys, decode_internal_key, Lsn, ValueKind};
