@@ -595,11 +595,12 @@ fn merge_sparse(
             sparse.pop()?;
         }
         let inside = sparse.peek().is_some_and(|(k, _)| user_part(k) <= hi);
-        if !inside && unit.iter().all(|b| copyable(plan, out, b)) {
+        // Only a unit of one block is copied: an output extent may be cut between any two
+        // copied blocks, and the blocks of a larger unit share a user key, which must not
+        // span two extents.
+        if !inside && unit.len() == 1 && copyable(plan, out, unit[0]) {
             emit.finish(out, result)?;
-            for b in unit {
-                copy_block(store, b, out, result)?;
-            }
+            copy_block(store, unit[0], out, result)?;
             continue;
         }
         // Merge the unit with the sparse entries inside its range.
