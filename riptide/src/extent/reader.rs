@@ -62,6 +62,9 @@ pub(crate) struct ExtentReader {
     /// search of [`Self::find_block`] touches few cache lines.
     last_keys: Vec<u8>,
     last_key_ends: Vec<usize>,
+    /// Each block's offset (as in the index) in a small dense array: a point lookup reads it
+    /// instead of the large index entry (one cache miss fewer).
+    block_offsets: Vec<u64>,
     filter: Option<Filter>,
     props: ExtentProperties,
 }
@@ -162,6 +165,7 @@ impl ExtentReader {
             last_keys.extend_from_slice(&e.last_key);
             last_key_ends.push(last_keys.len());
         }
+        let block_offsets = index.iter().map(|e| e.offset).collect();
         Ok(ExtentReader {
             path,
             base,
@@ -170,6 +174,7 @@ impl ExtentReader {
             index,
             last_keys,
             last_key_ends,
+            block_offsets,
             filter,
             props,
         })
@@ -187,6 +192,22 @@ impl ExtentReader {
     #[inline]
     pub fn may_contain_hash(&self, hash: u64) -> bool {
         self.filter.as_ref().is_none_or(|f| f.may_contain_hash(hash))
+    }
+
+    /// Starts loading the filter line [`Self::may_contain_hash`] will read for `hash` into the
+    /// CPU cache (nothing without a filter).
+    #[inline]
+    pub fn prefetch_filter(&self, hash: u64) {
+        if let Some(f) = &self.filter {
+            f.prefetch(hash);
+        }
+    }
+
+    /// Offset (relative to the extent start) of data block `i`, as in its index entry; `None`
+    /// if out of range. Reads a small dense array rather than the index entry.
+    #[inline]
+    pub fn block_offset(&self, i: usize) -> Option<u64> {
+        self.block_offsets.get(i).copied()
     }
 
     /// True if the extent has a bloom filter.
@@ -334,6 +355,7 @@ impl ExtentReader {
                 .sum::<usize>()
             + self.last_keys.capacity()
             + self.last_key_ends.capacity() * std::mem::size_of::<usize>()
+            + self.block_offsets.capacity() * std::mem::size_of::<u64>()
             + self.props.smallest.capacity()
             + self.props.largest.capacity()
     }
