@@ -33,6 +33,7 @@ mod block;
 mod builder;
 mod filter;
 pub(crate) mod format;
+mod packed;
 mod reader;
 #[cfg(test)]
 mod tests;
@@ -41,6 +42,7 @@ pub(crate) use block::{Block, BlockIter};
 pub(crate) use builder::{BuiltExtent, ExtentBuilder};
 pub(crate) use filter::filter_hash;
 pub(crate) use format::{EXTENT_MAGIC, FOOTER_SIZE};
+pub(crate) use packed::PackedKeys;
 pub(crate) use reader::{verify_extent, ExtentReader};
 
 use std::cmp::Ordering;

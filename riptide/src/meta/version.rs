@@ -12,12 +12,11 @@
 //!   its slots are freed when the last `LevelSet` holding it drops.
 
 use crate::error::{Error, Result};
-use crate::extent::cmp_ikey;
+use crate::extent::PackedKeys;
 use crate::extent_store::{ExtentStore, LiveExtent};
 use crate::key::{compare_internal_keys, Lsn};
 use crate::memtable::Memtable;
 use crate::meta::edit::{ExtentMeta, TableEdit, TableMeta};
-use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -29,28 +28,16 @@ pub(crate) const LEVELS: usize = 3;
 pub(crate) struct Layer {
     pub(crate) id: u64,
     pub(crate) extents: Vec<Arc<LiveExtent>>,
-    /// The extents' largest keys packed together (`largest_ends[i]` ends extent `i`'s), so
-    /// [`Self::find`]'s binary search reads one small array instead of chasing a pointer per
-    /// step.
-    largest_keys: Vec<u8>,
-    largest_ends: Vec<usize>,
+    /// The extents' largest keys packed together, so [`Self::find`] searches small dense
+    /// arrays instead of chasing a pointer per step.
+    largest: PackedKeys,
 }
 
 impl Layer {
     /// A layer of `extents`, which must be sorted and disjoint.
     pub(crate) fn new(id: u64, extents: Vec<Arc<LiveExtent>>) -> Layer {
-        let mut largest_keys = Vec::with_capacity(extents.iter().map(|e| e.meta.largest.len()).sum());
-        let mut largest_ends = Vec::with_capacity(extents.len());
-        for e in &extents {
-            largest_keys.extend_from_slice(&e.meta.largest);
-            largest_ends.push(largest_keys.len());
-        }
-        Layer {
-            id,
-            extents,
-            largest_keys,
-            largest_ends,
-        }
+        let largest = PackedKeys::new(extents.iter().map(|e| e.meta.largest.as_slice()));
+        Layer { id, extents, largest }
     }
 
     fn sort(extents: &mut [Arc<LiveExtent>]) {
@@ -60,19 +47,8 @@ impl Layer {
     /// Index of the only extent that can hold `seek` (an internal key): the first whose
     /// largest key is >= `seek`.
     pub(crate) fn find(&self, seek: &[u8]) -> Option<usize> {
-        let ends = &self.largest_ends;
-        let (mut lo, mut hi) = (0, ends.len());
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            let start = if mid == 0 { 0 } else { ends[mid - 1] };
-            let key = self.largest_keys.get(start..ends[mid]).unwrap_or_default();
-            if cmp_ikey(key, seek) == Ordering::Less {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        (lo < self.extents.len()).then_some(lo)
+        let i = self.largest.lower_bound(seek);
+        (i < self.extents.len()).then_some(i)
     }
 
     /// Total valid bytes of the layer's extents.
@@ -281,6 +257,7 @@ mod tests {
     use crate::fs::PosixFs;
     use crate::key::{encode_internal_key, ValueKind};
     use crate::space::{ExtentSpace, SpaceOptions};
+    use std::cmp::Ordering;
 
     fn ikey(user: &[u8], lsn: u64) -> Vec<u8> {
         let mut v = Vec::new();
