@@ -135,9 +135,18 @@ impl ExtentStore {
         Ok(e.open.get_or_init(|| open))
     }
 
+    /// The open reader of `e` if it is already open (never does I/O).
+    #[inline]
+    pub(crate) fn open_if_ready<'a>(&self, e: &'a LiveExtent) -> Option<&'a Arc<OpenExtent>> {
+        e.open.get()
+    }
+
     /// Data block `i` of `e` (through the block cache).
     pub(crate) fn block(&self, e: &LiveExtent, open: &OpenExtent, i: usize) -> Result<Arc<Block>> {
-        let offset = open.reader.index()[i].offset;
+        let Some(offset) = open.reader.block_offset(i) else {
+            // Out of range: `read_block` reports it as an error.
+            return Ok(Arc::new(open.reader.read_block(open.file.as_ref(), i)?));
+        };
         let key = BlockKey {
             extent: e.cache_id,
             offset,

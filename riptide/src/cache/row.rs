@@ -1,10 +1,12 @@
 //! Row cache: the newest on-disk version of hot rows, keyed by (sub-table id, user key).
 //!
-//! A sharded hash table with CLOCK eviction per shard. Each shard is a slab of slots (key, lsn, value,
-//! charge, CLOCK reference bit) plus an index `HashMap<u64 hash, slot>` with an identity hasher; slots
-//! whose 64-bit hashes collide are chained. A lookup hashes the borrowed key once, takes the shard's read
-//! lock, probes the index and compares bytes: no allocation, O(1). The reference bit is an atomic set under
-//! the read lock (only if clear, so hot entries cause no writes).
+//! A sharded hash table with CLOCK eviction per shard. Each shard is a slab of slots (key and value
+//! bytes, lsn, charge, CLOCK reference bit) plus an index `HashMap<u64 hash, slot>` with an identity
+//! hasher; slots whose 64-bit hashes collide are chained. A slot holds key ‖ value inline when they fit
+//! in [`INLINE_ROW`] bytes (one heap allocation otherwise), so a hit on a small row reads the index and
+//! one slot, no other memory. A lookup hashes the borrowed key once, takes the shard's read lock, probes
+//! the index and compares bytes: no allocation, O(1). The reference bit is an atomic set under the read
+//! lock (only if clear, so hot entries cause no writes).
 //!
 //! Invariants (what the read path relies on):
 //! - Every mutation of a key ([`RowCache::insert_if`], [`RowCache::replace_if_present`],
@@ -53,16 +55,71 @@ impl RowEntry {
     }
 }
 
+/// Rows whose key and value together fit in this many bytes are stored inside their slot.
+pub(crate) const INLINE_ROW: usize = 46;
+
+/// A row's key ‖ value bytes: inside the slot when small, else in one heap allocation.
+enum RowBytes {
+    Inline { len: u8, buf: [u8; INLINE_ROW] },
+    Heap(Box<[u8]>),
+}
+
+impl RowBytes {
+    fn new(key: &[u8], value: &[u8]) -> RowBytes {
+        let len = key.len() + value.len();
+        if len <= INLINE_ROW {
+            let mut buf = [0u8; INLINE_ROW];
+            buf[..key.len()].copy_from_slice(key);
+            buf[key.len()..len].copy_from_slice(value);
+            RowBytes::Inline { len: len as u8, buf }
+        } else {
+            let mut v = Vec::with_capacity(len);
+            v.extend_from_slice(key);
+            v.extend_from_slice(value);
+            RowBytes::Heap(v.into_boxed_slice())
+        }
+    }
+
+    #[inline]
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            RowBytes::Inline { len, buf } => &buf[..*len as usize],
+            RowBytes::Heap(b) => b,
+        }
+    }
+}
+
+/// One cached row. The fields a lookup reads come first.
+#[repr(C)]
 struct Slot {
-    hash: u64,
-    lsn: u64,
-    value: Option<Arc<[u8]>>,
-    key: Box<[u8]>,
     table: u32,
+    /// Length of the key at the start of `bytes` (the value follows).
+    key_len: u32,
     /// Next slot with the same 64-bit hash, or NIL.
     next: u32,
-    charge: usize,
+    /// False for a cached tombstone (then `bytes` is only the key).
+    has_value: bool,
     referenced: AtomicBool,
+    lsn: u64,
+    bytes: RowBytes,
+    hash: u64,
+    charge: usize,
+}
+
+impl Slot {
+    #[inline]
+    fn key(&self) -> &[u8] {
+        self.bytes.as_slice().get(..self.key_len as usize).unwrap_or_default()
+    }
+
+    #[inline]
+    fn value(&self) -> Option<&[u8]> {
+        if self.has_value {
+            self.bytes.as_slice().get(self.key_len as usize..)
+        } else {
+            None
+        }
+    }
 }
 
 #[derive(Default)]
@@ -88,7 +145,7 @@ impl Inner {
         let mut i = *self.index.get(&hash)?;
         while i != NIL {
             let s = self.slot(i);
-            if s.table == table && *s.key == *key {
+            if s.table == table && s.key() == key {
                 return Some(i);
             }
             i = s.next;
@@ -260,7 +317,7 @@ impl RowCache {
         if !s.referenced.load(Ordering::Relaxed) {
             s.referenced.store(true, Ordering::Relaxed);
         }
-        let r = f(s.lsn, s.value.as_deref());
+        let r = f(s.lsn, s.value());
         drop(g);
         self.counters.hit();
         Some(r)
@@ -286,7 +343,7 @@ impl RowCache {
         }
         let e = RowEntry {
             lsn: s.lsn,
-            value: s.value.clone(),
+            value: s.value().map(Arc::from),
         };
         drop(g);
         self.counters.hit();
@@ -315,8 +372,9 @@ impl RowCache {
             self.drop_older(shard, hash, table, key, entry.lsn);
             return false;
         }
-        // Allocate outside the lock; inserts mostly find the key absent.
-        let mut key_box: Box<[u8]> = key.into();
+        // Copy the row outside the lock.
+        let bytes = RowBytes::new(key, entry.value.as_deref().unwrap_or_default());
+        let has_value = entry.value.is_some();
         let mut referenced = false;
         let (evicted, old) = {
             let mut g = shard.inner.write();
@@ -330,21 +388,21 @@ impl RowCache {
                 return false;
             }
             let old = existing.map(|i| {
-                let mut s = g.remove(i);
+                let s = g.remove(i);
                 referenced = s.referenced.load(Ordering::Relaxed);
-                std::mem::swap(&mut s.key, &mut key_box);
                 s
             });
             let evicted = g.evict_for(charge, shard.capacity);
             g.link(Slot {
-                hash,
-                lsn: entry.lsn,
-                value: entry.value,
-                key: key_box,
                 table,
+                key_len: key.len() as u32,
                 next: NIL,
-                charge,
+                has_value,
                 referenced: AtomicBool::new(referenced),
+                lsn: entry.lsn,
+                bytes,
+                hash,
+                charge,
             });
             (evicted, old)
         };
@@ -374,25 +432,26 @@ impl RowCache {
             self.drop_older(shard, hash, table, key, entry.lsn);
             return;
         }
+        let bytes = RowBytes::new(key, entry.value.as_deref().unwrap_or_default());
         let (evicted, old) = {
             let mut g = shard.inner.write();
             let Some(i) = g.find(hash, table, key) else { return };
             if g.slot(i).lsn > entry.lsn {
                 return;
             }
-            let mut old = g.remove(i);
-            let key_box = std::mem::take(&mut old.key);
+            let old = g.remove(i);
             let evicted = g.evict_for(charge, shard.capacity);
             g.link(Slot {
-                hash,
-                lsn: entry.lsn,
-                value: entry.value,
-                key: key_box,
                 table,
+                key_len: key.len() as u32,
                 next: NIL,
-                charge,
+                has_value: entry.value.is_some(),
                 // It was cached, so it is hot: keep it through the next CLOCK sweep.
                 referenced: AtomicBool::new(true),
+                lsn: entry.lsn,
+                bytes,
+                hash,
+                charge,
             });
             (evicted, old)
         };

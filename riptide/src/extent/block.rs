@@ -42,13 +42,6 @@ const BUCKETS_PER_KEY: usize = 4;
 /// Flag in the block footer: a hash index precedes the restart array.
 const HASH_INDEX_FLAG: u32 = 1 << 31;
 
-/// The bucket of `user_key` among `n` buckets.
-#[inline]
-fn bucket_of(user_key: &[u8], n: usize) -> usize {
-    let h = super::filter::filter_hash(user_key);
-    (((h >> 32) * n as u64) >> 32) as usize
-}
-
 /// Builds one data block.
 pub(crate) struct BlockBuilder {
     buf: Vec<u8>,
@@ -402,16 +395,21 @@ impl Block {
         &self.path
     }
 
-    /// The restart region a point lookup of `user_key` should scan: `Some(Some(r))` restart
-    /// `r`; `Some(None)` the key is not in this block; `None` no hash index or a collision
-    /// (binary-search instead).
+    /// The restart region a point lookup of the user key with [`super::filter_hash`] `hash`
+    /// should scan: `Some(Some(r))` restart `r`; `Some(None)` the key is not in this block;
+    /// `None` no hash index or a collision (binary-search instead).
     #[inline]
-    fn hashed_restart(&self, user_key: &[u8]) -> Option<Option<usize>> {
+    fn hashed_restart(&self, hash: u64) -> Option<Option<usize>> {
         let (start, n) = self.buckets;
         if n == 0 {
             return None;
         }
-        match self.data[start + bucket_of(user_key, n)] {
+        // The restart array is read right after the bucket: start loading it now so the two
+        // cache misses overlap.
+        let restarts_end = self.restarts_offset + 4 * self.num_restarts;
+        super::prefetch_range(&self.data, self.restarts_offset, restarts_end, 4);
+        let b = (((hash >> 32) * n as u64) >> 32) as usize;
+        match self.data.get(start + b).copied().unwrap_or(BUCKET_COLLISION) {
             BUCKET_EMPTY => Some(None),
             BUCKET_COLLISION => None,
             r if (r as usize) < self.num_restarts => Some(Some(r as usize)),
@@ -735,17 +733,32 @@ impl BlockIter {
     /// which only accept an entry with the target's user key). Uses the hash index when the
     /// block has one.
     pub fn seek_point(&mut self, target: &[u8]) {
+        let user = &target[..target.len().saturating_sub(8)];
+        self.seek_point_hashed(target, super::filter_hash(user));
+    }
+
+    /// [`Self::seek_point`] given `hash`, the [`super::filter_hash`] of the target's user key
+    /// (the bloom filters' hash, so one hash serves a whole lookup).
+    pub fn seek_point_hashed(&mut self, target: &[u8], hash: u64) {
         if self.is_corrupt() {
             return;
         }
-        let user = &target[..target.len().saturating_sub(8)];
-        match self.block.hashed_restart(user) {
+        match self.block.hashed_restart(hash) {
             None => self.seek(target),
             Some(None) => self.invalidate(),
             Some(Some(r)) => {
                 if !self.seek_to_restart_point(r) {
                     return;
                 }
+                // Load the whole restart region at once (it is scanned from its start), rather
+                // than one cache miss after the other as the scan advances.
+                let block = &*self.block;
+                let end = if r + 1 < block.num_restarts {
+                    block.restart_point(r + 1)
+                } else {
+                    self.limit
+                };
+                super::prefetch_range(&block.data, self.next, end.min(self.limit), 16);
                 while self.parse_entry() {
                     if cmp_ikey(&self.key, target) != Ordering::Less {
                         self.sync_restart_index();

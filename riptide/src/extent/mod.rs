@@ -33,13 +33,16 @@ mod block;
 mod builder;
 mod filter;
 pub(crate) mod format;
+mod packed;
 mod reader;
 #[cfg(test)]
 mod tests;
 
 pub(crate) use block::{scan_entries, Block, BlockIter};
 pub(crate) use builder::{BuiltExtent, ExtentBuilder};
+pub(crate) use filter::filter_hash;
 pub(crate) use format::{EXTENT_MAGIC, FOOTER_SIZE};
+pub(crate) use packed::PackedKeys;
 pub(crate) use reader::{verify_extent, ExtentReader};
 
 use std::cmp::Ordering;
@@ -198,6 +201,41 @@ pub(crate) fn get_varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
         if shift > 63 {
             return None;
         }
+    }
+}
+
+/// Asks the CPU to start loading the cache line holding `bytes[at]` (no effect if `at` is out
+/// of bounds, or on targets without a prefetch instruction). Point lookups issue these for
+/// memory they are about to read, so independent cache misses overlap instead of queueing.
+#[inline(always)]
+pub(crate) fn prefetch(bytes: &[u8], at: usize) {
+    if at >= bytes.len() {
+        return;
+    }
+    let p = bytes.as_ptr().wrapping_add(at);
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is only a hint: it never faults and has no effect the program can
+    // observe other than timing; `p` points inside `bytes` anyway (checked above).
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast::<i8>());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// [`prefetch`] for every cache line of `bytes[start..end]` (clamped to `bytes`), at most
+/// `max_lines` lines.
+#[inline]
+pub(crate) fn prefetch_range(bytes: &[u8], start: usize, end: usize, max_lines: usize) {
+    const LINE: usize = 64;
+    let end = end
+        .min(bytes.len())
+        .min(start.saturating_add(max_lines.saturating_mul(LINE)));
+    // Step from the line boundary at or below `start` so each line is touched once.
+    let mut at = start & !(LINE - 1);
+    while at < end {
+        prefetch(bytes, at.max(start));
+        at += LINE;
     }
 }
 

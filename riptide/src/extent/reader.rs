@@ -20,7 +20,7 @@ use super::format::{
     check_block, decode_index, decompress_lz4, ExtentProperties, Footer, FooterError, Handle, IndexEntry,
     EXTENT_FORMAT_VERSION, FOOTER_SIZE, TRAILER_SIZE,
 };
-use super::{cmp_ikey, Compression, EXTENT_SIZE};
+use super::{Compression, PackedKeys, EXTENT_SIZE};
 use crate::error::{Error, Result};
 use crate::fs::ReadableFile;
 use crate::key::{compare_internal_keys, decode_internal_key, Lsn, ValueKind};
@@ -58,10 +58,12 @@ pub(crate) struct ExtentReader {
     slots: u32,
     footer: Footer,
     index: Vec<IndexEntry>,
-    /// The index's last keys packed together (`last_key_ends[i]` ends key `i`), so the binary
-    /// search of [`Self::find_block`] touches few cache lines.
-    last_keys: Vec<u8>,
-    last_key_ends: Vec<usize>,
+    /// The index's last keys packed together, so the search of [`Self::find_block`] touches
+    /// few cache lines.
+    last_keys: PackedKeys,
+    /// Each block's offset (as in the index) in a small dense array: a point lookup reads it
+    /// instead of the large index entry (one cache miss fewer).
+    block_offsets: Vec<u64>,
     filter: Option<Filter>,
     props: ExtentProperties,
 }
@@ -156,12 +158,8 @@ impl ExtentReader {
         let props =
             ExtentProperties::decode(block(footer.props)?).map_err(|r| Error::corruption(&*path, props_at, r))?;
         check_props(&props, &index, &footer).map_err(|r| Error::corruption(&*path, props_at, r))?;
-        let mut last_keys = Vec::with_capacity(index.iter().map(|e| e.last_key.len()).sum());
-        let mut last_key_ends = Vec::with_capacity(index.len());
-        for e in &index {
-            last_keys.extend_from_slice(&e.last_key);
-            last_key_ends.push(last_keys.len());
-        }
+        let last_keys = PackedKeys::new(index.iter().map(|e| e.last_key.as_slice()));
+        let block_offsets = index.iter().map(|e| e.offset).collect();
         Ok(ExtentReader {
             path,
             base,
@@ -169,7 +167,7 @@ impl ExtentReader {
             footer,
             index,
             last_keys,
-            last_key_ends,
+            block_offsets,
             filter,
             props,
         })
@@ -187,6 +185,22 @@ impl ExtentReader {
     #[inline]
     pub fn may_contain_hash(&self, hash: u64) -> bool {
         self.filter.as_ref().is_none_or(|f| f.may_contain_hash(hash))
+    }
+
+    /// Starts loading the filter line [`Self::may_contain_hash`] will read for `hash` into the
+    /// CPU cache (nothing without a filter).
+    #[inline]
+    pub fn prefetch_filter(&self, hash: u64) {
+        if let Some(f) = &self.filter {
+            f.prefetch(hash);
+        }
+    }
+
+    /// Offset (relative to the extent start) of data block `i`, as in its index entry; `None`
+    /// if out of range. Reads a small dense array rather than the index entry.
+    #[inline]
+    pub fn block_offset(&self, i: usize) -> Option<u64> {
+        self.block_offsets.get(i).copied()
     }
 
     /// True if the extent has a bloom filter.
@@ -208,19 +222,8 @@ impl ExtentReader {
     /// `ikey` is past the extent's largest key.
     #[inline]
     pub fn find_block(&self, ikey: &[u8]) -> Option<usize> {
-        let ends = &self.last_key_ends;
-        let (mut lo, mut hi) = (0, ends.len());
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            let start = if mid == 0 { 0 } else { ends[mid - 1] };
-            let key = self.last_keys.get(start..ends[mid]).unwrap_or_default();
-            if cmp_ikey(key, ikey) == std::cmp::Ordering::Less {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        (lo < ends.len()).then_some(lo)
+        let i = self.last_keys.lower_bound(ikey);
+        (i < self.last_keys.len()).then_some(i)
     }
 
     fn entry(&self, i: usize) -> Result<&IndexEntry> {
@@ -332,8 +335,8 @@ impl ExtentReader {
                 .iter()
                 .map(|e| std::mem::size_of::<IndexEntry>() + e.first_key.capacity() + e.last_key.capacity())
                 .sum::<usize>()
-            + self.last_keys.capacity()
-            + self.last_key_ends.capacity() * std::mem::size_of::<usize>()
+            + self.last_keys.memory_size()
+            + self.block_offsets.capacity() * std::mem::size_of::<u64>()
             + self.props.smallest.capacity()
             + self.props.largest.capacity()
     }

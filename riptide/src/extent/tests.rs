@@ -977,3 +977,29 @@ fn fast_comparison_matches_compare_internal_keys() {
         assert_eq!(cmp_bytes(a, &base), a.cmp(&base));
     }
 }
+
+#[test]
+fn prefetch_is_a_harmless_hint_for_any_position() {
+    // Exercises the `unsafe` prefetch instruction: in bounds, at the ends, out of bounds and on
+    // empty slices. Nothing may fault and the bytes must be unchanged.
+    let bytes: Vec<u8> = (0..1000u32).map(|i| (i % 251) as u8).collect();
+    let before = bytes.clone();
+    for at in [0, 1, 63, 64, 500, 999, 1000, 5000, usize::MAX] {
+        prefetch(&bytes, at);
+    }
+    prefetch(&[], 0);
+    prefetch(&bytes[..0], 3);
+    for (start, end, lines) in [
+        (0, 1000, 16),
+        (10, 20, 1),
+        (999, 5000, 4),
+        (5000, 6000, 4),
+        (500, 100, 4),
+        (0, usize::MAX, 0),
+        (usize::MAX - 10, usize::MAX, 2),
+    ] {
+        prefetch_range(&bytes, start, end, lines);
+    }
+    prefetch_range(&[], 0, 100, 8);
+    assert_eq!(bytes, before);
+}

@@ -12,11 +12,11 @@
 //!   its slots are freed when the last `LevelSet` holding it drops.
 
 use crate::error::{Error, Result};
+use crate::extent::PackedKeys;
 use crate::extent_store::{ExtentStore, LiveExtent};
 use crate::key::{compare_internal_keys, Lsn};
 use crate::memtable::Memtable;
 use crate::meta::edit::{ExtentMeta, TableEdit, TableMeta};
-use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -28,9 +28,18 @@ pub(crate) const LEVELS: usize = 3;
 pub(crate) struct Layer {
     pub(crate) id: u64,
     pub(crate) extents: Vec<Arc<LiveExtent>>,
+    /// The extents' largest keys packed together, so [`Self::find`] searches small dense
+    /// arrays instead of chasing a pointer per step.
+    largest: PackedKeys,
 }
 
 impl Layer {
+    /// A layer of `extents`, which must be sorted and disjoint.
+    pub(crate) fn new(id: u64, extents: Vec<Arc<LiveExtent>>) -> Layer {
+        let largest = PackedKeys::new(extents.iter().map(|e| e.meta.largest.as_slice()));
+        Layer { id, extents, largest }
+    }
+
     fn sort(extents: &mut [Arc<LiveExtent>]) {
         extents.sort_by(|a, b| compare_internal_keys(&a.meta.smallest, &b.meta.smallest));
     }
@@ -38,9 +47,7 @@ impl Layer {
     /// Index of the only extent that can hold `seek` (an internal key): the first whose
     /// largest key is >= `seek`.
     pub(crate) fn find(&self, seek: &[u8]) -> Option<usize> {
-        let i = self
-            .extents
-            .partition_point(|e| compare_internal_keys(&e.meta.largest, seek) == Ordering::Less);
+        let i = self.largest.lower_bound(seek);
         (i < self.extents.len()).then_some(i)
     }
 
@@ -67,16 +74,7 @@ impl LevelSet {
     pub(crate) fn empty() -> Self {
         LevelSet {
             l0: Vec::new(),
-            sorted: [
-                Arc::new(Layer {
-                    id: 0,
-                    extents: Vec::new(),
-                }),
-                Arc::new(Layer {
-                    id: 0,
-                    extents: Vec::new(),
-                }),
-            ],
+            sorted: [Arc::new(Layer::new(0, Vec::new())), Arc::new(Layer::new(0, Vec::new()))],
             max_lsn: 0,
             level_bytes: [0; LEVELS],
         }
@@ -104,7 +102,7 @@ impl LevelSet {
             for (&id, metas) in layers {
                 let mut extents: Vec<Arc<LiveExtent>> = metas.iter().map(|m| store.live(m.clone())).collect();
                 Layer::sort(&mut extents);
-                let layer = Arc::new(Layer { id, extents });
+                let layer = Arc::new(Layer::new(id, extents));
                 if level == 0 {
                     set.l0.push(layer);
                 } else {
@@ -180,7 +178,7 @@ impl LevelSet {
                 _ => {
                     Layer::sort(&mut extents);
                     check_disjoint(&extents).map_err(|r| bad(format!("L{level}/{layer}: {r}")))?;
-                    Arc::new(Layer { id: layer, extents })
+                    Arc::new(Layer::new(layer, extents))
                 }
             };
             if level == 0 {
@@ -250,5 +248,80 @@ impl MetaSnapshot {
     /// All memtables, newest first.
     pub(crate) fn memtables(&self) -> impl Iterator<Item = &Arc<Memtable>> {
         std::iter::once(&self.active).chain(self.immutables.iter())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::PosixFs;
+    use crate::key::{encode_internal_key, ValueKind};
+    use crate::space::{ExtentSpace, SpaceOptions};
+    use std::cmp::Ordering;
+
+    fn ikey(user: &[u8], lsn: u64) -> Vec<u8> {
+        let mut v = Vec::new();
+        encode_internal_key(&mut v, user, lsn, ValueKind::Put);
+        v
+    }
+
+    #[test]
+    fn layer_find_matches_a_search_over_the_extents() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs: Arc<dyn crate::fs::FileSystem> = Arc::new(PosixFs);
+        let space = Arc::new(ExtentSpace::open(fs, dir.path(), SpaceOptions::default()).unwrap());
+        let store = Arc::new(ExtentStore::new(space, 0, 16));
+        // Extents with user keys of different lengths (one a prefix of the next) and several
+        // versions of one key split across two extents' boundaries.
+        let bounds: Vec<(Vec<u8>, Vec<u8>)> = vec![
+            (ikey(b"a", 5), ikey(b"ab", 3)),
+            (ikey(b"abc", 9), ikey(b"abc", 7)),
+            (ikey(b"abc", 6), ikey(b"b", 1)),
+            (ikey(b"ba", 4), ikey(b"bzzzzzzzzzzzzzzzzzzz", 2)),
+            (ikey(b"c", 8), ikey(b"d", 8)),
+        ];
+        let extents: Vec<Arc<LiveExtent>> = bounds
+            .iter()
+            .enumerate()
+            .map(|(i, (lo, hi))| {
+                store.live(ExtentMeta {
+                    id: i as u64 + 1,
+                    slots: 1,
+                    table: 0,
+                    smallest: lo.clone(),
+                    largest: hi.clone(),
+                    min_lsn: 1,
+                    max_lsn: 9,
+                    entries: 1,
+                    deletes: 0,
+                    data_size: 1,
+                    blocks: 1,
+                })
+            })
+            .collect();
+        let layer = Layer::new(7, extents.clone());
+        let users: [&[u8]; 12] = [
+            b"",
+            b"a",
+            b"aa",
+            b"ab",
+            b"abb",
+            b"abc",
+            b"abcd",
+            b"b",
+            b"ba",
+            b"bzzzzzzzzzzzzzzzzzzz",
+            b"c",
+            b"zz",
+        ];
+        for user in users {
+            for lsn in [0, 1, 2, 5, 6, 7, 8, 9, 100] {
+                let seek = ikey(user, lsn);
+                let want = extents.partition_point(|e| compare_internal_keys(&e.meta.largest, &seek) == Ordering::Less);
+                let want = (want < extents.len()).then_some(want);
+                assert_eq!(layer.find(&seek), want, "user {user:?} lsn {lsn}");
+            }
+        }
+        assert_eq!(Layer::new(0, Vec::new()).find(&ikey(b"a", 1)), None);
     }
 }

@@ -6,10 +6,13 @@
 //! at the snapshot decides (newer layers hold newer versions).
 
 use crate::error::{Error, Result};
-use crate::extent::BlockIter;
+use crate::extent::{filter_hash, BlockIter};
 use crate::extent_store::ExtentStore;
 use crate::key::{decode_internal_key, Lsn, ValueKind};
 use crate::meta::version::LevelSet;
+
+/// Layers whose bloom filter line a lookup prefetches before walking them.
+const PREFETCH_LAYERS: usize = 8;
 
 /// The internal key that sorts just before every version of `user_key` with LSN <= `snapshot`.
 pub(crate) fn seek_key(out: &mut Vec<u8>, user_key: &[u8], snapshot: Lsn) {
@@ -41,8 +44,26 @@ pub(crate) fn get_from_levels<R>(
         heap = v;
         &heap
     };
-    for layer in levels.layers() {
-        let Some(i) = layer.find(seek) else {
+    // One hash serves every bloom filter and every block's hash index.
+    let hash = filter_hash(user_key);
+    // Start loading the filter line of the first few layers' candidate extents at once, so
+    // their cache misses overlap instead of queueing one layer after the other. Only extents
+    // already open (no I/O here); the walk below does the real work in order.
+    let mut candidates = [None; PREFETCH_LAYERS];
+    for (layer, c) in levels.layers().zip(candidates.iter_mut()) {
+        *c = layer.find(seek);
+        if let Some(i) = *c {
+            if let Some(open) = store.open_if_ready(&layer.extents[i]) {
+                open.reader.prefetch_filter(hash);
+            }
+        }
+    }
+    for (n, layer) in levels.layers().enumerate() {
+        let candidate = match candidates.get(n) {
+            Some(&c) => c,
+            None => layer.find(seek),
+        };
+        let Some(i) = candidate else {
             continue;
         };
         let extent = &layer.extents[i];
@@ -50,7 +71,7 @@ pub(crate) fn get_from_levels<R>(
             continue;
         }
         let open = store.open(extent)?;
-        if !open.reader.may_contain(user_key) {
+        if !open.reader.may_contain_hash(hash) {
             continue;
         }
         let Some(b) = open.reader.find_block(seek) else {
@@ -58,7 +79,7 @@ pub(crate) fn get_from_levels<R>(
         };
         let block = store.block(extent, open, b)?;
         let mut it = BlockIter::new(block);
-        it.seek_point(seek);
+        it.seek_point_hashed(seek, hash);
         it.status()?;
         if !it.valid() {
             continue;
@@ -66,7 +87,7 @@ pub(crate) fn get_from_levels<R>(
         let Some((uk, lsn, kind)) = decode_internal_key(it.key()) else {
             return Err(Error::corruption(
                 open.reader.path(),
-                open.reader.index()[b].offset,
+                it.block().offset(),
                 "malformed internal key in a block whose checksum matches",
             ));
         };

@@ -225,6 +225,43 @@ fn shard_counts() {
     assert_eq!(RowCache::new(1 << 20, 4096).num_shards(), 4);
 }
 
+/// Rows up to `INLINE_ROW` bytes live inside their slot, larger ones in one allocation: both read
+/// back exactly (values and tombstones, empty keys and values, at and around the limit).
+#[test]
+fn inline_and_heap_rows_read_back() {
+    let c = big();
+    let mut n = 0u64;
+    for klen in [0usize, 1, 16, INLINE_ROW - 1, INLINE_ROW, INLINE_ROW + 1, 300] {
+        for vlen in [
+            0usize,
+            1,
+            10,
+            INLINE_ROW - klen.min(INLINE_ROW),
+            INLINE_ROW + 1 - klen.min(INLINE_ROW),
+            1000,
+        ] {
+            n += 1;
+            let key: Vec<u8> = (0..klen)
+                .map(|i| (i as u8).wrapping_mul(7).wrapping_add(n as u8))
+                .collect();
+            let value: Vec<u8> = (0..vlen).map(|i| (i as u8).wrapping_mul(13)).collect();
+            assert!(c.insert_if(3, &key, e(n, &value), || true));
+            assert_eq!(c.get(3, &key), Some(e(n, &value)), "key {klen} value {vlen}");
+            assert_eq!(
+                c.get_with(3, &key, |l, v| (l, v.map(<[u8]>::to_vec))),
+                Some((n, Some(value.clone())))
+            );
+            // A tombstone for the same key replaces it.
+            n += 1;
+            assert!(c.insert_if(3, &key, del(n), || true));
+            assert_eq!(c.get_with(3, &key, |l, v| (l, v.is_none())), Some((n, true)));
+            c.replace_if_present(3, &key, e(n + 1, &value));
+            n += 1;
+            assert_eq!(c.get(3, &key), Some(e(n, &value)));
+        }
+    }
+}
+
 /// Slots whose 64-bit hashes collide are chained; removal from any chain position keeps the rest.
 #[test]
 fn hash_collision_chains() {
@@ -233,14 +270,15 @@ fn hash_collision_chains() {
         let keys: [&[u8]; 4] = [b"a", b"b", b"c", b"d"];
         for (n, k) in keys.iter().enumerate() {
             g.link(Slot {
-                hash: 42,
-                lsn: n as u64,
-                value: None,
-                key: (*k).into(),
                 table: 1,
+                key_len: k.len() as u32,
                 next: NIL,
-                charge: 10,
+                has_value: false,
                 referenced: AtomicBool::new(false),
+                lsn: n as u64,
+                bytes: RowBytes::new(k, b""),
+                hash: 42,
+                charge: 10,
             });
         }
         assert_eq!(g.index.len(), 1);
