@@ -25,7 +25,7 @@ use super::merge::{ChainedBlocks, EntrySource, MergingEntries};
 use crate::error::Result;
 use crate::extent::{BuiltExtent, ExtentBuilder, ExtentOptions, EXTENT_SIZE};
 use crate::extent_store::{user_part, ExtentStore, LiveExtent, OpenExtent};
-use crate::key::{compare_internal_keys, decode_internal_key, Lsn, ValueKind};
+use crate::key::{compare_internal_keys, Lsn};
 use crate::space::ExtentId;
 use std::cmp::Ordering;
 use std::sync::Arc;
@@ -497,13 +497,9 @@ fn copy_block(store: &ExtentStore, b: &BlockRef<'_>, out: &mut Output<'_>, resul
     let raw = b.open.reader.read_raw_block(b.open.file.as_ref(), b.index)?;
     out.make_room(raw.stored.len() + entry.first_key.len() + entry.last_key.len() + 64)?;
     out.builder.add_raw_block(&raw)?;
-    let old = (b.extent.cache_id, entry.offset);
-    if store.blocks.contains(&crate::cache::BlockKey {
-        extent: old.0,
-        offset: old.1,
-    }) {
+    if is_cached(store, b) {
         result.hot.push(HotBlock::Copied {
-            old,
+            old: (b.extent.cache_id, entry.offset),
             output: out.written.len(),
             first_key: entry.first_key.clone(),
         });
@@ -515,14 +511,30 @@ fn copy_block(store: &ExtentStore, b: &BlockRef<'_>, out: &mut Output<'_>, resul
     Ok(())
 }
 
-/// True if any block of `blocks` is in the block cache.
-fn any_cached(store: &ExtentStore, blocks: &[&BlockRef<'_>]) -> bool {
-    blocks.iter().any(|b| {
-        store.blocks.contains(&crate::cache::BlockKey {
-            extent: b.extent.cache_id,
-            offset: b.open.reader.index()[b.index].offset,
-        })
+/// True if block `b` is in the block cache.
+fn is_cached(store: &ExtentStore, b: &BlockRef<'_>) -> bool {
+    store.blocks.contains(&crate::cache::BlockKey {
+        extent: b.extent.cache_id,
+        offset: b.open.reader.index()[b.index].offset,
     })
+}
+
+/// `blocks` grouped by input run, in order of first appearance (a run's blocks keep their
+/// order; blocks of one run never overlap).
+fn by_run<'g, 'a>(blocks: impl IntoIterator<Item = &'g BlockRef<'a>>) -> Vec<Vec<&'g BlockRef<'a>>> {
+    let mut runs: Vec<Vec<&'g BlockRef<'a>>> = Vec::new();
+    for b in blocks {
+        match runs.iter_mut().find(|list| list[0].run == b.run) {
+            Some(list) => list.push(b),
+            None => runs.push(vec![b]),
+        }
+    }
+    runs
+}
+
+/// One entry stream over `blocks` (of one run, in key order), read a block at a time.
+fn chain<'a>(blocks: &[&BlockRef<'a>]) -> ChainedBlocks<'a> {
+    ChainedBlocks::new(blocks.iter().map(|b| (b.open, b.index)).collect())
 }
 
 /// A group of overlapping blocks in which one run (the *dense* run, typically the output
@@ -538,16 +550,10 @@ struct SparseSplit<'g, 'a> {
 
 impl<'g, 'a> SparseSplit<'g, 'a> {
     fn of(group: &'g [BlockRef<'a>]) -> Option<Self> {
-        let mut runs: Vec<((u8, u64), Vec<&'g BlockRef<'a>>)> = Vec::new();
-        for b in group {
-            match runs.iter_mut().find(|(r, _)| *r == b.run) {
-                Some((_, list)) => list.push(b),
-                None => runs.push((b.run, vec![b])),
-            }
-        }
-        let (dense_at, _) = runs.iter().enumerate().max_by_key(|(_, (_, l))| l.len())?;
-        let dense_blocks = runs.remove(dense_at).1;
-        let sparse_count: usize = runs.iter().map(|(_, l)| l.len()).sum();
+        let mut runs = by_run(group);
+        let (dense_at, _) = runs.iter().enumerate().max_by_key(|(_, l)| l.len())?;
+        let dense_blocks = runs.remove(dense_at);
+        let sparse_count: usize = runs.iter().map(Vec::len).sum();
         let mut dense: Vec<Vec<&'g BlockRef<'a>>> = Vec::new();
         for b in dense_blocks {
             match dense.last_mut() {
@@ -559,10 +565,7 @@ impl<'g, 'a> SparseSplit<'g, 'a> {
         if dense.len() < 2 || sparse_count >= dense.len() {
             return None;
         }
-        Some(SparseSplit {
-            dense,
-            sparse: runs.into_iter().map(|(_, l)| l).collect(),
-        })
+        Some(SparseSplit { dense, sparse: runs })
     }
 }
 
@@ -578,12 +581,8 @@ fn merge_sparse(
     out: &mut Output<'_>,
     result: &mut TaskResult,
 ) -> Result<()> {
-    let sparse_cached = split.sparse.iter().any(|run| any_cached(store, run));
-    let sources: Vec<ChainedBlocks<'_>> = split
-        .sparse
-        .iter()
-        .map(|run| ChainedBlocks::new(run.iter().map(|b| (b.open, b.index)).collect()))
-        .collect();
+    let sparse_cached = split.sparse.iter().flatten().any(|b| is_cached(store, b));
+    let sources: Vec<ChainedBlocks<'_>> = split.sparse.iter().map(|run| chain(run)).collect();
     result.stats.blocks_merged += split.sparse.iter().map(|r| r.len() as u64).sum::<u64>();
     let mut sparse = MergingEntries::new(sources)?;
     let mut emit = Emitter::new(snapshots, plan.bottom);
@@ -604,31 +603,27 @@ fn merge_sparse(
             continue;
         }
         // Merge the unit with the sparse entries inside its range.
-        if sparse_cached || any_cached(store, unit) {
+        if sparse_cached || unit.iter().any(|b| is_cached(store, b)) {
             result.hot.push(HotBlock::Merged {
                 lo: lo.to_vec(),
                 hi: hi.to_vec(),
             });
         }
         result.stats.blocks_merged += unit.len() as u64;
-        let mut dense = ChainedBlocks::new(unit.iter().map(|b| (b.open, b.index)).collect());
+        let mut dense = chain(unit);
         let mut dense_live = dense.advance()?;
         loop {
-            let next_sparse = sparse.peek().filter(|(k, _)| user_part(k) <= hi);
-            match (dense_live, next_sparse) {
-                (false, None) => break,
-                (true, Some((k, v))) if compare_internal_keys(k, dense.key()) == Ordering::Less => {
+            // The smaller of the unit's next entry and the next sparse entry inside the unit.
+            match sparse.peek().filter(|(k, _)| user_part(k) <= hi) {
+                Some((k, v)) if !dense_live || compare_internal_keys(k, dense.key()) == Ordering::Less => {
                     emit.push(k, v, out, result)?;
                     sparse.pop()?;
                 }
-                (true, _) => {
+                _ if dense_live => {
                     emit.push(dense.key(), dense.value(), out, result)?;
                     dense_live = dense.advance()?;
                 }
-                (false, Some((k, v))) => {
-                    emit.push(k, v, out, result)?;
-                    sparse.pop()?;
-                }
+                _ => break,
             }
         }
         result.stats.bytes_read += dense.bytes_read;
@@ -643,8 +638,8 @@ fn merge_sparse(
 }
 
 /// Takes merged entries in internal-key order and writes each user key's surviving versions
-/// (the GC rule) to the output. The current user key's versions are kept in one reused buffer,
-/// so merging allocates nothing per entry.
+/// (the GC rule) to the output. The current user key's versions are kept in one reused buffer
+/// (entries are not copied into allocations of their own).
 struct Emitter<'s> {
     snapshots: &'s [Lsn],
     bottom: bool,
@@ -686,22 +681,8 @@ impl<'s> Emitter<'s> {
             return Ok(());
         };
         let buf = &self.buf;
-        let key_of = |&(s, kl, _): &(usize, usize, usize)| &buf[s..s + kl];
-        let kept: Vec<usize> = if self.spans.len() == 1 {
-            // One version: kept unless it is a tombstone at the bottom.
-            let tombstone = matches!(
-                decode_internal_key(key_of(&self.spans[0])),
-                Some((_, _, ValueKind::Delete))
-            );
-            if self.bottom && tombstone {
-                Vec::new()
-            } else {
-                vec![0]
-            }
-        } else {
-            let keys: Vec<&[u8]> = self.spans.iter().map(key_of).collect();
-            gc_versions(&keys, self.snapshots, self.bottom)
-        };
+        let keys: Vec<&[u8]> = self.spans.iter().map(|&(s, kl, _)| &buf[s..s + kl]).collect();
+        let kept = gc_versions(&keys, self.snapshots, self.bottom);
         let size: usize = kept.iter().map(|&i| self.spans[i].1 + self.spans[i].2 + 16).sum();
         if !kept.is_empty() {
             out.cross_fences(user_part(&buf[start..start + klen]))?;
@@ -728,23 +709,9 @@ fn merge_blocks(
     result: &mut TaskResult,
 ) -> Result<()> {
     // One stream per input run: a run's blocks are disjoint and (from the sweep) in key order.
-    type RunBlocks<'b> = ((u8, u64), Vec<(&'b OpenExtent, usize)>);
-    let mut runs: Vec<RunBlocks<'_>> = Vec::new();
-    let mut cached = false;
-    for b in blocks {
-        let entry = &b.open.reader.index()[b.index];
-        cached |= store.blocks.contains(&crate::cache::BlockKey {
-            extent: b.extent.cache_id,
-            offset: entry.offset,
-        });
-        match runs.iter_mut().find(|(r, _)| *r == b.run) {
-            Some((_, list)) => list.push((b.open, b.index)),
-            None => runs.push((b.run, vec![(b.open, b.index)])),
-        }
-    }
-    let sources: Vec<ChainedBlocks<'_>> = runs.into_iter().map(|(_, list)| ChainedBlocks::new(list)).collect();
+    let sources: Vec<ChainedBlocks<'_>> = by_run(blocks).iter().map(|run| chain(run)).collect();
     result.stats.blocks_merged += blocks.len() as u64;
-    if cached {
+    if blocks.iter().any(|b| is_cached(store, b)) {
         let lo = blocks.iter().map(|b| b.lo).min().unwrap_or_default().to_vec();
         let hi = blocks.iter().map(|b| b.hi).max().unwrap_or_default().to_vec();
         result.hot.push(HotBlock::Merged { lo, hi });
