@@ -162,7 +162,7 @@ fn modes_are_exclusive_and_whitebox_needs_the_feature() {
     let db = dir.path().join("db");
     let o = stress(&db, &["--power_cuts=1", "--crash_rounds=1"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    if !cfg!(feature = "failpoints") {
+    if !riptide::failpoint::ENABLED {
         let o = stress(&db, &["--crash_points=all"]);
         assert_eq!(o.status.code(), Some(2), "{}", text(&o));
         assert!(text(&o).contains("--features failpoints"), "{}", text(&o));

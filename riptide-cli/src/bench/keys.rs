@@ -435,7 +435,7 @@ impl ValueSource {
 }
 
 /// Hands out consecutive `value_size` slices of a [`ValueSource`], wrapping around.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ValueCursor<'a> {
     data: &'a [u8],
     value_size: usize,

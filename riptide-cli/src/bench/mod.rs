@@ -73,11 +73,7 @@ fn run_on<E: BenchEngine>(cfg: &Config) -> Result<(), BenchError> {
     let mut totals = RunTotals::default();
     let values = ValueSource::new(cfg.value_size, cfg.compression_ratio);
     let mut seeds = SeedCounter::default();
-    // xbench and tsunami print the statistics of the database they ran on; if one ran last, the
-    // database reopened after it has nothing new to say.
-    let mut stats_printed = false;
     for &bench in &cfg.benchmarks {
-        stats_printed = false;
         if bench == Benchmark::CompactReuse {
             if cfg.use_existing_db {
                 println!("{:<12} : skipped (--use_existing_db is true)", bench.name());
@@ -92,7 +88,6 @@ fn run_on<E: BenchEngine>(cfg: &Config) -> Result<(), BenchError> {
             db = xbench::run(cfg, bench, db, &values, pristine, &mut seeds)?;
             pristine = false;
             totals = RunTotals::default();
-            stats_printed = true;
             continue;
         }
         if bench.fresh_db() {
@@ -151,6 +146,9 @@ fn run_on<E: BenchEngine>(cfg: &Config) -> Result<(), BenchError> {
             path.display()
         );
     }
+    // xbench and tsunami print the statistics of the database they ran on; if one ran last, the
+    // database reopened after it has nothing new to say.
+    let stats_printed = matches!(cfg.benchmarks.last(), Some(Benchmark::XBench | Benchmark::Tsunami));
     if !stats_printed {
         for line in db.end_of_run_stats(&totals) {
             println!("{line}");

@@ -41,6 +41,11 @@ fn record(h: &mut Histogram<u64>, ns: u64) {
     }
 }
 
+/// Records latency `d` in nanoseconds (saturating at the histogram's top).
+pub(crate) fn record_duration(h: &mut Histogram<u64>, d: Duration) {
+    record(h, d.as_nanos().min(u64::MAX as u128) as u64);
+}
+
 /// Takes the samples gathered in `hists` since the last call (resetting them) and returns
 /// their merge, or `None` if there were none.
 pub fn take_interval(hists: &[Arc<Mutex<Histogram<u64>>>]) -> Option<Histogram<u64>> {
@@ -85,10 +90,9 @@ impl ThreadStats {
     #[inline]
     pub fn sample(&mut self, latency: Duration) {
         if let Some(h) = &mut self.hist {
-            let ns = latency.as_nanos().min(u64::MAX as u128) as u64;
-            record(h, ns);
+            record_duration(h, latency);
             if let Some(i) = &self.interval {
-                record(&mut i.lock().unwrap_or_else(|e| e.into_inner()), ns);
+                record_duration(&mut i.lock().unwrap_or_else(|e| e.into_inner()), latency);
             }
         }
     }

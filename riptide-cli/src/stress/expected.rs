@@ -86,7 +86,8 @@ fn pack(committed: u32, pending: u32) -> u64 {
     u64::from(committed) | (u64::from(pending) << 32)
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+/// Locks `m`, taking the data even if a panicking thread poisoned it.
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
@@ -287,6 +288,16 @@ impl Expected {
     pub fn clear_group(&self, th: u32) -> Result<(), String> {
         lock(&self.groups[th as usize]).clear();
         self.mirror(self.groups_offset() + GROUP_BYTES * u64::from(th), &[0u8; 4])
+    }
+
+    /// Clears every thread's non-empty group record.
+    pub fn clear_groups(&self) -> Result<(), String> {
+        for th in 0..MAX_THREADS {
+            if !self.group(th).is_empty() {
+                self.clear_group(th)?;
+            }
+        }
+        Ok(())
     }
 
     /// `(generation, state)` of thread `th`'s scratch table.

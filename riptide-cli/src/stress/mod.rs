@@ -428,11 +428,7 @@ fn verify_all(db: &Db, tables: &[Table], exp: &Expected) -> Result<u64, String> 
             }
         }
     }
-    for th in 0..MAX_THREADS {
-        if !exp.group(th).is_empty() {
-            exp.clear_group(th)?;
-        }
-    }
+    exp.clear_groups()?;
     ops::verify_scratch(db, exp, None)?;
     Ok(resolved)
 }
@@ -501,13 +497,10 @@ impl<'a> Worker<'a> {
         for k in &group {
             self.exp.begin(k.table, k.key, k.new)?;
         }
-        let start = self.hist.map(|h| h.stamp());
+        let stamped = self.hist.map(|h| (h, h.stamp()));
         let r = f();
-        let ack = match (&r, self.hist) {
-            (Ok(()), Some(h)) => Some(h.stamp()),
-            _ => None,
-        };
-        if let (Some(h), Some(start)) = (self.hist, start) {
+        if let Some((h, start)) = stamped {
+            let ack = r.is_ok().then(|| h.stamp());
             h.record(self.th, start, ack, group.clone(), scratch, what.clone());
         }
         r.map_err(|e| format!("{what} failed: {e}"))?;

@@ -28,7 +28,7 @@
 //! [`FaultFs`] already refuses calls on file handles opened before the cut; so nothing the old
 //! instance does afterwards reaches the recovered state.
 
-use super::expected::{Expected, GroupKey, MAX_THREADS};
+use super::expected::{lock, Expected, GroupKey};
 use super::ops::{self, Seen};
 use super::{open_tables, options, read_all, shown, StressArgs, Worker};
 use rand::rngs::StdRng;
@@ -75,10 +75,6 @@ impl std::fmt::Display for WriteRec {
 pub struct History {
     clock: AtomicU64,
     recs: Vec<Mutex<Vec<WriteRec>>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl History {
@@ -384,11 +380,7 @@ fn verify_cut(
     for (i, &s) in out.state.iter().enumerate() {
         exp.resolve(i as u32 / exp.keys, i as u32 % exp.keys, s)?;
     }
-    for th in 0..MAX_THREADS {
-        if !exp.group(th).is_empty() {
-            exp.clear_group(th)?;
-        }
-    }
+    exp.clear_groups()?;
     Ok(out)
 }
 

@@ -230,6 +230,8 @@ impl RedoLog {
         if self.unsynced {
             self.file.sync_data().map_err(|e| Error::io("fsync", &self.path, e))?;
             self.unsynced = false;
+            // Everything is on disk: the next writeback hint starts here, not over clean pages.
+            self.written_back = self.file.len();
         }
         Ok(())
     }

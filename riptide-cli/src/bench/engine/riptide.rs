@@ -426,7 +426,7 @@ impl BenchEngine for RiptideEngine {
                 )
             })
             .collect();
-        Ok((Some(written), Some(per_level.join("; "))))
+        Ok((Some(written), (!per_level.is_empty()).then(|| per_level.join("; "))))
     }
 
     fn wait_for_background_work(&self) -> Result<(), EngineError> {

@@ -32,7 +32,7 @@ use super::error::BenchError;
 use super::flags::Config;
 use super::keys::{KeyBuf, KeyDist, Mt64, ValueSource};
 use super::report;
-use super::stats::{new_histogram, Merged};
+use super::stats::{new_histogram, record_duration, Merged};
 use engine::{EngineTxn, TxnEngine, TxnError, XIsolation};
 use hdrhistogram::Histogram;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -192,14 +192,6 @@ impl XStats {
     }
 }
 
-#[inline]
-fn record(h: &mut Histogram<u64>, d: Duration) {
-    let ns = d.as_nanos().min(u64::MAX as u128) as u64;
-    if h.record(ns).is_err() {
-        h.saturating_record(ns);
-    }
-}
-
 /// One benchmark thread's generators.
 pub struct Worker<'a, T: TxnEngine> {
     engine: &'a T,
@@ -304,7 +296,11 @@ impl<'a, T: TxnEngine> Worker<'a, T> {
         lat.clear();
         lat.resize(self.queries.len(), Duration::ZERO);
         let mut tries = 0;
+        // A retry writes the same values as the first attempt, so the values (and what the
+        // engines end up holding) do not depend on how many conflicts an engine had.
+        let values_at_start = self.values.clone();
         loop {
+            self.values.clone_from(&values_at_start);
             match self.attempt(&mut lat, s) {
                 Ok(()) => break,
                 Err(TxnError::Conflict(e)) => {
@@ -322,10 +318,10 @@ impl<'a, T: TxnEngine> Worker<'a, T> {
         }
         let took = since.elapsed();
         s.txns += 1;
-        record(&mut s.txn_hist, took);
+        record_duration(&mut s.txn_hist, took);
         for (q, l) in self.queries.iter().zip(&lat) {
             s.queries[q.kind()] += 1;
-            record(&mut s.query_hist[q.kind()], *l);
+            record_duration(&mut s.query_hist[q.kind()], *l);
         }
         self.latencies = lat;
         Ok(took)
@@ -478,7 +474,7 @@ fn run_closed_loop<T: TxnEngine>(
         total.merge(&s);
         thread_seconds += took.as_secs_f64();
     }
-    for line in report_lines(cfg, &total, elapsed, thread_seconds) {
+    for line in report_lines("xbench", cfg, &total, elapsed, thread_seconds) {
         println!("{line}");
     }
     Ok(total)
@@ -486,7 +482,7 @@ fn run_closed_loop<T: TxnEngine>(
 
 /// xbench's result lines: db_bench's result line (ops = committed queries), then QPS/TPS, the
 /// query counts, and the latency percentiles.
-pub fn report_lines(cfg: &Config, s: &XStats, elapsed: Duration, thread_seconds: f64) -> Vec<String> {
+pub fn report_lines(name: &str, cfg: &Config, s: &XStats, elapsed: Duration, thread_seconds: f64) -> Vec<String> {
     let secs = elapsed.as_secs_f64().max(1e-9);
     let m = Merged {
         done: s.total_queries(),
@@ -498,9 +494,9 @@ pub fn report_lines(cfg: &Config, s: &XStats, elapsed: Duration, thread_seconds:
         hist: None,
     };
     let x = &cfg.xbench;
-    let mut out = vec![report::result_line("xbench", &m).trim_end().to_string()];
+    let mut out = vec![report::result_line(name, &m).trim_end().to_string()];
     out.push(format!(
-        "xbench summary: mix {} ({} queries per transaction, isolation {}, {} keys, {} threads): QPS {:.0}, TPS {:.0}, \
+        "{name} summary: mix {} ({} queries per transaction, isolation {}, {} keys, {} threads): QPS {:.0}, TPS {:.0}, \
          {} transactions committed, {} aborted and retried",
         x.mix.name(),
         x.txn_queries,
@@ -513,21 +509,21 @@ pub fn report_lines(cfg: &Config, s: &XStats, elapsed: Duration, thread_seconds:
         s.aborts
     ));
     out.push(format!(
-        "xbench queries: point {} ({} found), range {} ({} rows, --range_size={}), update {}, insert {}",
+        "{name} queries: point {} ({} found), range {} ({} rows, --range_size={}), update {}, insert {}",
         s.queries[0], s.found, s.queries[1], s.rows_scanned, x.range_size, s.queries[2], s.queries[3]
     ));
     out.push(format!(
-        "xbench latency (us): {:<11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}",
+        "{name} latency (us): {:<11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}",
         "", "count", "P50", "P95", "P99", "P99.9", "max"
     ));
-    let mut row = |name: &str, h: &Histogram<u64>| {
+    let mut row = |kind: &str, h: &Histogram<u64>| {
         if h.is_empty() {
             return;
         }
         let q = |p: f64| h.value_at_quantile(p) as f64 / 1000.0;
         out.push(format!(
-            "xbench latency (us): {:<11} {:>9} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>10.1}",
-            name,
+            "{name} latency (us): {:<11} {:>9} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>10.1}",
+            kind,
             h.len(),
             q(0.5),
             q(0.95),

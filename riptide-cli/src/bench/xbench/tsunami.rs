@@ -19,7 +19,7 @@ use super::{Worker, XStats};
 use crate::bench::error::BenchError;
 use crate::bench::flags::Config;
 use crate::bench::keys::ValueSource;
-use crate::bench::stats::new_histogram;
+use crate::bench::stats::{new_histogram, record_duration};
 use hdrhistogram::Histogram;
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -168,6 +168,7 @@ pub fn run<T: TxnEngine>(engine: &T, cfg: &Config, values: &ValueSource, seeds: 
     let schedule = Schedule::new(t);
     let next = AtomicU64::new(0);
     let next_insert = AtomicU64::new(cfg.num);
+    let txn_queries = cfg.xbench.txn_queries as u64;
     let stop = AtomicBool::new(false);
     let start = Instant::now();
     let per_thread: Vec<Result<(Vec<Second>, XStats), BenchError>> = std::thread::scope(|scope| {
@@ -188,7 +189,7 @@ pub fn run<T: TxnEngine>(engine: &T, cfg: &Config, values: &ValueSource, seeds: 
                         if due > now {
                             std::thread::sleep(due - now);
                         }
-                        let (txns, queries, aborts) = (totals.txns, totals.total_queries(), totals.aborts);
+                        let aborts = totals.aborts;
                         let took = match w.transaction(&mut totals, due) {
                             Ok(d) => d,
                             Err(e) => {
@@ -197,17 +198,15 @@ pub fn run<T: TxnEngine>(engine: &T, cfg: &Config, values: &ValueSource, seeds: 
                             }
                         };
                         let sec = start.elapsed().as_secs() as usize;
-                        while secs.len() <= sec {
-                            secs.push(Second::new());
+                        if secs.len() <= sec {
+                            secs.resize_with(sec + 1, Second::new);
                         }
+                        // A transaction returns only once committed, with all its queries.
                         let s = &mut secs[sec];
-                        s.txns += totals.txns - txns;
-                        s.queries += totals.total_queries() - queries;
+                        s.txns += 1;
+                        s.queries += txn_queries;
                         s.aborts += totals.aborts - aborts;
-                        let ns = took.as_nanos().min(u64::MAX as u128) as u64;
-                        if s.hist.record(ns).is_err() {
-                            s.hist.saturating_record(ns);
-                        }
+                        record_duration(&mut s.hist, took);
                     }
                     Ok((secs, totals))
                 })
@@ -229,10 +228,10 @@ pub fn run<T: TxnEngine>(engine: &T, cfg: &Config, values: &ValueSource, seeds: 
         let (secs, s) = r?;
         total.merge(&s);
         thread_seconds += elapsed.as_secs_f64();
+        if seconds.len() < secs.len() {
+            seconds.resize_with(secs.len(), Second::new);
+        }
         for (i, sec) in secs.into_iter().enumerate() {
-            while seconds.len() <= i {
-                seconds.push(Second::new());
-            }
             let m = &mut seconds[i];
             m.txns += sec.txns;
             m.queries += sec.queries;
@@ -240,8 +239,8 @@ pub fn run<T: TxnEngine>(engine: &T, cfg: &Config, values: &ValueSource, seeds: 
             let _ = m.hist.add(&sec.hist);
         }
     }
-    while (seconds.len() as u64) < schedule.seconds() {
-        seconds.push(Second::new());
+    if (seconds.len() as u64) < schedule.seconds() {
+        seconds.resize_with(schedule.seconds() as usize, Second::new);
     }
     let rows = rows(&schedule, &seconds);
     let prefix = t
@@ -273,8 +272,8 @@ pub fn run<T: TxnEngine>(engine: &T, cfg: &Config, values: &ValueSource, seeds: 
         t.phases[1]
     );
     write(&svg_path, plot::tsunami_svg(&title, &rows))?;
-    for line in super::report_lines(cfg, &total, elapsed, thread_seconds) {
-        println!("{}", line.replacen("xbench", "tsunami", 1));
+    for line in super::report_lines("tsunami", cfg, &total, elapsed, thread_seconds) {
+        println!("{line}");
     }
     for phase in ["before", "spike", "after", "drain"] {
         let in_phase: Vec<&Row> = rows.iter().filter(|r| r.phase == phase).collect();
