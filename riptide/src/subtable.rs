@@ -255,8 +255,13 @@ impl TableInner {
             };
             (entry, r)
         })?;
-        let Some((entry, r)) = found else {
-            return Ok(None);
+        let (entry, r) = match found {
+            Some(found) => found,
+            // No version in any level: cache the absence as a tombstone older than every
+            // version (LSN 0), so repeated lookups of absent hot keys skip the level walk. It
+            // is as safe as any cached row: memtables are read first, a flush replaces it with
+            // the flushed version, and the version guard refuses it if the levels changed.
+            None => (fill.then_some(RowEntry { lsn: 0, value: None }), None),
         };
         if let Some(entry) = entry {
             let version = view.version;

@@ -1,10 +1,10 @@
 //! Row cache: the newest on-disk version of hot rows, keyed by (sub-table id, user key).
 //!
-//! A sharded hash table with CLOCK eviction per shard. Each shard is a slab of slots (key and value
-//! bytes, lsn, charge, CLOCK reference bit) plus an index `HashMap<u64 hash, slot>` with an identity
-//! hasher; slots whose 64-bit hashes collide are chained. A slot holds key ‖ value inline when they fit
-//! in [`INLINE_ROW`] bytes (one heap allocation otherwise), so a hit on a small row reads the index and
-//! one slot, no other memory. A lookup hashes the borrowed key once, takes the shard's read lock, probes
+//! A sharded hash table with CLOCK eviction per shard. Each shard is a slab of 64-byte slots (key and
+//! value bytes, lsn, CLOCK reference bit) plus an open-addressing index of 8-byte entries (32 hash bits
+//! and a slot number). A slot holds key ‖ value inline when they fit in [`INLINE_ROW`] bytes (one heap
+//! allocation otherwise), so a hit on a small row reads one index line and one slot line, no other
+//! memory (a miss usually reads one index line). A lookup hashes the borrowed key once, takes the shard's read lock, probes
 //! the index and compares bytes: no allocation, O(1). The reference bit is an atomic set under the read
 //! lock (only if clear, so hot entries cause no writes).
 //!
@@ -20,25 +20,39 @@
 //! - A cached entry never has lsn below a version the cache was told about for that key; anything that
 //!   cannot be cached as the newest version (row larger than `max_row_size`) removes the older entry.
 //! - Rows with `key.len() + value.len() > max_row_size` are never cached. Each entry is charged
-//!   `key.len() + value.len() + ROW_OVERHEAD` bytes; a shard's usage stays <= its capacity.
+//!   [`row_charge`] bytes (what it occupies: its slot, its share of the index, and a large row's heap
+//!   allocation); a shard's usage stays <= its capacity.
 //! - Capacity 0 disables the cache (no shards).
 
-use super::{hash_bytes, pow2_floor, random_seed, BuildIdentity, CacheStats, Counters};
+use super::{hash_bytes, pow2_floor, random_seed, CacheStats, Counters};
 use crossbeam_utils::CachePadded;
 use parking_lot::RwLock;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// Default largest row (key + value bytes) the row cache admits (X-Engine's `MAX_ROW_SIZE`).
 pub(crate) const DEFAULT_MAX_ROW_SIZE: usize = 4096;
-/// Bytes charged per entry on top of key and value: slot, index entry and allocation headers.
+/// Bytes charged per entry besides a large row's heap bytes: its 64-byte slot and up to four 8-byte
+/// index entries. A shard's slab and index are sized by its peak row count (the index holds at most
+/// four entries per row of that peak), and every row is charged at least this much, so a shard's
+/// memory stays within its capacity.
 pub(crate) const ROW_OVERHEAD: usize = 96;
+/// Bytes charged for a heap allocation's header.
+const HEAP_OVERHEAD: usize = 16;
+
+/// The bytes an entry of `size` key + value bytes occupies: an inline row only its slot and index
+/// share; a larger one also its heap allocation.
+pub(crate) fn row_charge(size: usize) -> usize {
+    if size <= INLINE_ROW {
+        ROW_OVERHEAD
+    } else {
+        ROW_OVERHEAD + HEAP_OVERHEAD + size
+    }
+}
 /// Most shards a row cache creates.
 const MAX_ROW_SHARDS: usize = 256;
 /// Each shard should hold at least this many rows of the largest admissible size.
 const MIN_MAX_ROWS_PER_SHARD: usize = 32;
-const NIL: u32 = u32::MAX;
 
 /// A cached row version: the newest version of the key on disk when it was cached.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -56,12 +70,19 @@ impl RowEntry {
 }
 
 /// Rows whose key and value together fit in this many bytes are stored inside their slot.
-pub(crate) const INLINE_ROW: usize = 46;
+pub(crate) const INLINE_ROW: usize = 44;
 
 /// A row's key ‖ value bytes: inside the slot when small, else in one heap allocation.
 enum RowBytes {
-    Inline { len: u8, buf: [u8; INLINE_ROW] },
-    Heap(Box<[u8]>),
+    Inline {
+        len: u8,
+        key_len: u8,
+        buf: [u8; INLINE_ROW],
+    },
+    Heap {
+        key_len: u32,
+        buf: Box<[u8]>,
+    },
 }
 
 impl RowBytes {
@@ -71,61 +92,86 @@ impl RowBytes {
             let mut buf = [0u8; INLINE_ROW];
             buf[..key.len()].copy_from_slice(key);
             buf[key.len()..len].copy_from_slice(value);
-            RowBytes::Inline { len: len as u8, buf }
+            RowBytes::Inline {
+                len: len as u8,
+                key_len: key.len() as u8,
+                buf,
+            }
         } else {
             let mut v = Vec::with_capacity(len);
             v.extend_from_slice(key);
             v.extend_from_slice(value);
-            RowBytes::Heap(v.into_boxed_slice())
+            RowBytes::Heap {
+                key_len: key.len() as u32,
+                buf: v.into_boxed_slice(),
+            }
         }
     }
 
+    /// (key ‖ value, key length).
     #[inline]
-    fn as_slice(&self) -> &[u8] {
+    fn parts(&self) -> (&[u8], usize) {
         match self {
-            RowBytes::Inline { len, buf } => &buf[..*len as usize],
-            RowBytes::Heap(b) => b,
+            RowBytes::Inline { len, key_len, buf } => (&buf[..*len as usize], *key_len as usize),
+            RowBytes::Heap { key_len, buf } => (buf, *key_len as usize),
         }
     }
 }
 
-/// One cached row. The fields a lookup reads come first.
-#[repr(C)]
+/// One cached row, one cache line: a hit reads the index line and this line, no other memory.
+#[repr(C, align(64))]
 struct Slot {
+    lsn: u64,
     table: u32,
-    /// Length of the key at the start of `bytes` (the value follows).
-    key_len: u32,
-    /// Next slot with the same 64-bit hash, or NIL.
-    next: u32,
+    referenced: AtomicBool,
     /// False for a cached tombstone (then `bytes` is only the key).
     has_value: bool,
-    referenced: AtomicBool,
-    lsn: u64,
     bytes: RowBytes,
-    hash: u64,
-    charge: usize,
 }
+
+const _: () = assert!(std::mem::size_of::<Option<Slot>>() == 64);
 
 impl Slot {
     #[inline]
     fn key(&self) -> &[u8] {
-        self.bytes.as_slice().get(..self.key_len as usize).unwrap_or_default()
+        let (b, k) = self.bytes.parts();
+        b.get(..k).unwrap_or_default()
     }
 
     #[inline]
     fn value(&self) -> Option<&[u8]> {
         if self.has_value {
-            self.bytes.as_slice().get(self.key_len as usize..)
+            let (b, k) = self.bytes.parts();
+            b.get(k..)
         } else {
             None
         }
     }
+
+    fn charge(&self) -> usize {
+        row_charge(self.bytes.parts().0.len())
+    }
 }
 
-#[derive(Default)]
+/// The hash of a row's (table, key): bits 32.. pick the shard, the low 32 bits its index position.
+#[inline]
+fn row_hash(seed: u64, table: u32, key: &[u8]) -> u64 {
+    hash_bytes(seed ^ (table as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15), key)
+}
+
+/// An index entry: the low 32 bits of the row's hash above, slot number + 1 below (0 = empty).
+#[inline]
+fn index_entry(hash: u64, slot: u32) -> u64 {
+    (hash << 32) | (slot as u64 + 1)
+}
+
+/// One shard's rows: a slab of slots and an open-addressing index over them (linear probing,
+/// at most half full, deletion by backward shift, so no tombstones). An index entry carries the
+/// low 32 bits of its row's hash, which give its home position and filter the probe, so a miss
+/// usually reads one index line and a hit one index line plus the slot's line.
 struct Inner {
-    /// Hash -> first slot of its collision chain.
-    index: HashMap<u64, u32, BuildIdentity>,
+    seed: u64,
+    index: Vec<u64>,
     slots: Vec<Option<Slot>>,
     free: Vec<u32>,
     /// CLOCK hand (index into `slots`).
@@ -135,6 +181,18 @@ struct Inner {
 }
 
 impl Inner {
+    fn new(seed: u64) -> Self {
+        Self {
+            seed,
+            index: Vec::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            hand: 0,
+            usage: 0,
+            len: 0,
+        }
+    }
+
     #[inline]
     fn slot(&self, i: u32) -> &Slot {
         self.slots[i as usize].as_ref().expect("index points at a live slot")
@@ -142,47 +200,86 @@ impl Inner {
 
     #[inline]
     fn find(&self, hash: u64, table: u32, key: &[u8]) -> Option<u32> {
-        let mut i = *self.index.get(&hash)?;
-        while i != NIL {
-            let s = self.slot(i);
-            if s.table == table && s.key() == key {
-                return Some(i);
-            }
-            i = s.next;
+        if self.index.is_empty() {
+            return None;
         }
-        None
+        let mask = self.index.len() - 1;
+        let tag = hash as u32;
+        let mut p = hash as usize & mask;
+        loop {
+            let e = self.index[p];
+            if e == 0 {
+                return None;
+            }
+            if (e >> 32) as u32 == tag {
+                let i = (e as u32).wrapping_sub(1);
+                let s = self.slot(i);
+                if s.table == table && s.key() == key {
+                    return Some(i);
+                }
+            }
+            p = (p + 1) & mask;
+        }
     }
 
-    /// Unlinks slot `i` from the index and frees it.
-    fn remove(&mut self, i: u32) -> Slot {
-        let s = self.slots[i as usize].take().expect("remove of a live slot");
-        let head = self.index.get_mut(&s.hash).expect("live slot is indexed");
-        if *head == i {
-            if s.next == NIL {
-                self.index.remove(&s.hash);
-            } else {
-                *head = s.next;
-            }
-        } else {
-            let mut p = *head;
-            loop {
-                let ps = self.slots[p as usize].as_mut().expect("chain of live slots");
-                if ps.next == i {
-                    ps.next = s.next;
-                    break;
-                }
-                p = ps.next;
-                debug_assert!(p != NIL, "slot missing from its chain");
-            }
+    /// Places `entry` at the first empty position from its home (the index has room).
+    fn place(index: &mut [u64], entry: u64) {
+        let mask = index.len() - 1;
+        let mut p = (entry >> 32) as usize & mask;
+        while index[p] != 0 {
+            p = (p + 1) & mask;
         }
+        index[p] = entry;
+    }
+
+    /// Unlinks slot `i` (whose row hashes to `hash`) from the index and frees it.
+    fn remove(&mut self, i: u32, hash: u64) -> Slot {
+        let mask = self.index.len() - 1;
+        let want = index_entry(hash, i);
+        let mut hole = hash as usize & mask;
+        while self.index[hole] != want {
+            debug_assert!(self.index[hole] != 0, "slot missing from the index");
+            hole = (hole + 1) & mask;
+        }
+        // Backward shift: move later entries of the cluster into the hole when that keeps them
+        // reachable from their home (their home is not cyclically inside (hole, q]).
+        let mut q = (hole + 1) & mask;
+        loop {
+            let e = self.index[q];
+            if e == 0 {
+                break;
+            }
+            let home = (e >> 32) as usize & mask;
+            if q.wrapping_sub(home) & mask >= q.wrapping_sub(hole) & mask {
+                self.index[hole] = e;
+                hole = q;
+            }
+            q = (q + 1) & mask;
+        }
+        self.index[hole] = 0;
+        let s = self.slots[i as usize].take().expect("remove of a live slot");
         self.free.push(i);
-        self.usage -= s.charge;
+        self.usage -= s.charge();
         self.len -= 1;
         s
     }
 
-    /// Links a new slot (its key must not be present).
-    fn link(&mut self, mut s: Slot) {
+    /// Unlinks and frees slot `i`, recomputing its hash.
+    fn remove_slot(&mut self, i: u32) -> Slot {
+        let s = self.slot(i);
+        let hash = row_hash(self.seed, s.table, s.key());
+        self.remove(i, hash)
+    }
+
+    /// Links a new slot for a row hashing to `hash` (its key must not be present).
+    fn link(&mut self, s: Slot, hash: u64) {
+        if (self.len + 1) * 2 > self.index.len() {
+            let mut index = vec![0u64; (self.index.len() * 2).max(64)];
+            for &e in self.index.iter().filter(|&&e| e != 0) {
+                Self::place(&mut index, e);
+            }
+            self.index = index;
+        }
         let i = match self.free.pop() {
             Some(i) => i,
             None => {
@@ -190,19 +287,9 @@ impl Inner {
                 (self.slots.len() - 1) as u32
             }
         };
-        s.next = NIL;
-        let hash = s.hash;
-        self.usage += s.charge;
+        Self::place(&mut self.index, index_entry(hash, i));
+        self.usage += s.charge();
         self.len += 1;
-        match self.index.get_mut(&hash) {
-            Some(head) => {
-                s.next = *head;
-                *head = i;
-            }
-            None => {
-                self.index.insert(hash, i);
-            }
-        }
         self.slots[i as usize] = Some(s);
     }
 
@@ -220,7 +307,7 @@ impl Inner {
                 s.referenced.store(false, Ordering::Relaxed);
                 continue;
             }
-            self.remove(i as u32);
+            self.remove_slot(i as u32);
             evicted += 1;
         }
         evicted
@@ -245,7 +332,7 @@ pub(crate) struct RowCache {
 /// Number of shards for a row cache: a power of two in `1..=MAX_ROW_SHARDS`, each shard large enough
 /// for `MIN_MAX_ROWS_PER_SHARD` rows of the largest admissible size (one shard for small caches).
 fn row_shards(capacity_bytes: usize, max_row_size: usize) -> usize {
-    let per_shard = MIN_MAX_ROWS_PER_SHARD.saturating_mul(max_row_size.saturating_add(ROW_OVERHEAD));
+    let per_shard = MIN_MAX_ROWS_PER_SHARD.saturating_mul(row_charge(max_row_size));
     pow2_floor(capacity_bytes / per_shard.max(1)).clamp(1, MAX_ROW_SHARDS)
 }
 
@@ -259,10 +346,11 @@ impl RowCache {
             row_shards(capacity_bytes, max_row_size)
         };
         let per = capacity_bytes.checked_div(n).unwrap_or(0);
+        let seed = random_seed();
         let shards = (0..n)
             .map(|_| {
                 CachePadded::new(Shard {
-                    inner: RwLock::new(Inner::default()),
+                    inner: RwLock::new(Inner::new(seed)),
                     capacity: per,
                 })
             })
@@ -270,7 +358,7 @@ impl RowCache {
         Self {
             shards,
             shard_mask: n.saturating_sub(1) as u64,
-            seed: random_seed(),
+            seed,
             max_row_size,
             capacity: per * n,
             counters: Counters::default(),
@@ -289,7 +377,7 @@ impl RowCache {
 
     #[inline]
     fn hash(&self, table: u32, key: &[u8]) -> u64 {
-        hash_bytes(self.seed ^ (table as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15), key)
+        row_hash(self.seed, table, key)
     }
 
     #[inline]
@@ -367,7 +455,7 @@ impl RowCache {
         let hash = self.hash(table, key);
         let shard = self.shard(hash);
         let size = key.len() + entry.value_len();
-        let charge = size + ROW_OVERHEAD;
+        let charge = row_charge(size);
         if size > self.max_row_size || charge > shard.capacity {
             self.drop_older(shard, hash, table, key, entry.lsn);
             return false;
@@ -388,22 +476,21 @@ impl RowCache {
                 return false;
             }
             let old = existing.map(|i| {
-                let s = g.remove(i);
+                let s = g.remove(i, hash);
                 referenced = s.referenced.load(Ordering::Relaxed);
                 s
             });
             let evicted = g.evict_for(charge, shard.capacity);
-            g.link(Slot {
-                table,
-                key_len: key.len() as u32,
-                next: NIL,
-                has_value,
-                referenced: AtomicBool::new(referenced),
-                lsn: entry.lsn,
-                bytes,
+            g.link(
+                Slot {
+                    lsn: entry.lsn,
+                    table,
+                    referenced: AtomicBool::new(referenced),
+                    has_value,
+                    bytes,
+                },
                 hash,
-                charge,
-            });
+            );
             (evicted, old)
         };
         drop(old);
@@ -427,7 +514,7 @@ impl RowCache {
             return;
         }
         let size = key.len() + entry.value_len();
-        let charge = size + ROW_OVERHEAD;
+        let charge = row_charge(size);
         if size > self.max_row_size || charge > shard.capacity {
             self.drop_older(shard, hash, table, key, entry.lsn);
             return;
@@ -439,20 +526,19 @@ impl RowCache {
             if g.slot(i).lsn > entry.lsn {
                 return;
             }
-            let old = g.remove(i);
+            let old = g.remove(i, hash);
             let evicted = g.evict_for(charge, shard.capacity);
-            g.link(Slot {
-                table,
-                key_len: key.len() as u32,
-                next: NIL,
-                has_value: entry.value.is_some(),
-                // It was cached, so it is hot: keep it through the next CLOCK sweep.
-                referenced: AtomicBool::new(true),
-                lsn: entry.lsn,
-                bytes,
+            g.link(
+                Slot {
+                    lsn: entry.lsn,
+                    table,
+                    // It was cached, so it is hot: keep it through the next CLOCK sweep.
+                    referenced: AtomicBool::new(true),
+                    has_value: entry.value.is_some(),
+                    bytes,
+                },
                 hash,
-                charge,
-            });
+            );
             (evicted, old)
         };
         drop(old);
@@ -468,7 +554,7 @@ impl RowCache {
         let old = {
             let mut g = shard.inner.write();
             match g.find(hash, table, key) {
-                Some(i) if g.slot(i).lsn < lsn => Some(g.remove(i)),
+                Some(i) if g.slot(i).lsn < lsn => Some(g.remove(i, hash)),
                 _ => None,
             }
         };
@@ -487,7 +573,7 @@ impl RowCache {
         }
         let old = {
             let mut g = shard.inner.write();
-            g.find(hash, table, key).map(|i| g.remove(i))
+            g.find(hash, table, key).map(|i| g.remove(i, hash))
         };
         drop(old);
     }
@@ -498,7 +584,7 @@ impl RowCache {
             let mut g = shard.inner.write();
             for i in 0..g.slots.len() {
                 if matches!(&g.slots[i], Some(s) if s.table == table) {
-                    g.remove(i as u32);
+                    g.remove_slot(i as u32);
                 }
             }
         }

@@ -263,8 +263,22 @@ impl ExtentReader {
     /// Reads block `i`'s stored bytes (`contents ‖ trailer`) and verifies the CRC.
     fn read_stored(&self, file: &dyn ReadableFile, e: &IndexEntry) -> Result<(Vec<u8>, u8)> {
         let at = self.base + e.offset;
-        let mut buf = vec![0u8; e.size as usize + TRAILER_SIZE];
-        read_exact_at(file, &self.path, &mut buf, at)?;
+        let len = e.size as usize + TRAILER_SIZE;
+        let mut buf = Vec::new();
+        file.read_exact_into(&mut buf, len, at).map_err(|err| {
+            if err.kind() == io::ErrorKind::UnexpectedEof {
+                Error::corruption(
+                    &*self.path,
+                    at + buf.len() as u64,
+                    format!(
+                        "file ends at {} inside an extent (needed {len} bytes at {at})",
+                        at + buf.len() as u64
+                    ),
+                )
+            } else {
+                Error::io("read", &*self.path, err)
+            }
+        })?;
         let ctype = check_block(&buf).map_err(|r| Error::corruption(&*self.path, at, r))?.1;
         Ok((buf, ctype))
     }

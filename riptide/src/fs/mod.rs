@@ -54,6 +54,30 @@ pub trait ReadableFile: Send + Sync {
     /// WILLNEED` on POSIX). Never fails: it is only a hint. Default: nothing.
     fn prefetch(&self, _offset: u64, _len: u64) {}
 
+    /// Appends exactly `len` bytes read at `offset` to `buf`. On an error (`UnexpectedEof` if the
+    /// file ends first) `buf` holds the bytes read so far. The default zero-fills the new bytes
+    /// and calls [`Self::read_at`]; a file system may read into uninitialized memory instead.
+    fn read_exact_into(&self, buf: &mut Vec<u8>, len: usize, offset: u64) -> io::Result<()> {
+        let start = buf.len();
+        buf.resize(start + len, 0);
+        let mut done = 0;
+        while done < len {
+            match self.read_at(&mut buf[start + done..], offset + done as u64) {
+                Ok(0) => {
+                    buf.truncate(start + done);
+                    return Err(io::ErrorKind::UnexpectedEof.into());
+                }
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    buf.truncate(start + done);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Reads the whole file into memory.
     fn read_all(&self) -> io::Result<Vec<u8>> {
         let len = self.len()?;

@@ -70,6 +70,37 @@ impl ReadableFile for PosixRw {
         self.file.read_at(buf, offset)
     }
 
+    /// `pread` straight into `buf`'s spare capacity: a block read does not zero-fill first.
+    fn read_exact_into(&self, buf: &mut Vec<u8>, len: usize, offset: u64) -> io::Result<()> {
+        use std::os::unix::io::AsRawFd;
+        buf.reserve(len);
+        let end = buf.len() + len;
+        while buf.len() < end {
+            let at = offset + (len - (end - buf.len())) as u64;
+            let at = libc::off_t::try_from(at).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+            let want = end - buf.len();
+            let spare = &mut buf.spare_capacity_mut()[..want];
+            // SAFETY: `spare` is writable memory owned by `buf` of `spare.len()` bytes (reserved
+            // above); pread writes at most that many bytes into it and reports how many.
+            let n = unsafe { libc::pread(self.file.as_raw_fd(), spare.as_mut_ptr().cast(), spare.len(), at) };
+            match n {
+                0 => return Err(io::ErrorKind::UnexpectedEof.into()),
+                n if n > 0 => {
+                    // SAFETY: pread initialized the first `n` bytes of the spare capacity, and
+                    // `n <= spare.len()` keeps the length within the reserved capacity.
+                    unsafe { buf.set_len(buf.len() + n as usize) }
+                }
+                _ => {
+                    let e = io::Error::last_os_error();
+                    if e.kind() != io::ErrorKind::Interrupted {
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn len(&self) -> io::Result<u64> {
         Ok(self.file.metadata()?.len())
     }
@@ -231,6 +262,42 @@ mod tests {
         let rw = PosixFs.open_rw(&path, false).unwrap();
         rw.prefetch(0, 4096);
         assert_eq!(f.read_all().unwrap(), vec![7u8; 8192]);
+    }
+
+    /// The `unsafe` pread into spare capacity: reads exactly the requested bytes after what the
+    /// buffer held, agrees with the zero-filling default, and at the end of the file reports
+    /// `UnexpectedEof` keeping only the bytes that were really read.
+    #[test]
+    fn read_exact_into_reads_without_zero_fill() {
+        struct ViaDefault<'a>(&'a dyn ReadableFile);
+        impl ReadableFile for ViaDefault<'_> {
+            fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+                self.0.read_at(buf, offset)
+            }
+            fn len(&self) -> io::Result<u64> {
+                self.0.len()
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r");
+        let data: Vec<u8> = (0..50_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
+        std::fs::write(&path, &data).unwrap();
+        let f = PosixFs.open_read(&path).unwrap();
+        for (off, len) in [(0usize, 0usize), (0, 1), (3, 16_384), (40_000, 10_000), (49_999, 1)] {
+            let mut buf = vec![0xAAu8; 5];
+            f.read_exact_into(&mut buf, len, off as u64).unwrap();
+            assert_eq!(&buf[..5], &[0xAA; 5]);
+            assert_eq!(&buf[5..], &data[off..off + len], "offset {off} length {len}");
+            let mut via = vec![0xAAu8; 5];
+            ViaDefault(&*f).read_exact_into(&mut via, len, off as u64).unwrap();
+            assert_eq!(via, buf);
+        }
+        for file in [&*f, &ViaDefault(&*f) as &dyn ReadableFile] {
+            let mut buf = Vec::with_capacity(3);
+            let err = file.read_exact_into(&mut buf, 20_000, 40_000).unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
+            assert_eq!(buf, &data[40_000..]);
+        }
     }
 
     /// The `unsafe` sync_file_range call: valid, past-the-end, zero-length and huge ranges

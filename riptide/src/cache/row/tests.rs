@@ -39,7 +39,7 @@ fn insert_get_erase() {
     c.erase(1, b"absent");
     let s = c.stats();
     assert_eq!(s.entries, 2);
-    assert_eq!(s.usage as usize, (1 + ROW_OVERHEAD) + ROW_OVERHEAD);
+    assert_eq!(s.usage as usize, 2 * ROW_OVERHEAD);
     assert_eq!(s.inserts, 3);
 }
 
@@ -105,7 +105,7 @@ fn replace_if_present_semantics() {
     c.replace_if_present(1, b"k", del(6));
     assert_eq!(c.get(1, b"k"), Some(del(6)));
     assert_eq!(c.stats().entries, 1);
-    assert_eq!(c.stats().usage as usize, 1 + ROW_OVERHEAD);
+    assert_eq!(c.stats().usage as usize, ROW_OVERHEAD);
 }
 
 #[test]
@@ -135,7 +135,7 @@ fn capacity_eviction_keeps_usage_bounded() {
     let mut max_charge = 0;
     for i in 0..20_000u64 {
         let v = vec![1u8; rng.random_range(0..900)];
-        max_charge = max_charge.max(v.len() + 8 + ROW_OVERHEAD);
+        max_charge = max_charge.max(row_charge(v.len() + 8));
         assert!(c.insert_if(1, &i.to_be_bytes(), e(i, &v), || true));
         if i % 97 == 0 {
             let s = c.stats();
@@ -156,7 +156,7 @@ fn capacity_eviction_keeps_usage_bounded() {
 #[test]
 fn clock_keeps_hot_rows() {
     // One shard, room for ~100 rows.
-    let c = RowCache::new(100 * (8 + 8 + ROW_OVERHEAD), 256);
+    let c = RowCache::new(100 * row_charge(8 + 8), 256);
     assert_eq!(c.num_shards(), 1);
     for i in 0..100u64 {
         c.insert_if(1, &i.to_be_bytes(), e(i, &[0; 8]), || true);
@@ -262,45 +262,104 @@ fn inline_and_heap_rows_read_back() {
     }
 }
 
-/// Slots whose 64-bit hashes collide are chained; removal from any chain position keeps the rest.
+/// A row is charged what it occupies: inline rows their slot and index share, larger rows also
+/// their heap bytes; and the index never grows beyond four entries per row.
 #[test]
-fn hash_collision_chains() {
+fn charges_what_rows_occupy() {
+    let c = RowCache::new(1 << 20, DEFAULT_MAX_ROW_SIZE);
+    assert!(c.insert_if(1, b"key", e(1, &[7u8; INLINE_ROW - 3]), || true));
+    assert_eq!(c.stats().usage as usize, ROW_OVERHEAD);
+    assert!(c.insert_if(1, b"big", e(1, &[7u8; INLINE_ROW - 2]), || true));
+    assert_eq!(c.stats().usage as usize, 2 * ROW_OVERHEAD + 16 + INLINE_ROW + 1);
+    let mut g = Inner::new(3);
+    for n in 0..1000u32 {
+        g.link(slot(1, &n.to_le_bytes(), 0), row_hash(3, 1, &n.to_le_bytes()));
+        assert!(
+            g.index.len() <= 4 * g.len.max(16),
+            "{} index entries for {} rows",
+            g.index.len(),
+            g.len
+        );
+        assert!(g.index.len() >= 2 * g.len);
+    }
+    assert_eq!(g.usage, 1000 * ROW_OVERHEAD);
+}
+
+/// Rows whose hashes are equal share a probe cluster; removing any of them keeps the rest findable.
+#[test]
+fn equal_hashes_share_a_cluster() {
     for victim in 0..4usize {
-        let mut g = Inner::default();
+        let mut g = Inner::new(0);
         let keys: [&[u8]; 4] = [b"a", b"b", b"c", b"d"];
         for (n, k) in keys.iter().enumerate() {
-            g.link(Slot {
-                table: 1,
-                key_len: k.len() as u32,
-                next: NIL,
-                has_value: false,
-                referenced: AtomicBool::new(false),
-                lsn: n as u64,
-                bytes: RowBytes::new(k, b""),
-                hash: 42,
-                charge: 10,
-            });
+            g.link(slot(1, k, n as u64), 42);
         }
-        assert_eq!(g.index.len(), 1);
+        assert_eq!(g.index.iter().filter(|&&e| e != 0).count(), 4);
         for (n, k) in keys.iter().enumerate() {
             assert_eq!(g.slot(g.find(42, 1, k).unwrap()).lsn, n as u64);
             assert!(g.find(42, 2, k).is_none());
             assert!(g.find(43, 1, k).is_none());
         }
         let i = g.find(42, 1, keys[victim]).unwrap();
-        g.remove(i);
+        g.remove(i, 42);
         for (n, k) in keys.iter().enumerate() {
             assert_eq!(g.find(42, 1, k).is_some(), n != victim);
         }
-        assert_eq!((g.len, g.usage), (3, 30));
-        // Remove the rest; the index becomes empty.
+        assert_eq!((g.len, g.usage), (3, 3 * ROW_OVERHEAD));
         for k in keys {
             if let Some(i) = g.find(42, 1, k) {
-                g.remove(i);
+                g.remove(i, 42);
             }
         }
-        assert!(g.index.is_empty());
+        assert!(g.index.iter().all(|&e| e == 0));
         assert_eq!((g.len, g.usage, g.free.len()), (0, 0, 4));
+    }
+}
+
+fn slot(table: u32, key: &[u8], lsn: u64) -> Slot {
+    Slot {
+        lsn,
+        table,
+        referenced: AtomicBool::new(false),
+        has_value: false,
+        bytes: RowBytes::new(key, b""),
+    }
+}
+
+/// The index against a model under random inserts and removals, with hashes drawn from a few
+/// values so that clusters overlap and wrap around the end of the index; every removal's
+/// backward shift must leave every other row findable.
+#[test]
+fn index_backward_shift_against_model() {
+    for seed in 0..30u64 {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let mut g = Inner::new(0);
+        let mut model: BTreeMap<u32, u64> = BTreeMap::new(); // key number -> hash
+        for step in 0..3000u64 {
+            let k: u32 = rng.random_range(0..200);
+            let key = k.to_le_bytes();
+            if let Some(&h) = model.get(&k) {
+                let i = g.find(h, 7, &key).expect("present");
+                g.remove(i, h);
+                model.remove(&k);
+            } else {
+                // Homes crowd near the index's end so clusters wrap.
+                let h = (rng.random_range(0..8u64) << 40) | rng.random_range(56..64u64);
+                g.link(slot(7, &key, step), h);
+                model.insert(k, h);
+            }
+            if step % 50 == 0 {
+                for k in 0..200u32 {
+                    let found = model.get(&k).and_then(|&h| g.find(h, 7, &k.to_le_bytes()));
+                    assert_eq!(
+                        found.is_some(),
+                        model.contains_key(&k),
+                        "seed {seed} step {step} key {k}"
+                    );
+                }
+                assert_eq!(g.len, model.len());
+            }
+        }
     }
 }
 
@@ -368,7 +427,7 @@ fn randomized_against_model() {
         assert_eq!(s.entries as usize, model.len());
         let usage: usize = model
             .iter()
-            .map(|((_, k), v)| k.len() + v.value.as_ref().map_or(0, |v| v.len()) + ROW_OVERHEAD)
+            .map(|((_, k), v)| row_charge(k.len() + v.value.as_ref().map_or(0, |v| v.len())))
             .sum();
         assert_eq!(s.usage as usize, usage);
     }
@@ -461,5 +520,5 @@ fn concurrent_protocol_no_stale_rows() {
 #[test]
 fn concurrent_protocol_no_stale_rows_under_eviction() {
     // Room for ~12 of the 64 keys: constant eviction.
-    protocol_stress(12 * (7 + 8 + ROW_OVERHEAD), 64, 30_000);
+    protocol_stress(12 * row_charge(7 + 8), 64, 30_000);
 }
