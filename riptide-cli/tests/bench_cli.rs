@@ -970,6 +970,44 @@ fn xbench_runs_the_mix_and_counts_every_query() {
     }
 }
 
+/// A second xbench on the same database (`--use_existing_db=1`) inserts new records after the
+/// first run's: the dump grows by both runs' inserts (were they to start at --num again, the
+/// second run's would overwrite the first's).
+#[test]
+fn xbench_on_an_existing_database_inserts_new_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let dump = dir.path().join("dump");
+    let dump_flag = format!("--dump_file={}", dump.display());
+    let mut inserts = 0;
+    for (run, existing) in [
+        (1, "--use_existing_db=0"),
+        (2, "--use_existing_db=1"),
+        (3, "--use_existing_db=1"),
+    ] {
+        let (stdout, _) = bench(
+            &db,
+            &[
+                "--benchmarks=xbench",
+                existing,
+                "--num=500",
+                "--reads=100",
+                "--threads=2",
+                "--key_size=12",
+                "--value_size=50",
+                "--mix=0:0:0:100",
+                &dump_flag,
+            ],
+        );
+        let q = stdout.lines().find(|l| l.starts_with("xbench queries:")).unwrap();
+        let n = count_after(q, "insert ");
+        assert_eq!(n, 200, "run {run}: {q}");
+        inserts += n;
+        let entries = std::fs::read_to_string(&dump).unwrap().lines().count() as u64;
+        assert_eq!(entries, 500 + inserts, "run {run}: dump entries");
+    }
+}
+
 /// tsunami offers base, spike and base rates; the CSV has a row per second whose transactions
 /// add up to the schedule, the spike's second carries the most, and the SVG is written.
 #[test]

@@ -12,7 +12,9 @@
 //! - range lookup: `--range_size` entries from such a key on (a short scan);
 //! - update: `get_for_update` of such a key, then `put` of a new value;
 //! - insert: `get_for_update` of a new key (the uniqueness check of a primary key), then `put`;
-//!   new keys are `num, num+1, ...` shared by all threads (an auto-increment order id).
+//!   new keys are `num, num+1, ...` shared by all threads (an auto-increment order id); on an
+//!   existing database they start after the largest key number already there, so a second run
+//!   inserts new records instead of overwriting the first run's ([`first_insert_key`]).
 //!
 //! Invariants:
 //! - Keys and values come from the same generators as every other benchmark (seeded per
@@ -370,9 +372,14 @@ fn run_txn<T: TxnEngine>(
     let loaded = if pristine { load(&engine, cfg, values)? } else { 0 };
     println!("DB path: [{}]", cfg.db.display());
     let thread_seeds: Vec<u64> = (0..cfg.threads).map(|_| seeds.next_seed(cfg.seed)).collect();
+    let first_insert = if pristine {
+        cfg.num
+    } else {
+        first_insert_key(&engine, cfg)?
+    };
     let result = match bench {
-        super::flags::Benchmark::Tsunami => tsunami::run(&engine, cfg, values, &thread_seeds),
-        _ => run_closed_loop(&engine, cfg, values, &thread_seeds),
+        super::flags::Benchmark::Tsunami => tsunami::run(&engine, cfg, values, &thread_seeds, first_insert),
+        _ => run_closed_loop(&engine, cfg, values, &thread_seeds, first_insert),
     };
     let written = loaded + result.as_ref().map_or(0, |s| s.bytes_written);
     for line in engine.stats_lines(written) {
@@ -383,6 +390,46 @@ fn run_txn<T: TxnEngine>(
         .map_err(|e| BenchError::engine("closing the database", e));
     result?;
     closed
+}
+
+/// The first key number inserts take: `num`, or past the largest key number at or above `num`
+/// already in the table (an earlier run's inserts). Keys order like their numbers (big-endian,
+/// same padding), so "some key >= key(n) exists" is monotone in `n`: an exponential then a
+/// binary search over one-row scans finds the first `n` with none.
+fn first_insert_key<T: TxnEngine>(engine: &T, cfg: &Config) -> Result<u64, BenchError> {
+    let mut key = KeyBuf::new(cfg.key_size);
+    let mut any_from = |n: u64| -> Result<bool, BenchError> {
+        let fail = |e: TxnError| {
+            let (TxnError::Conflict(e) | TxnError::Fatal(e)) = e;
+            BenchError::engine("xbench: finding the last inserted key", e)
+        };
+        let mut txn = engine.begin().map_err(|e| BenchError::engine("xbench: begin", e))?;
+        let (rows, _) = txn.scan(key.set(n), 1).map_err(fail)?;
+        txn.rollback().map_err(fail)?;
+        Ok(rows > 0)
+    };
+    if !any_from(cfg.num)? {
+        return Ok(cfg.num);
+    }
+    // Invariant: a key >= key(lo) exists; none >= key(hi) does (or hi is u64::MAX).
+    let (mut lo, mut step) = (cfg.num, 1u64);
+    let mut hi = loop {
+        let probe = cfg.num.saturating_add(step);
+        if probe == u64::MAX || !any_from(probe)? {
+            break probe;
+        }
+        lo = probe;
+        step = step.saturating_mul(2);
+    };
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if any_from(mid)? {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(hi)
 }
 
 /// Loads records `0..num` in key order, then flushes and waits for background work; returns the
@@ -425,8 +472,9 @@ fn run_closed_loop<T: TxnEngine>(
     cfg: &Config,
     values: &ValueSource,
     seeds: &[u64],
+    first_insert: u64,
 ) -> Result<XStats, BenchError> {
-    let next_insert = AtomicU64::new(cfg.num);
+    let next_insert = AtomicU64::new(first_insert);
     let stop = AtomicBool::new(false);
     let start = Instant::now();
     let results: Vec<Result<(XStats, Duration), BenchError>> = std::thread::scope(|scope| {

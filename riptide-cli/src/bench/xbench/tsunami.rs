@@ -163,11 +163,17 @@ pub struct Row {
 }
 
 /// Runs the schedule; writes the CSV and the plot; prints a summary per phase.
-pub fn run<T: TxnEngine>(engine: &T, cfg: &Config, values: &ValueSource, seeds: &[u64]) -> Result<XStats, BenchError> {
+pub fn run<T: TxnEngine>(
+    engine: &T,
+    cfg: &Config,
+    values: &ValueSource,
+    seeds: &[u64],
+    first_insert: u64,
+) -> Result<XStats, BenchError> {
     let t = &cfg.xbench.tsunami;
     let schedule = Schedule::new(t);
     let next = AtomicU64::new(0);
-    let next_insert = AtomicU64::new(cfg.num);
+    let next_insert = AtomicU64::new(first_insert);
     let txn_queries = cfg.xbench.txn_queries as u64;
     let stop = AtomicBool::new(false);
     let start = Instant::now();
