@@ -11,9 +11,11 @@
 # Usage: scripts/read-matrix.sh   (settings from the environment)
 #   ENGINES="riptide rocksdb db_bench78"   engines (db_bench78 = Debian's db_bench 7.8.3)
 #   NUM=10000000 KEY_SIZE=16 VALUE_SIZE=10 REPS=3 READS=2000000 SEED=1
-#   SCENARIOS="name:flags;name:flags"  read scenarios; each runs readrandom twice in one process
+#   SCENARIOS="name:flags;name:flags"  read scenarios; each runs $BENCH twice in one process
 #                                      (the first warms the caches, the second is scored)
 #   OUT=bench-data/read-matrix          databases and logs
+#   REUSE=1                             keep databases a previous run filled (same NUM, sizes, SEED)
+#   BENCH=readrandom                    the read benchmark (readrandom or seekrandom)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ENGINES=${ENGINES:-"riptide rocksdb db_bench78"}
@@ -52,9 +54,14 @@ run() {
     "${cmd[@]}" >"$log" 2>&1
 }
 
-ops_of() { awk '$1 == "readrandom" && $2 == ":" { v = $5 } END { print v }' "$1"; }
+BENCH=${BENCH:-readrandom}
+ops_of() { awk -v b="$BENCH" '$1 == b && $2 == ":" { v = $5 } END { print v }' "$1"; }
 
 for e in $ENGINES; do
+    if [[ ${REUSE:-0} == 1 && -d $OUT/db-$e ]]; then
+        echo "reusing $OUT/db-$e" >&2
+        continue
+    fi
     rm -rf "$OUT/db-$e"
     echo "prefill $e ..." >&2
     run "$e" "$OUT/db-$e" "$LOGS/prefill-$e.log" --benchmarks=fillrandom,flush,waitforcompaction \
@@ -70,7 +77,7 @@ for rep in $(seq 1 "$REPS"); do
         for e in $ENGINES; do
             log="$LOGS/$name-$e-r$rep.log"
             # shellcheck disable=SC2086
-            run "$e" "$OUT/db-$e" "$log" --use_existing_db=1 --benchmarks=readrandom,readrandom \
+            run "$e" "$OUT/db-$e" "$log" --use_existing_db=1 --benchmarks="$BENCH,$BENCH" \
                 --reads="$READS" --seed=$((SEED + rep)) $flags
             RESULTS["$name|$e"]+="$(ops_of "$log") "
             echo "$name $e rep $rep: $(ops_of "$log") ops/sec" >&2
