@@ -32,11 +32,12 @@ use std::sync::Arc;
 
 /// Default largest row (key + value bytes) the row cache admits (X-Engine's `MAX_ROW_SIZE`).
 pub(crate) const DEFAULT_MAX_ROW_SIZE: usize = 4096;
-/// Bytes charged per entry besides a large row's heap bytes: its 64-byte slot and up to four 8-byte
-/// index entries. A shard's slab and index are sized by its peak row count (the index holds at most
-/// four entries per row of that peak), and every row is charged at least this much, so a shard's
-/// memory stays within its capacity.
-pub(crate) const ROW_OVERHEAD: usize = 96;
+/// Bytes charged per entry besides a large row's heap bytes: its 64-byte slot, up to four 8-byte
+/// index entries and a 4-byte free-list entry. Every row is charged at least this much, so a shard
+/// holds at most `capacity / ROW_OVERHEAD` rows; its slab and free list are reserved for exactly that
+/// many on first use (they never grow past it), and its index holds at most four entries per row of
+/// its peak count, so a shard's memory stays within its capacity (plus a 64-entry minimum index).
+pub(crate) const ROW_OVERHEAD: usize = 100;
 /// Bytes charged for a heap allocation's header.
 const HEAP_OVERHEAD: usize = 16;
 
@@ -171,6 +172,8 @@ fn index_entry(hash: u64, slot: u32) -> u64 {
 /// usually reads one index line and a hit one index line plus the slot's line.
 struct Inner {
     seed: u64,
+    /// Most rows the shard can hold (`capacity / ROW_OVERHEAD`): the slab's reserved size.
+    max_rows: usize,
     index: Vec<u64>,
     slots: Vec<Option<Slot>>,
     free: Vec<u32>,
@@ -181,9 +184,10 @@ struct Inner {
 }
 
 impl Inner {
-    fn new(seed: u64) -> Self {
+    fn new(seed: u64, max_rows: usize) -> Self {
         Self {
             seed,
+            max_rows,
             index: Vec::new(),
             slots: Vec::new(),
             free: Vec::new(),
@@ -238,7 +242,8 @@ impl Inner {
         let want = index_entry(hash, i);
         let mut hole = hash as usize & mask;
         while self.index[hole] != want {
-            debug_assert!(self.index[hole] != 0, "slot missing from the index");
+            // A live slot is always indexed; never spin under the write lock if that broke.
+            assert!(self.index[hole] != 0, "row cache: slot {i} missing from the index");
             hole = (hole + 1) & mask;
         }
         // Backward shift: move later entries of the cluster into the hole when that keeps them
@@ -283,6 +288,11 @@ impl Inner {
         let i = match self.free.pop() {
             Some(i) => i,
             None => {
+                if self.slots.capacity() == 0 {
+                    // Eviction keeps len <= max_rows, so the slab and free list never reallocate.
+                    self.slots.reserve_exact(self.max_rows.max(1));
+                    self.free.reserve_exact(self.max_rows.max(1));
+                }
                 self.slots.push(None);
                 (self.slots.len() - 1) as u32
             }
@@ -350,7 +360,7 @@ impl RowCache {
         let shards = (0..n)
             .map(|_| {
                 CachePadded::new(Shard {
-                    inner: RwLock::new(Inner::new(seed)),
+                    inner: RwLock::new(Inner::new(seed, per / ROW_OVERHEAD)),
                     capacity: per,
                 })
             })
@@ -382,7 +392,7 @@ impl RowCache {
 
     #[inline]
     fn shard(&self, hash: u64) -> &Shard {
-        // Bits 32.. pick the shard; the index map uses the low bits and the top 7 bits.
+        // Bits 32.. pick the shard; the shard's index uses the low 32 bits.
         &self.shards[((hash >> 32) & self.shard_mask) as usize]
     }
 
@@ -527,13 +537,16 @@ impl RowCache {
                 return;
             }
             let old = g.remove(i, hash);
+            // A cached row was read, so it is hot: keep it through the next CLOCK sweep. A cached
+            // absence (LSN 0) of a key just written may have been read once (insert-if-absent):
+            // it keeps its own bit.
+            let referenced = old.lsn != 0 || old.referenced.load(Ordering::Relaxed);
             let evicted = g.evict_for(charge, shard.capacity);
             g.link(
                 Slot {
                     lsn: entry.lsn,
                     table,
-                    // It was cached, so it is hot: keep it through the next CLOCK sweep.
-                    referenced: AtomicBool::new(true),
+                    referenced: AtomicBool::new(referenced),
                     has_value: entry.value.is_some(),
                     bytes,
                 },

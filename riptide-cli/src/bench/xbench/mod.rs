@@ -429,6 +429,11 @@ fn first_insert_key<T: TxnEngine>(engine: &T, cfg: &Config) -> Result<u64, Bench
             hi = mid;
         }
     }
+    if hi == u64::MAX {
+        return Err(BenchError::Usage(
+            "xbench: the table holds a key at or past the largest key number; no room for inserts".into(),
+        ));
+    }
     Ok(hi)
 }
 

@@ -271,7 +271,7 @@ fn charges_what_rows_occupy() {
     assert_eq!(c.stats().usage as usize, ROW_OVERHEAD);
     assert!(c.insert_if(1, b"big", e(1, &[7u8; INLINE_ROW - 2]), || true));
     assert_eq!(c.stats().usage as usize, 2 * ROW_OVERHEAD + 16 + INLINE_ROW + 1);
-    let mut g = Inner::new(3);
+    let mut g = Inner::new(3, 1000);
     for n in 0..1000u32 {
         g.link(slot(1, &n.to_le_bytes(), 0), row_hash(3, 1, &n.to_le_bytes()));
         assert!(
@@ -283,13 +283,26 @@ fn charges_what_rows_occupy() {
         assert!(g.index.len() >= 2 * g.len);
     }
     assert_eq!(g.usage, 1000 * ROW_OVERHEAD);
+    assert_eq!(g.slots.capacity(), 1000, "the slab is reserved once, for max_rows");
+    // Filled far past its capacity, no shard's slab outgrows what its capacity can hold.
+    let c = RowCache::new(1 << 20, DEFAULT_MAX_ROW_SIZE);
+    for n in 0..100_000u32 {
+        c.insert_if(1, &n.to_le_bytes(), e(1, b"v"), || true);
+    }
+    assert!(c.stats().evictions > 0);
+    for shard in c.shards.iter() {
+        let g = shard.inner.read();
+        assert!(g.len <= shard.capacity / ROW_OVERHEAD);
+        assert_eq!(g.slots.capacity(), shard.capacity / ROW_OVERHEAD);
+        assert!(g.index.len() <= 4 * (shard.capacity / ROW_OVERHEAD));
+    }
 }
 
 /// Rows whose hashes are equal share a probe cluster; removing any of them keeps the rest findable.
 #[test]
 fn equal_hashes_share_a_cluster() {
     for victim in 0..4usize {
-        let mut g = Inner::new(0);
+        let mut g = Inner::new(0, 1000);
         let keys: [&[u8]; 4] = [b"a", b"b", b"c", b"d"];
         for (n, k) in keys.iter().enumerate() {
             g.link(slot(1, k, n as u64), 42);
@@ -327,38 +340,38 @@ fn slot(table: u32, key: &[u8], lsn: u64) -> Slot {
 }
 
 /// The index against a model under random inserts and removals, with hashes drawn from a few
-/// values so that clusters overlap and wrap around the end of the index; every removal's
-/// backward shift must leave every other row findable.
+/// values so that clusters overlap and wrap around the end of the index (at most 30 rows, so the
+/// index stays at its first 64 entries); after every step each key must be findable exactly
+/// when it is present.
 #[test]
 fn index_backward_shift_against_model() {
     for seed in 0..30u64 {
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-        let mut g = Inner::new(0);
+        let mut g = Inner::new(0, 1000);
         let mut model: BTreeMap<u32, u64> = BTreeMap::new(); // key number -> hash
         for step in 0..3000u64 {
-            let k: u32 = rng.random_range(0..200);
+            let k: u32 = rng.random_range(0..40);
             let key = k.to_le_bytes();
             if let Some(&h) = model.get(&k) {
                 let i = g.find(h, 7, &key).expect("present");
                 g.remove(i, h);
                 model.remove(&k);
-            } else {
-                // Homes crowd near the index's end so clusters wrap.
-                let h = (rng.random_range(0..8u64) << 40) | rng.random_range(56..64u64);
+            } else if model.len() < 30 {
+                // Homes crowd near the index's end (56..64 of 64), with distinct tags.
+                let h = (rng.random_range(0..1u64 << 20) << 6) | rng.random_range(56..64u64);
                 g.link(slot(7, &key, step), h);
                 model.insert(k, h);
             }
-            if step % 50 == 0 {
-                for k in 0..200u32 {
-                    let found = model.get(&k).and_then(|&h| g.find(h, 7, &k.to_le_bytes()));
-                    assert_eq!(
-                        found.is_some(),
-                        model.contains_key(&k),
-                        "seed {seed} step {step} key {k}"
-                    );
-                }
-                assert_eq!(g.len, model.len());
+            assert_eq!(g.index.len(), 64);
+            for k in 0..40u32 {
+                let found = model.get(&k).and_then(|&h| g.find(h, 7, &k.to_le_bytes()));
+                assert_eq!(
+                    found.is_some(),
+                    model.contains_key(&k),
+                    "seed {seed} step {step} key {k}"
+                );
             }
+            assert_eq!(g.len, model.len());
         }
     }
 }
