@@ -85,6 +85,10 @@ pub struct StressArgs {
     /// Small memtables and triggers so flushes and every compaction kind run all the time
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub small: bool,
+    /// Row cache bytes (0 = off). Small by default, so cached rows, tombstones and absences
+    /// are replaced by flushes and evicted all the time while the checks read through them
+    #[arg(long, default_value_t = 256 << 10)]
+    pub row_cache_size: usize,
     /// Blackbox crash mode: this many rounds of run-and-SIGKILL in a child process
     #[arg(long, default_value_t = 0)]
     pub crash_rounds: u32,
@@ -159,7 +163,10 @@ fn parse_mix(s: &str) -> Result<[u32; 10], String> {
 }
 
 fn options(a: &StressArgs) -> Options {
-    let mut o = Options::default();
+    let mut o = Options {
+        row_cache_size: a.row_cache_size,
+        ..Options::default()
+    };
     if a.tiny {
         // The whitebox crash test's settings: flushes, every compaction kind and slog
         // checkpoints all the time.
@@ -712,6 +719,7 @@ pub(crate) fn child_command(exe: &Path, a: &StressArgs, db: &Path, seed: u64, du
         .arg(format!("--mix={}", a.mix))
         .arg(format!("--seed={seed}"))
         .arg(format!("--sync={}", a.sync))
+        .arg(format!("--row_cache_size={}", a.row_cache_size))
         .arg("--child");
     cmd
 }
