@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 const ENOSPC: i32 = 28;
 const EIO: i32 = 5;
@@ -242,20 +243,44 @@ fn automatic_compaction_bounds_l0() {
     check(&t, &model);
 }
 
+/// A database with a 1 MiB row cache and triggers that keep compactions running.
+fn open_with_row_cache(fs: &FaultFs) -> Db {
+    let o = Options {
+        row_cache_size: 1 << 20,
+        level0_layer_trigger: 6,
+        level0_extents_trigger: 4,
+        ..opts(fs)
+    };
+    Db::open(Path::new("/db"), o).unwrap()
+}
+
+/// Lets `handles` run for `d`, then sets `stop` and joins them (a panic in one fails the test).
+fn stop_after(d: Duration, stop: &AtomicBool, handles: Vec<std::thread::JoinHandle<()>>) {
+    std::thread::sleep(d);
+    stop.store(true, Ordering::Relaxed);
+    for h in handles {
+        h.join().unwrap();
+    }
+}
+
+/// A thread that flushes `t` every 2 ms until `stop`.
+fn spawn_flusher(t: &Table, stop: &Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+    let (t, stop) = (t.clone(), stop.clone());
+    std::thread::spawn(move || {
+        while !stop.load(Ordering::Relaxed) {
+            t.flush().unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    })
+}
+
 #[test]
 fn row_cache_never_serves_a_stale_row() {
     // Writers update a few hot keys with increasing counters while flushes and compactions
     // run; readers check that the value they read never goes backwards for a key (reads at
     // the latest LSN are linearizable) and that snapshot reads stay put.
     let fs = FaultFs::new();
-    let path = Path::new("/db");
-    let o = Options {
-        row_cache_size: 1 << 20,
-        level0_layer_trigger: 6,
-        level0_extents_trigger: 4,
-        ..opts(&fs)
-    };
-    let db = Db::open(path, o).unwrap();
+    let db = open_with_row_cache(&fs);
     let t = db.default_table();
     const HOT: u64 = 8;
     for k in 0..HOT {
@@ -283,15 +308,7 @@ fn row_cache_never_serves_a_stale_row() {
             }
         }));
     }
-    {
-        let (t, stop) = (t.clone(), stop.clone());
-        handles.push(std::thread::spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
-                t.flush().unwrap();
-                std::thread::sleep(std::time::Duration::from_millis(2));
-            }
-        }));
-    }
+    handles.push(spawn_flusher(&t, &stop));
     for r in 0..2 {
         let (t, db, stop, written) = (t.clone(), db.clone(), stop.clone(), written.clone());
         handles.push(std::thread::spawn(move || {
@@ -327,11 +344,7 @@ fn row_cache_never_serves_a_stale_row() {
             }
         }));
     }
-    std::thread::sleep(std::time::Duration::from_millis(1500));
-    stop.store(true, Ordering::Relaxed);
-    for h in handles {
-        h.join().unwrap();
-    }
+    stop_after(Duration::from_millis(1500), &stop, handles);
     let stats = db.stats();
     assert!(stats.flushes > 5, "{stats:?}");
     // A deterministic phase that must go through the row cache: each flush moves the newest
@@ -361,14 +374,7 @@ fn row_cache_never_serves_a_stale_absence() {
     // cached just before the key arrives) and every key acknowledged before the read began
     // must be found.
     let fs = FaultFs::new();
-    let path = Path::new("/db");
-    let o = Options {
-        row_cache_size: 1 << 20,
-        level0_layer_trigger: 6,
-        level0_extents_trigger: 4,
-        ..opts(&fs)
-    };
-    let db = Db::open(path, o).unwrap();
+    let db = open_with_row_cache(&fs);
     let t = db.default_table();
     t.put(b"seed", b"x").unwrap();
     t.flush().unwrap();
@@ -408,15 +414,7 @@ fn row_cache_never_serves_a_stale_absence() {
             }
         }));
     }
-    {
-        let (t, stop) = (t.clone(), stop.clone());
-        handles.push(std::thread::spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
-                t.flush().unwrap();
-                std::thread::sleep(std::time::Duration::from_millis(2));
-            }
-        }));
-    }
+    handles.push(spawn_flusher(&t, &stop));
     for r in 0..2u64 {
         let (t, stop, frontier) = (t.clone(), stop.clone(), frontier.clone());
         handles.push(std::thread::spawn(move || {
@@ -441,11 +439,7 @@ fn row_cache_never_serves_a_stale_absence() {
             }
         }));
     }
-    std::thread::sleep(std::time::Duration::from_millis(1500));
-    stop.store(true, Ordering::Relaxed);
-    for h in handles {
-        h.join().unwrap();
-    }
+    stop_after(Duration::from_millis(1500), &stop, handles);
     let stats = db.stats();
     assert!(stats.flushes > 5, "{stats:?}");
     assert!(frontier.load(Ordering::Relaxed) > 1000);
