@@ -98,8 +98,9 @@ pub struct Options {
     /// Open extent readers (index and filter in memory) kept by the table cache. Default: 8192.
     /// Min: 16.
     pub table_cache_size: usize,
-    /// Capacity of the row cache (latest versions of hot records, any level), in bytes.
-    /// 0 disables it. Default: 0 (off, like RocksDB's `row_cache`).
+    /// Capacity of the row cache (latest versions of hot records, any level, and keys found
+    /// absent from every level), in bytes; each row is charged about 100 bytes plus the heap
+    /// bytes of rows over 44 bytes. 0 disables it. Default: 0 (off, like RocksDB's `row_cache`).
     pub row_cache_size: usize,
     /// L0 layers of a sub-table at which each write group is delayed by
     /// `slowdown_delay_micros`. Default: 20.
