@@ -108,10 +108,13 @@ pub struct Options {
     /// L0 layers of a sub-table at which writers stop until compaction drains L0. Default: 36.
     pub level0_stop_layers: usize,
     /// L0 layers of a sub-table at which an intra-L0 compaction merges them into one layer.
-    /// Default: 4.
+    /// Default: 8 (X-Engine's MySQL handler's default), so that with the default memtables
+    /// (64 MiB: at least about 14 extents per flush) the minor compaction's trigger comes first
+    /// and intra-L0 merges only runs of small flushes; an intra-L0 merge of layers that the next
+    /// minor compaction takes anyway writes their bytes twice.
     pub level0_layer_trigger: usize,
-    /// L0 extents of a sub-table at which a minor compaction merges L0 into L1. Default: 64
-    /// (128 MiB).
+    /// L0 extents of a sub-table at which a minor compaction merges L0 into L1. Default: 96
+    /// (192 MiB).
     pub level0_extents_trigger: usize,
     /// L1 extents of a sub-table at which a major compaction merges L1 into L2. Default: 128
     /// (256 MiB).
@@ -176,8 +179,8 @@ impl Default for Options {
             row_cache_size: 0,
             level0_slowdown_layers: 20,
             level0_stop_layers: 36,
-            level0_layer_trigger: 4,
-            level0_extents_trigger: 64,
+            level0_layer_trigger: 8,
+            level0_extents_trigger: 96,
             level1_extents_trigger: 128,
             pending_compaction_slowdown_bytes: 8 << 30,
             pending_compaction_stop_bytes: 32 << 30,
