@@ -4,9 +4,9 @@
 //! value bytes, lsn, CLOCK reference bit) plus an open-addressing index of 8-byte entries (32 hash bits
 //! and a slot number). A slot holds key ‖ value inline when they fit in [`INLINE_ROW`] bytes (one heap
 //! allocation otherwise), so a hit on a small row reads one index line and one slot line, no other
-//! memory (a miss usually reads one index line). A lookup hashes the borrowed key once, takes the shard's read lock, probes
-//! the index and compares bytes: no allocation, O(1). The reference bit is an atomic set under the read
-//! lock (only if clear, so hot entries cause no writes).
+//! memory (a miss usually reads one index line). A lookup hashes the borrowed key once, takes the
+//! shard's read lock, probes the index and compares bytes: no allocation, O(1). The reference bit is
+//! an atomic set under the read lock (only if clear, so hot entries cause no writes).
 //!
 //! Invariants (what the read path relies on):
 //! - Every mutation of a key ([`RowCache::insert_if`], [`RowCache::replace_if_present`],

@@ -25,29 +25,23 @@ use crate::error::{Error, Result};
 use crate::fs::ReadableFile;
 use crate::key::{compare_internal_keys, decode_internal_key, Lsn, ValueKind};
 
-/// Reads exactly `buf.len()` bytes at `offset`; a short file is corruption at the offset where
-/// it ends.
-fn read_exact_at(file: &dyn ReadableFile, path: &Path, buf: &mut [u8], offset: u64) -> Result<()> {
-    let mut done = 0;
-    while done < buf.len() {
-        match file.read_at(&mut buf[done..], offset + done as u64) {
-            Ok(0) => {
-                return Err(Error::corruption(
-                    path,
-                    offset + done as u64,
-                    format!(
-                        "file ends at {} inside an extent (needed {} bytes at {offset})",
-                        offset + done as u64,
-                        buf.len()
-                    ),
-                ))
-            }
-            Ok(n) => done += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(Error::io("read", path, e)),
+/// Reads exactly `len` bytes at `offset` ([`ReadableFile::read_exact_into`]); a short file is
+/// corruption at the offset where it ends.
+fn read_exact_at(file: &dyn ReadableFile, path: &Path, len: usize, offset: u64) -> Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    file.read_exact_into(&mut buf, len, offset).map_err(|err| {
+        let end = offset + buf.len() as u64;
+        if err.kind() == io::ErrorKind::UnexpectedEof {
+            Error::corruption(
+                path,
+                end,
+                format!("file ends at {end} inside an extent (needed {len} bytes at {offset})"),
+            )
+        } else {
+            Error::io("read", path, err)
         }
-    }
-    Ok(())
+    })?;
+    Ok(buf)
 }
 
 /// An open extent: parsed footer, index, filter and properties. `Send + Sync`; reads go through
@@ -102,13 +96,11 @@ impl ExtentReader {
     pub fn open(file: &dyn ReadableFile, path: &Path, base: u64, slots: u32) -> Result<ExtentReader> {
         let path: Arc<Path> = Arc::from(path);
         let footer_off = extent_end(&path, base, slots)? - FOOTER_SIZE as u64;
-        let mut fbuf = [0u8; FOOTER_SIZE];
-        read_exact_at(file, &path, &mut fbuf, footer_off)?;
+        let fbuf = read_exact_at(file, &path, FOOTER_SIZE, footer_off)?;
         let footer = parse_footer(&path, footer_off, &fbuf, slots)?;
         let meta_start = footer.index.offset;
         let meta_len = (footer.valid_size - meta_start) as usize;
-        let mut meta = vec![0u8; meta_len];
-        read_exact_at(file, &path, &mut meta, base + meta_start)?;
+        let meta = read_exact_at(file, &path, meta_len, base + meta_start)?;
         Self::from_parts(path, base, slots, footer, &meta)
     }
 
@@ -263,22 +255,7 @@ impl ExtentReader {
     /// Reads block `i`'s stored bytes (`contents ‖ trailer`) and verifies the CRC.
     fn read_stored(&self, file: &dyn ReadableFile, e: &IndexEntry) -> Result<(Vec<u8>, u8)> {
         let at = self.base + e.offset;
-        let len = e.size as usize + TRAILER_SIZE;
-        let mut buf = Vec::new();
-        file.read_exact_into(&mut buf, len, at).map_err(|err| {
-            if err.kind() == io::ErrorKind::UnexpectedEof {
-                Error::corruption(
-                    &*self.path,
-                    at + buf.len() as u64,
-                    format!(
-                        "file ends at {} inside an extent (needed {len} bytes at {at})",
-                        at + buf.len() as u64
-                    ),
-                )
-            } else {
-                Error::io("read", &*self.path, err)
-            }
-        })?;
+        let buf = read_exact_at(file, &self.path, e.size as usize + TRAILER_SIZE, at)?;
         let ctype = check_block(&buf).map_err(|r| Error::corruption(&*self.path, at, r))?.1;
         Ok((buf, ctype))
     }

@@ -74,12 +74,12 @@ impl ReadableFile for PosixRw {
     fn read_exact_into(&self, buf: &mut Vec<u8>, len: usize, offset: u64) -> io::Result<()> {
         use std::os::unix::io::AsRawFd;
         buf.reserve(len);
-        let end = buf.len() + len;
-        while buf.len() < end {
-            let at = offset + (len - (end - buf.len())) as u64;
-            let at = libc::off_t::try_from(at).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-            let want = end - buf.len();
-            let spare = &mut buf.spare_capacity_mut()[..want];
+        let start = buf.len();
+        while buf.len() < start + len {
+            let done = buf.len() - start;
+            let at = libc::off_t::try_from(offset + done as u64)
+                .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+            let spare = &mut buf.spare_capacity_mut()[..len - done];
             // SAFETY: `spare` is writable memory owned by `buf` of `spare.len()` bytes (reserved
             // above); pread writes at most that many bytes into it and reports how many.
             let n = unsafe { libc::pread(self.file.as_raw_fd(), spare.as_mut_ptr().cast(), spare.len(), at) };
