@@ -390,11 +390,10 @@ impl Db {
         )?);
         let (slog, recovered) = Slog::open(fs.clone(), &path)?;
         let mut state = recovered.state;
-        let store = Arc::new(ExtentStore::new(
-            space.clone(),
-            opts.block_cache_size,
-            opts.table_cache_size,
-        ));
+        let store = Arc::new(
+            ExtentStore::new(space.clone(), opts.block_cache_size, opts.table_cache_size)
+                .with_partial_reads(opts.partial_block_reads),
+        );
         let row_cache = Arc::new(RowCache::new(opts.row_cache_size, 4 << 10));
         let flush_queue = Arc::new(JobQueue::default());
         let id = NEXT_DB_ID.fetch_add(1, Ordering::Relaxed);
@@ -775,6 +774,7 @@ impl Db {
                 block_cache: self.inner.store.blocks.stats(),
                 table_cache: self.inner.store.readers.stats(),
                 row_cache: self.inner.row_cache.stats(),
+                partial_block_reads: self.inner.store.partial_block_reads.load(Ordering::Relaxed),
             },
         }
     }

@@ -9,10 +9,14 @@
 //! - An extent's slots go back to the free list only when its `LiveExtent` drops after being
 //!   marked obsolete, i.e. when the last [`crate::meta::version::LevelSet`] naming it is gone.
 //!   At shutdown nothing is marked obsolete, so nothing is freed.
+//! - A point lookup that misses the block cache reads the whole block and caches it while the
+//!   cache has never had to evict; after that, only one miss in [`POINT_FILL_ONE_IN`] does (per
+//!   thread), and the others read just the block's tail and one restart region
+//!   ([`crate::extent::PointRead`]). With `partial_block_reads` off every miss fills.
 
 use crate::cache::{BlockCache, BlockKey, CacheStats, TableCache};
 use crate::error::Result;
-use crate::extent::{Block, ExtentReader};
+use crate::extent::{Block, ExtentReader, PointRead, PointScratch};
 use crate::fs::RandomRwFile;
 use crate::meta::edit::ExtentMeta;
 use crate::space::{ExtentId, ExtentSpace};
@@ -77,6 +81,19 @@ impl Drop for LiveExtent {
     }
 }
 
+/// Once the block cache is full, one point-lookup miss in this many reads and caches the whole
+/// block: often enough that hot blocks get in after a few misses, rare enough that a cache
+/// too small for the working set does not churn (each churned fill copies and checksums a
+/// whole block and evicts another that was rarely hit again).
+pub(crate) const POINT_FILL_ONE_IN: u32 = 8;
+
+thread_local! {
+    /// Buffers of this thread's partial block reads.
+    static POINT_SCRATCH: std::cell::RefCell<PointScratch> = std::cell::RefCell::new(PointScratch::default());
+    /// Point-lookup misses of this thread once the block cache is full (picks the sampled fills).
+    static POINT_MISSES: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
 /// Counters of the read path's caches.
 #[derive(Debug, Clone, Default)]
 pub struct CacheCounters {
@@ -86,6 +103,9 @@ pub struct CacheCounters {
     pub table_cache: CacheStats,
     /// The row cache.
     pub row_cache: CacheStats,
+    /// Point lookups that missed the block cache and read only a block's tail and one restart
+    /// region instead of the whole block.
+    pub partial_block_reads: u64,
 }
 
 /// Extent space plus the caches that read it.
@@ -96,6 +116,10 @@ pub(crate) struct ExtentStore {
     next_cache_id: AtomicU64,
     /// Extents freed since open (for statistics and tests).
     pub(crate) freed: AtomicU64,
+    /// Point lookups may read part of a block instead of filling the cache.
+    partial_reads: bool,
+    /// Partial block reads since open.
+    pub(crate) partial_block_reads: AtomicU64,
 }
 
 impl ExtentStore {
@@ -106,7 +130,15 @@ impl ExtentStore {
             readers: TableCache::new(table_cache_entries),
             next_cache_id: AtomicU64::new(1),
             freed: AtomicU64::new(0),
+            partial_reads: true,
+            partial_block_reads: AtomicU64::new(0),
         }
+    }
+
+    /// Turns partial block reads of point lookups on or off (on by default).
+    pub(crate) fn with_partial_reads(mut self, on: bool) -> Self {
+        self.partial_reads = on;
+        self
     }
 
     /// Wraps metadata of an extent that exists on disk.
@@ -157,6 +189,77 @@ impl ExtentStore {
         let block = Arc::new(open.reader.read_block(open.file.as_ref(), i)?);
         self.blocks.insert(key, block.clone(), block.size());
         Ok(block)
+    }
+
+    /// Whether a point lookup that missed the block cache should read and cache the whole block
+    /// (see the module invariants).
+    fn point_miss_fills(&self) -> bool {
+        if !self.partial_reads {
+            return true;
+        }
+        if !self.blocks.enabled() {
+            return false;
+        }
+        if !self.blocks.has_evicted() {
+            return true;
+        }
+        POINT_MISSES.with(|m| {
+            let n = m.get().wrapping_add(1);
+            m.set(n);
+            n % POINT_FILL_ONE_IN == 0
+        })
+    }
+
+    /// Data block `i` of `e` for a point lookup of `seek` (user key hash `hash`): the cached
+    /// block, or the whole block read and cached, or (see [`Self::point_miss_fills`]) a partial
+    /// read whose found entry `with_scratch` sees. `with_scratch` runs at most once, with the
+    /// outcome of a partial read and this thread's scratch.
+    pub(crate) fn point_block<R>(
+        &self,
+        e: &LiveExtent,
+        open: &OpenExtent,
+        i: usize,
+        seek: &[u8],
+        hash: u64,
+        with_scratch: impl FnOnce(PointRead, &PointScratch) -> Result<R>,
+    ) -> Result<std::result::Result<R, Arc<Block>>> {
+        let Some(offset) = open.reader.block_offset(i) else {
+            return Ok(Err(Arc::new(open.reader.read_block(open.file.as_ref(), i)?)));
+        };
+        let key = BlockKey {
+            extent: e.cache_id,
+            offset,
+        };
+        if let Some(b) = self.blocks.get(&key) {
+            return Ok(Err(b));
+        }
+        if !self.point_miss_fills() {
+            let partial = POINT_SCRATCH.with(|cell| -> Result<Option<R>> {
+                // A nested lookup on this thread (none today) gets a scratch of its own.
+                let mut fresh;
+                let mut borrowed = cell.try_borrow_mut();
+                let scratch: &mut PointScratch = match borrowed.as_deref_mut() {
+                    Ok(s) => s,
+                    Err(_) => {
+                        fresh = PointScratch::default();
+                        &mut fresh
+                    }
+                };
+                match open.reader.point_read(open.file.as_ref(), i, seek, hash, scratch)? {
+                    PointRead::NeedFull => Ok(None),
+                    found => {
+                        self.partial_block_reads.fetch_add(1, Ordering::Relaxed);
+                        with_scratch(found, scratch).map(Some)
+                    }
+                }
+            })?;
+            if let Some(r) = partial {
+                return Ok(Ok(r));
+            }
+        }
+        let block = Arc::new(open.reader.read_block(open.file.as_ref(), i)?);
+        self.blocks.insert(key, block.clone(), block.size());
+        Ok(Err(block))
     }
 
     fn release(&self, e: &LiveExtent) {

@@ -92,6 +92,11 @@ pub struct Options {
     /// Bits per key of each extent's bloom filter over user keys; 0 = no filter.
     /// Default: 10 (about 1% false positives). Range: 0 ..= 32.
     pub bloom_bits_per_key: u32,
+    /// Once the block cache is full, a point lookup that misses it reads only the block's tail
+    /// and the key's restart region (each checked by its own CRC32C) instead of the whole
+    /// block, and only one such miss in 8 caches the whole block. Off: every miss reads and
+    /// caches the whole block (RocksDB's behaviour). Default: true.
+    pub partial_block_reads: bool,
     /// Capacity of the block cache (decoded data blocks, shared by all sub-tables), in bytes.
     /// 0 disables it. Default: 256 MiB.
     pub block_cache_size: usize,
@@ -172,6 +177,7 @@ impl Default for Options {
             block_size: 16 << 10,
             block_restart_interval: 16,
             block_hash_index: true,
+            partial_block_reads: true,
             bloom_bits_per_key: 10,
             compression: Compression::default(),
             block_cache_size: 256 << 20,
@@ -216,6 +222,7 @@ impl fmt::Debug for Options {
             .field("block_size", &self.block_size)
             .field("block_restart_interval", &self.block_restart_interval)
             .field("block_hash_index", &self.block_hash_index)
+            .field("partial_block_reads", &self.partial_block_reads)
             .field("bloom_bits_per_key", &self.bloom_bits_per_key)
             .field("compression", &self.compression)
             .field("block_cache_size", &self.block_cache_size)

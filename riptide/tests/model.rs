@@ -900,6 +900,7 @@ impl Harness {
         self.opts.bloom_bits_per_key = [0, 10][rng.random_range(0..2)];
         self.opts.block_cache_size = [0, 64 << 10, 8 << 20][rng.random_range(0..3)];
         self.opts.row_cache_size = [0, 1 << 20][rng.random_range(0..2)];
+        self.opts.partial_block_reads = rng.random_bool(0.7);
         self.opts.extents_per_file = [3, 8, 5120][rng.random_range(0..3)];
         self.opts.level0_layer_trigger = rng.random_range(2..=6);
         self.opts.level0_extents_trigger = rng.random_range(1..=4);

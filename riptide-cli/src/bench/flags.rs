@@ -482,7 +482,7 @@ pub struct BenchFlags {
     )]
     pub write_queues: Option<i64>,
 
-    /// Riptide only: L0 extents at which a minor compaction merges L0 into L1 [default: 64]
+    /// Riptide only: L0 extents at which a minor compaction merges L0 into L1 [default: 96]
     #[arg(
         long = "level0_extents_trigger",
         alias = "level0-extents-trigger",
@@ -499,6 +499,17 @@ pub struct BenchFlags {
         allow_negative_numbers = true
     )]
     pub level1_extents_trigger: Option<i64>,
+
+    /// Riptide only: once the block cache is full, point lookups that miss it read only the
+    /// block's tail and the key's restart region, and one miss in 8 caches the block
+    /// [default: true]
+    #[arg(
+        long = "partial_block_reads",
+        alias = "partial-block-reads",
+        value_name = "BOOL",
+        action = clap::ArgAction::Set
+    )]
+    pub partial_block_reads: Option<bool>,
 
     /// Puts (or deletes) per WriteBatch in write benchmarks
     #[arg(
@@ -996,6 +1007,9 @@ impl Config {
             if let Some(n) = trigger("level1_extents_trigger", f.level1_extents_trigger)? {
                 options.level1_extents_trigger = n;
             }
+            if let Some(on) = f.partial_block_reads {
+                options.partial_block_reads = on;
+            }
             if let Some(n) = level0_slowdown_trigger {
                 options.level0_slowdown_layers = n;
             }
@@ -1054,6 +1068,7 @@ impl Config {
             riptide_only_given: [
                 ("level0_extents_trigger", f.level0_extents_trigger.is_some()),
                 ("level1_extents_trigger", f.level1_extents_trigger.is_some()),
+                ("partial_block_reads", f.partial_block_reads.is_some()),
             ]
             .into_iter()
             .filter_map(|(n, given)| given.then_some(n))

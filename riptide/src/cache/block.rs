@@ -294,6 +294,11 @@ impl<V: Send + Sync + 'static> BlockCache<V> {
         true
     }
 
+    /// Whether the cache has ever evicted a block to make room (it is, or was, full).
+    pub(crate) fn has_evicted(&self) -> bool {
+        self.backend.evictions() != 0
+    }
+
     /// Whether a block is cached (does not count as a hit or miss, does not mark it used).
     pub(crate) fn contains(&self, key: &BlockKey) -> bool {
         self.backend.contains(key)

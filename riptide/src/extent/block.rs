@@ -2,15 +2,25 @@
 //!
 //! ```text
 //! entry    = varint32 shared ‖ varint32 non_shared ‖ varint32 value_len ‖ key[shared..] ‖ value
-//! block    = entry* ‖ [hash index] ‖ fixed32 restart[num_restarts] ‖ fixed32 footer
+//! block    = entry* ‖ tail
+//! tail     = [hash index] ‖ fixed32 restart[num_restarts]
+//!            ‖ [fixed32 region_crc[num_restarts] ‖ fixed32 tail_crc] ‖ fixed32 footer
 //! footer   = num_restarts | (1 << 31 if the hash index is present)
+//!                         | (1 << 30 if region checksums are present)
 //! hash index = u8 bucket[num_buckets] ‖ fixed16 num_buckets
 //! bucket   = restart index of the first entry of a user key hashing there; 255 empty, 254 several
+//! region_crc[i] = masked CRC32C of restart region i (from restart[i] to the next restart
+//!                 point, or to the end of the entries)
+//! tail_crc = masked CRC32C of the tail before tail_crc, then of the footer
 //! ```
 //!
 //! The hash index (RocksDB's `kDataBlockBinaryAndHash`) lets a point lookup jump to the restart
 //! region of its user key instead of binary-searching the restart points; an empty bucket proves
 //! the key is absent from the block. Blocks with more than 253 restart points have none.
+//!
+//! Region checksums (extent format 2) let a point lookup of a block that is not cached read and
+//! verify only the block's tail and one restart region instead of the whole block
+//! ([`super::point`]). The block trailer's CRC still covers the whole block for every full read.
 //!
 //! Invariants:
 //! - An entry at a restart point has `shared == 0`; restart offsets are increasing and the first
@@ -29,18 +39,29 @@ use super::{cmp_ikey, get_u32, get_varint32, put_varint};
 use crate::error::{Error, Result};
 
 /// Bucket value: no user key hashes here.
-const BUCKET_EMPTY: u8 = 255;
+pub(super) const BUCKET_EMPTY: u8 = 255;
 /// Bucket value: several restart regions hold keys hashing here.
-const BUCKET_COLLISION: u8 = 254;
+pub(super) const BUCKET_COLLISION: u8 = 254;
 /// Most restart points a block with a hash index may have.
 const MAX_HASHED_RESTARTS: usize = 253;
+
+/// The hash-index bucket of a user key with [`super::filter_hash`] `hash` among `n` buckets.
+#[inline]
+pub(super) fn bucket_of(hash: u64, n: usize) -> usize {
+    (((hash >> 32) * n as u64) >> 32) as usize
+}
 /// Buckets per distinct user key. RocksDB's default is 4/3 (util ratio 0.75); then about half
 /// the lookups land in a bucket shared by another restart region and fall back to the binary
 /// search. Four buckets per key (about 1 byte of index per 8 bytes of 16-byte-key entries)
 /// measured 15-25 % more warm point reads on 10M keys for 8 % more space.
 const BUCKETS_PER_KEY: usize = 4;
 /// Flag in the block footer: a hash index precedes the restart array.
-const HASH_INDEX_FLAG: u32 = 1 << 31;
+pub(crate) const HASH_INDEX_FLAG: u32 = 1 << 31;
+/// Flag in the block footer: region checksums and a tail checksum follow the restart array.
+pub(crate) const REGION_CRC_FLAG: u32 = 1 << 30;
+/// Bytes a block's tail takes after its restart array: per restart point a region checksum
+/// (counted by the caller), then the tail checksum and the footer.
+const TAIL_FIXED: usize = 8;
 
 /// Builds one data block.
 pub(crate) struct BlockBuilder {
@@ -96,12 +117,12 @@ impl BlockBuilder {
 
     /// Size of the block if finished now.
     pub(crate) fn size_estimate(&self) -> usize {
-        self.buf.len() + 4 * self.restarts.len() + 4 + self.hash_index_size()
+        self.buf.len() + 8 * self.restarts.len() + TAIL_FIXED + self.hash_index_size()
     }
 
     /// Upper bound of [`Self::size_estimate`] after adding an entry with these lengths.
     pub(crate) fn size_after(&self, key_len: usize, value_len: usize) -> usize {
-        self.size_estimate() + 15 + key_len + value_len + 4 + 2
+        self.size_estimate() + 15 + key_len + value_len + 8 + 2
     }
 
     /// Appends an entry. `prev_key` is the previously added key (ignored at a restart point);
@@ -134,12 +155,13 @@ impl BlockBuilder {
     /// Appends the restart array and returns the finished block; call [`Self::reset`] before
     /// reusing the builder.
     pub(crate) fn finish(&mut self) -> &[u8] {
-        let mut footer = self.restarts.len() as u32;
+        let entries_end = self.buf.len();
+        let mut footer = self.restarts.len() as u32 | REGION_CRC_FLAG;
         if self.hash_index_size() > 0 {
             let n = self.num_buckets();
             let mut buckets = vec![BUCKET_EMPTY; n];
             for &(h, r) in &self.hashed {
-                let b = &mut buckets[(((h >> 32) * n as u64) >> 32) as usize];
+                let b = &mut buckets[bucket_of(h, n)];
                 *b = match *b {
                     BUCKET_EMPTY => r,
                     same if same == r => r,
@@ -153,7 +175,15 @@ impl BlockBuilder {
         for r in &self.restarts {
             self.buf.extend_from_slice(&r.to_le_bytes());
         }
-        self.buf.extend_from_slice(&footer.to_le_bytes());
+        for (i, &start) in self.restarts.iter().enumerate() {
+            let end = self.restarts.get(i + 1).map_or(entries_end, |&e| e as usize);
+            let crc = super::mask_crc(crc32c::crc32c(&self.buf[start as usize..end]));
+            self.buf.extend_from_slice(&crc.to_le_bytes());
+        }
+        let footer = footer.to_le_bytes();
+        let tail_crc = crc32c::crc32c_append(crc32c::crc32c(&self.buf[entries_end..]), &footer);
+        self.buf.extend_from_slice(&super::mask_crc(tail_crc).to_le_bytes());
+        self.buf.extend_from_slice(&footer);
         &self.buf
     }
 
@@ -235,8 +265,14 @@ impl BlockLayout {
                 ))
             }
         };
-        let num_restarts = (footer & !HASH_INDEX_FLAG) as usize;
-        let max_restarts = (n - 4) / 4;
+        let num_restarts = (footer & !(HASH_INDEX_FLAG | REGION_CRC_FLAG)) as usize;
+        // Bytes after the restart array, and per restart point.
+        let (after, per_restart) = if footer & REGION_CRC_FLAG != 0 {
+            (TAIL_FIXED, 8)
+        } else {
+            (4, 4)
+        };
+        let max_restarts = n.saturating_sub(after) / per_restart;
         if num_restarts == 0 || num_restarts > max_restarts {
             return Err(Error::corruption(
                 path,
@@ -244,7 +280,7 @@ impl BlockLayout {
                 format!("data block has a bad restart count {num_restarts} (block is {n} bytes)"),
             ));
         }
-        let restarts_offset = n - 4 - 4 * num_restarts;
+        let restarts_offset = n - after - per_restart * num_restarts;
         if get_u32(data, restarts_offset) != Some(0) {
             return Err(Error::corruption(
                 path,
@@ -370,6 +406,37 @@ impl Block {
         })
     }
 
+    /// Checks the region checksums and the tail checksum, if the block has them (for
+    /// verification: a whole-block read relies on the trailer's CRC alone).
+    pub(crate) fn check_region_crcs(&self) -> std::result::Result<(), String> {
+        let n = self.data.len();
+        let footer = get_u32(&self.data, n - 4).unwrap_or(0);
+        if footer & REGION_CRC_FLAG == 0 {
+            return Ok(());
+        }
+        let r = self.num_restarts;
+        let crcs = self.restarts_offset + 4 * r;
+        for i in 0..r {
+            let start = self.restart_point(i);
+            let end = if i + 1 < r {
+                self.restart_point(i + 1)
+            } else {
+                self.entries_end
+            };
+            let Some(region) = self.data.get(start..end) else {
+                return Err(format!("restart region {i} spans {start}..{end}, outside the entries"));
+            };
+            if get_u32(&self.data, crcs + 4 * i) != Some(super::mask_crc(crc32c::crc32c(region))) {
+                return Err(format!("restart region {i} checksum mismatch"));
+            }
+        }
+        let tail = crc32c::crc32c_append(crc32c::crc32c(&self.data[self.entries_end..n - 8]), &self.data[n - 4..]);
+        if get_u32(&self.data, n - 8) != Some(super::mask_crc(tail)) {
+            return Err("block tail checksum mismatch".into());
+        }
+        Ok(())
+    }
+
     /// Bytes charged for this block in a cache.
     pub fn size(&self) -> usize {
         self.data.capacity() + std::mem::size_of::<Self>()
@@ -408,7 +475,7 @@ impl Block {
         // cache misses overlap.
         let restarts_end = self.restarts_offset + 4 * self.num_restarts;
         super::prefetch_range(&self.data, self.restarts_offset, restarts_end, 4);
-        let b = (((hash >> 32) * n as u64) >> 32) as usize;
+        let b = bucket_of(hash, n);
         match self.data.get(start + b).copied().unwrap_or(BUCKET_COLLISION) {
             BUCKET_EMPTY => Some(None),
             BUCKET_COLLISION => None,
@@ -430,7 +497,7 @@ const SEEK_PREFETCH_RESTARTS: usize = 64;
 /// Decodes the entry header at `p`: (shared, non_shared, value_len, key_start). Checks that the
 /// key delta and the value lie before `limit`.
 #[inline]
-fn decode_entry(data: &[u8], p: usize, limit: usize) -> Option<(usize, usize, usize, usize)> {
+pub(super) fn decode_entry(data: &[u8], p: usize, limit: usize) -> Option<(usize, usize, usize, usize)> {
     let d = data.get(p..limit)?;
     if d.len() < 3 {
         return None;

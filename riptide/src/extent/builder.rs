@@ -384,14 +384,15 @@ impl ExtentBuilder {
     /// Upper bound of [`Self::estimated_size`] after adding an entry with these lengths next.
     pub fn estimated_size_after(&self, ikey_len: usize, value_len: usize) -> usize {
         let filter_growth = self.filter_bound(self.hashes.len() + 1) - self.filter_bound(self.hashes.len());
-        // New entry (≤ 15 header bytes), a possible restart point, and if it opens a new block:
-        // that block's restart count and trailer and its index entry; props keys may grow.
+        // New entry (≤ 15 header bytes), a possible restart point with its region checksum,
+        // and if it opens a new block: that block's tail checksum, footer and trailer and its
+        // index entry; props keys may grow.
         self.estimated_size()
             + 15
             + ikey_len
             + value_len
-            + 4
-            + 4
+            + 8
+            + 8
             + TRAILER_SIZE
             + IndexEntry::encoded_len_bound(ikey_len, ikey_len)
             + filter_growth

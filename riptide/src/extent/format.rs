@@ -10,8 +10,12 @@
 use super::{get_u32, get_u64, get_varint, get_varint32, mask_crc, put_varint, unmask_crc, varint_len};
 use crate::key::Lsn;
 
-/// Format version of extents written by this build (footer and properties).
-pub(crate) const EXTENT_FORMAT_VERSION: u32 = 1;
+/// Format version of extents written by this build (footer and properties). Version 2 added
+/// region checksums to data blocks (a flag in each block's footer says whether a block has
+/// them); this build reads versions 1 and 2.
+pub(crate) const EXTENT_FORMAT_VERSION: u32 = 2;
+/// Oldest extent format version this build reads.
+pub(crate) const MIN_EXTENT_FORMAT_VERSION: u32 = 1;
 
 /// Footer magic: the bytes `RPTEXTNT` read as a little-endian u64.
 pub(crate) const EXTENT_MAGIC: u64 = u64::from_le_bytes(*b"RPTEXTNT");
@@ -162,7 +166,7 @@ impl Footer {
         let r32 = |at| get_u32(f, at).unwrap_or(0);
         let r64 = |at| get_u64(f, at).unwrap_or(0);
         let version = r32(8);
-        if version != EXTENT_FORMAT_VERSION {
+        if !(MIN_EXTENT_FORMAT_VERSION..=EXTENT_FORMAT_VERSION).contains(&version) {
             return Err(FooterError::Version(version));
         }
         let h = |i: usize| Handle {
@@ -524,8 +528,10 @@ mod tests {
         }
         assert_eq!(Footer::decode(&[0u8; FOOTER_SIZE]), Err(FooterError::Magic(0)));
         assert!(Footer::decode(&enc[..10]).is_err());
-        let newer = Footer { version: 2, ..f }.encode();
-        assert_eq!(Footer::decode(&newer), Err(FooterError::Version(2)));
+        let older = Footer { version: 1, ..f }.encode();
+        assert_eq!(Footer::decode(&older).map(|f| f.version), Ok(1));
+        let newer = Footer { version: 3, ..f }.encode();
+        assert_eq!(Footer::decode(&newer), Err(FooterError::Version(3)));
     }
 
     #[test]

@@ -34,6 +34,7 @@ mod builder;
 mod filter;
 pub(crate) mod format;
 mod packed;
+mod point;
 mod reader;
 #[cfg(test)]
 mod tests;
@@ -43,6 +44,7 @@ pub(crate) use builder::{BuiltExtent, ExtentBuilder};
 pub(crate) use filter::filter_hash;
 pub(crate) use format::{EXTENT_MAGIC, FOOTER_SIZE};
 pub(crate) use packed::PackedKeys;
+pub(crate) use point::{PointRead, PointScratch};
 pub(crate) use reader::{verify_extent, ExtentReader};
 
 use std::cmp::Ordering;

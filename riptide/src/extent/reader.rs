@@ -20,6 +20,7 @@ use super::format::{
     check_block, decode_index, decompress_lz4, ExtentProperties, Footer, FooterError, Handle, IndexEntry,
     EXTENT_FORMAT_VERSION, FOOTER_SIZE, TRAILER_SIZE,
 };
+use super::point::{PointRead, PointScratch};
 use super::{Compression, PackedKeys, EXTENT_SIZE};
 use crate::error::{Error, Result};
 use crate::fs::ReadableFile;
@@ -29,8 +30,22 @@ use crate::key::{compare_internal_keys, decode_internal_key, Lsn, ValueKind};
 /// corruption at the offset where it ends.
 fn read_exact_at(file: &dyn ReadableFile, path: &Path, len: usize, offset: u64) -> Result<Vec<u8>> {
     let mut buf = Vec::new();
-    file.read_exact_into(&mut buf, len, offset).map_err(|err| {
-        let end = offset + buf.len() as u64;
+    append_exact_at(file, path, &mut buf, len, offset)?;
+    Ok(buf)
+}
+
+/// Appends exactly `len` bytes of `file` at `offset` to `buf`; a file that ends first is
+/// corruption (an extent's bytes all lie before the end of its file).
+pub(super) fn append_exact_at(
+    file: &dyn ReadableFile,
+    path: &Path,
+    buf: &mut Vec<u8>,
+    len: usize,
+    offset: u64,
+) -> Result<()> {
+    let start = buf.len();
+    file.read_exact_into(buf, len, offset).map_err(|err| {
+        let end = offset + (buf.len() - start) as u64;
         if err.kind() == io::ErrorKind::UnexpectedEof {
             Error::corruption(
                 path,
@@ -40,8 +55,7 @@ fn read_exact_at(file: &dyn ReadableFile, path: &Path, len: usize, offset: u64) 
         } else {
             Error::io("read", path, err)
         }
-    })?;
-    Ok(buf)
+    })
 }
 
 /// An open extent: parsed footer, index, filter and properties. `Send + Sync`; reads go through
@@ -260,6 +274,26 @@ impl ExtentReader {
         Ok((buf, ctype))
     }
 
+    /// Point lookup of `seek` (user key hash `hash`) in data block `i` reading only the block's
+    /// tail and one restart region ([`super::point`]); [`PointRead::NeedFull`] when that cannot
+    /// answer (then read the block).
+    pub fn point_read(
+        &self,
+        file: &dyn ReadableFile,
+        i: usize,
+        seek: &[u8],
+        hash: u64,
+        scratch: &mut PointScratch,
+    ) -> Result<PointRead> {
+        let e = self.entry(i)?;
+        if self.footer.version < 2
+            || (self.props.compressed_blocks > 0 && self.props.compressed_blocks == self.props.data_blocks)
+        {
+            return Ok(PointRead::NeedFull);
+        }
+        super::point::read_point(file, &self.path, self.base + e.offset, e.size, seek, hash, scratch)
+    }
+
     /// Reads, verifies (CRC) and decompresses data block `i`.
     pub fn read_block(&self, file: &dyn ReadableFile, i: usize) -> Result<Block> {
         let e = self.entry(i)?;
@@ -454,6 +488,7 @@ pub(crate) fn verify_extent(file: &dyn ReadableFile, path: &Path, base: u64, slo
         let block = Arc::new(reader.read_block(file, i)?);
         let at = block.offset();
         let corrupt = |r: String| Error::corruption(path, at, format!("data block {i}: {r}"));
+        block.check_region_crcs().map_err(corrupt)?;
         let mut it = BlockIter::new(block);
         it.seek_to_first();
         let (mut rows, mut deletes, mut min_lsn, mut max_lsn) = (0u32, 0u32, Lsn::MAX, 0);

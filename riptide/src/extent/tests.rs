@@ -200,7 +200,7 @@ fn check_extent(entries: &Entries, built: &BuiltExtent, opts: &ExtentOptions, rn
 
     // Properties.
     let p = r.props();
-    assert_eq!(p.format_version, 1);
+    assert_eq!(p.format_version, EXTENT_FORMAT_VERSION);
     assert_eq!(p.entries, entries.len() as u64);
     let deletes = entries
         .iter()
@@ -763,14 +763,14 @@ fn missing_truncated_or_foreign_extents() {
     ));
     // A newer format version (with a valid CRC) is reported as such.
     let mut f = Footer::decode(&built.footer).unwrap();
-    f.version = 2;
+    f.version = EXTENT_FORMAT_VERSION + 1;
     let mut newer = MemFile(good.0.clone());
     newer.0[footer_at as usize..].copy_from_slice(&f.encode());
     assert!(matches!(
         ExtentReader::open(&newer, &path(), BASE, 1),
         Err(Error::UnsupportedFormat {
-            found: 2,
-            supported: 1,
+            found: 3,
+            supported: 2,
             ..
         })
     ));
@@ -906,7 +906,7 @@ fn constants() {
     assert_eq!(EXTENT_SIZE, 2 << 20);
     assert_eq!(FOOTER_SIZE, 64);
     assert_eq!(EXTENT_MAGIC.to_le_bytes(), *b"RPTEXTNT");
-    assert_eq!(EXTENT_FORMAT_VERSION, 1);
+    assert_eq!(EXTENT_FORMAT_VERSION, 2);
     let _ = Path::new("");
 }
 
@@ -1002,4 +1002,284 @@ fn prefetch_is_a_harmless_hint_for_any_position() {
     }
     prefetch_range(&[], 0, 100, 8);
     assert_eq!(bytes, before);
+}
+
+// ---- Partial point reads (extent/point.rs) ----
+
+/// The answer of a whole-block point lookup of `seek` in block `b`: the first entry `>= seek`
+/// if it belongs to `user` (what `get_from_levels` would return), else `None`.
+fn full_point(
+    r: &ExtentReader,
+    f: &dyn ReadableFile,
+    b: usize,
+    user: &[u8],
+    seek: &[u8],
+) -> Option<(Vec<u8>, Vec<u8>)> {
+    let mut it = BlockIter::new(Arc::new(r.read_block(f, b).unwrap()));
+    it.seek_point_hashed(seek, filter_hash(user));
+    it.status().unwrap();
+    if !it.valid() || decode_internal_key(it.key()).unwrap().0 != user {
+        return None;
+    }
+    Some((it.key().to_vec(), it.value().to_vec()))
+}
+
+/// A point lookup's answer: the found entry (key, value) if it belongs to the sought user key.
+type Answer = Option<(Vec<u8>, Vec<u8>)>;
+
+/// A partial read's answer in the same terms; `Err(())` for NeedFull.
+fn partial_point(
+    r: &ExtentReader,
+    f: &dyn ReadableFile,
+    b: usize,
+    user: &[u8],
+    seek: &[u8],
+    scratch: &mut PointScratch,
+) -> Result<std::result::Result<Answer, ()>> {
+    Ok(match r.point_read(f, b, seek, filter_hash(user), scratch)? {
+        PointRead::NeedFull => Err(()),
+        PointRead::Absent => Ok(None),
+        PointRead::Found => {
+            let uk = decode_internal_key(scratch.key()).unwrap().0;
+            Ok((uk == user).then(|| (scratch.key().to_vec(), scratch.value().to_vec())))
+        }
+    })
+}
+
+/// Entries with `versions` versions per user key of 16-byte keys and values of up to
+/// `max_value` bytes (all versions of a key adjacent, newest first).
+fn versioned_entries(rng: &mut StdRng, keys: usize, versions: usize, max_value: usize) -> Entries {
+    let mut v = Vec::new();
+    let mut lsn = 1u64;
+    for _ in 0..keys {
+        let user = format!("{:016x}", rng.random::<u64>()).into_bytes();
+        let n = rng.random_range(1..=versions);
+        for _ in 0..n {
+            let kind = if rng.random_bool(0.1) {
+                ValueKind::Delete
+            } else {
+                ValueKind::Put
+            };
+            let vlen = rng.random_range(0..=max_value);
+            v.push((ikey(&user, lsn, kind), (0..vlen).map(|_| rng.random()).collect()));
+            lsn += 1;
+        }
+    }
+    v.sort_by(|a, b| compare_internal_keys(&a.0, &b.0));
+    v
+}
+
+/// Partial reads give exactly the whole-block answer whenever they answer, for present keys at
+/// every snapshot (including between versions) and for absent keys; and they do answer most
+/// lookups of short rows (so the test cannot pass by always saying NeedFull).
+#[test]
+fn partial_point_reads_match_whole_block_reads() {
+    for seed in 0..12u64 {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let versions = [1, 1, 3, 40][seed as usize % 4];
+        let max_value = [10, 10, 200, 3000][seed as usize / 3 % 4];
+        let entries = versioned_entries(&mut rng, 3000, versions, max_value);
+        let opts = ExtentOptions {
+            compression: Compression::None,
+            restart_interval: rng.random_range(1..=32),
+            ..ExtentOptions::default()
+        };
+        let built = build(&entries, opts);
+        let file = file_with(&built);
+        let r = ExtentReader::open(&file, &path(), BASE, built.slots).unwrap();
+        let mut scratch = PointScratch::default();
+        let (mut answered, mut asked) = (0usize, 0usize);
+        let mut check = |user: &[u8], snapshot: Lsn| {
+            let mut seek = Vec::new();
+            crate::read::seek_key(&mut seek, user, snapshot);
+            let Some(b) = r.find_block(&seek) else { return };
+            asked += 1;
+            if let Ok(partial) = partial_point(&r, &file, b, user, &seek, &mut scratch).unwrap() {
+                answered += 1;
+                assert_eq!(
+                    partial,
+                    full_point(&r, &file, b, user, &seek),
+                    "seed {seed}: {:?} at {snapshot}",
+                    String::from_utf8_lossy(user)
+                );
+            }
+        };
+        for (k, _) in entries.iter().step_by(3) {
+            let (user, lsn, _) = decode_internal_key(k).unwrap();
+            let user = user.to_vec();
+            for snapshot in [lsn, lsn.saturating_sub(1), lsn + 1, Lsn::MAX >> 8] {
+                check(&user, snapshot);
+            }
+        }
+        for _ in 0..2000 {
+            let absent = format!("{:016x}", rng.random::<u64>()).into_bytes();
+            check(&absent, Lsn::MAX >> 8);
+        }
+        if versions == 1 && max_value <= 200 {
+            assert!(
+                answered * 2 > asked,
+                "seed {seed}: only {answered} of {asked} answered partially"
+            );
+        }
+        assert!(answered > 0, "seed {seed}: no lookup answered partially");
+    }
+}
+
+/// Blocks written before format 2 (no region checksums), compressed blocks and blocks without
+/// a hash index are never read partially.
+#[test]
+fn partial_reads_need_region_checksums_and_a_hash_index() {
+    let mut rng = StdRng::seed_from_u64(7);
+    // Compressible values, so LZ4 keeps every block compressed.
+    let mut entries = versioned_entries(&mut rng, 2000, 1, 10);
+    for (_, v) in &mut entries {
+        *v = vec![b'z'; 40];
+    }
+    for (compression, hash_index) in [(Compression::Lz4, true), (Compression::None, false)] {
+        let opts = ExtentOptions {
+            compression,
+            hash_index,
+            ..ExtentOptions::default()
+        };
+        let built = build(&entries, opts);
+        let file = file_with(&built);
+        let r = ExtentReader::open(&file, &path(), BASE, built.slots).unwrap();
+        let mut scratch = PointScratch::default();
+        for (k, _) in entries.iter().step_by(7) {
+            let user = decode_internal_key(k).unwrap().0;
+            let mut seek = Vec::new();
+            crate::read::seek_key(&mut seek, user, Lsn::MAX >> 8);
+            let b = r.find_block(&seek).unwrap();
+            let got = r.point_read(&file, b, &seek, filter_hash(user), &mut scratch).unwrap();
+            assert_eq!(got, PointRead::NeedFull, "{compression:?} hash_index={hash_index}");
+        }
+    }
+}
+
+/// A flipped byte anywhere in a block's stored bytes: a partial read either returns the same
+/// answer as on the intact block (it did not touch the byte) or a corruption error naming the
+/// file and an offset inside the block; and every lookup whose tail or region holds the byte
+/// reports it.
+#[test]
+fn partial_reads_detect_flipped_bytes() {
+    let mut rng = StdRng::seed_from_u64(11);
+    let entries = versioned_entries(&mut rng, 1500, 2, 12);
+    let opts = ExtentOptions {
+        compression: Compression::None,
+        ..ExtentOptions::default()
+    };
+    let built = build(&entries, opts);
+    let good = file_with(&built);
+    let r = ExtentReader::open(&good, &path(), BASE, built.slots).unwrap();
+    let b = 1; // a block in the middle of the extent
+    let e = r.index()[b].clone();
+    let (lo, hi) = (BASE + e.offset, BASE + e.offset + e.size as u64);
+    // Lookups that land in block `b`, each with the intact answer.
+    let mut scratch = PointScratch::default();
+    let lookups: Vec<(Vec<u8>, Vec<u8>, _)> = entries
+        .iter()
+        .map(|(k, _)| decode_internal_key(k).unwrap().0.to_vec())
+        .chain((0..300).map(|_| format!("{:016x}", rng.random::<u64>()).into_bytes()))
+        .filter_map(|user| {
+            let mut seek = Vec::new();
+            crate::read::seek_key(&mut seek, &user, Lsn::MAX >> 8);
+            (r.find_block(&seek) == Some(b)).then_some((user, seek))
+        })
+        .map(|(user, seek)| {
+            let ok = partial_point(&r, &good, b, &user, &seek, &mut scratch).unwrap();
+            (user, seek, ok)
+        })
+        .collect();
+    assert!(lookups.iter().filter(|l| l.2.is_ok()).count() > 20);
+    let mut detected = 0;
+    for pos in (lo..hi).step_by(7).chain([hi - 1, hi - 4, hi - 8]) {
+        let mut bad = MemFile(good.0.clone());
+        bad.0[pos as usize] ^= 0x10;
+        for (user, seek, intact) in &lookups {
+            match partial_point(&r, &bad, b, user, seek, &mut scratch) {
+                Ok(got) => {
+                    if got.is_ok() {
+                        assert_eq!(&got, intact, "flip at {pos} changed an answer for {user:?}");
+                    }
+                }
+                Err(e) => {
+                    detected += 1;
+                    assert_corruption_in(e, lo, hi, &format!("flip at {pos}"));
+                }
+            }
+        }
+        // A flip in the last words of the tail (region checksums, tail checksum, footer) never
+        // lets a partial read answer: it is reported, or (a footer that no longer announces
+        // region checksums) left to the whole-block read and its checksum.
+        if pos >= hi - 16 {
+            for (user, seek, _) in &lookups {
+                let got = partial_point(&r, &bad, b, user, seek, &mut scratch);
+                assert!(
+                    !matches!(got, Ok(Ok(_))),
+                    "tail flip at {pos} not detected for {user:?}"
+                );
+            }
+        }
+    }
+    assert!(detected > 100, "only {detected} corrupt lookups detected");
+}
+
+/// A block whose trailer CRC matches but whose region checksum is wrong (a writer bug, not
+/// media damage): whole-block reads cannot see it, `verify_extent` and partial reads do.
+#[test]
+fn verify_checks_region_checksums_under_a_valid_trailer() {
+    let mut rng = StdRng::seed_from_u64(5);
+    let entries = versioned_entries(&mut rng, 800, 1, 10);
+    let opts = ExtentOptions {
+        compression: Compression::None,
+        ..ExtentOptions::default()
+    };
+    let built = build(&entries, opts);
+    let mut file = file_with(&built);
+    let r = ExtentReader::open(&file, &path(), BASE, built.slots).unwrap();
+    let e = r.index()[0].clone();
+    let (start, size) = ((BASE + e.offset) as usize, e.size as usize);
+    let block = r.read_block(&file, 0).unwrap();
+    block.check_region_crcs().unwrap();
+    // Region 0's checksum is the first word after the restart array: R restarts, R checksums,
+    // tail checksum, footer.
+    let restarts = (get_u32(block.data(), size - 4).unwrap() & 0x3fff_ffff) as usize;
+    let crc0 = start + size - 8 - 4 * restarts;
+    file.0[crc0] ^= 1;
+    // Re-seal the tail and the whole block, as a buggy writer would have.
+    let tail_start = start + tail_start_of(block.data());
+    let tail = crc32c::crc32c_append(
+        crc32c::crc32c(&file.0[tail_start..start + size - 8]),
+        &file.0[start + size - 4..start + size],
+    );
+    file.0[start + size - 8..start + size - 4].copy_from_slice(&mask_crc(tail).to_le_bytes());
+    let t = format::trailer(&file.0[start..start + size], 0);
+    file.0[start + size..start + size + TRAILER_SIZE].copy_from_slice(&t);
+    r.read_block(&file, 0).unwrap();
+    let err = verify_extent(&file, &path(), BASE, built.slots).unwrap_err();
+    assert!(err.to_string().contains("restart region 0 checksum mismatch"), "{err}");
+    // A partial lookup of the block's first key reads region 0 and reports it.
+    let user = decode_internal_key(&entries[0].0).unwrap().0;
+    let mut seek = Vec::new();
+    crate::read::seek_key(&mut seek, user, Lsn::MAX >> 8);
+    let mut scratch = PointScratch::default();
+    match r.point_read(&file, 0, &seek, filter_hash(user), &mut scratch) {
+        Err(e) => assert_corruption_in(e, start as u64, (start + size) as u64, "region 0"),
+        Ok(PointRead::NeedFull) => {} // the key's bucket is shared: read whole, nothing returned
+        Ok(other) => panic!("partial read answered {other:?} from a region with a bad checksum"),
+    }
+}
+
+/// Offset of the tail (hash index, or else restart array) in decoded block contents.
+fn tail_start_of(data: &[u8]) -> usize {
+    let n = data.len();
+    let footer = get_u32(data, n - 4).unwrap();
+    let restarts = (footer & 0x3fff_ffff) as usize;
+    let restarts_at = n - 8 - 8 * restarts;
+    if footer & (1 << 31) != 0 {
+        let buckets = u16::from_le_bytes([data[restarts_at - 2], data[restarts_at - 1]]) as usize;
+        restarts_at - 2 - buckets
+    } else {
+        restarts_at
+    }
 }

@@ -2,11 +2,12 @@
 //!
 //! Per layer: a binary search over the extents' largest keys picks the one candidate extent,
 //! its user-key range and bloom filter may rule it out, then the block index picks the one
-//! block, read through the block cache. The first layer holding a version of the key visible
-//! at the snapshot decides (newer layers hold newer versions).
+//! block, read through the block cache (or, when the cache is full, often only the block's
+//! tail and the key's restart region: [`ExtentStore::point_block`]). The first layer holding a
+//! version of the key visible at the snapshot decides (newer layers hold newer versions).
 
 use crate::error::{Error, Result};
-use crate::extent::{filter_hash, BlockIter};
+use crate::extent::{filter_hash, BlockIter, PointRead};
 use crate::extent_store::ExtentStore;
 use crate::key::{decode_internal_key, Lsn, ValueKind};
 use crate::meta::version::LevelSet;
@@ -30,6 +31,7 @@ pub(crate) fn get_from_levels<R>(
     snapshot: Lsn,
     found: impl FnOnce(Lsn, ValueKind, &[u8]) -> R,
 ) -> Result<Option<R>> {
+    let mut found = Some(found);
     // The seek key lives on the stack for keys up to 120 bytes (no allocation per lookup).
     let mut stack = [0u8; 128];
     let heap: Vec<u8>;
@@ -77,7 +79,25 @@ pub(crate) fn get_from_levels<R>(
         let Some(b) = open.reader.find_block(seek) else {
             continue;
         };
-        let block = store.block(extent, open, b)?;
+        let (path, at) = (open.reader.path(), open.reader.block_file_offset(b).unwrap_or(0));
+        let partial = store.point_block(extent, open, b, seek, hash, |read, scratch| match read {
+            PointRead::Found => match decode_internal_key(scratch.key()) {
+                Some((uk, lsn, kind)) if uk == user_key => Ok(Some((lsn, kind, scratch.value()))),
+                Some(_) => Ok(None),
+                None => Err(Error::corruption(
+                    path,
+                    at,
+                    "malformed internal key in a verified restart region",
+                )),
+            }
+            .map(|hit| hit.map(|(lsn, kind, value)| found.take().map(|f| f(lsn, kind, value)))),
+            _ => Ok(None),
+        })?;
+        let block = match partial {
+            Ok(None) => continue,
+            Ok(Some(r)) => return Ok(r),
+            Err(block) => block,
+        };
         let mut it = BlockIter::new(block);
         it.seek_point_hashed(seek, hash);
         it.status()?;
@@ -92,7 +112,7 @@ pub(crate) fn get_from_levels<R>(
             ));
         };
         if uk == user_key {
-            return Ok(Some(found(lsn, kind, it.value())));
+            return Ok(found.take().map(|f| f(lsn, kind, it.value())));
         }
     }
     Ok(None)

@@ -5,3 +5,5 @@ pub(crate) mod cursor;
 mod get;
 
 pub(crate) use get::get_from_levels;
+#[cfg(test)]
+pub(crate) use get::seek_key;

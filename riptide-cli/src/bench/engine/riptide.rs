@@ -112,6 +112,10 @@ impl RiptideEngine {
                 mb(self.memory_budget)
             ),
             cache_line("block cache", &s.caches.block_cache, "bytes"),
+            format!(
+                "partial block reads: {} (point lookups that missed the block cache and read only a block's tail and one restart region)",
+                s.caches.partial_block_reads
+            ),
             cache_line("row cache", &s.caches.row_cache, "bytes"),
             cache_line("table cache", &s.caches.table_cache, "open extents"),
             format!(
