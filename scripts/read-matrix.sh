@@ -16,6 +16,8 @@
 #   OUT=bench-data/read-matrix          databases and logs
 #   REUSE=1                             keep databases a previous run filled (same NUM, sizes, SEED)
 #   BENCH=readrandom                    the read benchmark (readrandom or seekrandom)
+#   PREFILL=fillrandom,flush,waitforcompaction   how each database is filled (e.g. add ",compact"
+#                                       for a fully compacted database on every engine)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ENGINES=${ENGINES:-"riptide rocksdb db_bench78"}
@@ -64,7 +66,7 @@ for e in $ENGINES; do
     fi
     rm -rf "$OUT/db-$e"
     echo "prefill $e ..." >&2
-    run "$e" "$OUT/db-$e" "$LOGS/prefill-$e.log" --benchmarks=fillrandom,flush,waitforcompaction \
+    run "$e" "$OUT/db-$e" "$LOGS/prefill-$e.log" --benchmarks="${PREFILL:-fillrandom,flush,waitforcompaction}" \
         --seed="$SEED" --cache_size=8388608
 done
 

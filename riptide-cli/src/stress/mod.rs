@@ -89,6 +89,10 @@ pub struct StressArgs {
     /// are replaced by flushes and evicted all the time while the checks read through them
     #[arg(long, default_value_t = 256 << 10)]
     pub row_cache_size: usize,
+    /// Block cache bytes (0 = off). Small by default, so it evicts and most point lookups that
+    /// miss it read only a block's tail and one restart region (partial block reads)
+    #[arg(long, default_value_t = 1 << 20)]
+    pub block_cache_size: usize,
     /// Blackbox crash mode: this many rounds of run-and-SIGKILL in a child process
     #[arg(long, default_value_t = 0)]
     pub crash_rounds: u32,
@@ -165,6 +169,7 @@ fn parse_mix(s: &str) -> Result<[u32; 10], String> {
 fn options(a: &StressArgs) -> Options {
     let mut o = Options {
         row_cache_size: a.row_cache_size,
+        block_cache_size: a.block_cache_size,
         ..Options::default()
     };
     if a.tiny {
@@ -720,6 +725,7 @@ pub(crate) fn child_command(exe: &Path, a: &StressArgs, db: &Path, seed: u64, du
         .arg(format!("--seed={seed}"))
         .arg(format!("--sync={}", a.sync))
         .arg(format!("--row_cache_size={}", a.row_cache_size))
+        .arg(format!("--block_cache_size={}", a.block_cache_size))
         .arg("--child");
     cmd
 }
