@@ -89,9 +89,9 @@ pub struct StressArgs {
     /// are replaced by flushes and evicted all the time while the checks read through them
     #[arg(long, default_value_t = 256 << 10)]
     pub row_cache_size: usize,
-    /// Block cache bytes (0 = off). Small by default, so it evicts and most point lookups that
+    /// Block cache bytes (0 = off). Small by default (64 KiB), so it evicts and most point lookups that
     /// miss it read only a block's tail and one restart region (partial block reads)
-    #[arg(long, default_value_t = 1 << 20)]
+    #[arg(long, default_value_t = 64 << 10)]
     pub block_cache_size: usize,
     /// Blackbox crash mode: this many rounds of run-and-SIGKILL in a child process
     #[arg(long, default_value_t = 0)]
@@ -321,12 +321,17 @@ pub fn run(a: &StressArgs) -> Result<bool, String> {
         return Ok(false);
     }
     verify_all(&db, &tables, &exp)?;
+    let caches = db.stats().caches;
     drop(tables);
     db.close().map_err(|e| format!("close: {e}"))?;
     println!(
-        "DONE {} operations ({}), verified",
+        "DONE {} operations ({}), verified; {} partial block reads, block cache {} hits / {} misses, row cache {} hits",
         ops.load(Ordering::Relaxed),
-        fmt_counts(&counts.each_ref().map(|c| c.load(Ordering::Relaxed)))
+        fmt_counts(&counts.each_ref().map(|c| c.load(Ordering::Relaxed))),
+        caches.partial_block_reads,
+        caches.block_cache.hits,
+        caches.block_cache.misses,
+        caches.row_cache.hits,
     );
     Ok(true)
 }
