@@ -21,7 +21,10 @@ use std::sync::Arc;
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::extent::format::{check_block, decode_index, decompress_lz4, trailer, Footer, FOOTER_SIZE, TRAILER_SIZE};
-use crate::extent::{mask_crc, scan_entries, verify_extent, Block, BlockIter, ExtentReader, EXTENT_SIZE};
+use crate::extent::{
+    filter_hash, mask_crc, scan_entries, verify_extent, Block, BlockIter, ExtentReader, PointRead, PointScratch,
+    EXTENT_SIZE,
+};
 use crate::fs::{FaultFs, FileSystem, ReadableFile};
 use crate::key::{compare_internal_keys, encode_internal_key, ValueKind};
 use crate::meta::checkpoint::{load_checkpoint, CHECKPOINT_HEADER_SIZE};
@@ -272,6 +275,11 @@ pub fn extent(data: &[u8], fix: bool) -> Result<u64> {
                 let mut it = BlockIter::new(Arc::new(block));
                 it.seek_point(&key);
                 let _ = it.valid() && !it.key().is_empty();
+            }
+            // The partial read of the same block: tail, hash bucket, one restart region.
+            let mut scratch = PointScratch::default();
+            if let Ok(PointRead::Found) = reader.point_read(&file, b, &key, filter_hash(user), &mut scratch) {
+                let _ = scratch.key().len() + scratch.value().len();
             }
         }
         let _ = reader.read_raw_block(&file, i);
