@@ -774,7 +774,7 @@ impl Db {
                 block_cache: self.inner.store.blocks.stats(),
                 table_cache: self.inner.store.readers.stats(),
                 row_cache: self.inner.row_cache.stats(),
-                partial_block_reads: self.inner.store.partial_block_reads.load(Ordering::Relaxed),
+                partial_block_reads: self.inner.store.partial_block_reads.get(),
             },
         }
     }

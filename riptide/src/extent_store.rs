@@ -10,11 +10,12 @@
 //!   marked obsolete, i.e. when the last [`crate::meta::version::LevelSet`] naming it is gone.
 //!   At shutdown nothing is marked obsolete, so nothing is freed.
 //! - A point lookup that misses the block cache reads the whole block and caches it while the
-//!   cache has never had to evict; after that, only one miss in [`POINT_FILL_ONE_IN`] does (per
-//!   thread), and the others read just the block's tail and one restart region
-//!   ([`crate::extent::PointRead`]). With `partial_block_reads` off every miss fills.
+//!   cache is less than 15/16 full; after that, a random one miss in [`POINT_FILL_ONE_IN`] does,
+//!   and the others read just the block's tail and one restart region
+//!   ([`crate::extent::PointRead`]), or, when that cannot answer, the whole block without
+//!   caching it. With `partial_block_reads` off every miss fills.
 
-use crate::cache::{BlockCache, BlockKey, CacheStats, TableCache};
+use crate::cache::{BlockCache, BlockKey, CacheStats, StripedCounter, TableCache};
 use crate::error::Result;
 use crate::extent::{Block, ExtentReader, PointRead, PointScratch};
 use crate::fs::RandomRwFile;
@@ -90,8 +91,16 @@ pub(crate) const POINT_FILL_ONE_IN: u32 = 8;
 thread_local! {
     /// Buffers of this thread's partial block reads.
     static POINT_SCRATCH: std::cell::RefCell<PointScratch> = std::cell::RefCell::new(PointScratch::default());
-    /// Point-lookup misses of this thread once the block cache is full (picks the sampled fills).
-    static POINT_MISSES: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    /// This thread's point-lookup misses and random state (see `point_miss_fills`).
+    static POINT_MISSES: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// A thread's point-lookup misses between two looks at the block cache's occupancy.
+const OCCUPANCY_CHECK_EVERY: u64 = 64;
+
+/// A seed that differs between threads (the address of a thread-local).
+fn stripe_seed() -> u64 {
+    POINT_MISSES.with(|m| m as *const _ as u64)
 }
 
 /// Counters of the read path's caches.
@@ -118,8 +127,10 @@ pub(crate) struct ExtentStore {
     pub(crate) freed: AtomicU64,
     /// Point lookups may read part of a block instead of filling the cache.
     partial_reads: bool,
+    /// Whether the block cache was at least 15/16 full when last looked at.
+    block_cache_full: AtomicBool,
     /// Partial block reads since open.
-    pub(crate) partial_block_reads: AtomicU64,
+    pub(crate) partial_block_reads: StripedCounter,
 }
 
 impl ExtentStore {
@@ -131,7 +142,8 @@ impl ExtentStore {
             next_cache_id: AtomicU64::new(1),
             freed: AtomicU64::new(0),
             partial_reads: true,
-            partial_block_reads: AtomicU64::new(0),
+            block_cache_full: AtomicBool::new(false),
+            partial_block_reads: StripedCounter::default(),
         }
     }
 
@@ -191,8 +203,10 @@ impl ExtentStore {
         Ok(block)
     }
 
-    /// Whether a point lookup that missed the block cache should read and cache the whole block
-    /// (see the module invariants).
+    /// Whether a point lookup that missed the block cache should cache the whole block (see the
+    /// module invariants). The cache counts as full from 15/16 of its capacity; its occupancy is
+    /// looked at every [`OCCUPANCY_CHECK_EVERY`] misses of a thread (summing the shards is not
+    /// free), and the sampled fills are random, so no pattern of misses always or never fills.
     fn point_miss_fills(&self) -> bool {
         if !self.partial_reads {
             return true;
@@ -200,20 +214,28 @@ impl ExtentStore {
         if !self.blocks.enabled() {
             return false;
         }
-        if !self.blocks.has_evicted() {
-            return true;
+        let (check, sampled) = POINT_MISSES.with(|m| {
+            let (n, rng) = m.get();
+            // xorshift64: a cheap per-thread random stream (never 0 once seeded).
+            let mut x = if rng == 0 { (stripe_seed() << 1) | 1 } else { rng };
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            m.set((n.wrapping_add(1), x));
+            (n % OCCUPANCY_CHECK_EVERY == 0, x % u64::from(POINT_FILL_ONE_IN) == 0)
+        });
+        if check {
+            let (usage, capacity) = (self.blocks.usage(), self.blocks.capacity());
+            self.block_cache_full
+                .store(usage >= capacity - capacity / 16, Ordering::Relaxed);
         }
-        POINT_MISSES.with(|m| {
-            let n = m.get().wrapping_add(1);
-            m.set(n);
-            n % POINT_FILL_ONE_IN == 0
-        })
+        !self.block_cache_full.load(Ordering::Relaxed) || sampled
     }
 
     /// Data block `i` of `e` for a point lookup of `seek` (user key hash `hash`): the cached
-    /// block, or the whole block read and cached, or (see [`Self::point_miss_fills`]) a partial
-    /// read whose found entry `with_scratch` sees. `with_scratch` runs at most once, with the
-    /// outcome of a partial read and this thread's scratch.
+    /// block, or the whole block read (and cached if [`Self::point_miss_fills`] says so), or a
+    /// partial read whose found entry `with_scratch` sees. `with_scratch` runs at most once,
+    /// with the outcome of a partial read and this thread's scratch.
     pub(crate) fn point_block<R>(
         &self,
         e: &LiveExtent,
@@ -233,32 +255,35 @@ impl ExtentStore {
         if let Some(b) = self.blocks.get(&key) {
             return Ok(Err(b));
         }
-        if !self.point_miss_fills() {
-            let partial = POINT_SCRATCH.with(|cell| -> Result<Option<R>> {
-                // A nested lookup on this thread (none today) gets a scratch of its own.
-                let mut fresh;
-                let mut borrowed = cell.try_borrow_mut();
-                let scratch: &mut PointScratch = match borrowed.as_deref_mut() {
-                    Ok(s) => s,
-                    Err(_) => {
-                        fresh = PointScratch::default();
-                        &mut fresh
-                    }
-                };
+        let fill = self.point_miss_fills();
+        if !fill {
+            let mut with_scratch = Some(with_scratch);
+            let mut partial = |scratch: &mut PointScratch| -> Result<Option<R>> {
                 match open.reader.point_read(open.file.as_ref(), i, seek, hash, scratch)? {
                     PointRead::NeedFull => Ok(None),
                     found => {
-                        self.partial_block_reads.fetch_add(1, Ordering::Relaxed);
-                        with_scratch(found, scratch).map(Some)
+                        self.partial_block_reads.add(1);
+                        match with_scratch.take() {
+                            Some(f) => f(found, scratch).map(Some),
+                            None => Ok(None),
+                        }
                     }
                 }
-            })?;
-            if let Some(r) = partial {
+            };
+            // A nested lookup on this thread (none today), or one during thread teardown, gets
+            // a scratch of its own.
+            let answer = match POINT_SCRATCH.try_with(|cell| cell.try_borrow_mut().ok().map(|mut s| partial(&mut s))) {
+                Ok(Some(r)) => r,
+                _ => partial(&mut PointScratch::default()),
+            }?;
+            if let Some(r) = answer {
                 return Ok(Ok(r));
             }
         }
         let block = Arc::new(open.reader.read_block(open.file.as_ref(), i)?);
-        self.blocks.insert(key, block.clone(), block.size());
+        if fill {
+            self.blocks.insert(key, block.clone(), block.size());
+        }
         Ok(Err(block))
     }
 

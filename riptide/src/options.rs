@@ -92,10 +92,10 @@ pub struct Options {
     /// Bits per key of each extent's bloom filter over user keys; 0 = no filter.
     /// Default: 10 (about 1% false positives). Range: 0 ..= 32.
     pub bloom_bits_per_key: u32,
-    /// Once the block cache is full, a point lookup that misses it reads only the block's tail
-    /// and the key's restart region (each checked by its own CRC32C) instead of the whole
-    /// block, and only one such miss in 8 caches the whole block. Off: every miss reads and
-    /// caches the whole block (RocksDB's behaviour). Default: true.
+    /// Once the block cache is (15/16) full, a point lookup that misses it reads only the
+    /// block's tail and the key's restart region (each checked by its own CRC32C) instead of the
+    /// whole block, and only a random one miss in 8 caches the whole block. Off: every miss
+    /// reads and caches the whole block (RocksDB's behaviour). Default: true.
     pub partial_block_reads: bool,
     /// Capacity of the block cache (decoded data blocks, shared by all sub-tables), in bytes.
     /// 0 disables it. Default: 256 MiB.

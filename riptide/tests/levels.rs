@@ -1064,3 +1064,54 @@ fn sparse_merge_never_splits_a_user_key_across_extents() {
     check(&db.default_table(), &model);
     db.close().unwrap();
 }
+
+/// With a block cache far smaller than the data, point lookups read most blocks partially
+/// (tail and one restart region) and cache only some of the blocks they miss; every answer is
+/// the model's. With `partial_block_reads` off every miss reads and caches the whole block.
+#[test]
+fn partial_block_reads_serve_point_lookups_when_the_block_cache_is_full() {
+    for partial in [true, false] {
+        let fs = FaultFs::new();
+        let o = Options {
+            block_cache_size: 64 << 10,
+            partial_block_reads: partial,
+            compression: riptide::Compression::None,
+            ..opts(&fs)
+        };
+        let db = Db::open(Path::new("/db"), o).unwrap();
+        let t = db.default_table();
+        let mut model = BTreeMap::new();
+        let mut rng = StdRng::seed_from_u64(7);
+        for round in 0..3u64 {
+            for _ in 0..4000 {
+                let i = rng.random_range(0..20_000u64);
+                let v = format!("value-{round}-{i}").into_bytes();
+                t.put(&key(i), &v).unwrap();
+                model.insert(key(i), v);
+            }
+            t.flush().unwrap();
+        }
+        t.compact().unwrap();
+        let before = db.stats().caches;
+        for _ in 0..20_000 {
+            let i = rng.random_range(0..20_000u64);
+            assert_eq!(
+                t.get(&key(i)).unwrap(),
+                model.get(&key(i)).cloned(),
+                "key {i}, partial {partial}"
+            );
+        }
+        let after = db.stats().caches;
+        let misses = after.block_cache.misses - before.block_cache.misses;
+        let inserts = after.block_cache.inserts - before.block_cache.inserts;
+        let partials = after.partial_block_reads - before.partial_block_reads;
+        assert!(misses > 1000, "partial {partial}: only {misses} misses");
+        if partial {
+            assert!(partials * 2 > misses, "{partials} partial reads of {misses} misses");
+            assert!(inserts * 3 < misses, "{inserts} inserts for {misses} misses");
+        } else {
+            assert_eq!(partials, 0);
+            assert_eq!(inserts, misses);
+        }
+    }
+}

@@ -501,7 +501,7 @@ pub struct BenchFlags {
     pub level1_extents_trigger: Option<i64>,
 
     /// Riptide only: once the block cache is full, point lookups that miss it read only the
-    /// block's tail and the key's restart region, and one miss in 8 caches the block
+    /// block's tail and the key's restart region, and a random one miss in 8 caches the block
     /// [default: true]
     #[arg(
         long = "partial_block_reads",

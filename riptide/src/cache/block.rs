@@ -294,9 +294,14 @@ impl<V: Send + Sync + 'static> BlockCache<V> {
         true
     }
 
-    /// Whether the cache has ever evicted a block to make room (it is, or was, full).
-    pub(crate) fn has_evicted(&self) -> bool {
-        self.backend.evictions() != 0
+    /// Bytes in use (sums the shards: not for every lookup).
+    pub(crate) fn usage(&self) -> usize {
+        self.backend.usage()
+    }
+
+    /// Capacity in bytes.
+    pub(crate) fn capacity(&self) -> usize {
+        self.backend.capacity()
     }
 
     /// Whether a block is cached (does not count as a hit or miss, does not mark it used).

@@ -74,6 +74,8 @@ pub(crate) struct BlockBuilder {
     /// Hash index: (user-key hash, restart index) of each user key's first entry.
     hash_index: bool,
     hashed: Vec<(u64, u8)>,
+    /// Write region checksums (extent format 2; off only to write format 1 in tests).
+    pub(super) region_crcs: bool,
 }
 
 impl BlockBuilder {
@@ -92,6 +94,7 @@ impl BlockBuilder {
             entries: 0,
             hash_index,
             hashed: Vec::new(),
+            region_crcs: true,
         }
     }
 
@@ -156,7 +159,10 @@ impl BlockBuilder {
     /// reusing the builder.
     pub(crate) fn finish(&mut self) -> &[u8] {
         let entries_end = self.buf.len();
-        let mut footer = self.restarts.len() as u32 | REGION_CRC_FLAG;
+        let mut footer = self.restarts.len() as u32;
+        if self.region_crcs {
+            footer |= REGION_CRC_FLAG;
+        }
         if self.hash_index_size() > 0 {
             let n = self.num_buckets();
             let mut buckets = vec![BUCKET_EMPTY; n];
@@ -175,14 +181,16 @@ impl BlockBuilder {
         for r in &self.restarts {
             self.buf.extend_from_slice(&r.to_le_bytes());
         }
-        for (i, &start) in self.restarts.iter().enumerate() {
-            let end = self.restarts.get(i + 1).map_or(entries_end, |&e| e as usize);
-            let crc = super::mask_crc(crc32c::crc32c(&self.buf[start as usize..end]));
-            self.buf.extend_from_slice(&crc.to_le_bytes());
-        }
         let footer = footer.to_le_bytes();
-        let tail_crc = crc32c::crc32c_append(crc32c::crc32c(&self.buf[entries_end..]), &footer);
-        self.buf.extend_from_slice(&super::mask_crc(tail_crc).to_le_bytes());
+        if self.region_crcs {
+            for (i, &start) in self.restarts.iter().enumerate() {
+                let end = self.restarts.get(i + 1).map_or(entries_end, |&e| e as usize);
+                let crc = super::mask_crc(crc32c::crc32c(&self.buf[start as usize..end]));
+                self.buf.extend_from_slice(&crc.to_le_bytes());
+            }
+            let tail_crc = crc32c::crc32c_append(crc32c::crc32c(&self.buf[entries_end..]), &footer);
+            self.buf.extend_from_slice(&super::mask_crc(tail_crc).to_le_bytes());
+        }
         self.buf.extend_from_slice(&footer);
         &self.buf
     }

@@ -98,6 +98,8 @@ pub(crate) struct ExtentBuilder {
     props: ExtentProperties,
     /// Compression output buffer.
     scratch: Vec<u8>,
+    /// Format version written (older versions only in tests of the readers' compatibility).
+    version: u32,
 }
 
 fn invalid(option: &'static str, reason: impl Into<String>) -> Error {
@@ -129,7 +131,18 @@ impl ExtentBuilder {
                 ..Default::default()
             },
             scratch: Vec::new(),
+            version: EXTENT_FORMAT_VERSION,
         }
+    }
+
+    /// A builder of extent format 1 (data blocks without region checksums), for tests that
+    /// read what older builds wrote.
+    #[cfg(test)]
+    pub(crate) fn new_v1(opts: ExtentOptions) -> Self {
+        let mut b = Self::new(opts);
+        b.version = 1;
+        b.block.region_crcs = false;
+        b
     }
 
     /// True before the first entry.
@@ -428,7 +441,7 @@ impl ExtentBuilder {
         };
         let blocks = u32::try_from(self.index.len()).map_err(|_| invalid("extent", "too many data blocks"))?;
         let mut props = std::mem::take(&mut self.props);
-        props.format_version = EXTENT_FORMAT_VERSION;
+        props.format_version = self.version;
         props.largest = self.last_key.clone();
         props.data_blocks = blocks;
         props.data_size = data_size;
@@ -441,7 +454,7 @@ impl ExtentBuilder {
         let slots = u32::try_from((valid_size + FOOTER_SIZE as u64).div_ceil(EXTENT_SIZE))
             .map_err(|_| invalid("extent", "extent too large"))?;
         let footer = Footer {
-            version: EXTENT_FORMAT_VERSION,
+            version: self.version,
             slots,
             valid_size,
             index,

@@ -13,9 +13,10 @@
 //!   region checksum from the verified tail. A mismatch is `Error::Corruption` naming the file
 //!   and the offset of the damaged bytes.
 //! - Whenever the partial read cannot answer on its own (no hash index or region checksums,
-//!   compressed block, a bucket shared by several regions, a key whose versions continue past
-//!   the region, a tail larger than the first read), it says [`PointRead::NeedFull`] and the
-//!   caller reads the whole block. It never guesses.
+//!   compressed block, a bucket shared by several regions or naming no valid region, a key whose
+//!   versions continue past the region, a tail larger than the first read, a region larger than
+//!   [`MAX_REGION_READ`]), it says [`PointRead::NeedFull`] and the caller reads the whole block.
+//!   It never guesses. Its buffers stay below `TAIL_WINDOW + MAX_REGION_READ` bytes.
 //! - The found entry is the first entry of the region whose internal key is `>= seek`: what
 //!   [`super::BlockIter::seek_point_hashed`] finds in the whole block.
 
@@ -33,6 +34,9 @@ use crate::fs::ReadableFile;
 /// Bytes read from a block's end on the first read: the tail of a 16 KiB block of short rows
 /// (four hash buckets per key, two 4-byte words per restart point) fits with room to spare.
 pub(crate) const TAIL_WINDOW: usize = 4096;
+
+/// Largest restart region read on its own; a larger one (huge entries) means a whole-block read.
+pub(crate) const MAX_REGION_READ: usize = 64 << 10;
 
 /// What a partial read of one block found.
 #[derive(Debug, PartialEq, Eq)]
@@ -100,7 +104,8 @@ pub(crate) fn read_point(
     // restart[R] ‖ region_crc[R] ‖ tail_crc ‖ footer
     let Some(restarts_at) = restarts
         .checked_mul(8)
-        .and_then(|r| size.checked_sub(r + 8))
+        .and_then(|r| r.checked_add(8))
+        .and_then(|r| size.checked_sub(r))
         .filter(|&o| o >= win_start + 2 && restarts > 0)
     else {
         return Ok(PointRead::NeedFull); // larger than the window, or a damaged footer: full read
@@ -140,9 +145,12 @@ pub(crate) fn read_point(
             format!("restart region {r} spans {start}..{end} in a block whose entries end at {tail_start}"),
         ));
     }
-    // The region: inside the window already, or one more read after it.
+    // The region: inside the window already, or one more read after it (unless it is so large
+    // that reading the whole block costs about the same; the scratch stays small).
     let region = if start >= win_start {
         rel(start)..rel(end)
+    } else if end - start > MAX_REGION_READ {
+        return Ok(PointRead::NeedFull);
     } else {
         let from = buf.len();
         append_exact_at(file, path, buf, end - start, at + start as u64)?;

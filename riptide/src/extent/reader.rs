@@ -286,9 +286,9 @@ impl ExtentReader {
         scratch: &mut PointScratch,
     ) -> Result<PointRead> {
         let e = self.entry(i)?;
-        if self.footer.version < 2
-            || (self.props.compressed_blocks > 0 && self.props.compressed_blocks == self.props.data_blocks)
-        {
+        // v1 extents have no region checksums; in an extent whose blocks are mostly compressed
+        // the first read would mostly be wasted.
+        if self.footer.version < 2 || self.props.compressed_blocks.saturating_mul(2) > self.props.data_blocks {
             return Ok(PointRead::NeedFull);
         }
         super::point::read_point(file, &self.path, self.base + e.offset, e.size, seek, hash, scratch)
