@@ -1024,6 +1024,13 @@ fn full_point(
     Some((it.key().to_vec(), it.value().to_vec()))
 }
 
+/// The seek key of a lookup of `user`'s newest version.
+fn latest_seek(user: &[u8]) -> Vec<u8> {
+    let mut seek = Vec::new();
+    crate::read::seek_key(&mut seek, user, Lsn::MAX >> 8);
+    seek
+}
+
 /// A point lookup's answer: the found entry (key, value) if it belongs to the sought user key.
 type Answer = Option<(Vec<u8>, Vec<u8>)>;
 
@@ -1148,8 +1155,7 @@ fn partial_reads_need_region_checksums_and_a_hash_index() {
         let mut scratch = PointScratch::default();
         for (k, _) in entries.iter().step_by(7) {
             let user = decode_internal_key(k).unwrap().0;
-            let mut seek = Vec::new();
-            crate::read::seek_key(&mut seek, user, Lsn::MAX >> 8);
+            let seek = latest_seek(user);
             let b = r.find_block(&seek).unwrap();
             let got = r.point_read(&file, b, &seek, filter_hash(user), &mut scratch).unwrap();
             assert_eq!(got, PointRead::NeedFull, "{compression:?} hash_index={hash_index}");
@@ -1182,8 +1188,7 @@ fn partial_reads_detect_flipped_bytes() {
         .map(|(k, _)| decode_internal_key(k).unwrap().0.to_vec())
         .chain((0..300).map(|_| format!("{:016x}", rng.random::<u64>()).into_bytes()))
         .filter_map(|user| {
-            let mut seek = Vec::new();
-            crate::read::seek_key(&mut seek, &user, Lsn::MAX >> 8);
+            let seek = latest_seek(&user);
             (r.find_block(&seek) == Some(b)).then_some((user, seek))
         })
         .map(|(user, seek)| {
@@ -1261,8 +1266,7 @@ fn verify_checks_region_checksums_under_a_valid_trailer() {
     assert!(err.to_string().contains("restart region 0 checksum mismatch"), "{err}");
     // A partial lookup of the block's first key reads region 0 and reports it.
     let user = decode_internal_key(&entries[0].0).unwrap().0;
-    let mut seek = Vec::new();
-    crate::read::seek_key(&mut seek, user, Lsn::MAX >> 8);
+    let seek = latest_seek(user);
     let mut scratch = PointScratch::default();
     match r.point_read(&file, 0, &seek, filter_hash(user), &mut scratch) {
         Err(e) => assert_corruption_in(e, start as u64, (start + size) as u64, "region 0"),
@@ -1307,8 +1311,7 @@ fn format_1_extents_and_their_copied_blocks_read_whole() {
     let mut scratch = PointScratch::default();
     for (k, v) in entries.iter().step_by(5) {
         let user = decode_internal_key(k).unwrap().0;
-        let mut seek = Vec::new();
-        crate::read::seek_key(&mut seek, user, Lsn::MAX >> 8);
+        let seek = latest_seek(user);
         let blk = or.find_block(&seek).unwrap();
         assert_eq!(
             or.point_read(&ofile, blk, &seek, filter_hash(user), &mut scratch)
@@ -1344,8 +1347,7 @@ fn format_1_extents_and_their_copied_blocks_read_whole() {
     let (mut partial, mut whole) = (0, 0);
     for (k, _) in fresh.iter().chain(&entries[..entries.len() / 10]) {
         let user = decode_internal_key(k).unwrap().0;
-        let mut seek = Vec::new();
-        crate::read::seek_key(&mut seek, user, Lsn::MAX >> 8);
+        let seek = latest_seek(user);
         let Some(blk) = mr.find_block(&seek) else { continue };
         match partial_point(&mr, &mfile, blk, user, &seek, &mut scratch).unwrap() {
             Ok(got) => {
@@ -1394,8 +1396,7 @@ fn partial_reads_skip_compressed_blocks_of_a_mixed_extent() {
     let (mut compressed_seen, mut answered) = (0, 0);
     for (k, _) in entries.iter().step_by(3) {
         let user = decode_internal_key(k).unwrap().0;
-        let mut seek = Vec::new();
-        crate::read::seek_key(&mut seek, user, Lsn::MAX >> 8);
+        let seek = latest_seek(user);
         let blk = r.find_block(&seek).unwrap();
         let e = &r.index()[blk];
         let stored = &file.0[(BASE + e.offset) as usize..][..e.size as usize + TRAILER_SIZE];
