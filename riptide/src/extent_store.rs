@@ -98,11 +98,6 @@ thread_local! {
 /// A thread's point-lookup misses between two looks at the block cache's occupancy.
 const OCCUPANCY_CHECK_EVERY: u64 = 64;
 
-/// A seed that differs between threads (the address of a thread-local).
-fn stripe_seed() -> u64 {
-    POINT_MISSES.with(|m| m as *const _ as u64)
-}
-
 /// Counters of the read path's caches.
 #[derive(Debug, Clone, Default)]
 pub struct CacheCounters {
@@ -216,8 +211,13 @@ impl ExtentStore {
         }
         let (check, sampled) = POINT_MISSES.with(|m| {
             let (n, rng) = m.get();
-            // xorshift64: a cheap per-thread random stream (never 0 once seeded).
-            let mut x = if rng == 0 { (stripe_seed() << 1) | 1 } else { rng };
+            // xorshift64: a cheap per-thread random stream, seeded by the address of this
+            // thread's cell (never 0 once seeded).
+            let mut x = if rng == 0 {
+                ((m as *const _ as u64) << 1) | 1
+            } else {
+                rng
+            };
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;

@@ -1085,9 +1085,8 @@ fn partial_block_reads_serve_point_lookups_when_the_block_cache_is_full() {
         for round in 0..3u64 {
             for _ in 0..4000 {
                 let i = rng.random_range(0..20_000u64);
-                let v = format!("value-{round}-{i}").into_bytes();
-                t.put(&key(i), &v).unwrap();
-                model.insert(key(i), v);
+                t.put(&key(i), &value(i, round)).unwrap();
+                model.insert(key(i), value(i, round));
             }
             t.flush().unwrap();
         }

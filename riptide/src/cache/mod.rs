@@ -52,30 +52,6 @@ pub struct CacheStats {
     pub entries: u64,
 }
 
-/// One event counter striped by thread like [`Counters`] (for counters of the read path).
-pub(crate) struct StripedCounter {
-    stripes: Box<[CachePadded<AtomicU64>]>,
-}
-
-impl Default for StripedCounter {
-    fn default() -> Self {
-        Self {
-            stripes: (0..STRIPES).map(|_| CachePadded::new(AtomicU64::new(0))).collect(),
-        }
-    }
-}
-
-impl StripedCounter {
-    #[inline]
-    pub(crate) fn add(&self, n: u64) {
-        self.stripes[stripe()].fetch_add(n, Ordering::Relaxed);
-    }
-    /// The sum of the stripes (a snapshot, not atomic as a whole).
-    pub(crate) fn get(&self) -> u64 {
-        self.stripes.iter().map(|s| s.load(Ordering::Relaxed)).sum()
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Striped counters
 // ---------------------------------------------------------------------------------------------
@@ -153,6 +129,30 @@ impl Counters {
             stats.inserts += s.inserts.load(Ordering::Relaxed);
             stats.evictions += s.evictions.load(Ordering::Relaxed);
         }
+    }
+}
+
+/// One event counter striped by thread like [`Counters`] (for counters of the read path).
+pub(crate) struct StripedCounter {
+    stripes: Box<[CachePadded<AtomicU64>]>,
+}
+
+impl Default for StripedCounter {
+    fn default() -> Self {
+        Self {
+            stripes: (0..STRIPES).map(|_| CachePadded::new(AtomicU64::new(0))).collect(),
+        }
+    }
+}
+
+impl StripedCounter {
+    #[inline]
+    pub(crate) fn add(&self, n: u64) {
+        self.stripes[stripe()].fetch_add(n, Ordering::Relaxed);
+    }
+    /// The sum of the stripes (a snapshot, not atomic as a whole).
+    pub(crate) fn get(&self) -> u64 {
+        self.stripes.iter().map(|s| s.load(Ordering::Relaxed)).sum()
     }
 }
 

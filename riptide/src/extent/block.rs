@@ -63,6 +63,24 @@ pub(crate) const REGION_CRC_FLAG: u32 = 1 << 30;
 /// (counted by the caller), then the tail checksum and the footer.
 const TAIL_FIXED: usize = 8;
 
+/// Restart count in a block footer (without the flags).
+#[inline]
+pub(super) fn footer_restarts(footer: u32) -> usize {
+    (footer & !(HASH_INDEX_FLAG | REGION_CRC_FLAG)) as usize
+}
+
+/// The stored (masked) checksum of one restart region's bytes.
+#[inline]
+pub(super) fn region_crc(region: &[u8]) -> u32 {
+    super::mask_crc(crc32c::crc32c(region))
+}
+
+/// The stored (masked) tail checksum: the tail up to the checksum, then the 4 footer bytes.
+#[inline]
+pub(super) fn tail_crc(tail: &[u8], footer: &[u8]) -> u32 {
+    super::mask_crc(crc32c::crc32c_append(crc32c::crc32c(tail), footer))
+}
+
 /// Builds one data block.
 pub(crate) struct BlockBuilder {
     buf: Vec<u8>,
@@ -185,11 +203,11 @@ impl BlockBuilder {
         if self.region_crcs {
             for (i, &start) in self.restarts.iter().enumerate() {
                 let end = self.restarts.get(i + 1).map_or(entries_end, |&e| e as usize);
-                let crc = super::mask_crc(crc32c::crc32c(&self.buf[start as usize..end]));
+                let crc = region_crc(&self.buf[start as usize..end]);
                 self.buf.extend_from_slice(&crc.to_le_bytes());
             }
-            let tail_crc = crc32c::crc32c_append(crc32c::crc32c(&self.buf[entries_end..]), &footer);
-            self.buf.extend_from_slice(&super::mask_crc(tail_crc).to_le_bytes());
+            let tail = tail_crc(&self.buf[entries_end..], &footer);
+            self.buf.extend_from_slice(&tail.to_le_bytes());
         }
         self.buf.extend_from_slice(&footer);
         &self.buf
@@ -273,7 +291,7 @@ impl BlockLayout {
                 ))
             }
         };
-        let num_restarts = (footer & !(HASH_INDEX_FLAG | REGION_CRC_FLAG)) as usize;
+        let num_restarts = footer_restarts(footer);
         // Bytes after the restart array, and per restart point.
         let (after, per_restart) = if footer & REGION_CRC_FLAG != 0 {
             (TAIL_FIXED, 8)
@@ -434,12 +452,12 @@ impl Block {
             let Some(region) = self.data.get(start..end) else {
                 return Err(format!("restart region {i} spans {start}..{end}, outside the entries"));
             };
-            if get_u32(&self.data, crcs + 4 * i) != Some(super::mask_crc(crc32c::crc32c(region))) {
+            if get_u32(&self.data, crcs + 4 * i) != Some(region_crc(region)) {
                 return Err(format!("restart region {i} checksum mismatch"));
             }
         }
-        let tail = crc32c::crc32c_append(crc32c::crc32c(&self.data[self.entries_end..n - 8]), &self.data[n - 4..]);
-        if get_u32(&self.data, n - 8) != Some(super::mask_crc(tail)) {
+        let tail = tail_crc(&self.data[self.entries_end..n - 8], &self.data[n - 4..]);
+        if get_u32(&self.data, n - 8) != Some(tail) {
             return Err("block tail checksum mismatch".into());
         }
         Ok(())

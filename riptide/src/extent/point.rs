@@ -24,10 +24,13 @@ use std::cmp::Ordering;
 use std::ops::Range;
 use std::path::Path;
 
-use super::block::{bucket_of, decode_entry, BUCKET_COLLISION, BUCKET_EMPTY, HASH_INDEX_FLAG, REGION_CRC_FLAG};
+use super::block::{
+    bucket_of, decode_entry, footer_restarts, region_crc, tail_crc, BUCKET_COLLISION, BUCKET_EMPTY, HASH_INDEX_FLAG,
+    REGION_CRC_FLAG,
+};
 use super::format::TRAILER_SIZE;
 use super::reader::append_exact_at;
-use super::{cmp_ikey, get_u32, mask_crc, Compression};
+use super::{cmp_ikey, get_u32, Compression};
 use crate::error::{Error, Result};
 use crate::fs::ReadableFile;
 
@@ -100,7 +103,7 @@ pub(crate) fn read_point(
         return Ok(PointRead::NeedFull);
     }
     let corrupt = |off: usize, why: String| Error::corruption(path, at + off as u64, why);
-    let restarts = (footer & !(HASH_INDEX_FLAG | REGION_CRC_FLAG)) as usize;
+    let restarts = footer_restarts(footer);
     // restart[R] ‖ region_crc[R] ‖ tail_crc ‖ footer
     let Some(restarts_at) = restarts
         .checked_mul(8)
@@ -116,8 +119,7 @@ pub(crate) fn read_point(
         return Ok(PointRead::NeedFull);
     };
     let stored = get_u32(w, window - 8).unwrap_or(0);
-    let tail_crc = crc32c::crc32c_append(crc32c::crc32c(&w[rel(tail_start)..window - 8]), &w[window - 4..]);
-    if mask_crc(tail_crc) != stored {
+    if tail_crc(&w[rel(tail_start)..window - 8], &w[window - 4..]) != stored {
         return Err(corrupt(
             tail_start,
             format!("data block tail checksum mismatch (block of {size} bytes at {at})"),
@@ -138,7 +140,7 @@ pub(crate) fn read_point(
     } else {
         tail_start
     };
-    let region_crc = get_u32(w, rel(restarts_at + 4 * restarts + 4 * r)).unwrap_or(0);
+    let stored_region_crc = get_u32(w, rel(restarts_at + 4 * restarts + 4 * r)).unwrap_or(0);
     if start >= end || end > tail_start {
         return Err(corrupt(
             restarts_at,
@@ -156,7 +158,7 @@ pub(crate) fn read_point(
         append_exact_at(file, path, buf, end - start, at + start as u64)?;
         from..buf.len()
     };
-    if mask_crc(crc32c::crc32c(&buf[region.clone()])) != region_crc {
+    if region_crc(&buf[region.clone()]) != stored_region_crc {
         return Err(corrupt(
             start,
             format!(
