@@ -27,7 +27,9 @@ fi
 if [ "${1:-}" = "--peers" ]; then
     missing=()
     command -v c++ >/dev/null 2>&1 || missing+=(g++)
-    [ -n "$(ls /usr/lib/llvm-*/lib/libclang*.so* 2>/dev/null)" ] || missing+=(libclang-dev)
+    # libclang itself (libclang.so / libclang-N.so), not libclang-cpp, which other packages bring.
+    [ -n "$(ls /usr/lib/llvm-*/lib/libclang.so* /usr/lib/*/libclang-[0-9]*.so* 2>/dev/null)" ] \
+        || missing+=(libclang-dev)
     command -v db_bench >/dev/null 2>&1 || missing+=(rocksdb-tools)
     if [ ${#missing[@]} -gt 0 ]; then
         if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
