@@ -108,6 +108,7 @@ struct LevelCounters {
     compactions: AtomicU64,
     tasks: AtomicU64,
     tasks_retried: AtomicU64,
+    ranges_split: AtomicU64,
     micros: AtomicU64,
     input_extents: AtomicU64,
     extents_reused: AtomicU64,
@@ -122,6 +123,7 @@ impl LevelCounters {
         self.compactions.fetch_add(1, Ordering::Relaxed);
         self.tasks.fetch_add(s.tasks, Ordering::Relaxed);
         self.tasks_retried.fetch_add(s.tasks_retried, Ordering::Relaxed);
+        self.ranges_split.fetch_add(s.ranges_split, Ordering::Relaxed);
         self.micros.fetch_add(micros, Ordering::Relaxed);
         self.input_extents.fetch_add(s.input_extents, Ordering::Relaxed);
         self.extents_reused.fetch_add(s.extents_reused, Ordering::Relaxed);
@@ -137,6 +139,7 @@ impl LevelCounters {
             compactions: l(&self.compactions),
             tasks: l(&self.tasks),
             tasks_retried: l(&self.tasks_retried),
+            ranges_split: l(&self.ranges_split),
             micros: l(&self.micros),
             input_extents: l(&self.input_extents),
             extents_reused: l(&self.extents_reused),
@@ -159,6 +162,9 @@ pub struct LevelStats {
     pub tasks: u64,
     /// Tasks a unit failed or rejected that the job thread ran again (CPU fallback).
     pub tasks_retried: u64,
+    /// Closed ranges larger than a task that were cut between block groups into several
+    /// tasks, so units could share them.
+    pub ranges_split: u64,
     /// Time they took, in microseconds.
     pub micros: u64,
     /// Input extents they considered.
@@ -1273,6 +1279,7 @@ impl FlushContext for DbInner {
             task_extents: self.opts.compaction_task_extents,
             prefetch: self.opts.compaction_prefetch,
             reject_every: self.opts.compaction_unit_reject_every,
+            piece_bytes: self.opts.compaction_piece_bytes,
         }
     }
 

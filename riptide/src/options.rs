@@ -146,6 +146,10 @@ pub struct Options {
     /// (the CPU fallback path). 0 = never.
     #[doc(hidden)]
     pub compaction_unit_reject_every: u64,
+    /// Test hook: closed ranges larger than a task are cut into pieces of about this many
+    /// input bytes (0 = the automatic size, at least 16 extents' worth).
+    #[doc(hidden)]
+    pub compaction_piece_bytes: u64,
     /// Compaction threads; jobs of different sub-tables run in parallel up to this many, one
     /// job per sub-table at a time. Default: 1. Range: 1 ..= 64.
     pub max_compactions: usize,
@@ -196,6 +200,7 @@ impl Default for Options {
             compaction_task_extents: 32,
             compaction_prefetch: 2,
             compaction_unit_reject_every: 0,
+            compaction_piece_bytes: 0,
             slog_checkpoint_bytes: 16 << 20,
             extents_per_file: 5120,
         }

@@ -166,8 +166,9 @@ fn reuse_on_and_off_read_the_same() {
     assert!(saved > 0, "reuse wrote no fewer bytes than rewriting");
 }
 
-/// Compaction units: many small tasks on several units, every second task rejected by its
-/// unit and run on the CPU fallback path, against a single unit without reuse.
+/// Compaction units: many small tasks on several units (closed ranges larger than a task cut
+/// into pieces between block groups), every second task rejected by its unit and run on the
+/// CPU fallback path, against a single unit without reuse.
 #[test]
 fn units_and_the_fallback_path_read_the_same() {
     for seed in 100..103 {
@@ -175,6 +176,7 @@ fn units_and_the_fallback_path_read_the_same() {
             o.compaction_units = 3;
             o.compaction_task_extents = 1;
             o.compaction_unit_reject_every = 2;
+            o.compaction_piece_bytes = 64 << 10;
         });
         let plain = open_with(false, |o| o.compaction_units = 1);
         let probe = units.clone();
@@ -182,9 +184,10 @@ fn units_and_the_fallback_path_read_the_same() {
         let s = probe.stats();
         let tasks: u64 = s.levels.iter().map(|l| l.tasks).sum();
         let retried: u64 = s.levels.iter().map(|l| l.tasks_retried).sum();
+        let split: u64 = s.levels.iter().map(|l| l.ranges_split).sum();
         assert!(
-            tasks > 10 && retried > 0,
-            "seed {seed}: {tasks} tasks, {retried} retried"
+            tasks > 10 && retried > 0 && split > 0,
+            "seed {seed}: {tasks} tasks, {retried} retried, {split} closed ranges split"
         );
     }
 }

@@ -134,6 +134,8 @@ pub fn run<E: BenchEngine>(cfg: &Config, mut db: E, values: &ValueSource) -> Res
         db.flush().map_err(fail("flushing the small run"))?;
         db.wait_for_background_work().map_err(fail("waiting for flushes"))?;
 
+        println!("compact_reuse details: distinct_pct={pct}: before the timed merge:");
+        println!("{}", db.level_stats_report().map_err(fail("levelstats"))?);
         // Leftover writeback of the load must not land in the timed window (on either engine).
         sync_file_systems();
         let start = Instant::now();

@@ -78,6 +78,8 @@ pub(crate) struct JobStats {
     pub(crate) tasks: u64,
     /// Tasks a unit failed or rejected, run again on the CPU path.
     pub(crate) tasks_retried: u64,
+    /// Closed ranges too large for one task, cut between block groups into several tasks.
+    pub(crate) ranges_split: u64,
     pub(crate) input_extents: u64,
     pub(crate) extents_reused: u64,
     pub(crate) blocks_reused: u64,
@@ -225,9 +227,48 @@ pub(crate) struct Units {
     /// Test hook: a unit rejects every n-th task it is given (0 = never), which hands the task
     /// back to the job thread's CPU path.
     pub(crate) reject_every: u64,
+    /// Test hook: the size of the pieces a closed range larger than a task is cut into, in
+    /// input bytes (0 = automatic).
+    pub(crate) piece_bytes: u64,
 }
 
 type Group = Vec<(u8, u64, Arc<LiveExtent>)>;
+
+/// The smallest piece a closed range is cut into, in extents' worth of input blocks.
+const MIN_PIECE_EXTENTS: u64 = 16;
+
+/// Part of a task: a closed range, whole or (when it is larger than a task) only the blocks of
+/// it inside `chunk`. A chunk's bounds are the ends of consecutive runs of block groups, and
+/// block groups are closed ranges of user keys, so the pieces of one closed range are
+/// independent: every block lies inside exactly one piece, no user key spans two, and their
+/// outputs never overlap.
+struct Piece {
+    group: Group,
+    chunk: Option<Chunk>,
+}
+
+/// The user-key bounds of a piece of a closed range.
+struct Chunk {
+    lo: Vec<u8>,
+    hi: Vec<u8>,
+    /// The range's first piece: the one that takes its input extents out of the metadata.
+    first: bool,
+}
+
+impl Chunk {
+    /// Whether a block or extent spanning the user keys `[lo, hi]` reaches into this piece.
+    fn overlaps(&self, lo: &[u8], hi: &[u8]) -> bool {
+        hi >= self.lo.as_slice() && lo <= self.hi.as_slice()
+    }
+}
+
+impl Piece {
+    /// Whether this piece takes the range's input extents out of the metadata (exactly one
+    /// piece of a range does).
+    fn consumes(&self) -> bool {
+        self.chunk.as_ref().is_none_or(|c| c.first)
+    }
+}
 
 /// The outcome of one task: outputs and moves of its closed ranges.
 #[derive(Default)]
@@ -261,24 +302,47 @@ pub(crate) fn run(
     let groups = closed_ranges(all, |(_, _, e)| {
         (user_part(&e.meta.smallest), user_part(&e.meta.largest))
     });
-    let mut tasks: Vec<Vec<Group>> = Vec::new();
+    let mut tasks: Vec<Vec<Piece>> = Vec::new();
     let mut size = usize::MAX;
+    let task_extents = units.task_extents.max(1);
     for g in groups {
-        if size >= units.task_extents.max(1) {
+        // A closed range larger than a task is cut between its block groups, so several units
+        // can work on it (with one unit there is nothing to share, and cuts only cost extents).
+        if units.units > 1 && g.len() > task_extents {
+            let pieces = split_range(store, &g, units, task_extents as u64)?;
+            if pieces.len() > 1 {
+                result.stats.ranges_split += 1;
+                tasks.extend(pieces.into_iter().map(|p| vec![p]));
+                size = usize::MAX;
+                continue;
+            }
+        }
+        if size >= task_extents {
             tasks.push(Vec::new());
             size = 0;
         }
         size += g.len();
-        tasks.last_mut().expect("pushed above").push(g);
+        tasks
+            .last_mut()
+            .expect("pushed above")
+            .push(Piece { group: g, chunk: None });
     }
-    let prefetch = |task: &[Group]| {
-        for (_, _, e) in task.iter().flatten() {
-            if let Ok((file, _, base)) = store.space.locate(e.id) {
-                file.prefetch(base, e.meta.data_size);
+    let prefetch = |task: &[Piece]| {
+        for piece in task {
+            for (_, _, e) in &piece.group {
+                // A piece of a range reads only the extents reaching into its keys.
+                if let Some(c) = &piece.chunk {
+                    if !c.overlaps(user_part(&e.meta.smallest), user_part(&e.meta.largest)) {
+                        continue;
+                    }
+                }
+                if let Ok((file, _, base)) = store.space.locate(e.id) {
+                    file.prefetch(base, e.meta.data_size);
+                }
             }
         }
     };
-    let cpu = |task: &[Group]| run_task(store, plan, &opts, snapshots, task);
+    let cpu = |task: &[Piece]| run_task(store, plan, &opts, snapshots, task);
     let mut outcomes: Vec<Option<Result<TaskResult>>> = (0..tasks.len()).map(|_| None).collect();
     if units.units <= 1 || tasks.len() <= 1 {
         for (i, task) in tasks.iter().enumerate() {
@@ -381,7 +445,7 @@ fn run_task(
     plan: &Plan,
     opts: &ExtentOptions,
     snapshots: &[Lsn],
-    task: &[Group],
+    task: &[Piece],
 ) -> Result<TaskResult> {
     let mut result = TaskResult::default();
     let mut written = Vec::new();
@@ -394,12 +458,16 @@ fn run_task(
         passed: 0,
     };
     let outcome = (|| -> Result<()> {
-        for group in task {
-            let lo = group
-                .iter()
-                .map(|(_, _, e)| user_part(&e.meta.smallest))
-                .min()
-                .unwrap_or_default();
+        for piece in task {
+            let group = &piece.group;
+            let lo = match &piece.chunk {
+                Some(c) => c.lo.as_slice(),
+                None => group
+                    .iter()
+                    .map(|(_, _, e)| user_part(&e.meta.smallest))
+                    .min()
+                    .unwrap_or_default(),
+            };
             out.cross_fences(lo)?;
             if group.len() == 1 {
                 let (level, layer, e) = &group[0];
@@ -418,8 +486,18 @@ fn run_task(
                     continue;
                 }
             }
-            merge_group(store, plan, snapshots, group, &mut out, &mut result)?;
-            result.consumed.extend(group.iter().cloned());
+            merge_group(
+                store,
+                plan,
+                snapshots,
+                group,
+                piece.chunk.as_ref(),
+                &mut out,
+                &mut result,
+            )?;
+            if piece.consumes() {
+                result.consumed.extend(group.iter().cloned());
+            }
         }
         out.close()
     })();
@@ -444,27 +522,12 @@ fn merge_group(
     plan: &Plan,
     snapshots: &[Lsn],
     group: &[(u8, u64, Arc<LiveExtent>)],
+    chunk: Option<&Chunk>,
     out: &mut Output<'_>,
     result: &mut TaskResult,
 ) -> Result<()> {
-    let opens: Vec<Arc<OpenExtent>> = group
-        .iter()
-        .map(|(_, _, e)| store.open(e).cloned())
-        .collect::<Result<_>>()?;
-    let mut blocks: Vec<BlockRef<'_>> = Vec::new();
-    for ((level, layer, e), open) in group.iter().zip(&opens) {
-        for (i, ie) in open.reader.index().iter().enumerate() {
-            blocks.push(BlockRef {
-                run: (*level, *layer),
-                open,
-                extent: e,
-                index: i,
-                lo: user_part(&ie.first_key),
-                hi: user_part(&ie.last_key),
-            });
-        }
-    }
-    for bgroup in closed_ranges(blocks, |b| (b.lo, b.hi)) {
+    let opens = open_group(store, group)?;
+    for bgroup in block_groups(group, &opens, chunk) {
         if bgroup.len() == 1 && plan.reuse {
             let b = &bgroup[0];
             if copyable(plan, out, b) {
@@ -481,6 +544,93 @@ fn merge_group(
         merge_blocks(store, snapshots, plan.bottom, &bgroup, out, result)?;
     }
     Ok(())
+}
+
+/// The open readers of a closed range's extents.
+fn open_group(store: &ExtentStore, group: &[(u8, u64, Arc<LiveExtent>)]) -> Result<Vec<Arc<OpenExtent>>> {
+    group.iter().map(|(_, _, e)| store.open(e).cloned()).collect()
+}
+
+/// The data blocks of a closed range's extents (from their indexes, nothing read), grouped
+/// into closed ranges of user keys, in key order; with a `chunk`, only the blocks inside it
+/// (which are whole block groups of the range, see [`Piece`]).
+fn block_groups<'a>(
+    group: &'a [(u8, u64, Arc<LiveExtent>)],
+    opens: &'a [Arc<OpenExtent>],
+    chunk: Option<&Chunk>,
+) -> Vec<Vec<BlockRef<'a>>> {
+    let mut blocks: Vec<BlockRef<'a>> = Vec::new();
+    for ((level, layer, e), open) in group.iter().zip(opens) {
+        if chunk.is_some_and(|c| !c.overlaps(user_part(&e.meta.smallest), user_part(&e.meta.largest))) {
+            continue;
+        }
+        for (i, ie) in open.reader.index().iter().enumerate() {
+            let (lo, hi) = (user_part(&ie.first_key), user_part(&ie.last_key));
+            if chunk.is_some_and(|c| !c.overlaps(lo, hi)) {
+                continue;
+            }
+            blocks.push(BlockRef {
+                run: (*level, *layer),
+                open,
+                extent: e,
+                index: i,
+                lo,
+                hi,
+            });
+        }
+    }
+    closed_ranges(blocks, |b| (b.lo, b.hi))
+}
+
+/// Cuts a closed range into pieces between its block groups (one piece when it has a single
+/// block group or is small). A piece holds at most `task_extents` extents' worth of input
+/// bytes (a task) and about a quarter of an even share per unit, so units finishing early find
+/// more work, but no less than [`MIN_PIECE_EXTENTS`] extents' worth (when a task allows that
+/// much), as every piece ends in a partly filled output extent.
+fn split_range(store: &ExtentStore, group: &Group, units: Units, task_extents: u64) -> Result<Vec<Piece>> {
+    let opens = open_group(store, group)?;
+    let bgroups = block_groups(group, &opens, None);
+    let block_bytes = |bgroup: &[BlockRef<'_>]| {
+        bgroup
+            .iter()
+            .map(|b| u64::from(b.open.reader.index()[b.index].size))
+            .sum::<u64>()
+    };
+    let total: u64 = bgroups.iter().map(|g| block_bytes(g)).sum();
+    let target = match units.piece_bytes {
+        0 => (total / (units.units as u64 * 4).max(1))
+            .max(MIN_PIECE_EXTENTS.min(task_extents) * EXTENT_SIZE)
+            .min(task_extents * EXTENT_SIZE),
+        n => n,
+    };
+    let mut pieces = Vec::new();
+    let mut bytes = 0u64;
+    let mut lo: Option<&[u8]> = None;
+    let mut hi: &[u8] = &[];
+    for (i, bgroup) in bgroups.iter().enumerate() {
+        let group_lo = bgroup.iter().map(|b| b.lo).min().unwrap_or_default();
+        lo.get_or_insert(group_lo);
+        hi = bgroup.iter().map(|b| b.hi).max().unwrap_or_default().max(hi);
+        bytes += block_bytes(bgroup);
+        if bytes >= target || i + 1 == bgroups.len() {
+            pieces.push(Piece {
+                group: group.clone(),
+                chunk: Some(Chunk {
+                    lo: lo.take().unwrap_or_default().to_vec(),
+                    hi: hi.to_vec(),
+                    first: pieces.is_empty(),
+                }),
+            });
+            (bytes, hi) = (0, &[]);
+        }
+    }
+    if pieces.len() <= 1 {
+        return Ok(vec![Piece {
+            group: group.clone(),
+            chunk: None,
+        }]);
+    }
+    Ok(pieces)
 }
 
 /// True if block `b` may be copied whole: it holds no tombstone that this job must purge and

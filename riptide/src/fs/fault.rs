@@ -811,6 +811,11 @@ impl RandomRwFile for FaultRw {
         let node = &self.node;
         st.run(FaultOp::SetLen, &[&self.path], |_| node.lock().set_len(len))
     }
+
+    /// Recorded (see [`FaultFs::writebacks`]); nothing becomes durable.
+    fn start_writeback(&self, offset: u64, len: u64) {
+        self.state.lock().writebacks.push((self.path.clone(), offset, len));
+    }
 }
 
 /// A [`FileLock`] of [`FaultFs`]; dropping it releases the lock unless a crash already did.

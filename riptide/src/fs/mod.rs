@@ -115,6 +115,13 @@ pub trait RandomRwFile: ReadableFile {
     fn punch_hole(&self, _offset: u64, _len: u64) -> io::Result<()> {
         Ok(())
     }
+
+    /// Starts writing the dirty pages of `len` bytes at `offset` to the device without waiting
+    /// (`sync_file_range(SYNC_FILE_RANGE_WRITE)` on Linux), as
+    /// [`WritableFile::start_writeback`] does for appended files: disk writes then overlap the
+    /// work that follows instead of piling up for the next [`RandomRwFile::sync_data`]. Only a
+    /// hint: it makes nothing durable and never fails. Default: nothing.
+    fn start_writeback(&self, _offset: u64, _len: u64) {}
 }
 
 /// An exclusive lock on a file, released when dropped.

@@ -136,6 +136,10 @@ impl RandomRwFile for PosixRw {
         self.file.set_len(len)
     }
 
+    fn start_writeback(&self, offset: u64, len: u64) {
+        start_writeback(&self.file, offset, len);
+    }
+
     fn punch_hole(&self, offset: u64, len: u64) -> io::Result<()> {
         use std::os::unix::io::AsRawFd;
         let (Ok(off), Ok(len)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {

@@ -151,11 +151,15 @@ fn multi_slot_allocation() {
 
 #[test]
 fn write_extent_locate_and_free_zeroes_footer() {
-    let (_fs, space) = setup(8);
+    let (fs, space) = setup(8);
     let a = space.allocate(1).unwrap();
     let b = space.allocate(2).unwrap();
     space.write_extent(a, 1, b"first", &footer(a)).unwrap();
     space.write_extent(b, 2, b"second", &footer(b)).unwrap();
+    // Each write starts the writeback of exactly its extent's slots (not waiting for it; the
+    // handle is the one that created the file, under its temporary name).
+    let hints: Vec<(u64, u64)> = fs.writebacks().into_iter().map(|(_, off, len)| (off, len)).collect();
+    assert_eq!(hints, [(E, E), (2 * E, 2 * E)]);
     space.sync(&[a, b, a]).unwrap();
     assert_eq!(read_at(&space, a, 0, 5), b"first");
     assert_eq!(read_at(&space, b, 0, 6), b"second");

@@ -420,13 +420,16 @@ impl BenchEngine for RiptideEngine {
             .filter(|(_, (a, b))| a.compactions > b.compactions)
             .map(|(i, (a, b))| {
                 format!(
-                    "L{i}: {} of {} input extents re-linked, {} blocks copied, {} merged, {} read, {} written",
+                    "L{i}: {} of {} input extents re-linked, {} blocks copied, {} merged, {} read, {} written, \
+                     {} tasks ({} closed ranges split)",
                     a.extents_reused - b.extents_reused,
                     a.input_extents - b.input_extents,
                     a.blocks_reused - b.blocks_reused,
                     a.blocks_merged - b.blocks_merged,
                     mb(a.bytes_read - b.bytes_read),
-                    mb(a.bytes_written - b.bytes_written)
+                    mb(a.bytes_written - b.bytes_written),
+                    a.tasks - b.tasks,
+                    a.ranges_split - b.ranges_split
                 )
             })
             .collect();
