@@ -644,9 +644,9 @@ fn copyable(plan: &Plan, out: &Output<'_>, b: &BlockRef<'_>) -> bool {
 fn copy_block(store: &ExtentStore, b: &BlockRef<'_>, out: &mut Output<'_>, result: &mut TaskResult) -> Result<()> {
     let entry = &b.open.reader.index()[b.index];
     out.cross_fences(b.lo)?;
-    let raw = b.open.reader.read_raw_block(b.open.file.as_ref(), b.index)?;
-    out.make_room(raw.stored.len() + entry.first_key.len() + entry.last_key.len() + 64)?;
-    out.builder.add_raw_block(&raw)?;
+    let stored = entry.size as usize + crate::extent::format::TRAILER_SIZE;
+    out.make_room(stored + entry.first_key.len() + entry.last_key.len() + 64)?;
+    out.builder.copy_block(&b.open.reader, b.open.file.as_ref(), b.index)?;
     if is_cached(store, b) {
         result.hot.push(HotBlock::Copied {
             old: (b.extent.cache_id, entry.offset),
@@ -655,7 +655,7 @@ fn copy_block(store: &ExtentStore, b: &BlockRef<'_>, out: &mut Output<'_>, resul
         });
     }
     result.stats.blocks_reused += 1;
-    result.stats.bytes_read += raw.stored.len() as u64;
+    result.stats.bytes_read += stored as u64;
     result.stats.entries_in += u64::from(entry.rows);
     result.stats.entries_out += u64::from(entry.rows);
     Ok(())

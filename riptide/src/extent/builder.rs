@@ -20,9 +20,11 @@ use super::format::{
     check_block, compress_lz4, decompress_lz4, encode_index, props_size_bound, trailer, ExtentProperties, Footer,
     Handle, IndexEntry, EXTENT_FORMAT_VERSION, FOOTER_SIZE, TRAILER_SIZE,
 };
+use super::reader::{append_exact_at, ExtentReader};
 use super::scan_entries;
 use super::{Compression, ExtentOptions, EXTENT_SIZE};
 use crate::error::{Error, Result};
+use crate::fs::ReadableFile;
 use crate::key::{compare_internal_keys, decode_internal_key, Lsn, ValueKind};
 
 /// Largest key + value of one entry (keeps every block size within u32).
@@ -73,6 +75,22 @@ pub(crate) struct RawBlock {
     pub path: Arc<Path>,
     /// Absolute offset of the block in the source file.
     pub file_offset: u64,
+}
+
+/// What a data block copied verbatim adds to the extent being built (checked against its
+/// index entry).
+struct AdoptedBlock {
+    rows: u32,
+    deletes: u32,
+    min_lsn: Lsn,
+    max_lsn: Lsn,
+    key_bytes: u64,
+    value_bytes: u64,
+    /// User keys the block starts (not continuing the previous block's last one).
+    users: u64,
+    /// Their filter hashes (empty without a filter).
+    hashes: Vec<u64>,
+    compressed: bool,
 }
 
 /// Builds one extent in memory.
@@ -246,10 +264,69 @@ impl ExtentBuilder {
     /// all sort after the last key added. The block is decoded once to check it against its
     /// index entry and to feed the filter; it is not re-encoded or recompressed.
     pub fn add_raw_block(&mut self, raw: &RawBlock) -> Result<()> {
-        let e = &raw.entry;
-        let corrupt = |reason: String| Error::corruption(&*raw.path, raw.file_offset, reason);
+        self.check_next(&raw.entry.first_key)?;
+        // Close the open block so the reused one keeps its own boundaries.
+        self.flush_block()?;
+        let start = self.out.len();
+        self.out.extend_from_slice(&raw.stored);
+        self.adopt_raw(start, &raw.entry, &raw.path, raw.file_offset)
+    }
+
+    /// Like [`Self::add_raw_block`] for data block `i` of `reader`, read from `file` straight
+    /// into the extent being built (no intermediate buffer; the checksum is checked once, here).
+    pub fn copy_block(&mut self, reader: &ExtentReader, file: &dyn ReadableFile, i: usize) -> Result<()> {
+        let e = reader.entry(i)?;
         self.check_next(&e.first_key)?;
-        let (contents, ctype) = check_block(&raw.stored).map_err(corrupt)?;
+        self.flush_block()?;
+        let start = self.out.len();
+        let at = reader.base() + e.offset;
+        if let Err(err) = append_exact_at(file, reader.path(), &mut self.out, e.size as usize + TRAILER_SIZE, at) {
+            self.out.truncate(start);
+            return Err(err);
+        }
+        self.adopt_raw(start, e, reader.path(), at)
+    }
+
+    /// Takes the stored block (contents ‖ trailer) at `out[start..]`, copied from another
+    /// extent where index entry `e` describes it, as this extent's next data block: checks its
+    /// checksum and its contents against `e`, feeds the filter and records its index entry. On
+    /// error the bytes are removed again and nothing is recorded.
+    fn adopt_raw(&mut self, start: usize, e: &IndexEntry, path: &Path, file_offset: u64) -> Result<()> {
+        let b = match self.check_raw(start, e, path, file_offset) {
+            Ok(b) => b,
+            Err(err) => {
+                self.out.truncate(start);
+                return Err(err);
+            }
+        };
+        let entry = IndexEntry {
+            offset: start as u64,
+            ..e.clone()
+        };
+        self.index_bytes += entry.encoded_len();
+        self.index.push(entry);
+        if b.compressed {
+            self.props.compressed_blocks += 1;
+        }
+        if self.props.entries == 0 {
+            self.props.smallest = e.first_key.clone();
+        }
+        self.props.entries += u64::from(b.rows);
+        self.props.deletes += u64::from(b.deletes);
+        self.props.user_keys += b.users;
+        self.props.min_lsn = self.props.min_lsn.min(b.min_lsn);
+        self.props.max_lsn = self.props.max_lsn.max(b.max_lsn);
+        self.props.raw_key_bytes += b.key_bytes;
+        self.props.raw_value_bytes += b.value_bytes;
+        self.hashes.extend_from_slice(&b.hashes);
+        self.last_key.clone_from(&e.last_key);
+        Ok(())
+    }
+
+    /// The checks of [`Self::adopt_raw`], returning what the block adds to the extent.
+    fn check_raw(&self, start: usize, e: &IndexEntry, path: &Path, file_offset: u64) -> Result<AdoptedBlock> {
+        let corrupt = |reason: String| Error::corruption(path, file_offset, reason);
+        let (contents, ctype) = check_block(&self.out[start..]).map_err(corrupt)?;
         if contents.len() != e.size as usize {
             return Err(corrupt(format!(
                 "reused block is {} bytes, index says {}",
@@ -266,8 +343,6 @@ impl ExtentBuilder {
             }
             None => return Err(corrupt(format!("unknown block compression type {ctype}"))),
         };
-        // Close the open block so the reused one keeps its own boundaries.
-        self.flush_block()?;
         let (mut rows, mut deletes, mut min_lsn, mut max_lsn) = (0u32, 0u32, Lsn::MAX, 0);
         let (mut key_bytes, mut value_bytes) = (0u64, 0u64);
         let mut users = 0u64;
@@ -278,7 +353,7 @@ impl ExtentBuilder {
         let last_key = &self.last_key;
         // `scan_entries` checks the keys' order within the block; `check_next` above checked
         // the first one against what the builder holds.
-        let block_last = scan_entries(data, &raw.path, raw.file_offset, |k, value_len, new_user| {
+        let block_last = scan_entries(data, path, file_offset, |k, value_len, new_user| {
             let Some((user, lsn, kind)) = decode_internal_key(k) else {
                 return Err(corrupt("reused block holds a malformed internal key".into()));
             };
@@ -315,27 +390,17 @@ impl ExtentBuilder {
         {
             return Err(corrupt("reused block's contents differ from its index entry".into()));
         }
-        let offset = self.out.len() as u64;
-        self.out.extend_from_slice(&raw.stored);
-        let entry = IndexEntry { offset, ..e.clone() };
-        self.index_bytes += entry.encoded_len();
-        self.index.push(entry);
-        if ctype == Compression::Lz4 as u8 {
-            self.props.compressed_blocks += 1;
-        }
-        if self.props.entries == 0 {
-            self.props.smallest = e.first_key.clone();
-        }
-        self.props.entries += u64::from(rows);
-        self.props.deletes += u64::from(deletes);
-        self.props.user_keys += users;
-        self.props.min_lsn = self.props.min_lsn.min(min_lsn);
-        self.props.max_lsn = self.props.max_lsn.max(max_lsn);
-        self.props.raw_key_bytes += key_bytes;
-        self.props.raw_value_bytes += value_bytes;
-        self.hashes.extend_from_slice(&hashes);
-        self.last_key.clone_from(&e.last_key);
-        Ok(())
+        Ok(AdoptedBlock {
+            rows,
+            deletes,
+            min_lsn,
+            max_lsn,
+            key_bytes,
+            value_bytes,
+            users,
+            hashes,
+            compressed: ctype == Compression::Lz4 as u8,
+        })
     }
 
     /// Closes the open data block (if any): compresses it when that pays, appends it with its

@@ -232,7 +232,7 @@ impl ExtentReader {
         (i < self.last_keys.len()).then_some(i)
     }
 
-    fn entry(&self, i: usize) -> Result<&IndexEntry> {
+    pub(super) fn entry(&self, i: usize) -> Result<&IndexEntry> {
         self.index.get(i).ok_or_else(|| Error::InvalidOption {
             option: "block",
             reason: format!(

@@ -870,6 +870,21 @@ fn raw_blocks_are_reused_verbatim() {
         let mut lying = sr.read_raw_block(&sfile, 6).unwrap();
         lying.entry.rows += 1;
         assert!(b.add_raw_block(&lying).unwrap_err().is_corruption());
+        // `copy_block` reads straight from the source file: a damaged byte there is corruption
+        // and leaves the builder as it was; an intact block is taken like `add_raw_block` does.
+        let mut damaged_file = file_with(&src);
+        let at = (BASE + sr.index()[6].offset) as usize + 5;
+        damaged_file.0[at] ^= 1;
+        let size_before = b.estimated_size();
+        assert!(b.copy_block(&sr, &damaged_file, 6).unwrap_err().is_corruption());
+        assert_eq!(b.estimated_size(), size_before);
+        assert!(matches!(b.copy_block(&sr, &sfile, 0), Err(Error::InvalidOption { .. })));
+        for i in 6..8 {
+            b.copy_block(&sr, &sfile, i).unwrap();
+            let rows = sr.index()[i].rows as usize;
+            let start: usize = sr.index()[..i].iter().map(|e| e.rows as usize).sum();
+            expected.extend_from_slice(&src_entries[start..start + rows]);
+        }
         for i in 0..10u64 {
             let e = (
                 ikey(format!("z{i:03}").as_bytes(), i + 1, ValueKind::Delete),
@@ -880,7 +895,7 @@ fn raw_blocks_are_reused_verbatim() {
         }
         let built = b.finish().unwrap();
         // The reused blocks are byte-identical.
-        for i in 2..5 {
+        for i in (2..5).chain(6..8) {
             let se = &sr.index()[i];
             let de = built.index.iter().find(|e| e.first_key == se.first_key).unwrap();
             let s = &src.valid[se.offset as usize..(se.offset + se.stored_size()) as usize];
