@@ -319,7 +319,8 @@ impl ExtentReader {
     }
 
     /// Reads data block `i` verbatim (CRC verified, not decoded) for reuse by compaction
-    /// ([`super::ExtentBuilder::add_raw_block`]).
+    /// ([`super::ExtentBuilder::add_raw_block`]; compaction uses
+    /// [`super::ExtentBuilder::copy_block`], which reads into the output directly).
     pub fn read_raw_block(&self, file: &dyn ReadableFile, i: usize) -> Result<RawBlock> {
         let e = self.entry(i)?;
         let (stored, _) = self.read_stored(file, e)?;
