@@ -10,6 +10,9 @@
 //!    verbatim** (stored bytes and trailer, no decompression). Blocks that overlap are decoded
 //!    and merged row by row, which is where old versions and tombstones are dropped.
 //! 4. The output builder is closed before every re-linked extent, so outputs never overlap it.
+//! 5. Closed ranges are batched into tasks for the compaction units; a range larger than a task
+//!    is cut into pieces between its block groups ([`Piece`]), each with its own outputs, and
+//!    only its first piece removes the range's extents from the metadata.
 //!
 //! Exceptions that keep deletes purgeable: when the output is the bottom of the key range
 //! (`purge`), extents and blocks holding tombstones are never reused; they are merged. With
