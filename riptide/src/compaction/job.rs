@@ -585,8 +585,8 @@ fn block_groups<'a>(
     closed_ranges(blocks, |b| (b.lo, b.hi))
 }
 
-/// Cuts a closed range into pieces between its block groups (one piece when it has a single
-/// block group or is small). A piece holds at most `task_extents` extents' worth of input
+/// Cuts a closed range into pieces between its block groups (a single piece when it has one
+/// block group or is small: the caller then keeps the range whole). A piece holds at most `task_extents` extents' worth of input
 /// bytes (a task) and about a quarter of an even share per unit, so units finishing early find
 /// more work, but no less than [`MIN_PIECE_EXTENTS`] extents' worth (when a task allows that
 /// much), as every piece ends in a partly filled output extent.
@@ -627,12 +627,6 @@ fn split_range(store: &ExtentStore, group: &Group, units: Units, task_extents: u
             (bytes, hi) = (0, &[]);
         }
     }
-    if pieces.len() <= 1 {
-        return Ok(vec![Piece {
-            group: group.clone(),
-            chunk: None,
-        }]);
-    }
     Ok(pieces)
 }
 
@@ -647,8 +641,8 @@ fn copyable(plan: &Plan, out: &Output<'_>, b: &BlockRef<'_>) -> bool {
 fn copy_block(store: &ExtentStore, b: &BlockRef<'_>, out: &mut Output<'_>, result: &mut TaskResult) -> Result<()> {
     let entry = &b.open.reader.index()[b.index];
     out.cross_fences(b.lo)?;
-    let stored = entry.size as usize + crate::extent::format::TRAILER_SIZE;
-    out.make_room(stored + entry.first_key.len() + entry.last_key.len() + 64)?;
+    let stored = entry.stored_size();
+    out.make_room(stored as usize + entry.first_key.len() + entry.last_key.len() + 64)?;
     out.builder.copy_block(&b.open.reader, b.open.file.as_ref(), b.index)?;
     if is_cached(store, b) {
         result.hot.push(HotBlock::Copied {
@@ -658,7 +652,7 @@ fn copy_block(store: &ExtentStore, b: &BlockRef<'_>, out: &mut Output<'_>, resul
         });
     }
     result.stats.blocks_reused += 1;
-    result.stats.bytes_read += stored as u64;
+    result.stats.bytes_read += stored;
     result.stats.entries_in += u64::from(entry.rows);
     result.stats.entries_out += u64::from(entry.rows);
     Ok(())

@@ -280,7 +280,7 @@ impl ExtentBuilder {
         self.flush_block()?;
         let start = self.out.len();
         let at = reader.base() + e.offset;
-        if let Err(err) = append_exact_at(file, reader.path(), &mut self.out, e.size as usize + TRAILER_SIZE, at) {
+        if let Err(err) = append_exact_at(file, reader.path(), &mut self.out, e.stored_size() as usize, at) {
             self.out.truncate(start);
             return Err(err);
         }
