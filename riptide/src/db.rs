@@ -100,6 +100,7 @@ struct BackgroundCounters {
     compaction_errors: AtomicU64,
     space_released: AtomicU64,
     space_shrink_errors: AtomicU64,
+    space_punched_slots: AtomicU64,
 }
 
 /// Compaction counters of one output level.
@@ -240,6 +241,11 @@ pub struct DbStats {
     pub space_used_slots: u64,
     /// Free slots inside data files.
     pub space_free_slots: u64,
+    /// Free slots that still hold their disk blocks (at most about
+    /// [`Options::free_slots_kept`] once the background thread has caught up).
+    pub space_unpunched_slots: u64,
+    /// Free slots whose disk blocks were given back to the file system (hole punching).
+    pub space_punched_slots: u64,
     /// Compaction statistics per output level (L0: intra-L0, L1: minor, L2: major, self-major
     /// and manual rewrites).
     pub levels: [LevelStats; 3],
@@ -771,6 +777,8 @@ impl Db {
             space_files: space.files as u64,
             space_used_slots: space.used_slots,
             space_free_slots: space.free_slots,
+            space_unpunched_slots: space.unpunched_slots,
+            space_punched_slots: c.space_punched_slots.load(Ordering::Relaxed),
             levels: [
                 self.inner.level_counters[0].snapshot(),
                 self.inner.level_counters[1].snapshot(),
@@ -1110,6 +1118,11 @@ impl DbInner {
                     self.stall_cond.notify_all();
                 }
                 self.reclaim_space();
+                // Freed slots beyond the reserve get their holes punched by a worker, not by
+                // this thread (which may be a user's, in a manual compaction).
+                if self.store.space.stats().unpunched_slots > u64::from(self.opts.free_slots_kept) {
+                    self.compaction_queue.push(t.id);
+                }
                 Ok(true)
             }
             Ok(None) => Ok(false),
@@ -1119,6 +1132,13 @@ impl DbInner {
                 Err(e)
             }
         }
+    }
+
+    /// Gives the disk blocks of free slots beyond [`Options::free_slots_kept`] back to the file
+    /// system. Background workers only: punching a few hundred holes takes tens of milliseconds.
+    fn punch_free_slots(&self) {
+        let n = self.store.space.punch_free_slots(u64::from(self.opts.free_slots_kept));
+        self.counters.space_punched_slots.fetch_add(n, Ordering::Relaxed);
     }
 
     /// Gives the free tails of data files back to the file system (and deletes data files
@@ -1228,6 +1248,7 @@ impl DbInner {
             });
             match flushed {
                 Ok(()) => {
+                    self.punch_free_slots();
                     self.reclaim_space();
                     log.close(self.needed_lsn())
                 }
@@ -1334,6 +1355,7 @@ fn worker(db: Weak<DbInner>, queue: Arc<JobQueue>, kind: WorkerKind) {
             WorkerKind::Flush => db.flush_all_immutables(&t).is_err(),
             WorkerKind::Compaction => db.compact_until_idle(&t).is_err(),
         };
+        db.punch_free_slots();
         drop(db);
         if failed {
             // Retry later: the error is in `bg_error` and stalled writers see it.

@@ -91,13 +91,13 @@ pub(crate) fn flush_oldest(ctx: &dyn FlushContext, t: &Arc<TableInner>) -> Resul
             store
                 .space
                 .write_extent(w.id, w.built.slots, &w.built.valid, &w.built.footer)?;
-            // Written: keep only the metadata.
-            w.built.valid = Vec::new();
+            // Written: keep only the metadata; the bytes' buffer builds a later extent.
+            let spare = std::mem::take(&mut w.built.valid);
             outcome.extents += 1;
             outcome.entries += w.built.props.entries;
             outcome.deletes += w.built.props.deletes;
             outcome.bytes += w.built.data_size;
-            Ok(())
+            Ok(spare)
         })?;
         let ids: Vec<ExtentId> = written.iter().map(|w| w.id).collect();
         store.space.sync(&ids)?;
@@ -220,15 +220,16 @@ pub(crate) fn extent_meta(table: u32, id: ExtentId, built: &BuiltExtent) -> Exte
 }
 
 /// Streams the versions of `mem` that must survive into extents, cut between user keys, and
-/// hands each finished extent to `emit`.
+/// hands each finished extent to `emit`, which returns a byte buffer for a later extent.
 fn build_extents(
     ctx: &dyn FlushContext,
     mem: &Arc<Memtable>,
     snapshots: &[Lsn],
-    emit: &mut dyn FnMut(BuiltExtent) -> Result<()>,
+    emit: &mut dyn FnMut(BuiltExtent) -> Result<Vec<u8>>,
 ) -> Result<()> {
     let opts = ctx.extent_options();
     let mut builder = ExtentBuilder::new(opts.clone());
+    let mut spare = Vec::new();
     let mut ikey = Vec::new();
     let mut c = mem.cursor();
     c.seek_to_first();
@@ -249,8 +250,9 @@ fn build_extents(
         // Cut before this key if its versions would overflow the extent.
         let size: usize = kept.iter().map(|(_, _, v)| c.key().len() + 8 + v.len() + 16).sum();
         if !builder.is_empty() && builder.estimated_size() + size > EXTENT_SIZE as usize {
-            let full = std::mem::replace(&mut builder, ExtentBuilder::new(opts.clone()));
-            emit(full.finish()?)?;
+            let next = ExtentBuilder::with_buffer(opts.clone(), std::mem::take(&mut spare));
+            let full = std::mem::replace(&mut builder, next);
+            spare = emit(full.finish()?)?;
         }
         for &(lsn, kind, value) in &kept {
             ikey.clear();

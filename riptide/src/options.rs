@@ -160,6 +160,11 @@ pub struct Options {
     /// Slots of 2 MiB per data file (one holds the file header). Default: 5120 (10 GiB).
     /// Range: 2 ..= 65536.
     pub extents_per_file: u32,
+    /// Free 2 MiB slots that keep their disk blocks, so the extents written there next overwrite
+    /// them instead of allocating blocks again. The disk blocks of freed slots beyond this are
+    /// given back to the file system (hole punching) by a background thread, never by the
+    /// thread that frees them. Default: 64 (128 MiB). Range: 0 ..= 1,048,576.
+    pub free_slots_kept: u32,
 }
 
 impl Default for Options {
@@ -204,6 +209,7 @@ impl Default for Options {
             compaction_piece_bytes: 0,
             slog_checkpoint_bytes: 16 << 20,
             extents_per_file: 5120,
+            free_slots_kept: 64,
         }
     }
 }
@@ -251,6 +257,7 @@ impl fmt::Debug for Options {
             .field("compaction_prefetch", &self.compaction_prefetch)
             .field("slog_checkpoint_bytes", &self.slog_checkpoint_bytes)
             .field("extents_per_file", &self.extents_per_file)
+            .field("free_slots_kept", &self.free_slots_kept)
             .finish()
     }
 }
@@ -374,6 +381,12 @@ impl Options {
             return Err(invalid(
                 "extents_per_file",
                 format!("{} is outside 2 ..= 65536", self.extents_per_file),
+            ));
+        }
+        if self.free_slots_kept > 1 << 20 {
+            return Err(invalid(
+                "free_slots_kept",
+                format!("{} is above 1,048,576", self.free_slots_kept),
             ));
         }
         Ok(())

@@ -214,6 +214,63 @@ fn compaction_moves_data_down_and_keeps_what_snapshots_see() {
     check(&db.default_table(), &model);
 }
 
+/// Freed extents keep their disk blocks up to `free_slots_kept`; a background worker punches
+/// the holes beyond it, also after a compaction run on the caller's thread. Slots punched or
+/// kept are reused, and no live extent is ever punched.
+#[test]
+fn freed_slots_beyond_the_reserve_are_punched_in_the_background() {
+    for keep in [0u32, 2, 100_000] {
+        let fs = FaultFs::new();
+        let path = Path::new("/db");
+        let o = Options {
+            free_slots_kept: keep,
+            ..opts(&fs)
+        };
+        let db = Db::open(path, o.clone()).unwrap();
+        let t = db.default_table();
+        let mut model = BTreeMap::new();
+        let fill = |round: u64, model: &mut BTreeMap<Vec<u8>, Vec<u8>>| {
+            for i in 0..3000u64 {
+                t.put(&key(i), &value(i, round)).unwrap();
+                model.insert(key(i), value(i, round));
+            }
+        };
+        fill(0, &mut model);
+        t.compact().unwrap();
+        // Another table's extents after these, so freed slots are not a file tail (which
+        // shrinking cuts instead).
+        let other = db.create_table("other").unwrap();
+        for i in 0..3000u64 {
+            other.put(&key(i), &value(i, 9)).unwrap();
+        }
+        other.flush().unwrap();
+        for round in 1..4u64 {
+            fill(round, &mut model);
+            // Each full compaction rewrites every extent and frees the old ones.
+            t.compact().unwrap();
+        }
+        // Fewer rows than before: the last compaction frees more slots than it fills.
+        for i in (0..3000u64).filter(|i| i % 4 != 0) {
+            t.delete(&key(i)).unwrap();
+            model.remove(&key(i));
+        }
+        t.compact().unwrap();
+        db.wait_for_background_work().unwrap();
+        let stats = db.stats();
+        assert!(stats.extents_freed > 4, "keep {keep}: {stats:?}");
+        assert!(stats.space_unpunched_slots <= u64::from(keep), "keep {keep}: {stats:?}");
+        if keep == 100_000 {
+            assert_eq!(stats.space_punched_slots, 0, "nothing beyond the reserve: {stats:?}");
+        } else {
+            assert!(stats.space_punched_slots > 0, "keep {keep}: {stats:?}");
+        }
+        check(&t, &model);
+        db.close().unwrap();
+        let db = Db::open(path, o).unwrap();
+        check(&db.default_table(), &model);
+    }
+}
+
 #[test]
 fn automatic_compaction_bounds_l0() {
     let fs = FaultFs::new();

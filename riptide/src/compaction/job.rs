@@ -159,6 +159,8 @@ struct Output<'a> {
     store: &'a ExtentStore,
     opts: ExtentOptions,
     builder: ExtentBuilder,
+    /// The byte buffer of the last extent written, for the next builder.
+    spare: Vec<u8>,
     written: &'a mut Vec<(ExtentId, BuiltExtent)>,
     /// The plan's fences (sorted user keys).
     fences: &'a [Vec<u8>],
@@ -194,7 +196,8 @@ impl Output<'_> {
         if self.builder.is_empty() {
             return Ok(());
         }
-        let full = std::mem::replace(&mut self.builder, ExtentBuilder::new(self.opts.clone()));
+        let next = ExtentBuilder::with_buffer(self.opts.clone(), std::mem::take(&mut self.spare));
+        let full = std::mem::replace(&mut self.builder, next);
         let built = full.finish()?;
         let id = self.store.space.allocate(built.slots)?;
         // Registered before the write so a failure frees the slots too.
@@ -204,8 +207,9 @@ impl Output<'_> {
             .space
             .write_extent(*id, built.slots, &built.valid, &built.footer)?;
         // On disk now (the job syncs before installing): keep only the metadata, so a job's
-        // memory is one extent's worth however much it writes.
-        built.valid = Vec::new();
+        // memory is two extents' worth however much it writes. The bytes' buffer builds the
+        // extent after next.
+        self.spare = std::mem::take(&mut built.valid);
         Ok(())
     }
 
@@ -455,6 +459,7 @@ fn run_task(
     let mut out = Output {
         store,
         builder: ExtentBuilder::new(opts.clone()),
+        spare: Vec::new(),
         opts: opts.clone(),
         written: &mut written,
         fences: &plan.fences,

@@ -130,11 +130,20 @@ fn invalid(option: &'static str, reason: impl Into<String>) -> Error {
 impl ExtentBuilder {
     /// A builder; out-of-range options are clamped (see [`ExtentOptions::validate`]).
     pub fn new(opts: ExtentOptions) -> Self {
+        Self::with_buffer(opts, Vec::new())
+    }
+
+    /// Like [`Self::new`], building into `buf` (cleared; its capacity is kept and raised to one
+    /// slot). Flushes and compactions pass the buffer of the extent they just wrote, so a run of
+    /// extents neither reallocates nor touches fresh memory for each one.
+    pub fn with_buffer(opts: ExtentOptions, mut buf: Vec<u8>) -> Self {
         let opts = opts.sanitized();
+        buf.clear();
+        buf.reserve(EXTENT_SIZE as usize);
         ExtentBuilder {
             block: BlockBuilder::with_hash_index(opts.restart_interval, opts.hash_index),
             opts,
-            out: Vec::new(),
+            out: buf,
             blk_first: Vec::new(),
             blk_rows: 0,
             blk_deletes: 0,

@@ -261,6 +261,8 @@ struct State {
     syncs: u64,
     /// start_writeback hints: (path, offset, len), in call order.
     writebacks: Vec<(PathBuf, u64, u64)>,
+    /// punch_hole calls: (path, offset, len), in call order.
+    punches: Vec<(PathBuf, u64, u64)>,
 }
 
 impl fmt::Debug for State {
@@ -521,6 +523,11 @@ impl FaultFs {
     /// A hint changes nothing durable: a crash still drops everything not synced.
     pub fn writebacks(&self) -> Vec<(PathBuf, u64, u64)> {
         self.state.lock().writebacks.clone()
+    }
+
+    /// The `punch_hole` calls received, as (path, offset, len) in call order (for tests).
+    pub fn punches(&self) -> Vec<(PathBuf, u64, u64)> {
+        self.state.lock().punches.clone()
     }
 }
 
@@ -815,6 +822,21 @@ impl RandomRwFile for FaultRw {
     /// Recorded (see [`FaultFs::writebacks`]); nothing becomes durable.
     fn start_writeback(&self, offset: u64, len: u64) {
         self.state.lock().writebacks.push((self.path.clone(), offset, len));
+    }
+
+    /// Recorded (see [`FaultFs::punches`]), then zeroes the part of the range inside the file,
+    /// keeping its length: like a write of zeros, durable after the next sync. No fault rule
+    /// applies (callers treat a punch as a hint), so counted faults land where they did.
+    fn punch_hole(&self, offset: u64, len: u64) -> io::Result<()> {
+        let mut st = self.state.lock();
+        st.check_epoch(self.epoch)?;
+        st.punches.push((self.path.clone(), offset, len));
+        let mut n = self.node.lock();
+        let end = offset.saturating_add(len).min(n.data.len() as u64);
+        match end.checked_sub(offset) {
+            Some(zeros) if zeros > 0 => n.write_at(&vec![0; zeros as usize], offset),
+            _ => Ok(()),
+        }
     }
 }
 

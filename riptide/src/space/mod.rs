@@ -12,9 +12,15 @@
 //!   [`ExtentSpace::reference`], and [`ExtentSpace::finish_recovery`] frees every other slot.
 //!   Bytes found in a free slot (an old footer) never make it used.
 //! - Per file, `used` (first slot -> slot count) holds pairwise disjoint extents inside
-//!   `1..len_slots`, and after recovery `free` is exactly the complement of `used` in
-//!   `1..max_slots`. Every change to both happens under the one mutex, so [`ExtentSpace::allocate`]
-//!   never returns a slot in use, even with concurrent callers.
+//!   `1..len_slots`, and after recovery `free` plus the slots [`ExtentSpace::punch_free_slots`]
+//!   is punching at the moment is exactly the complement of `used` in `1..max_slots`. Every
+//!   change to them happens under the one mutex, so [`ExtentSpace::allocate`] never returns a
+//!   slot in use, even with concurrent callers, and never one whose hole is being punched.
+//! - Freeing does no I/O but zeroing the footer: a freed slot keeps its disk blocks
+//!   (`unpunched`, a subset of `free`), so the extent written there next overwrites allocated
+//!   blocks instead of allocating new ones. [`ExtentSpace::punch_free_slots`] gives the blocks
+//!   of all but a reserve of them back to the file system, outside the mutex, taking the slots
+//!   out of `free` while it does.
 //! - A failed operation changes no bookkeeping: allocation takes slots only after the file
 //!   growth (`set_len`) or file creation it needs has succeeded, so an I/O error neither leaks
 //!   slots nor hands one out twice.
@@ -119,6 +125,8 @@ pub(crate) struct SpaceStats {
     pub used_slots: u64,
     /// `total_slots - used_slots`.
     pub free_slots: u64,
+    /// Free slots that may still hold disk blocks (kept for reuse, or not yet punched).
+    pub unpunched_slots: u64,
     /// Sum of the data files' lengths.
     pub file_bytes: u64,
 }
@@ -137,6 +145,9 @@ struct DataFile {
     used: BTreeMap<u32, u32>,
     /// Free slots in `1..max_slots` (filled by `finish_recovery`).
     free: BTreeSet<u32>,
+    /// Free slots inside `len_slots` that may still hold disk blocks (freed without a hole
+    /// punched since, or found free at recovery); a subset of `free`.
+    unpunched: BTreeSet<u32>,
 }
 
 impl DataFile {
@@ -144,6 +155,9 @@ impl DataFile {
         self.handle.set_len(len)?;
         self.len = len;
         self.len_slots = slots_in(len, self.max_slots);
+        // Cut slots hold no blocks.
+        let len_slots = self.len_slots;
+        self.unpunched.retain(|&s| s < len_slots);
         Ok(())
     }
 
@@ -356,6 +370,7 @@ impl ExtentSpace {
             len_slots: slots_in(len, h.slots_per_file),
             used: BTreeMap::new(),
             free: BTreeSet::new(),
+            unpunched: BTreeSet::new(),
         }))
     }
 
@@ -447,6 +462,8 @@ impl ExtentSpace {
                     file.free.remove(&slot);
                 }
             }
+            // Whatever a crash left in them still occupies the disk until punched or reused.
+            file.unpunched = file.free.range(..file.len_slots).copied().collect();
         }
         inner.recovered = true;
         let stats = Self::stats_of(&inner);
@@ -509,6 +526,7 @@ impl ExtentSpace {
         }
         for s in slot..end {
             file.free.remove(&s);
+            file.unpunched.remove(&s);
         }
         file.used.insert(slot, slots);
         Ok(ExtentId::new(number, slot))
@@ -553,6 +571,7 @@ impl ExtentSpace {
             len_slots: 1,
             used: BTreeMap::new(),
             free: (1..max_slots).collect(),
+            unpunched: BTreeSet::new(),
         })
     }
 
@@ -649,8 +668,10 @@ impl ExtentSpace {
 
     /// Returns an extent's slots to the free list; the caller guarantees no metadata can reach
     /// it any more. Its footer region is zeroed best-effort (no sync), before the slots become
-    /// free, so a stale footer is rarely mistaken for a leak later. A call that does not name an
-    /// allocated extent of `slots` slots is ignored.
+    /// free, so a stale footer is rarely mistaken for a leak later. The slots keep their disk
+    /// blocks for the next extent written there; [`Self::punch_free_slots`] gives back those
+    /// beyond a reserve. A call that does not name an allocated extent of `slots` slots is
+    /// ignored.
     pub(crate) fn free(&self, id: ExtentId, slots: u32) {
         let mut inner = self.inner.lock();
         let recovered = inner.recovered;
@@ -664,15 +685,55 @@ impl ExtentSpace {
         if end <= file.len_slots {
             let at = u64::from(end) * EXTENT_SIZE - FOOTER_PROBE_LEN as u64;
             let _ = file.handle.write_at(&[0u8; FOOTER_PROBE_LEN], at);
-            // Give the slots' disk blocks back now (a hint; the slots stay in the file).
-            let _ = file
-                .handle
-                .punch_hole(u64::from(id.slot()) * EXTENT_SIZE, u64::from(slots) * EXTENT_SIZE);
         }
         file.used.remove(&id.slot());
         if recovered {
             file.free.extend(id.slot()..end);
+            let within = end.min(file.len_slots);
+            file.unpunched.extend(id.slot()..within);
         }
+    }
+
+    /// Gives the disk blocks of free slots back to the file system (hole punching, a hint) until
+    /// at most `keep` free slots hold blocks; returns the slots punched. The highest slots go
+    /// first: allocation reuses the lowest, and [`Self::shrink`] cuts the tails. The slots leave
+    /// the free list while their holes are punched, outside the mutex, so allocation and frees
+    /// never wait for the file system.
+    pub(crate) fn punch_free_slots(&self, keep: u64) -> u64 {
+        // (file, handle, first slot, slots) of runs of consecutive slots.
+        let mut runs: Vec<(u32, Arc<dyn RandomRwFile>, u32, u32)> = Vec::new();
+        {
+            let mut inner = self.inner.lock();
+            let total: u64 = inner.files.values().map(|f| f.unpunched.len() as u64).sum();
+            let mut excess = total.saturating_sub(keep);
+            for (&number, file) in inner.files.iter_mut().rev() {
+                while excess > 0 {
+                    let Some(slot) = file.unpunched.pop_last() else { break };
+                    file.free.remove(&slot);
+                    excess -= 1;
+                    match runs.last_mut() {
+                        Some((n, _, first, len)) if *n == number && *first == slot + 1 => {
+                            *first = slot;
+                            *len += 1;
+                        }
+                        _ => runs.push((number, file.handle.clone(), slot, 1)),
+                    }
+                }
+            }
+        }
+        let mut punched = 0;
+        for (_, handle, first, len) in &runs {
+            let _ = handle.punch_hole(u64::from(*first) * EXTENT_SIZE, u64::from(*len) * EXTENT_SIZE);
+            punched += u64::from(*len);
+        }
+        let mut inner = self.inner.lock();
+        for (number, _, first, len) in runs {
+            // A file deleted meanwhile (shrink deletes files without extents) takes its slots.
+            if let Some(file) = inner.files.get_mut(&number) {
+                file.free.extend(first..first + len);
+            }
+        }
+        punched
     }
 
     /// Space reclamation: cuts each file after its last used slot (never below the header slot)
@@ -730,6 +791,7 @@ impl ExtentSpace {
         for f in inner.files.values() {
             s.total_slots += u64::from(f.len_slots - 1);
             s.used_slots += f.used_slots();
+            s.unpunched_slots += f.unpunched.len() as u64;
             s.file_bytes += f.len;
         }
         s.free_slots = s.total_slots - s.used_slots;

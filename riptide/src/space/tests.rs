@@ -105,6 +105,7 @@ fn allocation_packs_toward_the_front() {
             total_slots: 9,
             used_slots: 9,
             free_slots: 0,
+            unpunched_slots: 0,
             file_bytes: 11 * E
         }
     );
@@ -344,11 +345,72 @@ fn randomized_against_model_with_crash_recovery() {
                     assert_eq!(read_at(&space, x, u64::from(n) * E - 16, 16), footer(x));
                 }
             }
+            if (92..97).contains(&r) {
+                // Give back the blocks of free slots beyond a reserve: never a live extent's.
+                let keep = rng.random_range(0..4);
+                space.punch_free_slots(keep);
+                assert!(space.stats().unpunched_slots <= keep, "seed {seed} step {step}");
+                for &(x, n) in &live {
+                    assert_eq!(read_at(&space, x, 0, 8), x.0.to_le_bytes(), "seed {seed} step {step}");
+                    assert_eq!(read_at(&space, x, u64::from(n) * E - 16, 16), footer(x));
+                }
+            }
             let st = space.stats();
             assert_eq!(st.used_slots, model.used(), "seed {seed} step {step}");
             assert_eq!(st.used_slots + st.free_slots, st.total_slots);
+            assert!(st.unpunched_slots <= st.free_slots);
         }
     }
+}
+
+#[test]
+fn freed_slots_keep_their_blocks_until_punched_beyond_the_reserve() {
+    let (fs, space) = setup(16);
+    let ids = alloc_n(&space, 7);
+    for &x in &ids {
+        space.write_extent(x, 1, &x.0.to_le_bytes(), &footer(x)).unwrap();
+    }
+    // Freeing does no hole punching: the slot keeps its bytes (but not its footer).
+    for slot in [2, 3, 4, 6, 7] {
+        space.free(id(1, slot), 1);
+    }
+    assert!(fs.punches().is_empty());
+    assert_eq!(space.stats().unpunched_slots, 5);
+    assert_eq!(read_at(&space, id(1, 4), 0, 8), id(1, 4).0.to_le_bytes());
+    assert_eq!(read_at(&space, id(1, 4), E - 64, 64), [0u8; 64]);
+    // Reusing a slot overwrites its blocks: it is no longer counted.
+    assert_eq!(space.allocate(1).unwrap(), id(1, 2));
+    assert_eq!(space.stats().unpunched_slots, 4);
+    // Keep 1: the highest go first, consecutive slots in one call.
+    assert_eq!(space.punch_free_slots(1), 3);
+    // (The handle is the one that created the file, under its temporary name.)
+    let punched: Vec<(u64, u64)> = fs.punches().into_iter().map(|(_, off, len)| (off, len)).collect();
+    assert_eq!(punched, [(6 * E, 2 * E), (4 * E, E)]);
+    assert_eq!(space.stats().unpunched_slots, 1);
+    assert_eq!(read_at(&space, id(1, 4), 0, 8), [0u8; 8]);
+    assert_eq!(read_at(&space, id(1, 3), 0, 8), id(1, 3).0.to_le_bytes());
+    assert_eq!(
+        read_at(&space, id(1, 5), 0, 8),
+        id(1, 5).0.to_le_bytes(),
+        "a live neighbour is untouched"
+    );
+    // Punched slots are free again, lowest first; a second call has nothing to do.
+    assert_eq!(space.punch_free_slots(1), 0);
+    assert_eq!(space.allocate(1).unwrap(), id(1, 3));
+    assert_eq!(space.allocate(1).unwrap(), id(1, 4));
+    assert_eq!(space.stats().unpunched_slots, 0);
+    assert_eq!(space.stats().free_slots, 2);
+    // A crash may leave anything in a free slot: recovery counts every free slot inside the
+    // file as holding blocks, so they get punched too.
+    space.sync(&[id(1, 1)]).unwrap();
+    drop(space);
+    fs.crash(CrashMode::DropUnsynced);
+    let space = open(&fs, 16).unwrap();
+    space.reference(id(1, 1), 1).unwrap();
+    let r = space.finish_recovery(&looks).unwrap();
+    assert_eq!(space.stats().unpunched_slots, r.free_slots);
+    assert_eq!(space.punch_free_slots(0), r.free_slots);
+    assert_eq!(space.stats().unpunched_slots, 0);
 }
 
 #[test]

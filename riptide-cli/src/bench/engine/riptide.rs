@@ -119,12 +119,14 @@ impl RiptideEngine {
             cache_line("row cache", &s.caches.row_cache, "bytes"),
             cache_line("table cache", &s.caches.table_cache, "open extents"),
             format!(
-                "extent space: {} data files, {} slots in use ({}), {} free slots; {} given back to the file system",
+                "extent space: {} data files, {} slots in use ({}), {} free slots ({} keeping their disk blocks for reuse); {} given back to the file system by cutting files, {} free slots' blocks by punching holes",
                 s.space_files,
                 s.space_used_slots,
                 mb(s.space_used_slots * SLOT_BYTES),
                 s.space_free_slots,
-                mb(s.space_released_bytes)
+                s.space_unpunched_slots,
+                mb(s.space_released_bytes),
+                s.space_punched_slots
             ),
             format!(
                 "redo and metadata: {} redo segments deleted, {} metadata checkpoints",
