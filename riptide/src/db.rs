@@ -1120,7 +1120,7 @@ impl DbInner {
                 self.reclaim_space();
                 // Freed slots beyond the reserve get their holes punched by a worker, not by
                 // this thread (which may be a user's, in a manual compaction).
-                if self.store.space.stats().unpunched_slots > u64::from(self.opts.free_slots_kept) {
+                if self.store.space.unpunched_slots() > u64::from(self.opts.free_slots_kept) {
                     self.compaction_queue.push(t.id);
                 }
                 Ok(true)
@@ -1135,7 +1135,8 @@ impl DbInner {
     }
 
     /// Gives the disk blocks of free slots beyond [`Options::free_slots_kept`] back to the file
-    /// system. Background workers only: punching a few hundred holes takes tens of milliseconds.
+    /// system. Compaction workers (and close) only: punching a few hundred holes takes tens of
+    /// milliseconds, which must not delay a flush or a user's call.
     fn punch_free_slots(&self) {
         let n = self.store.space.punch_free_slots(u64::from(self.opts.free_slots_kept));
         self.counters.space_punched_slots.fetch_add(n, Ordering::Relaxed);
@@ -1355,7 +1356,10 @@ fn worker(db: Weak<DbInner>, queue: Arc<JobQueue>, kind: WorkerKind) {
             WorkerKind::Flush => db.flush_all_immutables(&t).is_err(),
             WorkerKind::Compaction => db.compact_until_idle(&t).is_err(),
         };
-        db.punch_free_slots();
+        // Compactions free extents; flush workers stay free for the next memtable.
+        if matches!(kind, WorkerKind::Compaction) {
+            db.punch_free_slots();
+        }
         drop(db);
         if failed {
             // Retry later: the error is in `bg_error` and stalled writers see it.

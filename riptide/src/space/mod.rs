@@ -798,6 +798,12 @@ impl ExtentSpace {
         s
     }
 
+    /// Free slots that may still hold disk blocks ([`SpaceStats::unpunched_slots`], without
+    /// walking the extents).
+    pub(crate) fn unpunched_slots(&self) -> u64 {
+        self.inner.lock().files.values().map(|f| f.unpunched.len() as u64).sum()
+    }
+
     /// Counters of the current bookkeeping.
     pub(crate) fn stats(&self) -> SpaceStats {
         Self::stats_of(&self.inner.lock())
