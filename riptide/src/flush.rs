@@ -233,8 +233,11 @@ fn build_extents(
     let mut ikey = Vec::new();
     let mut c = mem.cursor();
     c.seek_to_first();
+    // The surviving versions of the current key as (lsn, kind, value length); reused, so a
+    // key costs no allocation. Their values are fetched in a second walk of the versions.
+    let mut kept: Vec<(Lsn, ValueKind, usize)> = Vec::with_capacity(4);
     while c.valid() {
-        let mut kept: Vec<(Lsn, ValueKind, &[u8])> = Vec::with_capacity(1);
+        kept.clear();
         let mut newer: Option<Lsn> = None;
         c.for_each_version(|lsn, kind, value| {
             let keep = match newer {
@@ -242,24 +245,32 @@ fn build_extents(
                 Some(n) => snapshot_between(snapshots, lsn, n),
             };
             if keep {
-                kept.push((lsn, kind, value));
+                kept.push((lsn, kind, value.len()));
             }
             newer = Some(lsn);
             true
         });
         // Cut before this key if its versions would overflow the extent.
-        let size: usize = kept.iter().map(|(_, _, v)| c.key().len() + 8 + v.len() + 16).sum();
+        let size: usize = kept.iter().map(|&(_, _, vlen)| c.key().len() + 8 + vlen + 16).sum();
         if !builder.is_empty() && builder.estimated_size() + size > EXTENT_SIZE as usize {
             let next = ExtentBuilder::with_buffer(opts.clone(), std::mem::take(&mut spare));
             let full = std::mem::replace(&mut builder, next);
             spare = emit(full.finish()?)?;
         }
-        for &(lsn, kind, value) in &kept {
-            ikey.clear();
-            encode_internal_key(&mut ikey, c.key(), lsn, kind);
-            builder.add(&ikey, value)?;
-        }
-        drop(kept);
+        let mut next = 0;
+        let mut added = Ok(());
+        c.for_each_version(|lsn, kind, value| {
+            if let Some(&(want, _, _)) = kept.get(next) {
+                if want == lsn {
+                    ikey.clear();
+                    encode_internal_key(&mut ikey, c.key(), lsn, kind);
+                    added = builder.add(&ikey, value);
+                    next += 1;
+                }
+            }
+            added.is_ok() && next < kept.len()
+        });
+        added?;
         c.next();
     }
     if !builder.is_empty() {

@@ -23,7 +23,7 @@
 //! groups are closed ranges of user keys), so reuse changes how bytes are produced, never what
 //! a reader sees.
 
-use super::gc_versions;
+use super::gc_versions_into;
 use super::merge::{ChainedBlocks, EntrySource, MergingEntries};
 use crate::error::Result;
 use crate::extent::{BuiltExtent, ExtentBuilder, ExtentOptions, EXTENT_SIZE};
@@ -799,6 +799,8 @@ struct Emitter<'s> {
     buf: Vec<u8>,
     /// Per version: (start in `buf`, key length, value length).
     spans: Vec<(usize, usize, usize)>,
+    /// Indexes into `spans` of the versions that survive (reused per user key).
+    kept: Vec<usize>,
 }
 
 impl<'s> Emitter<'s> {
@@ -808,6 +810,7 @@ impl<'s> Emitter<'s> {
             bottom,
             buf: Vec::with_capacity(256),
             spans: Vec::with_capacity(4),
+            kept: Vec::with_capacity(4),
         }
     }
 
@@ -832,16 +835,19 @@ impl<'s> Emitter<'s> {
         let Some(&(start, klen, _)) = self.spans.first() else {
             return Ok(());
         };
-        let buf = &self.buf;
-        let keys: Vec<&[u8]> = self.spans.iter().map(|&(s, kl, _)| &buf[s..s + kl]).collect();
-        let kept = gc_versions(&keys, self.snapshots, self.bottom);
-        let size: usize = kept.iter().map(|&i| self.spans[i].1 + self.spans[i].2 + 16).sum();
-        if !kept.is_empty() {
+        let (buf, spans) = (&self.buf, &self.spans);
+        let key = |i: usize| {
+            let (s, kl, _) = spans[i];
+            &buf[s..s + kl]
+        };
+        gc_versions_into(spans.len(), key, self.snapshots, self.bottom, &mut self.kept);
+        let size: usize = self.kept.iter().map(|&i| spans[i].1 + spans[i].2 + 16).sum();
+        if !self.kept.is_empty() {
             out.cross_fences(user_part(&buf[start..start + klen]))?;
         }
         out.make_room(size)?;
-        for i in kept {
-            let (s, kl, vl) = self.spans[i];
+        for &i in &self.kept {
+            let (s, kl, vl) = spans[i];
             out.builder.add(&buf[s..s + kl], &buf[s + kl..s + kl + vl])?;
             result.stats.entries_out += 1;
         }

@@ -637,11 +637,26 @@ fn replace_cached_blocks(t: &TableInner, levels: &LevelSet, result: &JobResult) 
 }
 
 /// Indexes of the versions of one user key (newest first) that must survive.
+#[cfg(test)]
 fn gc_versions<K: AsRef<[u8]>>(versions: &[K], snapshots: &[Lsn], bottom: bool) -> Vec<usize> {
-    let mut kept = Vec::with_capacity(1);
+    let mut kept = Vec::new();
+    gc_versions_into(versions.len(), |i| versions[i].as_ref(), snapshots, bottom, &mut kept);
+    kept
+}
+
+/// [`gc_versions`] without allocating: the internal keys of the `n` versions (newest first)
+/// are `key(0..n)`, and `kept` (cleared first) receives the indexes that must survive.
+pub(crate) fn gc_versions_into<'k>(
+    n: usize,
+    key: impl Fn(usize) -> &'k [u8],
+    snapshots: &[Lsn],
+    bottom: bool,
+    kept: &mut Vec<usize>,
+) {
+    kept.clear();
     let mut newer: Option<Lsn> = None;
-    for (i, ikey) in versions.iter().enumerate() {
-        let Some((_, lsn, _)) = decode_internal_key(ikey.as_ref()) else {
+    for i in 0..n {
+        let Some((_, lsn, _)) = decode_internal_key(key(i)) else {
             continue;
         };
         let keep = match newer {
@@ -656,7 +671,7 @@ fn gc_versions<K: AsRef<[u8]>>(versions: &[K], snapshots: &[Lsn], bottom: bool) 
     if bottom {
         // A tombstone with nothing older below it hides nothing.
         while let Some(&last) = kept.last() {
-            match decode_internal_key(versions[last].as_ref()) {
+            match decode_internal_key(key(last)) {
                 Some((_, _, ValueKind::Delete)) => {
                     kept.pop();
                 }
@@ -664,7 +679,6 @@ fn gc_versions<K: AsRef<[u8]>>(versions: &[K], snapshots: &[Lsn], bottom: bool) 
             }
         }
     }
-    kept
 }
 
 #[cfg(test)]
