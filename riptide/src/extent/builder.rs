@@ -187,33 +187,34 @@ impl ExtentBuilder {
         &self.last_key
     }
 
-    /// Checks an entry against the last key; returns its LSN and kind.
-    fn check_next(&self, ikey: &[u8]) -> Result<(Lsn, ValueKind)> {
-        let Some((_, lsn, kind)) = decode_internal_key(ikey) else {
+    /// Checks an entry against the last key (one comparison of the user keys); returns its
+    /// LSN, its kind and whether its user key differs from the last entry's.
+    fn check_next(&self, ikey: &[u8]) -> Result<(Lsn, ValueKind, bool)> {
+        let Some((user, lsn, kind)) = decode_internal_key(ikey) else {
             return Err(invalid(
                 "ikey",
                 format!("malformed internal key of {} bytes", ikey.len()),
             ));
         };
-        if !self.is_empty() && compare_internal_keys(&self.last_key, ikey) != Ordering::Less {
-            return Err(invalid(
-                "ikey",
-                "internal keys must be added in strictly increasing order",
-            ));
+        if self.is_empty() {
+            return Ok((lsn, kind, true));
         }
-        Ok((lsn, kind))
+        let new_user = match self.last_key.len().checked_sub(8) {
+            Some(n) => match self.last_key[..n].cmp(user) {
+                Ordering::Less => Some(true),
+                // Versions of one user key: the newer (larger tag) first.
+                Ordering::Equal => (compare_internal_keys(&self.last_key, ikey) == Ordering::Less).then_some(false),
+                Ordering::Greater => None,
+            },
+            None => Some(true),
+        };
+        new_user
+            .map(|new| (lsn, kind, new))
+            .ok_or_else(|| invalid("ikey", "internal keys must be added in strictly increasing order"))
     }
 
-    /// True if `user` differs from the user key of the last entry.
-    fn is_new_user_key(&self, user: &[u8]) -> bool {
-        match self.last_key.len().checked_sub(8) {
-            Some(n) if !self.is_empty() => &self.last_key[..n] != user,
-            _ => true,
-        }
-    }
-
-    fn note_user_key(&mut self, user: &[u8]) {
-        if self.is_new_user_key(user) {
+    fn note_user_key(&mut self, user: &[u8], new_user: bool) {
+        if new_user {
             self.props.user_keys += 1;
             if self.opts.bloom_bits_per_key > 0 {
                 self.hashes.push(hash64(user));
@@ -223,7 +224,7 @@ impl ExtentBuilder {
 
     /// Adds one entry; internal keys must be strictly increasing.
     pub fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
-        let (lsn, kind) = self.check_next(ikey)?;
+        let (lsn, kind, new_user) = self.check_next(ikey)?;
         if ikey.len() + value.len() > MAX_ENTRY_SIZE {
             return Err(invalid(
                 "value",
@@ -240,7 +241,7 @@ impl ExtentBuilder {
             }
         }
         let user = &ikey[..ikey.len() - 8];
-        self.note_user_key(user);
+        self.note_user_key(user, new_user);
         if self.block.is_empty() {
             self.blk_first.clear();
             self.blk_first.extend_from_slice(ikey);

@@ -587,6 +587,7 @@ fn builder_refuses_bad_input() {
     let built = b.finish().unwrap();
     assert_eq!(built.props.entries, 2);
     assert_eq!(built.props.deletes, 1);
+    assert_eq!(built.props.user_keys, 1, "two versions of one user key");
     assert!(matches!(
         ExtentBuilder::new(ExtentOptions::default()).finish(),
         Err(Error::InvalidOption { .. })
