@@ -201,6 +201,13 @@ struct Inner {
     next_file: u32,
 }
 
+impl Inner {
+    /// Free slots that may still hold disk blocks, over all files.
+    fn unpunched_slots(&self) -> u64 {
+        self.files.values().map(|f| f.unpunched.len() as u64).sum()
+    }
+}
+
 /// The data files and their slot bookkeeping. `Send + Sync`; every method takes `&self`.
 pub(crate) struct ExtentSpace {
     fs: Arc<dyn FileSystem>,
@@ -704,7 +711,7 @@ impl ExtentSpace {
         let mut runs: Vec<(u32, Arc<dyn RandomRwFile>, u32, u32)> = Vec::new();
         {
             let mut inner = self.inner.lock();
-            let total: u64 = inner.files.values().map(|f| f.unpunched.len() as u64).sum();
+            let total = inner.unpunched_slots();
             let mut excess = total.saturating_sub(keep);
             for (&number, file) in inner.files.iter_mut().rev() {
                 while excess > 0 {
@@ -791,17 +798,17 @@ impl ExtentSpace {
         for f in inner.files.values() {
             s.total_slots += u64::from(f.len_slots - 1);
             s.used_slots += f.used_slots();
-            s.unpunched_slots += f.unpunched.len() as u64;
             s.file_bytes += f.len;
         }
         s.free_slots = s.total_slots - s.used_slots;
+        s.unpunched_slots = inner.unpunched_slots();
         s
     }
 
     /// Free slots that may still hold disk blocks ([`SpaceStats::unpunched_slots`], without
     /// walking the extents).
     pub(crate) fn unpunched_slots(&self) -> u64 {
-        self.inner.lock().files.values().map(|f| f.unpunched.len() as u64).sum()
+        self.inner.lock().unpunched_slots()
     }
 
     /// Counters of the current bookkeeping.
