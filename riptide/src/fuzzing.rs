@@ -22,8 +22,8 @@ use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::extent::format::{check_block, decode_index, decompress_lz4, trailer, Footer, FOOTER_SIZE, TRAILER_SIZE};
 use crate::extent::{
-    filter_hash, mask_crc, scan_entries, verify_extent, Block, BlockIter, ExtentReader, PointRead, PointScratch,
-    EXTENT_SIZE,
+    filter_hash, mask_crc, scan_entries, verify_extent, Block, BlockIter, ExtentBuilder, ExtentOptions, ExtentReader,
+    PointRead, PointScratch, EXTENT_SIZE,
 };
 use crate::fs::{FaultFs, FileSystem, ReadableFile};
 use crate::key::{compare_internal_keys, encode_internal_key, ValueKind};
@@ -250,7 +250,7 @@ pub fn extent(data: &[u8], fix: bool) -> Result<u64> {
             let index = usize::try_from(f.index.offset)
                 .ok()
                 .and_then(|lo| head.get(lo..lo.checked_add(f.index.size as usize)?));
-            if let Some(Ok(entries)) = index.map(decode_index) {
+            if let Some(Ok(entries)) = index.map(|b| decode_index(b, f.version)) {
                 for e in entries {
                     fix_trailer(&mut head, e.offset, e.size);
                 }
@@ -283,6 +283,16 @@ pub fn extent(data: &[u8], fix: bool) -> Result<u64> {
             }
         }
         let _ = reader.read_raw_block(&file, i);
+    }
+    // Compaction's copy of every block (index entry and filter lines taken as they are, or
+    // the block decoded for older formats) must fail cleanly too, and what it builds must
+    // open.
+    let mut copy = ExtentBuilder::new(ExtentOptions::default());
+    let copied = (0..reader.index().len()).all(|i| copy.copy_block(&reader, &file, i).is_ok());
+    if copied && !copy.is_empty() {
+        if let Ok(built) = copy.finish() {
+            let _ = ExtentReader::from_built(&built, path, 0);
+        }
     }
     let entries = reader.props().entries;
     verified?;

@@ -8,17 +8,21 @@
 //!   stored, the open block uncompressed), so a caller that keeps them within [`EXTENT_SIZE`] gets
 //!   a one-slot extent.
 //! - The builder allocates per block, not per entry (apart from the filter's one u64 per
-//!   distinct user key).
+//!   distinct user key of the open block).
+//! - Format 3 (the default): each index entry carries the block's user-key count and raw sizes,
+//!   and the filter is per block. A block copied from a format-3 extent with a compatible filter
+//!   is taken with its index entry and filter lines as they are (its checksum is verified, its
+//!   entries are not decoded); blocks of older extents are decoded once to compute them.
 
 use std::cmp::Ordering;
 use std::path::Path;
 use std::sync::Arc;
 
 use super::block::BlockBuilder;
-use super::filter::{build_filter, filter_block_size, hash64};
+use super::filter::{build_filter, filter_block_size, hash64, BlockFilterBuilder};
 use super::format::{
     check_block, compress_lz4, decompress_lz4, encode_index, props_size_bound, trailer, ExtentProperties, Footer,
-    Handle, IndexEntry, EXTENT_FORMAT_VERSION, FOOTER_SIZE, TRAILER_SIZE,
+    Handle, IndexEntry, BLOCK_STATS_VERSION, EXTENT_FORMAT_VERSION, FOOTER_SIZE, TRAILER_SIZE,
 };
 use super::reader::{append_exact_at, ExtentReader};
 use super::scan_entries;
@@ -88,7 +92,10 @@ struct AdoptedBlock {
     value_bytes: u64,
     /// User keys the block starts (not continuing the previous block's last one).
     users: u64,
-    /// Their filter hashes (empty without a filter).
+    /// All user keys in the block (counting one continued from the previous block).
+    block_users: u32,
+    /// The hashes the builder's filter takes: of the block's user keys for a per-block filter,
+    /// of the ones it starts for an extent-wide one (empty without a filter).
     hashes: Vec<u64>,
     compressed: bool,
 }
@@ -105,10 +112,18 @@ pub(crate) struct ExtentBuilder {
     blk_deletes: u32,
     blk_min_lsn: Lsn,
     blk_max_lsn: Lsn,
+    /// User keys in the open block (counting one continued from the previous block).
+    blk_users: u32,
+    blk_key_bytes: u64,
+    blk_value_bytes: u64,
+    /// Filter hashes of the open block's user keys (format 3 with a filter).
+    blk_hashes: Vec<u64>,
     index: Vec<IndexEntry>,
     /// Encoded size of `index`.
     index_bytes: usize,
-    /// Filter hashes of the distinct user keys (only with a filter).
+    /// The per-block filter of the finished blocks (format 3 with a filter).
+    filter: BlockFilterBuilder,
+    /// Filter hashes of the distinct user keys (formats 1 and 2 with a filter).
     hashes: Vec<u64>,
     /// Last internal key added (empty before the first).
     last_key: Vec<u8>,
@@ -118,6 +133,9 @@ pub(crate) struct ExtentBuilder {
     scratch: Vec<u8>,
     /// Format version written (older versions only in tests of the readers' compatibility).
     version: u32,
+    /// Blocks taken from other extents that had to be decoded (older source format or a
+    /// filter whose lines do not fit).
+    decoded_copies: u32,
 }
 
 fn invalid(option: &'static str, reason: impl Into<String>) -> Error {
@@ -138,6 +156,7 @@ impl ExtentBuilder {
     /// extents neither reallocates nor touches fresh memory for each one.
     pub fn with_buffer(opts: ExtentOptions, mut buf: Vec<u8>) -> Self {
         let opts = opts.sanitized();
+        let filter = BlockFilterBuilder::new(opts.bloom_bits_per_key);
         buf.clear();
         buf.reserve(EXTENT_SIZE as usize);
         ExtentBuilder {
@@ -149,8 +168,13 @@ impl ExtentBuilder {
             blk_deletes: 0,
             blk_min_lsn: Lsn::MAX,
             blk_max_lsn: 0,
+            blk_users: 0,
+            blk_key_bytes: 0,
+            blk_value_bytes: 0,
+            blk_hashes: Vec::new(),
             index: Vec::new(),
             index_bytes: 0,
+            filter,
             hashes: Vec::new(),
             last_key: Vec::new(),
             props: ExtentProperties {
@@ -159,6 +183,7 @@ impl ExtentBuilder {
             },
             scratch: Vec::new(),
             version: EXTENT_FORMAT_VERSION,
+            decoded_copies: 0,
         }
     }
 
@@ -170,6 +195,17 @@ impl ExtentBuilder {
         b.version = 1;
         b.block.region_crcs = false;
         b
+    }
+
+    /// True when writing format 3 or later (block stats in the index, per-block filter).
+    fn per_block(&self) -> bool {
+        self.version >= BLOCK_STATS_VERSION
+    }
+
+    /// Blocks added from other extents that were decoded to compute their index entry and
+    /// filter (the others were copied with their index entry and filter lines).
+    pub fn decoded_copies(&self) -> u32 {
+        self.decoded_copies
     }
 
     /// True before the first entry.
@@ -213,10 +249,18 @@ impl ExtentBuilder {
             .ok_or_else(|| invalid("ikey", "internal keys must be added in strictly increasing order"))
     }
 
-    fn note_user_key(&mut self, user: &[u8], new_user: bool) {
-        if new_user {
-            self.props.user_keys += 1;
-            if self.opts.bloom_bits_per_key > 0 {
+    /// Counts a user key: `new_user` if it differs from the previous entry's, `opens_block` if
+    /// it is the first in its block.
+    fn note_user_key(&mut self, user: &[u8], new_user: bool, opens_block: bool) {
+        let in_block_new = new_user || opens_block;
+        self.props.user_keys += u64::from(new_user);
+        self.blk_users += u32::from(in_block_new);
+        if self.opts.bloom_bits_per_key > 0 {
+            if self.per_block() {
+                if in_block_new {
+                    self.blk_hashes.push(hash64(user));
+                }
+            } else if new_user {
                 self.hashes.push(hash64(user));
             }
         }
@@ -241,21 +285,28 @@ impl ExtentBuilder {
             }
         }
         let user = &ikey[..ikey.len() - 8];
-        self.note_user_key(user, new_user);
-        if self.block.is_empty() {
+        let opens_block = self.block.is_empty();
+        if opens_block {
             self.blk_first.clear();
             self.blk_first.extend_from_slice(ikey);
             self.blk_rows = 0;
             self.blk_deletes = 0;
             self.blk_min_lsn = Lsn::MAX;
             self.blk_max_lsn = 0;
+            self.blk_users = 0;
+            self.blk_key_bytes = 0;
+            self.blk_value_bytes = 0;
+            self.blk_hashes.clear();
         }
+        self.note_user_key(user, new_user, opens_block);
         self.block.add(&self.last_key, ikey, value);
         let is_delete = kind == ValueKind::Delete;
         self.blk_rows += 1;
         self.blk_deletes += u32::from(is_delete);
         self.blk_min_lsn = self.blk_min_lsn.min(lsn);
         self.blk_max_lsn = self.blk_max_lsn.max(lsn);
+        self.blk_key_bytes += ikey.len() as u64;
+        self.blk_value_bytes += value.len() as u64;
         if self.props.entries == 0 {
             self.props.smallest = ikey.to_vec();
         }
@@ -284,6 +335,8 @@ impl ExtentBuilder {
 
     /// Like [`Self::add_raw_block`] for data block `i` of `reader`, read from `file` straight
     /// into the extent being built (no intermediate buffer; the checksum is checked once, here).
+    /// A block of a format-3 extent whose filter this builder can take lines from (or with no
+    /// filter wanted) is not decoded: its index entry and filter lines are copied.
     pub fn copy_block(&mut self, reader: &ExtentReader, file: &dyn ReadableFile, i: usize) -> Result<()> {
         let e = reader.entry(i)?;
         self.check_next(&e.first_key)?;
@@ -294,7 +347,87 @@ impl ExtentBuilder {
             self.out.truncate(start);
             return Err(err);
         }
-        self.adopt_raw(start, e, reader.path(), at)
+        if self.can_copy_stats(reader) {
+            self.adopt_verbatim(start, reader, i, at)
+        } else {
+            self.adopt_raw(start, e, reader.path(), at)
+        }
+    }
+
+    /// True if a block of `reader` can be taken without decoding it: this builder writes
+    /// format 3, the source's index entries carry block stats, and either no filter is built
+    /// or the source's per-block filter lines fit this one.
+    fn can_copy_stats(&self, reader: &ExtentReader) -> bool {
+        self.per_block()
+            && reader.format_version() >= BLOCK_STATS_VERSION
+            && (self.opts.bloom_bits_per_key == 0
+                || reader
+                    .filter()
+                    .is_some_and(|f| f.is_per_block() && f.probes() == self.filter.probes()))
+    }
+
+    /// Takes the stored block at `out[start..]`, data block `i` of `reader` (format 3), as this
+    /// extent's next one: checks its checksum and size, then copies its index entry and filter
+    /// lines. On error the bytes are removed again and nothing is recorded.
+    fn adopt_verbatim(&mut self, start: usize, reader: &ExtentReader, i: usize, file_offset: u64) -> Result<()> {
+        let e = reader.entry(i)?;
+        let checked = check_block(&self.out[start..]).and_then(|(contents, ctype)| {
+            if contents.len() != e.size as usize {
+                Err(format!(
+                    "reused block is {} bytes, index says {}",
+                    contents.len(),
+                    e.size
+                ))
+            } else if Compression::from_u8(ctype).is_none() {
+                Err(format!("unknown block compression type {ctype}"))
+            } else {
+                Ok(ctype == Compression::Lz4 as u8)
+            }
+        });
+        let compressed = match checked {
+            Ok(c) => c,
+            Err(reason) => {
+                self.out.truncate(start);
+                return Err(Error::corruption(reader.path(), file_offset, reason));
+            }
+        };
+        if self.opts.bloom_bits_per_key > 0 {
+            let copied = reader.filter().is_some_and(|f| self.filter.copy_block(f, i));
+            if !copied {
+                self.out.truncate(start);
+                return Err(Error::corruption(
+                    reader.path(),
+                    file_offset,
+                    format!("block {i} has no filter lines to reuse"),
+                ));
+            }
+        }
+        // The block's first user key may continue the previous block's last one.
+        let continues = !self.is_empty()
+            && self.last_key.len() >= 8
+            && e.first_key.len() >= 8
+            && self.last_key[..self.last_key.len() - 8] == e.first_key[..e.first_key.len() - 8];
+        let entry = IndexEntry {
+            offset: start as u64,
+            ..e.clone()
+        };
+        self.index_bytes += entry.encoded_len(self.version);
+        self.index.push(entry);
+        if compressed {
+            self.props.compressed_blocks += 1;
+        }
+        if self.props.entries == 0 {
+            self.props.smallest = e.first_key.clone();
+        }
+        self.props.entries += u64::from(e.rows);
+        self.props.deletes += u64::from(e.deletes);
+        self.props.user_keys += u64::from(e.users).saturating_sub(u64::from(continues));
+        self.props.min_lsn = self.props.min_lsn.min(e.min_lsn);
+        self.props.max_lsn = self.props.max_lsn.max(e.max_lsn);
+        self.props.raw_key_bytes += u64::from(e.key_bytes);
+        self.props.raw_value_bytes += u64::from(e.value_bytes);
+        self.last_key.clone_from(&e.last_key);
+        Ok(())
     }
 
     /// Takes the stored block (contents ‖ trailer) at `out[start..]`, copied from another
@@ -309,11 +442,21 @@ impl ExtentBuilder {
                 return Err(err);
             }
         };
+        let sizes = (u32::try_from(b.key_bytes), u32::try_from(b.value_bytes));
+        let (Ok(key_bytes), Ok(value_bytes)) = sizes else {
+            self.out.truncate(start);
+            return Err(Error::corruption(path, file_offset, "reused block holds over 4 GiB"));
+        };
+        self.decoded_copies += 1;
+        let per_block = self.per_block();
         let entry = IndexEntry {
             offset: start as u64,
+            users: if per_block { b.block_users } else { 0 },
+            key_bytes: if per_block { key_bytes } else { 0 },
+            value_bytes: if per_block { value_bytes } else { 0 },
             ..e.clone()
         };
-        self.index_bytes += entry.encoded_len();
+        self.index_bytes += entry.encoded_len(self.version);
         self.index.push(entry);
         if b.compressed {
             self.props.compressed_blocks += 1;
@@ -328,7 +471,13 @@ impl ExtentBuilder {
         self.props.max_lsn = self.props.max_lsn.max(b.max_lsn);
         self.props.raw_key_bytes += b.key_bytes;
         self.props.raw_value_bytes += b.value_bytes;
-        self.hashes.extend_from_slice(&b.hashes);
+        if self.opts.bloom_bits_per_key > 0 {
+            if per_block {
+                self.filter.add_block(&b.hashes);
+            } else {
+                self.hashes.extend_from_slice(&b.hashes);
+            }
+        }
         self.last_key.clone_from(&e.last_key);
         Ok(())
     }
@@ -355,11 +504,12 @@ impl ExtentBuilder {
         };
         let (mut rows, mut deletes, mut min_lsn, mut max_lsn) = (0u32, 0u32, Lsn::MAX, 0);
         let (mut key_bytes, mut value_bytes) = (0u64, 0u64);
-        let mut users = 0u64;
+        let (mut users, mut block_users) = (0u64, 0u32);
         let mut hashes = Vec::new();
         let mut first = true;
         let had_prev = !self.is_empty();
         let bloom = self.opts.bloom_bits_per_key > 0;
+        let per_block = self.per_block();
         let last_key = &self.last_key;
         // `scan_entries` checks the keys' order within the block; `check_next` above checked
         // the first one against what the builder holds.
@@ -368,19 +518,19 @@ impl ExtentBuilder {
                 return Err(corrupt("reused block holds a malformed internal key".into()));
             };
             // The block's first user key may continue the previous block's.
-            let new_user = if first {
+            let (new_user, in_block_new) = if first {
                 if k != &e.first_key[..] {
                     return Err(corrupt("reused block's first key differs from its index entry".into()));
                 }
-                !had_prev || last_key.len() < 8 || &last_key[..last_key.len() - 8] != user
+                let new = !had_prev || last_key.len() < 8 || &last_key[..last_key.len() - 8] != user;
+                (new, true)
             } else {
-                new_user
+                (new_user, new_user)
             };
-            if new_user {
-                users += 1;
-                if bloom {
-                    hashes.push(hash64(user));
-                }
+            users += u64::from(new_user);
+            block_users += u32::from(in_block_new);
+            if bloom && (if per_block { in_block_new } else { new_user }) {
+                hashes.push(hash64(user));
             }
             rows += 1;
             deletes += u32::from(kind == ValueKind::Delete);
@@ -391,12 +541,18 @@ impl ExtentBuilder {
             first = false;
             Ok(())
         })?;
+        // Index entries of format 3 also carry the block's user-key count and raw sizes.
+        let stats_differ = e.users != 0
+            && (e.users != block_users
+                || u64::from(e.key_bytes) != key_bytes
+                || u64::from(e.value_bytes) != value_bytes);
         if first
             || block_last != e.last_key
             || rows != e.rows
             || deletes != e.deletes
             || min_lsn != e.min_lsn
             || max_lsn != e.max_lsn
+            || stats_differ
         {
             return Err(corrupt("reused block's contents differ from its index entry".into()));
         }
@@ -408,6 +564,7 @@ impl ExtentBuilder {
             key_bytes,
             value_bytes,
             users,
+            block_users,
             hashes,
             compressed: ctype == Compression::Lz4 as u8,
         })
@@ -428,6 +585,10 @@ impl ExtentBuilder {
                 (raw, Compression::None)
             };
         let size = u32::try_from(stored.len()).map_err(|_| invalid("value", "data block exceeds 4 GiB"))?;
+        let sizes = (u32::try_from(self.blk_key_bytes), u32::try_from(self.blk_value_bytes));
+        let (Ok(key_bytes), Ok(value_bytes)) = sizes else {
+            return Err(invalid("value", "data block holds over 4 GiB of keys or values"));
+        };
         self.out.extend_from_slice(stored);
         self.out.extend_from_slice(&trailer(stored, ctype as u8));
         if ctype == Compression::Lz4 {
@@ -442,18 +603,47 @@ impl ExtentBuilder {
             deletes: self.blk_deletes,
             min_lsn: self.blk_min_lsn,
             max_lsn: self.blk_max_lsn,
+            users: if self.per_block() { self.blk_users } else { 0 },
+            key_bytes: if self.per_block() { key_bytes } else { 0 },
+            value_bytes: if self.per_block() { value_bytes } else { 0 },
         };
-        self.index_bytes += entry.encoded_len();
+        self.index_bytes += entry.encoded_len(self.version);
         self.index.push(entry);
+        if self.per_block() && self.opts.bloom_bits_per_key > 0 {
+            self.filter.add_block(&self.blk_hashes);
+        }
+        self.blk_hashes.clear();
         self.block.reset();
         Ok(())
     }
 
-    fn filter_bound(&self, keys: usize) -> usize {
+    /// Upper bound of the filter block with its trailer if finished now.
+    fn filter_bound(&self) -> usize {
         if self.opts.bloom_bits_per_key == 0 {
             0
+        } else if self.per_block() {
+            let size = if self.block.is_empty() {
+                self.filter.size()
+            } else {
+                self.filter.size_after_block(self.blk_hashes.len())
+            };
+            size + TRAILER_SIZE
         } else {
-            filter_block_size(keys, self.opts.bloom_bits_per_key) + TRAILER_SIZE
+            filter_block_size(self.hashes.len(), self.opts.bloom_bits_per_key) + TRAILER_SIZE
+        }
+    }
+
+    /// Upper bound of how much [`Self::filter_bound`] grows with one more entry.
+    fn filter_growth_bound(&self) -> usize {
+        if self.opts.bloom_bits_per_key == 0 {
+            0
+        } else if self.per_block() {
+            // One more line in the open block, or a new block of one line and its end.
+            64 + 4
+        } else {
+            let keys = self.hashes.len();
+            let bits = self.opts.bloom_bits_per_key;
+            filter_block_size(keys + 1, bits) - filter_block_size(keys, bits)
         }
     }
 
@@ -466,12 +656,12 @@ impl ExtentBuilder {
             index += IndexEntry::encoded_len_bound(self.blk_first.len(), self.last_key.len());
         }
         let props = props_size_bound(self.props.smallest.len(), self.last_key.len()) + TRAILER_SIZE;
-        data + index + self.filter_bound(self.hashes.len()) + props + FOOTER_SIZE
+        data + index + self.filter_bound() + props + FOOTER_SIZE
     }
 
     /// Upper bound of [`Self::estimated_size`] after adding an entry with these lengths next.
     pub fn estimated_size_after(&self, ikey_len: usize, value_len: usize) -> usize {
-        let filter_growth = self.filter_bound(self.hashes.len() + 1) - self.filter_bound(self.hashes.len());
+        let filter_growth = self.filter_growth_bound();
         // New entry (≤ 15 header bytes), a possible restart point with its region checksum,
         // and if it opens a new block: that block's tail checksum, footer and trailer and its
         // index entry; props keys may grow.
@@ -502,11 +692,15 @@ impl ExtentBuilder {
         }
         self.flush_block()?;
         let data_size = self.out.len() as u64;
-        let index_block = encode_index(&self.index);
+        let index_block = encode_index(&self.index, self.version);
         let index = self.append_meta_block(&index_block)?;
         let bits = self.opts.bloom_bits_per_key;
         let filter = if bits > 0 {
-            let f = build_filter(&self.hashes, bits);
+            let f = if self.per_block() {
+                self.filter.finish()
+            } else {
+                build_filter(&self.hashes, bits)
+            };
             self.append_meta_block(&f)?
         } else {
             Handle {

@@ -12,8 +12,14 @@ use crate::key::Lsn;
 
 /// Format version of extents written by this build (footer and properties). Version 2 added
 /// region checksums to data blocks (a flag in each block's footer says whether a block has
-/// them); this build reads versions 1 and 2.
-pub(crate) const EXTENT_FORMAT_VERSION: u32 = 2;
+/// them); version 3 added each block's user-key count and raw sizes to its index entry and
+/// replaced the extent-wide bloom filter by one filter per data block (filter kind 2), so a
+/// compaction copies a block, its index entry and its filter lines without decoding it. This
+/// build reads versions 1 to 3.
+pub(crate) const EXTENT_FORMAT_VERSION: u32 = 3;
+/// First format version whose index entries carry `users`, `key_bytes` and `value_bytes` and
+/// whose filter (if any) is per block.
+pub(crate) const BLOCK_STATS_VERSION: u32 = 3;
 /// Oldest extent format version this build reads.
 pub(crate) const MIN_EXTENT_FORMAT_VERSION: u32 = 1;
 
@@ -203,6 +209,13 @@ pub(crate) struct IndexEntry {
     pub min_lsn: Lsn,
     /// Largest LSN in the block.
     pub max_lsn: Lsn,
+    /// Distinct user keys in the block, counting one that continues from the previous block
+    /// (= keys in the block's filter). 0 in extents older than [`BLOCK_STATS_VERSION`].
+    pub users: u32,
+    /// Sum of the block's internal-key lengths (0 in older extents).
+    pub key_bytes: u32,
+    /// Sum of the block's value lengths (0 in older extents).
+    pub value_bytes: u32,
 }
 
 impl IndexEntry {
@@ -219,16 +232,17 @@ impl IndexEntry {
         u64::from(self.size) + TRAILER_SIZE as u64
     }
 
-    /// Upper bound of the encoded size of an entry with these key lengths.
+    /// Upper bound of the encoded size of an entry with these key lengths (any version).
     pub(crate) fn encoded_len_bound(first_len: usize, last_len: usize) -> usize {
-        first_len + last_len + 5 * 3 + 10 + 5 * 3 + 10 * 2
+        first_len + last_len + 5 * 3 + 10 + 5 * 3 + 10 * 2 + 5 * 3
     }
 
-    /// Appends the encoding:
+    /// Appends the encoding for extent format `version`:
     /// `varint first_len ‖ first ‖ varint shared ‖ varint suffix_len ‖ last[shared..] ‖
     ///  varint offset ‖ varint size ‖ varint rows ‖ varint deletes ‖ varint min_lsn ‖
-    ///  varint (max_lsn - min_lsn)`.
-    pub(crate) fn encode_to(&self, out: &mut Vec<u8>) {
+    ///  varint (max_lsn - min_lsn)`, then from version 3 on
+    ///  `‖ varint users ‖ varint key_bytes ‖ varint value_bytes`.
+    pub(crate) fn encode_to(&self, out: &mut Vec<u8>, version: u32) {
         let shared = super::block::common_prefix(&self.first_key, &self.last_key);
         put_varint(out, self.first_key.len() as u64);
         out.extend_from_slice(&self.first_key);
@@ -241,10 +255,15 @@ impl IndexEntry {
         put_varint(out, u64::from(self.deletes));
         put_varint(out, self.min_lsn);
         put_varint(out, self.max_lsn.wrapping_sub(self.min_lsn));
+        if version >= BLOCK_STATS_VERSION {
+            put_varint(out, u64::from(self.users));
+            put_varint(out, u64::from(self.key_bytes));
+            put_varint(out, u64::from(self.value_bytes));
+        }
     }
 
-    /// Exact encoded size.
-    pub(crate) fn encoded_len(&self) -> usize {
+    /// Exact encoded size for extent format `version`.
+    pub(crate) fn encoded_len(&self, version: u32) -> usize {
         let shared = super::block::common_prefix(&self.first_key, &self.last_key);
         varint_len(self.first_key.len() as u64)
             + self.first_key.len()
@@ -257,10 +276,17 @@ impl IndexEntry {
             + varint_len(u64::from(self.deletes))
             + varint_len(self.min_lsn)
             + varint_len(self.max_lsn.wrapping_sub(self.min_lsn))
+            + if version >= BLOCK_STATS_VERSION {
+                varint_len(u64::from(self.users))
+                    + varint_len(u64::from(self.key_bytes))
+                    + varint_len(u64::from(self.value_bytes))
+            } else {
+                0
+            }
     }
 
-    /// Decodes one entry at `*pos`.
-    fn decode(buf: &[u8], pos: &mut usize) -> Option<IndexEntry> {
+    /// Decodes one entry of extent format `version` at `*pos`.
+    fn decode(buf: &[u8], pos: &mut usize, version: u32) -> Option<IndexEntry> {
         let first_len = get_varint32(buf, pos)? as usize;
         let first_key = take(buf, pos, first_len)?.to_vec();
         let shared = get_varint32(buf, pos)? as usize;
@@ -276,6 +302,15 @@ impl IndexEntry {
         let deletes = get_varint32(buf, pos)?;
         let min_lsn = get_varint(buf, pos)?;
         let max_lsn = min_lsn.checked_add(get_varint(buf, pos)?)?;
+        let (users, key_bytes, value_bytes) = if version >= BLOCK_STATS_VERSION {
+            (
+                get_varint32(buf, pos)?,
+                get_varint32(buf, pos)?,
+                get_varint32(buf, pos)?,
+            )
+        } else {
+            (0, 0, 0)
+        };
         Some(IndexEntry {
             first_key,
             last_key,
@@ -285,6 +320,9 @@ impl IndexEntry {
             deletes,
             min_lsn,
             max_lsn,
+            users,
+            key_bytes,
+            value_bytes,
         })
     }
 }
@@ -296,18 +334,18 @@ fn take<'a>(buf: &'a [u8], pos: &mut usize, len: usize) -> Option<&'a [u8]> {
     Some(s)
 }
 
-/// Encodes the index block contents: `entry* ‖ fixed32 count`.
-pub(crate) fn encode_index(entries: &[IndexEntry]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(entries.iter().map(IndexEntry::encoded_len).sum::<usize>() + 4);
+/// Encodes the index block contents of extent format `version`: `entry* ‖ fixed32 count`.
+pub(crate) fn encode_index(entries: &[IndexEntry], version: u32) -> Vec<u8> {
+    let mut out = Vec::with_capacity(entries.iter().map(|e| e.encoded_len(version)).sum::<usize>() + 4);
     for e in entries {
-        e.encode_to(&mut out);
+        e.encode_to(&mut out, version);
     }
     out.extend_from_slice(&(entries.len() as u32).to_le_bytes());
     out
 }
 
-/// Decodes the index block contents.
-pub(crate) fn decode_index(buf: &[u8]) -> Result<Vec<IndexEntry>, String> {
+/// Decodes the index block contents of extent format `version`.
+pub(crate) fn decode_index(buf: &[u8], version: u32) -> Result<Vec<IndexEntry>, String> {
     let Some(body_len) = buf.len().checked_sub(4) else {
         return Err("index block shorter than its entry count".into());
     };
@@ -320,7 +358,7 @@ pub(crate) fn decode_index(buf: &[u8]) -> Result<Vec<IndexEntry>, String> {
     let mut entries = Vec::with_capacity(count);
     let mut pos = 0;
     for i in 0..count {
-        match IndexEntry::decode(body, &mut pos) {
+        match IndexEntry::decode(body, &mut pos, version) {
             Some(e) => entries.push(e),
             None => return Err(format!("malformed index entry {i} at index offset {pos}")),
         }
@@ -343,7 +381,8 @@ pub(crate) struct ExtentProperties {
     pub entries: u64,
     /// Entries of kind Delete.
     pub deletes: u64,
-    /// Distinct user keys (= keys in the bloom filter).
+    /// Distinct user keys (= keys in the bloom filter of format 1 and 2 extents; from format 3
+    /// on, the per-block filters together hold the sum of the index entries' `users`).
     pub user_keys: u64,
     /// Data blocks.
     pub data_blocks: u32,
@@ -530,8 +569,8 @@ mod tests {
         assert!(Footer::decode(&enc[..10]).is_err());
         let older = Footer { version: 1, ..f }.encode();
         assert_eq!(Footer::decode(&older).map(|f| f.version), Ok(1));
-        let newer = Footer { version: 3, ..f }.encode();
-        assert_eq!(Footer::decode(&newer), Err(FooterError::Version(3)));
+        let newer = Footer { version: 4, ..f }.encode();
+        assert_eq!(Footer::decode(&newer), Err(FooterError::Version(4)));
     }
 
     #[test]
@@ -558,31 +597,52 @@ mod tests {
             deletes: i as u32,
             min_lsn: 1000 * i,
             max_lsn: 1000 * i + 999,
+            users: 40 + i as u32,
+            key_bytes: 24 * (100 + i as u32),
+            value_bytes: 70_000 + i as u32,
+        }
+    }
+
+    #[test]
+    fn index_of_older_formats_has_no_block_stats() {
+        let entries: Vec<_> = (0..5).map(entry).collect();
+        for v in [1, 2] {
+            let enc = encode_index(&entries, v);
+            assert!(enc.len() < encode_index(&entries, 3).len());
+            let back = decode_index(&enc, v).unwrap();
+            for (b, e) in back.iter().zip(&entries) {
+                assert_eq!((b.users, b.key_bytes, b.value_bytes), (0, 0, 0));
+                assert_eq!(
+                    (&b.first_key, &b.last_key, b.rows, b.max_lsn),
+                    (&e.first_key, &e.last_key, e.rows, e.max_lsn)
+                );
+            }
+            // A reader that expects the other version sees malformed entries.
+            assert!(decode_index(&enc, 3).is_err());
+            assert!(decode_index(&encode_index(&entries, 3), v).is_err());
         }
     }
 
     #[test]
     fn index_round_trips_and_rejects_garbage() {
+        let v = EXTENT_FORMAT_VERSION;
         let entries: Vec<_> = (0..50).map(entry).collect();
-        let enc = encode_index(&entries);
-        assert_eq!(
-            enc.len(),
-            entries.iter().map(IndexEntry::encoded_len).sum::<usize>() + 4
-        );
+        let enc = encode_index(&entries, v);
+        assert_eq!(enc.len(), entries.iter().map(|e| e.encoded_len(v)).sum::<usize>() + 4);
         for e in &entries {
-            assert!(e.encoded_len() <= IndexEntry::encoded_len_bound(e.first_key.len(), e.last_key.len()));
+            assert!(e.encoded_len(v) <= IndexEntry::encoded_len_bound(e.first_key.len(), e.last_key.len()));
         }
-        assert_eq!(decode_index(&enc).unwrap(), entries);
-        assert!(decode_index(&enc[..3]).is_err());
-        assert!(decode_index(&enc[1..]).is_err());
+        assert_eq!(decode_index(&enc, v).unwrap(), entries);
+        assert!(decode_index(&enc[..3], v).is_err());
+        assert!(decode_index(&enc[1..], v).is_err());
         let mut more = enc.clone();
         let n = more.len();
         more[n - 4..].copy_from_slice(&51u32.to_le_bytes());
-        assert!(decode_index(&more).is_err());
+        assert!(decode_index(&more, v).is_err());
         more[n - 4..].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert!(decode_index(&more).is_err());
+        assert!(decode_index(&more, v).is_err());
         more[n - 4..].copy_from_slice(&49u32.to_le_bytes());
-        assert!(decode_index(&more).is_err());
+        assert!(decode_index(&more, v).is_err());
         // random garbage never panics
         use rand::{Rng, SeedableRng};
         let mut rng = rand::rngs::StdRng::seed_from_u64(5);
@@ -592,10 +652,10 @@ mod tests {
                 let i = rng.random_range(0..g.len());
                 g[i] = rng.random();
             }
-            let _ = decode_index(&g);
+            let _ = decode_index(&g, v);
             let len = rng.random_range(0..100);
             let r: Vec<u8> = (0..len).map(|_| rng.random()).collect();
-            let _ = decode_index(&r);
+            let _ = decode_index(&r, v);
             let _ = ExtentProperties::decode(&r);
         }
     }

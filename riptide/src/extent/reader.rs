@@ -18,13 +18,13 @@ use super::builder::{BuiltExtent, RawBlock};
 use super::filter::{hash64, Filter};
 use super::format::{
     check_block, decode_index, decompress_lz4, ExtentProperties, Footer, FooterError, Handle, IndexEntry,
-    EXTENT_FORMAT_VERSION, FOOTER_SIZE, TRAILER_SIZE,
+    BLOCK_STATS_VERSION, EXTENT_FORMAT_VERSION, FOOTER_SIZE, TRAILER_SIZE,
 };
 use super::point::{PointRead, PointScratch};
 use super::{Compression, PackedKeys, EXTENT_SIZE};
 use crate::error::{Error, Result};
 use crate::fs::ReadableFile;
-use crate::key::{compare_internal_keys, decode_internal_key, Lsn, ValueKind};
+use crate::key::{compare_internal_keys, decode_internal_key, Lsn, ValueKind, MAX_LSN};
 
 /// Reads exactly `len` bytes at `offset` ([`ReadableFile::read_exact_into`]); a short file is
 /// corruption at the offset where it ends.
@@ -152,11 +152,20 @@ impl ExtentReader {
             Ok(contents)
         };
         let index_at = base + footer.index.offset;
-        let index = decode_index(block(footer.index)?).map_err(|r| Error::corruption(&*path, index_at, r))?;
-        check_index(&index, footer.index.offset).map_err(|r| Error::corruption(&*path, index_at, r))?;
+        let index =
+            decode_index(block(footer.index)?, footer.version).map_err(|r| Error::corruption(&*path, index_at, r))?;
+        check_index(&index, footer.index.offset, footer.version).map_err(|r| Error::corruption(&*path, index_at, r))?;
         let filter = if footer.filter.size > 0 {
             let at = base + footer.filter.offset;
-            Some(Filter::parse(block(footer.filter)?).map_err(|r| Error::corruption(&*path, at, r))?)
+            let f = Filter::parse(block(footer.filter)?, index.len()).map_err(|r| Error::corruption(&*path, at, r))?;
+            if f.is_per_block() != (footer.version >= BLOCK_STATS_VERSION) {
+                return Err(Error::corruption(
+                    &*path,
+                    at,
+                    format!("filter kind does not match extent format {}", footer.version),
+                ));
+            }
+            Some(f)
         } else {
             None
         };
@@ -180,26 +189,43 @@ impl ExtentReader {
     }
 
     /// False only if no version of `user_key` is in this extent (bloom filter); true when the
-    /// extent has no filter.
-    #[inline]
+    /// extent has no filter. Finds the block first when the filter is per block.
     pub fn may_contain(&self, user_key: &[u8]) -> bool {
-        self.may_contain_hash(hash64(user_key))
+        let mut first = Vec::with_capacity(user_key.len() + 8);
+        crate::key::encode_internal_key(&mut first, user_key, MAX_LSN, ValueKind::Put);
+        // The first block whose last key is at or after the user key's newest possible
+        // version holds its newest version, if the extent has one.
+        self.find_block(&first)
+            .is_some_and(|b| self.block_may_contain(b, hash64(user_key)))
     }
 
-    /// [`Self::may_contain`] with a precomputed [`super::filter_hash`] of the user key, so one
-    /// hash serves every extent a lookup probes.
+    /// False only if the user key with this [`super::filter_hash`] is certainly not in data
+    /// block `block` (per-block filter) or not in the extent (extent-wide filter of formats 1
+    /// and 2); true without a filter. A point lookup asks about the block
+    /// [`Self::find_block`] gives for its seek key: if the key has a version visible there,
+    /// the first one is in that block.
     #[inline]
-    pub fn may_contain_hash(&self, hash: u64) -> bool {
-        self.filter.as_ref().is_none_or(|f| f.may_contain_hash(hash))
+    pub fn block_may_contain(&self, block: usize, hash: u64) -> bool {
+        self.filter.as_ref().is_none_or(|f| f.may_contain_hash(block, hash))
     }
 
-    /// Starts loading the filter line [`Self::may_contain_hash`] will read for `hash` into the
-    /// CPU cache (nothing without a filter).
+    /// Starts loading the filter line [`Self::block_may_contain`] will read for `block` and
+    /// `hash` into the CPU cache (nothing without a filter).
     #[inline]
-    pub fn prefetch_filter(&self, hash: u64) {
+    pub fn prefetch_filter(&self, block: usize, hash: u64) {
         if let Some(f) = &self.filter {
-            f.prefetch(hash);
+            f.prefetch(block, hash);
         }
+    }
+
+    /// The extent's format version (from its footer).
+    pub fn format_version(&self) -> u32 {
+        self.footer.version
+    }
+
+    /// The parsed filter, if the extent has one.
+    pub(crate) fn filter(&self) -> Option<&Filter> {
+        self.filter.as_ref()
     }
 
     /// Offset (relative to the extent start) of data block `i`, as in its index entry; `None`
@@ -411,7 +437,7 @@ fn parse_footer(path: &Path, footer_off: u64, f: &[u8], slots: u32) -> Result<Fo
 }
 
 /// Structural checks of the index beyond its encoding.
-fn check_index(index: &[IndexEntry], data_end: u64) -> Result<(), String> {
+fn check_index(index: &[IndexEntry], data_end: u64, version: u32) -> Result<(), String> {
     let mut expect = 0u64;
     for (i, e) in index.iter().enumerate() {
         if e.offset != expect {
@@ -425,6 +451,14 @@ fn check_index(index: &[IndexEntry], data_end: u64) -> Result<(), String> {
             return Err(format!(
                 "index entry {i}: bad stats (rows {}, deletes {})",
                 e.rows, e.deletes
+            ));
+        }
+        if version >= BLOCK_STATS_VERSION
+            && (e.users == 0 || e.users > e.rows || u64::from(e.key_bytes) < 8 * u64::from(e.rows))
+        {
+            return Err(format!(
+                "index entry {i}: bad stats (rows {}, user keys {}, key bytes {})",
+                e.rows, e.users, e.key_bytes
             ));
         }
         if decode_internal_key(&e.first_key).is_none() || decode_internal_key(&e.last_key).is_none() {
@@ -476,6 +510,14 @@ fn check_props(p: &ExtentProperties, index: &[IndexEntry], footer: &Footer) -> R
     if p.user_keys > p.entries || p.compressed_blocks > p.data_blocks || p.raw_key_bytes < 8 * p.entries {
         return Err("properties hold impossible counts".into());
     }
+    if footer.version >= BLOCK_STATS_VERSION {
+        let users: u64 = index.iter().map(|e| u64::from(e.users)).sum();
+        let key_bytes: u64 = index.iter().map(|e| u64::from(e.key_bytes)).sum();
+        let value_bytes: u64 = index.iter().map(|e| u64::from(e.value_bytes)).sum();
+        if p.user_keys > users || p.user_keys == 0 || p.raw_key_bytes != key_bytes || p.raw_value_bytes != value_bytes {
+            return Err("properties disagree with the index: user keys or raw sizes".into());
+        }
+    }
     Ok(())
 }
 
@@ -493,13 +535,24 @@ pub(crate) fn verify_extent(file: &dyn ReadableFile, path: &Path, base: u64, slo
         let mut it = BlockIter::new(block);
         it.seek_to_first();
         let (mut rows, mut deletes, mut min_lsn, mut max_lsn) = (0u32, 0u32, Lsn::MAX, 0);
+        let (mut users, mut blk_key_bytes, mut blk_value_bytes) = (0u32, 0u64, 0u64);
         let mut prev: Option<Vec<u8>> = prev_last.take();
         let mut first = true;
         while it.valid() {
             let k = it.key();
-            let Some((_, lsn, kind)) = decode_internal_key(k) else {
+            let Some((user, lsn, kind)) = decode_internal_key(k) else {
                 return Err(corrupt("malformed internal key".into()));
             };
+            let same_user = !first
+                && prev
+                    .as_deref()
+                    .is_some_and(|p| p.len() >= 8 && &p[..p.len() - 8] == user);
+            if !same_user {
+                users = users.saturating_add(1);
+                if !reader.block_may_contain(i, hash64(user)) {
+                    return Err(corrupt("the bloom filter does not hold a user key of the block".into()));
+                }
+            }
             if first && k != &e.first_key[..] {
                 return Err(corrupt("first key differs from the index".into()));
             }
@@ -513,8 +566,8 @@ pub(crate) fn verify_extent(file: &dyn ReadableFile, path: &Path, base: u64, slo
             deletes += u32::from(kind == ValueKind::Delete);
             min_lsn = min_lsn.min(lsn);
             max_lsn = max_lsn.max(lsn);
-            key_bytes += k.len() as u64;
-            value_bytes += it.value().len() as u64;
+            blk_key_bytes += k.len() as u64;
+            blk_value_bytes += it.value().len() as u64;
             let p = prev.get_or_insert_with(Vec::new);
             p.clear();
             p.extend_from_slice(k);
@@ -530,6 +583,18 @@ pub(crate) fn verify_extent(file: &dyn ReadableFile, path: &Path, base: u64, slo
                 e.rows, e.deletes, e.min_lsn, e.max_lsn
             )));
         }
+        if reader.footer.version >= BLOCK_STATS_VERSION
+            && (users != e.users
+                || blk_key_bytes != u64::from(e.key_bytes)
+                || blk_value_bytes != u64::from(e.value_bytes))
+        {
+            return Err(corrupt(format!(
+                "user keys or raw sizes differ from the index: users {users}/{}, key bytes {blk_key_bytes}/{}, value bytes {blk_value_bytes}/{}",
+                e.users, e.key_bytes, e.value_bytes
+            )));
+        }
+        key_bytes += blk_key_bytes;
+        value_bytes += blk_value_bytes;
         prev_last = prev;
     }
     let p = &reader.props;

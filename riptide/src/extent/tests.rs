@@ -17,7 +17,7 @@ use super::filter::filter_hash;
 use super::format::{ExtentProperties, Footer, Handle, IndexEntry, EXTENT_FORMAT_VERSION, TRAILER_SIZE};
 use super::*;
 use crate::fs::ReadableFile;
-use crate::key::{compare_internal_keys, decode_internal_key, encode_internal_key, Lsn, ValueKind};
+use crate::key::{compare_internal_keys, decode_internal_key, encode_internal_key, Lsn, ValueKind, MAX_LSN};
 
 /// An in-memory file.
 struct MemFile(Vec<u8>);
@@ -247,14 +247,25 @@ fn check_extent(entries: &Entries, built: &BuiltExtent, opts: &ExtentOptions, rn
         let l = rows.iter().map(|(k, _)| decode_internal_key(k).unwrap().1);
         assert_eq!(e.min_lsn, l.clone().min().unwrap());
         assert_eq!(e.max_lsn, l.max().unwrap());
+        // Format 3: the block's user keys (one continued from the previous block counts) and
+        // raw sizes.
+        let mut block_users: Vec<&[u8]> = rows.iter().map(|(k, _)| &k[..k.len() - 8]).collect();
+        block_users.dedup();
+        assert_eq!(e.users as usize, block_users.len());
+        assert_eq!(e.key_bytes as usize, rows.iter().map(|(k, _)| k.len()).sum::<usize>());
+        assert_eq!(e.value_bytes as usize, rows.iter().map(|(_, v)| v.len()).sum::<usize>());
+        // Bloom: no false negatives, for each block's filter.
+        let b = r.index().iter().position(|x| x == e).unwrap();
+        for u in &block_users {
+            assert!(r.block_may_contain(b, filter_hash(u)), "block {b} filter misses a key");
+        }
         at += e.rows as usize;
     }
     assert_eq!(at, entries.len());
 
-    // Bloom: no false negatives.
+    // Bloom through the extent's own lookup of the block.
     for u in &users {
         assert!(r.may_contain(u));
-        assert!(r.may_contain_hash(filter_hash(u)));
     }
 
     // Full forward and backward scans.
@@ -513,8 +524,10 @@ fn bloom_false_positive_rate_in_an_extent() {
         .count();
     let rate = fp as f64 / n as f64;
     assert!(rate < 0.02, "false-positive rate {rate}");
-    // The filter is ~10 bits per key.
-    assert!((r.props().filter_size as u64) < n * 10 / 8 + 1024);
+    // The filter is ~10 bits per key, plus per block at most one line of rounding and its
+    // end line.
+    let blocks = u64::from(r.props().data_blocks);
+    assert!((r.props().filter_size as u64) < n * 10 / 8 + blocks * (64 + 4) + 1024);
 
     let no_filter = build(
         &entries[..100].to_vec(),
@@ -770,8 +783,8 @@ fn missing_truncated_or_foreign_extents() {
     assert!(matches!(
         ExtentReader::open(&newer, &path(), BASE, 1),
         Err(Error::UnsupportedFormat {
-            found: 3,
-            supported: 2,
+            found: 4,
+            supported: 3,
             ..
         })
     ));
@@ -818,6 +831,136 @@ fn missing_truncated_or_foreign_extents() {
     assert!(matches!(r.read_block(&good, 1000), Err(Error::InvalidOption { .. })));
     assert_eq!(r.block_file_offset(0), Some(BASE));
     assert!(r.memory_size() > 0);
+}
+
+/// Copies of data blocks from a format 3 extent take the block's index entry and filter lines
+/// as they are (no decode); the result is exactly what adding the entries would build, and
+/// user keys that continue across copied blocks or from added entries are counted once.
+#[test]
+fn copied_format3_blocks_keep_their_index_entries_and_filter_lines() {
+    let mut rng = StdRng::seed_from_u64(31);
+    // Up to 40 versions per key: user keys continue across many block boundaries.
+    let entries = versioned_entries(&mut rng, 600, 40, 30);
+    let opts = ExtentOptions {
+        block_size: 1024,
+        ..Default::default()
+    };
+    let src = build(&entries, opts.clone());
+    let sfile = file_with(&src);
+    let sr = ExtentReader::open(&sfile, &path(), BASE, src.slots).unwrap();
+    let n = sr.index().len();
+    assert!(n > 20);
+    let continued = (1..n)
+        .filter(|&i| {
+            let (a, b) = (&sr.index()[i - 1].last_key, &sr.index()[i].first_key);
+            a[..a.len() - 8] == b[..b.len() - 8]
+        })
+        .count();
+    assert!(continued > 3, "the test needs user keys that span blocks");
+
+    // Every block copied: the same bytes as the source extent.
+    let mut b = ExtentBuilder::new(opts.clone());
+    for i in 0..n {
+        b.copy_block(&sr, &sfile, i).unwrap();
+    }
+    assert_eq!(b.decoded_copies(), 0, "format 3 blocks are copied without decoding");
+    let copy = b.finish().unwrap();
+    assert_eq!(copy.props, src.props);
+    assert_eq!(copy.valid, src.valid);
+    assert_eq!(copy.footer, src.footer);
+
+    // Added entries around copied blocks, one sharing the copied block's first user key.
+    let mut b = ExtentBuilder::new(opts.clone());
+    let mut expected = Entries::new();
+    let mut row = 0usize;
+    for i in 0..n {
+        let e = &sr.index()[i];
+        let rows = e.rows as usize;
+        if i % 3 == 1 {
+            // A newer version of the block's first user key, unless the previous block already
+            // holds that user key (then no newer version could sort between them).
+            let (user, lsn, _) = decode_internal_key(&e.first_key).unwrap();
+            let prev_user = expected.last().map(|(k, _)| decode_internal_key(k).unwrap().0.to_vec());
+            if prev_user.as_deref() != Some(user) && lsn < MAX_LSN {
+                let k = ikey(user, lsn + 1_000_000, ValueKind::Put);
+                b.add(&k, b"newer").unwrap();
+                expected.push((k, b"newer".to_vec()));
+            }
+        }
+        if i % 4 == 3 {
+            // Re-add the block's entries one by one instead of copying it.
+            for (k, v) in &entries[row..row + rows] {
+                b.add(k, v).unwrap();
+            }
+        } else {
+            b.copy_block(&sr, &sfile, i).unwrap();
+        }
+        expected.extend_from_slice(&entries[row..row + rows]);
+        row += rows;
+    }
+    assert_eq!(b.decoded_copies(), 0);
+    let mixed = b.finish().unwrap();
+    let mfile = file_with(&mixed);
+    let mr = verify_extent(&mfile, &path(), BASE, mixed.slots).unwrap();
+    let mut users: Vec<&[u8]> = expected.iter().map(|(k, _)| &k[..k.len() - 8]).collect();
+    users.dedup();
+    assert_eq!(mr.props().user_keys, users.len() as u64);
+    assert_eq!(mr.props().entries, expected.len() as u64);
+    // As if every entry were added (block layout aside).
+    let direct = build(&expected, opts.clone()).props;
+    let stats = |p: &ExtentProperties| {
+        (
+            (p.entries, p.deletes, p.user_keys, p.min_lsn, p.max_lsn),
+            (
+                p.raw_key_bytes,
+                p.raw_value_bytes,
+                p.smallest.clone(),
+                p.largest.clone(),
+            ),
+        )
+    };
+    assert_eq!(stats(mr.props()), stats(&direct));
+    for u in &users {
+        assert!(mr.may_contain(u));
+    }
+}
+
+/// Blocks whose filter lines do not fit the builder's filter (another probe count, no filter,
+/// or an older format) are decoded and get a filter of their own keys.
+#[test]
+fn copied_blocks_with_unfit_filters_are_decoded() {
+    let entries = versioned_entries(&mut StdRng::seed_from_u64(32), 300, 8, 20);
+    let opts = |bits| ExtentOptions {
+        block_size: 1024,
+        bloom_bits_per_key: bits,
+        ..Default::default()
+    };
+    let cases: [(u32, u32, bool); 4] = [
+        // (source bits, builder bits, decoded)
+        (20, 10, true),
+        (0, 10, true),
+        (10, 0, false),
+        (0, 0, false),
+    ];
+    for (src_bits, bits, decoded) in cases {
+        let src = build(&entries, opts(src_bits));
+        let sfile = file_with(&src);
+        let sr = ExtentReader::open(&sfile, &path(), BASE, src.slots).unwrap();
+        let mut b = ExtentBuilder::new(opts(bits));
+        for i in 0..sr.index().len() {
+            b.copy_block(&sr, &sfile, i).unwrap();
+        }
+        let n = sr.index().len() as u32;
+        assert_eq!(
+            b.decoded_copies(),
+            if decoded { n } else { 0 },
+            "bits {src_bits} -> {bits}"
+        );
+        let built = b.finish().unwrap();
+        let direct = build(&entries, opts(bits));
+        assert_eq!(built.valid, direct.valid, "bits {src_bits} -> {bits}");
+        verify_extent(&file_with(&built), &path(), BASE, built.slots).unwrap();
+    }
 }
 
 #[test]
@@ -922,7 +1065,7 @@ fn constants() {
     assert_eq!(EXTENT_SIZE, 2 << 20);
     assert_eq!(FOOTER_SIZE, 64);
     assert_eq!(EXTENT_MAGIC.to_le_bytes(), *b"RPTEXTNT");
-    assert_eq!(EXTENT_FORMAT_VERSION, 2);
+    assert_eq!(EXTENT_FORMAT_VERSION, 3);
     let _ = Path::new("");
 }
 

@@ -1,8 +1,9 @@
 //! Point lookups in the levels: L0 layers newest first, then L1, then L2.
 //!
 //! Per layer: a binary search over the extents' largest keys picks the one candidate extent,
-//! its user-key range and bloom filter may rule it out, then the block index picks the one
-//! block, read through the block cache (or, when the cache is full, often only the block's
+//! its user-key range may rule it out, then the block index picks the one block and the bloom
+//! filter (that block's, in format 3 extents) may rule it out; the block is read through the
+//! block cache (or, when the cache is full, often only the block's
 //! tail and the key's restart region: [`ExtentStore::point_block`]). The first layer holding a
 //! version of the key visible at the snapshot decides (newer layers hold newer versions).
 
@@ -48,22 +49,26 @@ pub(crate) fn get_from_levels<R>(
     };
     // One hash serves every bloom filter and every block's hash index.
     let hash = filter_hash(user_key);
-    // Start loading the filter line of the first few layers' candidate extents at once, so
+    // Start loading the filter line of the first few layers' candidate blocks at once, so
     // their cache misses overlap instead of queueing one layer after the other. Only extents
-    // already open (no I/O here); the walk below does the real work in order.
-    let mut candidates = [None; PREFETCH_LAYERS];
+    // already open (no I/O here); the walk below does the real work in order and reuses the
+    // (extent, block) found here.
+    let mut candidates = [(None, None); PREFETCH_LAYERS];
     for (layer, c) in levels.layers().zip(candidates.iter_mut()) {
-        *c = layer.find(seek);
-        if let Some(i) = *c {
+        c.0 = layer.find(seek);
+        if let Some(i) = c.0 {
             if let Some(open) = store.open_if_ready(&layer.extents[i]) {
-                open.reader.prefetch_filter(hash);
+                c.1 = open.reader.find_block(seek);
+                if let Some(b) = c.1 {
+                    open.reader.prefetch_filter(b, hash);
+                }
             }
         }
     }
     for (n, layer) in levels.layers().enumerate() {
-        let candidate = match candidates.get(n) {
+        let (candidate, block) = match candidates.get(n) {
             Some(&c) => c,
-            None => layer.find(seek),
+            None => (layer.find(seek), None),
         };
         let Some(i) = candidate else {
             continue;
@@ -73,12 +78,12 @@ pub(crate) fn get_from_levels<R>(
             continue;
         }
         let open = store.open(extent)?;
-        if !open.reader.may_contain_hash(hash) {
-            continue;
-        }
-        let Some(b) = open.reader.find_block(seek) else {
+        let Some(b) = block.or_else(|| open.reader.find_block(seek)) else {
             continue;
         };
+        if !open.reader.block_may_contain(b, hash) {
+            continue;
+        }
         let (path, at) = (open.reader.path(), open.reader.block_file_offset(b).unwrap_or(0));
         let partial = store.point_block(extent, open, b, seek, hash, |read, scratch| match read {
             PointRead::Found => match decode_internal_key(scratch.key()) {
