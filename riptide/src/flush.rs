@@ -251,8 +251,8 @@ fn build_extents(
             true
         });
         // Cut before this key if its versions would overflow the extent.
-        let size: usize = kept.iter().map(|&(_, _, vlen)| c.key().len() + 8 + vlen + 16).sum();
-        if !builder.is_empty() && builder.estimated_size() + size > EXTENT_SIZE as usize {
+        let after = builder.estimated_size_after_entries(kept.iter().map(|&(_, _, vlen)| (c.key().len() + 8, vlen)));
+        if !builder.is_empty() && after > EXTENT_SIZE as usize {
             let next = ExtentBuilder::with_buffer(opts.clone(), std::mem::take(&mut spare));
             let full = std::mem::replace(&mut builder, next);
             spare = emit(full.finish()?)?;

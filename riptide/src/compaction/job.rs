@@ -647,7 +647,8 @@ fn copy_block(store: &ExtentStore, b: &BlockRef<'_>, out: &mut Output<'_>, resul
     let entry = &b.open.reader.index()[b.index];
     out.cross_fences(b.lo)?;
     let stored = entry.stored_size();
-    out.make_room(stored as usize + entry.first_key.len() + entry.last_key.len() + 64)?;
+    let after = out.builder.estimated_size_after_copy(&b.open.reader, b.index)?;
+    out.make_room(after - out.builder.estimated_size())?;
     out.builder.copy_block(&b.open.reader, b.open.file.as_ref(), b.index)?;
     if is_cached(store, b) {
         result.hot.push(HotBlock::Copied {
@@ -841,10 +842,11 @@ impl<'s> Emitter<'s> {
             &buf[s..s + kl]
         };
         gc_versions_into(spans.len(), key, self.snapshots, self.bottom, &mut self.kept);
-        let size: usize = self.kept.iter().map(|&i| spans[i].1 + spans[i].2 + 16).sum();
         if !self.kept.is_empty() {
             out.cross_fences(user_part(&buf[start..start + klen]))?;
         }
+        let lens = self.kept.iter().map(|&i| (spans[i].1, spans[i].2));
+        let size = out.builder.estimated_size_after_entries(lens) - out.builder.estimated_size();
         out.make_room(size)?;
         for &i in &self.kept {
             let (s, kl, vl) = spans[i];

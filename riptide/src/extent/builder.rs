@@ -356,14 +356,16 @@ impl ExtentBuilder {
 
     /// True if a block of `reader` can be taken without decoding it: this builder writes
     /// format 3, the source's index entries carry block stats, and either no filter is built
-    /// or the source's per-block filter lines fit this one.
+    /// or the source has a per-block filter of the same bits per key (so its lines are what
+    /// this builder would compute).
     fn can_copy_stats(&self, reader: &ExtentReader) -> bool {
         self.per_block()
             && reader.format_version() >= BLOCK_STATS_VERSION
             && (self.opts.bloom_bits_per_key == 0
-                || reader
-                    .filter()
-                    .is_some_and(|f| f.is_per_block() && f.probes() == self.filter.probes()))
+                || (reader.props().bloom_bits_per_key == self.opts.bloom_bits_per_key
+                    && reader
+                        .filter()
+                        .is_some_and(|f| f.is_per_block() && f.probes() == self.filter.probes())))
     }
 
     /// Takes the stored block at `out[start..]`, data block `i` of `reader` (format 3), as this
@@ -675,6 +677,50 @@ impl ExtentBuilder {
             + IndexEntry::encoded_len_bound(ikey_len, ikey_len)
             + filter_growth
             + 2 * ikey_len
+    }
+
+    /// Upper bound of [`Self::estimated_size`] after adding entries with these (internal key,
+    /// value) lengths next, in one go (e.g. the versions of one user key). Counts every entry's
+    /// bytes and filter bits, and the cost of each block the entries may open.
+    pub fn estimated_size_after_entries(&self, lens: impl IntoIterator<Item = (usize, usize)>) -> usize {
+        let (mut bytes, mut keys, mut max_key) = (0usize, 0usize, 0usize);
+        for (k, v) in lens {
+            // Entry header, a restart point and its region checksum.
+            bytes += 15 + k + v + 8;
+            keys += 1;
+            max_key = max_key.max(k);
+        }
+        if keys == 0 {
+            return self.estimated_size();
+        }
+        // A block closes once 90 % full, so the entries open at most this many blocks (one
+        // right away, then one per 90 % of a block).
+        let block = (self.opts.block_size * 9 / 10).max(1);
+        let blocks = 2 + bytes / block;
+        let per_block = 8 + 8 + TRAILER_SIZE + IndexEntry::encoded_len_bound(max_key, max_key) + 64 + 4;
+        let filter = keys * (self.opts.bloom_bits_per_key as usize).div_ceil(8) + 64;
+        self.estimated_size() + bytes + blocks * per_block + filter + 2 * max_key
+    }
+
+    /// Upper bound of [`Self::estimated_size`] after [`Self::copy_block`] of data block `i` of
+    /// `reader`: the block, its index entry, its filter lines and the properties' keys.
+    pub fn estimated_size_after_copy(&self, reader: &ExtentReader, i: usize) -> Result<usize> {
+        let e = reader.entry(i)?;
+        let bits = self.opts.bloom_bits_per_key as usize;
+        let filter = if bits == 0 {
+            0
+        } else if self.per_block() && self.can_copy_stats(reader) {
+            reader.filter().and_then(|f| f.block_line_count(i)).unwrap_or(0) * 64 + 4
+        } else {
+            // Decoded: at most one filter key per entry.
+            (e.rows as usize * bits).div_ceil(512) * 64 + 64 + 4
+        };
+        let key = e.first_key.len().max(e.last_key.len());
+        Ok(self.estimated_size()
+            + e.stored_size() as usize
+            + IndexEntry::encoded_len_bound(e.first_key.len(), e.last_key.len())
+            + filter
+            + 2 * key)
     }
 
     fn append_meta_block(&mut self, contents: &[u8]) -> Result<Handle> {

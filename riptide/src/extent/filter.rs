@@ -281,7 +281,11 @@ impl Filter {
                     }
                     prev = e;
                 }
-                if ends_at % 64 != 0 || ends.last().is_some_and(|&e| e as usize * 64 != ends_at) {
+                if ends_at % 64 != 0
+                    || ends
+                        .last()
+                        .is_some_and(|&e| (e as usize).checked_mul(64) != Some(ends_at))
+                {
                     return Err(format!(
                         "filter lines ({ends_at} bytes) disagree with the last block's end line {prev}"
                     ));
@@ -328,6 +332,11 @@ impl Filter {
             self.block_ends[block - 1] as usize
         };
         self.bits.get(start..end)
+    }
+
+    /// Number of lines of data block `block` (kind 2; `None` for kind 1 or out of range).
+    pub(crate) fn block_line_count(&self, block: usize) -> Option<usize> {
+        self.block_lines(block).map(<[Line]>::len)
     }
 
     /// The line a probe of hash `h` in data block `block` reads (kind 1 ignores the block).

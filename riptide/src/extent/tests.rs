@@ -925,6 +925,52 @@ fn copied_format3_blocks_keep_their_index_entries_and_filter_lines() {
     }
 }
 
+/// The bounds flushes and compactions cut extents by hold: after a copied block (taken as is
+/// or decoded) or a group of versions, [`ExtentBuilder::estimated_size`] is at most what
+/// `estimated_size_after_copy` / `estimated_size_after_entries` said before.
+#[test]
+fn size_bounds_hold_for_copied_blocks_and_version_groups() {
+    let entries = versioned_entries(&mut StdRng::seed_from_u64(33), 400, 12, 300);
+    for (src_bits, bits, compression) in [
+        (10, 10, Compression::None),
+        (20, 10, Compression::Lz4),
+        (10, 0, Compression::None),
+    ] {
+        let opts = |bits| ExtentOptions {
+            block_size: 1024,
+            bloom_bits_per_key: bits,
+            compression,
+            ..Default::default()
+        };
+        let src = build(&entries, opts(src_bits));
+        let sfile = file_with(&src);
+        let sr = ExtentReader::open(&sfile, &path(), BASE, src.slots).unwrap();
+        let mut b = ExtentBuilder::new(opts(bits));
+        let mut row = 0usize;
+        for i in 0..sr.index().len() {
+            let rows = sr.index()[i].rows as usize;
+            if i % 2 == 0 {
+                let bound = b.estimated_size_after_copy(&sr, i).unwrap();
+                b.copy_block(&sr, &sfile, i).unwrap();
+                assert!(b.estimated_size() <= bound, "copy of block {i}");
+            } else {
+                let block = &entries[row..row + rows];
+                for group in block.chunk_by(|x, y| x.0[..x.0.len() - 8] == y.0[..y.0.len() - 8]) {
+                    let bound = b.estimated_size_after_entries(group.iter().map(|(k, v)| (k.len(), v.len())));
+                    for (k, v) in group {
+                        b.add(k, v).unwrap();
+                    }
+                    assert!(b.estimated_size() <= bound, "versions in block {i}");
+                }
+            }
+            row += rows;
+        }
+        let est = b.estimated_size();
+        let built = b.finish().unwrap();
+        assert!(built.valid.len() + FOOTER_SIZE <= est);
+    }
+}
+
 /// Blocks whose filter lines do not fit the builder's filter (another probe count, no filter,
 /// or an older format) are decoded and get a filter of their own keys.
 #[test]
@@ -935,9 +981,11 @@ fn copied_blocks_with_unfit_filters_are_decoded() {
         bloom_bits_per_key: bits,
         ..Default::default()
     };
-    let cases: [(u32, u32, bool); 4] = [
+    let cases: [(u32, u32, bool); 5] = [
         // (source bits, builder bits, decoded)
         (20, 10, true),
+        // The same probe count, lines sized for other bits per key.
+        (12, 14, true),
         (0, 10, true),
         (10, 0, false),
         (0, 0, false),
