@@ -467,7 +467,7 @@ fn engine_options_are_printed_and_missing_engines_explained() {
         "{stdout}"
     );
     assert!(
-        stdout.contains("  bloom_bits_per_key: 10 (one filter per extent"),
+        stdout.contains("  bloom_bits_per_key: 10 (one filter per data block"),
         "{stdout}"
     );
     assert!(stdout.contains("  compression: none\n"), "{stdout}");

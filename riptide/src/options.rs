@@ -89,7 +89,8 @@ pub struct Options {
     /// restart region instead of binary-searching the block (RocksDB's
     /// `kDataBlockBinaryAndHash`; about 1 byte per key). Default: true.
     pub block_hash_index: bool,
-    /// Bits per key of each extent's bloom filter over user keys; 0 = no filter.
+    /// Bits per key of the bloom filters over user keys (one per data block, stored with the
+    /// extent); 0 = no filter.
     /// Default: 10 (about 1% false positives). Range: 0 ..= 32.
     pub bloom_bits_per_key: u32,
     /// Once the block cache is (15/16) full, a point lookup that misses it reads only the

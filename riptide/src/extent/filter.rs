@@ -1,4 +1,4 @@
-//! The extent's bloom filter over user keys: a cache-local ("blocked") bloom filter, one 64-bit
+//! The extent's bloom filters over user keys: cache-local ("blocked") bloom filters, one 64-bit
 //! hash per key, all probes of a key inside one 512-bit cache line (the layout of RocksDB's
 //! `FastLocalBloom`), so a negative lookup costs one cache miss.
 //!

@@ -239,7 +239,10 @@ impl BenchEngine for RiptideEngine {
             (
                 "bloom_bits_per_key",
                 if o.bloom_bits_per_key > 0 {
-                    format!("{} (one filter per extent, over user keys)", o.bloom_bits_per_key)
+                    format!(
+                        "{} (one filter per data block, over its user keys)",
+                        o.bloom_bits_per_key
+                    )
                 } else {
                     "0 (no filter)".to_string()
                 },
