@@ -1009,6 +1009,27 @@ fn copied_blocks_with_unfit_filters_are_decoded() {
         assert_eq!(built.valid, direct.valid, "bits {src_bits} -> {bits}");
         verify_extent(&file_with(&built), &path(), BASE, built.slots).unwrap();
     }
+    // A format 1 source (index entries without block stats, one filter over the extent).
+    let mut v1 = ExtentBuilder::new_v1(opts(10));
+    for (k, v) in &entries {
+        v1.add(k, v).unwrap();
+    }
+    let src = v1.finish().unwrap();
+    let sfile = file_with(&src);
+    let sr = ExtentReader::open(&sfile, &path(), BASE, src.slots).unwrap();
+    assert_eq!(sr.format_version(), 1);
+    for bits in [10, 0] {
+        let mut b = ExtentBuilder::new(opts(bits));
+        for i in 0..sr.index().len() {
+            b.copy_block(&sr, &sfile, i).unwrap();
+        }
+        assert_eq!(b.decoded_copies() as usize, sr.index().len(), "v1 blocks are decoded");
+        let built = b.finish().unwrap();
+        assert_eq!(built.props.format_version, EXTENT_FORMAT_VERSION);
+        let r = verify_extent(&file_with(&built), &path(), BASE, built.slots).unwrap();
+        assert_eq!(r.props().user_keys, src.props.user_keys);
+        assert!(r.index().iter().all(|e| e.users > 0 && e.key_bytes > 0));
+    }
 }
 
 #[test]
