@@ -114,6 +114,7 @@ struct LevelCounters {
     input_extents: AtomicU64,
     extents_reused: AtomicU64,
     blocks_reused: AtomicU64,
+    blocks_reused_decoded: AtomicU64,
     blocks_merged: AtomicU64,
     bytes_read: AtomicU64,
     bytes_written: AtomicU64,
@@ -129,6 +130,8 @@ impl LevelCounters {
         self.input_extents.fetch_add(s.input_extents, Ordering::Relaxed);
         self.extents_reused.fetch_add(s.extents_reused, Ordering::Relaxed);
         self.blocks_reused.fetch_add(s.blocks_reused, Ordering::Relaxed);
+        self.blocks_reused_decoded
+            .fetch_add(s.blocks_reused_decoded, Ordering::Relaxed);
         self.blocks_merged.fetch_add(s.blocks_merged, Ordering::Relaxed);
         self.bytes_read.fetch_add(s.bytes_read, Ordering::Relaxed);
         self.bytes_written.fetch_add(s.bytes_written, Ordering::Relaxed);
@@ -145,6 +148,7 @@ impl LevelCounters {
             input_extents: l(&self.input_extents),
             extents_reused: l(&self.extents_reused),
             blocks_reused: l(&self.blocks_reused),
+            blocks_reused_decoded: l(&self.blocks_reused_decoded),
             blocks_merged: l(&self.blocks_merged),
             bytes_read: l(&self.bytes_read),
             bytes_written: l(&self.bytes_written),
@@ -172,8 +176,12 @@ pub struct LevelStats {
     pub input_extents: u64,
     /// Input extents re-linked into this level without being read or written.
     pub extents_reused: u64,
-    /// Data blocks copied verbatim (not decoded).
+    /// Data blocks copied verbatim (not re-encoded).
     pub blocks_reused: u64,
+    /// Of those, blocks decoded once to compute their index entry and filter lines: blocks of
+    /// extents written before format 3 (or with other bloom bits per key). 0 once a database's
+    /// extents are all format 3; the others are copied without being decoded.
+    pub blocks_reused_decoded: u64,
     /// Data blocks decoded and merged.
     pub blocks_merged: u64,
     /// Bytes of input blocks read.

@@ -86,6 +86,9 @@ pub(crate) struct JobStats {
     pub(crate) input_extents: u64,
     pub(crate) extents_reused: u64,
     pub(crate) blocks_reused: u64,
+    /// Of `blocks_reused`, blocks decoded to compute their index entry and filter lines
+    /// (copied from an extent older than format 3, or with other bloom bits per key).
+    pub(crate) blocks_reused_decoded: u64,
     pub(crate) blocks_merged: u64,
     pub(crate) bytes_read: u64,
     pub(crate) bytes_written: u64,
@@ -97,6 +100,7 @@ impl JobStats {
     fn add(&mut self, o: &JobStats) {
         self.extents_reused += o.extents_reused;
         self.blocks_reused += o.blocks_reused;
+        self.blocks_reused_decoded += o.blocks_reused_decoded;
         self.blocks_merged += o.blocks_merged;
         self.bytes_read += o.bytes_read;
         self.bytes_written += o.bytes_written;
@@ -649,7 +653,9 @@ fn copy_block(store: &ExtentStore, b: &BlockRef<'_>, out: &mut Output<'_>, resul
     let stored = entry.stored_size();
     let after = out.builder.estimated_size_after_copy(&b.open.reader, b.index)?;
     out.make_room(after - out.builder.estimated_size())?;
+    let decoded = out.builder.decoded_copies();
     out.builder.copy_block(&b.open.reader, b.open.file.as_ref(), b.index)?;
+    result.stats.blocks_reused_decoded += u64::from(out.builder.decoded_copies() - decoded);
     if is_cached(store, b) {
         result.hot.push(HotBlock::Copied {
             old: (b.extent.cache_id, entry.offset),

@@ -425,11 +425,12 @@ impl BenchEngine for RiptideEngine {
             .filter(|(_, (a, b))| a.compactions > b.compactions)
             .map(|(i, (a, b))| {
                 format!(
-                    "L{i}: {} of {} input extents re-linked, {} blocks copied, {} merged, {} read, {} written, \
-                     {} tasks ({} closed ranges split)",
+                    "L{i}: {} of {} input extents re-linked, {} blocks copied ({} decoded), {} merged, {} read, \
+                     {} written, {} tasks ({} closed ranges split)",
                     a.extents_reused - b.extents_reused,
                     a.input_extents - b.input_extents,
                     a.blocks_reused - b.blocks_reused,
+                    a.blocks_reused_decoded - b.blocks_reused_decoded,
                     a.blocks_merged - b.blocks_merged,
                     mb(a.bytes_read - b.bytes_read),
                     mb(a.bytes_written - b.bytes_written),
