@@ -81,13 +81,9 @@ pub(crate) struct RawBlock {
     pub file_offset: u64,
 }
 
-/// What a data block copied verbatim adds to the extent being built (checked against its
-/// index entry).
+/// What a decoded copied block adds to the extent being built beyond its index entry (whose
+/// rows, deletes and LSN range it was checked against).
 struct AdoptedBlock {
-    rows: u32,
-    deletes: u32,
-    min_lsn: Lsn,
-    max_lsn: Lsn,
     key_bytes: u64,
     value_bytes: u64,
     /// User keys the block starts (not continuing the previous block's last one).
@@ -409,27 +405,36 @@ impl ExtentBuilder {
             && self.last_key.len() >= 8
             && e.first_key.len() >= 8
             && self.last_key[..self.last_key.len() - 8] == e.first_key[..e.first_key.len() - 8];
+        let new_users = u64::from(e.users).saturating_sub(u64::from(continues));
+        let sizes = (u64::from(e.key_bytes), u64::from(e.value_bytes));
         let entry = IndexEntry {
             offset: start as u64,
             ..e.clone()
         };
-        self.index_bytes += entry.encoded_len(self.version);
-        self.index.push(entry);
+        self.push_copied(entry, compressed, new_users, sizes);
+        Ok(())
+    }
+
+    /// Records a copied block's index entry (at its new offset) and adds it to the properties:
+    /// its rows, deletes and LSN range from the entry, `new_users` user keys not continuing the
+    /// previous block, and its raw key and value bytes.
+    fn push_copied(&mut self, entry: IndexEntry, compressed: bool, new_users: u64, (keys, values): (u64, u64)) {
         if compressed {
             self.props.compressed_blocks += 1;
         }
         if self.props.entries == 0 {
-            self.props.smallest = e.first_key.clone();
+            self.props.smallest = entry.first_key.clone();
         }
-        self.props.entries += u64::from(e.rows);
-        self.props.deletes += u64::from(e.deletes);
-        self.props.user_keys += u64::from(e.users).saturating_sub(u64::from(continues));
-        self.props.min_lsn = self.props.min_lsn.min(e.min_lsn);
-        self.props.max_lsn = self.props.max_lsn.max(e.max_lsn);
-        self.props.raw_key_bytes += u64::from(e.key_bytes);
-        self.props.raw_value_bytes += u64::from(e.value_bytes);
-        self.last_key.clone_from(&e.last_key);
-        Ok(())
+        self.props.entries += u64::from(entry.rows);
+        self.props.deletes += u64::from(entry.deletes);
+        self.props.user_keys += new_users;
+        self.props.min_lsn = self.props.min_lsn.min(entry.min_lsn);
+        self.props.max_lsn = self.props.max_lsn.max(entry.max_lsn);
+        self.props.raw_key_bytes += keys;
+        self.props.raw_value_bytes += values;
+        self.last_key.clone_from(&entry.last_key);
+        self.index_bytes += entry.encoded_len(self.version);
+        self.index.push(entry);
     }
 
     /// Takes the stored block (contents ‖ trailer) at `out[start..]`, copied from another
@@ -458,21 +463,8 @@ impl ExtentBuilder {
             value_bytes: if per_block { value_bytes } else { 0 },
             ..e.clone()
         };
-        self.index_bytes += entry.encoded_len(self.version);
-        self.index.push(entry);
-        if b.compressed {
-            self.props.compressed_blocks += 1;
-        }
-        if self.props.entries == 0 {
-            self.props.smallest = e.first_key.clone();
-        }
-        self.props.entries += u64::from(b.rows);
-        self.props.deletes += u64::from(b.deletes);
-        self.props.user_keys += b.users;
-        self.props.min_lsn = self.props.min_lsn.min(b.min_lsn);
-        self.props.max_lsn = self.props.max_lsn.max(b.max_lsn);
-        self.props.raw_key_bytes += b.key_bytes;
-        self.props.raw_value_bytes += b.value_bytes;
+        // `check_raw` found the block's rows, deletes and LSN range equal to the entry's.
+        self.push_copied(entry, b.compressed, b.users, (b.key_bytes, b.value_bytes));
         if self.opts.bloom_bits_per_key > 0 {
             if per_block {
                 self.filter.add_block(&b.hashes);
@@ -480,7 +472,6 @@ impl ExtentBuilder {
                 self.hashes.extend_from_slice(&b.hashes);
             }
         }
-        self.last_key.clone_from(&e.last_key);
         Ok(())
     }
 
@@ -559,10 +550,6 @@ impl ExtentBuilder {
             return Err(corrupt("reused block's contents differ from its index entry".into()));
         }
         Ok(AdoptedBlock {
-            rows,
-            deletes,
-            min_lsn,
-            max_lsn,
             key_bytes,
             value_bytes,
             users,
