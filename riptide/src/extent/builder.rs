@@ -134,6 +134,22 @@ pub(crate) struct ExtentBuilder {
     decoded_copies: u32,
 }
 
+/// Checks a data block copied from another extent (`stored` = contents ‖ trailer) against its
+/// index entry `e`: trailer CRC, contents size, a known compression type. Returns the
+/// contents and their compression.
+fn check_stored<'a>(stored: &'a [u8], e: &IndexEntry) -> Result<(&'a [u8], Compression), String> {
+    let (contents, ctype) = check_block(stored)?;
+    if contents.len() != e.size as usize {
+        return Err(format!(
+            "reused block is {} bytes, index says {}",
+            contents.len(),
+            e.size
+        ));
+    }
+    let compression = Compression::from_u8(ctype).ok_or_else(|| format!("unknown block compression type {ctype}"))?;
+    Ok((contents, compression))
+}
+
 fn invalid(option: &'static str, reason: impl Into<String>) -> Error {
     Error::InvalidOption {
         option,
@@ -321,12 +337,12 @@ impl ExtentBuilder {
     /// all sort after the last key added. The block is decoded once to check it against its
     /// index entry and to feed the filter; it is not re-encoded or recompressed.
     pub fn add_raw_block(&mut self, raw: &RawBlock) -> Result<()> {
-        self.check_next(&raw.entry.first_key)?;
+        let (_, _, starts_user) = self.check_next(&raw.entry.first_key)?;
         // Close the open block so the reused one keeps its own boundaries.
         self.flush_block()?;
         let start = self.out.len();
         self.out.extend_from_slice(&raw.stored);
-        self.adopt_raw(start, &raw.entry, &raw.path, raw.file_offset)
+        self.adopt_raw(start, &raw.entry, starts_user, &raw.path, raw.file_offset)
     }
 
     /// Like [`Self::add_raw_block`] for data block `i` of `reader`, read from `file` straight
@@ -335,7 +351,9 @@ impl ExtentBuilder {
     /// filter wanted) is not decoded: its index entry and filter lines are copied.
     pub fn copy_block(&mut self, reader: &ExtentReader, file: &dyn ReadableFile, i: usize) -> Result<()> {
         let e = reader.entry(i)?;
-        self.check_next(&e.first_key)?;
+        // Whether the block's first user key differs from the last one added (else the block
+        // continues that user key).
+        let (_, _, starts_user) = self.check_next(&e.first_key)?;
         self.flush_block()?;
         let start = self.out.len();
         let at = reader.base() + e.offset;
@@ -344,9 +362,9 @@ impl ExtentBuilder {
             return Err(err);
         }
         if self.can_copy_stats(reader) {
-            self.adopt_verbatim(start, reader, i, at)
+            self.adopt_verbatim(start, e, starts_user, reader, i)
         } else {
-            self.adopt_raw(start, e, reader.path(), at)
+            self.adopt_raw(start, e, starts_user, reader.path(), at)
         }
     }
 
@@ -364,26 +382,21 @@ impl ExtentBuilder {
                         .is_some_and(|f| f.is_per_block() && f.probes() == self.filter.probes())))
     }
 
-    /// Takes the stored block at `out[start..]`, data block `i` of `reader` (format 3), as this
-    /// extent's next one: checks its checksum and size, then copies its index entry and filter
-    /// lines. On error the bytes are removed again and nothing is recorded.
-    fn adopt_verbatim(&mut self, start: usize, reader: &ExtentReader, i: usize, file_offset: u64) -> Result<()> {
-        let e = reader.entry(i)?;
-        let checked = check_block(&self.out[start..]).and_then(|(contents, ctype)| {
-            if contents.len() != e.size as usize {
-                Err(format!(
-                    "reused block is {} bytes, index says {}",
-                    contents.len(),
-                    e.size
-                ))
-            } else if Compression::from_u8(ctype).is_none() {
-                Err(format!("unknown block compression type {ctype}"))
-            } else {
-                Ok(ctype == Compression::Lz4 as u8)
-            }
-        });
-        let compressed = match checked {
-            Ok(c) => c,
+    /// Takes the stored block at `out[start..]`, data block `i` of `reader` (format 3, index
+    /// entry `e`), as this extent's next one: checks its checksum and size, then copies its
+    /// index entry and filter lines. On error the bytes are removed again and nothing is
+    /// recorded.
+    fn adopt_verbatim(
+        &mut self,
+        start: usize,
+        e: &IndexEntry,
+        starts_user: bool,
+        reader: &ExtentReader,
+        i: usize,
+    ) -> Result<()> {
+        let file_offset = reader.base() + e.offset;
+        let compressed = match check_stored(&self.out[start..], e) {
+            Ok((_, compression)) => compression == Compression::Lz4,
             Err(reason) => {
                 self.out.truncate(start);
                 return Err(Error::corruption(reader.path(), file_offset, reason));
@@ -400,12 +413,8 @@ impl ExtentBuilder {
                 ));
             }
         }
-        // The block's first user key may continue the previous block's last one.
-        let continues = !self.is_empty()
-            && self.last_key.len() >= 8
-            && e.first_key.len() >= 8
-            && self.last_key[..self.last_key.len() - 8] == e.first_key[..e.first_key.len() - 8];
-        let new_users = u64::from(e.users).saturating_sub(u64::from(continues));
+        // A first user key continuing the previous block's last one is counted there.
+        let new_users = u64::from(e.users).saturating_sub(u64::from(!starts_user));
         let sizes = (u64::from(e.key_bytes), u64::from(e.value_bytes));
         let entry = IndexEntry {
             offset: start as u64,
@@ -441,8 +450,15 @@ impl ExtentBuilder {
     /// extent where index entry `e` describes it, as this extent's next data block: checks its
     /// checksum and its contents against `e`, feeds the filter and records its index entry. On
     /// error the bytes are removed again and nothing is recorded.
-    fn adopt_raw(&mut self, start: usize, e: &IndexEntry, path: &Path, file_offset: u64) -> Result<()> {
-        let b = match self.check_raw(start, e, path, file_offset) {
+    fn adopt_raw(
+        &mut self,
+        start: usize,
+        e: &IndexEntry,
+        starts_user: bool,
+        path: &Path,
+        file_offset: u64,
+    ) -> Result<()> {
+        let b = match self.check_raw(start, e, starts_user, path, file_offset) {
             Ok(b) => b,
             Err(err) => {
                 self.out.truncate(start);
@@ -476,36 +492,33 @@ impl ExtentBuilder {
     }
 
     /// The checks of [`Self::adopt_raw`], returning what the block adds to the extent.
-    fn check_raw(&self, start: usize, e: &IndexEntry, path: &Path, file_offset: u64) -> Result<AdoptedBlock> {
+    fn check_raw(
+        &self,
+        start: usize,
+        e: &IndexEntry,
+        starts_user: bool,
+        path: &Path,
+        file_offset: u64,
+    ) -> Result<AdoptedBlock> {
         let corrupt = |reason: String| Error::corruption(path, file_offset, reason);
-        let (contents, ctype) = check_block(&self.out[start..]).map_err(corrupt)?;
-        if contents.len() != e.size as usize {
-            return Err(corrupt(format!(
-                "reused block is {} bytes, index says {}",
-                contents.len(),
-                e.size
-            )));
-        }
+        let (contents, compression) = check_stored(&self.out[start..], e).map_err(corrupt)?;
         let decoded;
-        let data: &[u8] = match Compression::from_u8(ctype) {
-            Some(Compression::None) => contents,
-            Some(Compression::Lz4) => {
+        let data: &[u8] = match compression {
+            Compression::None => contents,
+            Compression::Lz4 => {
                 decoded = decompress_lz4(contents).map_err(corrupt)?;
                 &decoded
             }
-            None => return Err(corrupt(format!("unknown block compression type {ctype}"))),
         };
         let (mut rows, mut deletes, mut min_lsn, mut max_lsn) = (0u32, 0u32, Lsn::MAX, 0);
         let (mut key_bytes, mut value_bytes) = (0u64, 0u64);
         let (mut users, mut block_users) = (0u64, 0u32);
         let mut hashes = Vec::new();
         let mut first = true;
-        let had_prev = !self.is_empty();
         let bloom = self.opts.bloom_bits_per_key > 0;
         let per_block = self.per_block();
-        let last_key = &self.last_key;
         // `scan_entries` checks the keys' order within the block; `check_next` above checked
-        // the first one against what the builder holds.
+        // the first one against what the builder holds (and gave `starts_user`).
         let block_last = scan_entries(data, path, file_offset, |k, value_len, new_user| {
             let Some((user, lsn, kind)) = decode_internal_key(k) else {
                 return Err(corrupt("reused block holds a malformed internal key".into()));
@@ -515,8 +528,7 @@ impl ExtentBuilder {
                 if k != &e.first_key[..] {
                     return Err(corrupt("reused block's first key differs from its index entry".into()));
                 }
-                let new = !had_prev || last_key.len() < 8 || &last_key[..last_key.len() - 8] != user;
-                (new, true)
+                (starts_user, true)
             } else {
                 (new_user, new_user)
             };
@@ -555,7 +567,7 @@ impl ExtentBuilder {
             users,
             block_users,
             hashes,
-            compressed: ctype == Compression::Lz4 as u8,
+            compressed: compression == Compression::Lz4,
         })
     }
 
@@ -696,7 +708,7 @@ impl ExtentBuilder {
         let bits = self.opts.bloom_bits_per_key as usize;
         let filter = if bits == 0 {
             0
-        } else if self.per_block() && self.can_copy_stats(reader) {
+        } else if self.can_copy_stats(reader) {
             reader.filter().and_then(|f| f.block_line_count(i)).unwrap_or(0) * 64 + 4
         } else {
             // Decoded: at most one filter key per entry.

@@ -57,6 +57,10 @@ pub(crate) fn get_from_levels<R>(
     for (layer, c) in levels.layers().zip(candidates.iter_mut()) {
         c.0 = layer.find(seek);
         if let Some(i) = c.0 {
+            // An extent the walk will skip by its key range gets no index search here.
+            if !layer.extents[i].user_range_contains(user_key) {
+                continue;
+            }
             if let Some(open) = store.open_if_ready(&layer.extents[i]) {
                 c.1 = open.reader.find_block(seek);
                 if let Some(b) = c.1 {
