@@ -916,10 +916,10 @@ impl DbInner {
     /// gets that error instead of waiting forever.
     fn stall(&self, batch: &WriteBatch, opts: &WriteOptions) -> Result<()> {
         let mut started: Option<Instant> = None;
+        let triggers = self.triggers();
         for t in &batch.tables {
-            let l1_target = self.opts.level1_extents_trigger as u64 * crate::extent::EXTENT_SIZE;
             loop {
-                let (imm, l0, pending) = t.pressure(l1_target);
+                let (imm, l0, pending) = t.pressure(&triggers);
                 let o = &self.opts;
                 let slow = imm >= o.immutable_slowdown_trigger
                     || l0 >= o.level0_slowdown_layers
@@ -1056,6 +1056,7 @@ impl DbInner {
             level0_layers: self.opts.level0_layer_trigger,
             level0_extents: self.opts.level0_extents_trigger,
             level1_extents: self.opts.level1_extents_trigger,
+            level1_dynamic: self.opts.level1_dynamic_trigger,
         }
     }
 

@@ -123,8 +123,16 @@ pub struct Options {
     /// (192 MiB).
     pub level0_extents_trigger: usize,
     /// L1 extents of a sub-table at which a major compaction merges L1 into L2. Default: 128
-    /// (256 MiB).
+    /// (256 MiB). With `level1_dynamic_trigger` this is the smallest trigger.
     pub level1_extents_trigger: usize,
+    /// The L1 trigger grows with L2: a major compaction is due at
+    /// `max(level1_extents_trigger, ceil(sqrt(2 * level0_extents_trigger * L2 extents)))` L1
+    /// extents, the L1 size that minimises the bytes minor plus major compactions write per
+    /// byte flushed (`docs/compaction.md`, "The L1 trigger"). Without it a major compaction
+    /// rewrites all of a large L2 for every `level1_extents_trigger` extents of L1, so write
+    /// amplification grows with the database. Like X-Engine's `dynamic_trigger_adjust` and
+    /// RocksDB's `level_compaction_dynamic_level_bytes`. Default: true.
+    pub level1_dynamic_trigger: bool,
     /// Bytes pending compaction in a sub-table (all of L0 plus L1 beyond its trigger) at which
     /// each write group is delayed. Default: 8 GiB.
     pub pending_compaction_slowdown_bytes: u64,
@@ -199,6 +207,7 @@ impl Default for Options {
             level0_layer_trigger: 8,
             level0_extents_trigger: 96,
             level1_extents_trigger: 128,
+            level1_dynamic_trigger: true,
             pending_compaction_slowdown_bytes: 8 << 30,
             pending_compaction_stop_bytes: 32 << 30,
             compaction_reuse: true,
@@ -246,6 +255,7 @@ impl fmt::Debug for Options {
             .field("level0_layer_trigger", &self.level0_layer_trigger)
             .field("level0_extents_trigger", &self.level0_extents_trigger)
             .field("level1_extents_trigger", &self.level1_extents_trigger)
+            .field("level1_dynamic_trigger", &self.level1_dynamic_trigger)
             .field(
                 "pending_compaction_slowdown_bytes",
                 &self.pending_compaction_slowdown_bytes,

@@ -19,6 +19,7 @@
 //!   its layer and unfreezes, so no reader ever finds a row older than the levels it pinned.
 
 use crate::cache::{RowCache, RowEntry};
+use crate::compaction::picker::Triggers;
 use crate::error::Result;
 use crate::extent_store::ExtentStore;
 use crate::key::{Lsn, ValueKind, MAX_LSN};
@@ -190,12 +191,14 @@ impl TableInner {
     }
 
     /// What a write stall looks at: immutable memtables, L0 layers, pending compaction bytes.
-    pub(crate) fn pressure(&self, l1_target: u64) -> (usize, usize, u64) {
+    pub(crate) fn pressure(&self, triggers: &Triggers) -> (usize, usize, u64) {
         let view = self.current.load();
+        let l1_extents = triggers.level1_target(view.levels.sorted[1].extents.len());
         (
             view.immutables.len(),
             view.levels.l0.len(),
-            view.levels.pending_compaction_bytes(l1_target),
+            view.levels
+                .pending_compaction_bytes(l1_extents as u64 * crate::extent::EXTENT_SIZE),
         )
     }
 

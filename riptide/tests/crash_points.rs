@@ -57,6 +57,7 @@ fn options() -> Options {
         level0_layer_trigger: 3,
         level0_extents_trigger: 3,
         level1_extents_trigger: 3,
+        level1_dynamic_trigger: false,
         extents_per_file: 64,
         ..Default::default()
     }

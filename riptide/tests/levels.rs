@@ -279,6 +279,7 @@ fn automatic_compaction_bounds_l0() {
         level0_layer_trigger: 3,
         level0_extents_trigger: 2,
         level1_extents_trigger: 1,
+        level1_dynamic_trigger: false,
         ..opts(&fs)
     };
     let db = Db::open(path, o).unwrap();
@@ -687,6 +688,7 @@ fn a_long_lived_snapshot_survives_many_compactions() {
         level0_layer_trigger: 2,
         level0_extents_trigger: 2,
         level1_extents_trigger: 2,
+        level1_dynamic_trigger: false,
         ..opts(&fs)
     };
     let db = Db::open("/db", o).unwrap();
@@ -1172,5 +1174,59 @@ fn partial_block_reads_serve_point_lookups_when_the_block_cache_is_full() {
             assert_eq!(partials, 0);
             assert_eq!(inserts, misses);
         }
+    }
+}
+
+/// With the dynamic L1 trigger (the default) L1 may grow with L2 before a major compaction
+/// runs: `max(level1_extents_trigger, ceil(sqrt(2 · level0_extents_trigger · N2)))`, here
+/// `max(1, ceil(sqrt(2 · N2)))` ≥ 4 behind an L2 of 8 or more extents. The same L1 extent
+/// goes down at once with the static trigger of 1.
+#[test]
+fn level1_trigger_grows_with_level2() {
+    for dynamic in [true, false] {
+        let fs = FaultFs::new();
+        let o = Options {
+            level0_extents_trigger: 1,
+            level1_extents_trigger: 1,
+            level1_dynamic_trigger: dynamic,
+            // Uncompressed, so the values below fill 8 or more extents.
+            compression: riptide::Compression::None,
+            ..opts(&fs)
+        };
+        let db = Db::open("/db", o).unwrap();
+        let t = db.default_table();
+        let mut model = BTreeMap::new();
+        for i in 0..150_000u64 {
+            t.put(&key(i), &value(i, 0)).unwrap();
+            model.insert(key(i), value(i, 0));
+        }
+        t.compact().unwrap();
+        db.wait_for_background_work().unwrap();
+        let info = t.level_info();
+        assert!(
+            info.extents[2] >= 8,
+            "dynamic={dynamic}: L2 too small for the test: {info:?}"
+        );
+        assert_eq!(info.extents[0] + info.extents[1], 0, "dynamic={dynamic}: {info:?}");
+        // A few updates spread over the key range: one flush, one minor compaction, one L1
+        // extent.
+        for i in [10u64, 70_000, 140_000] {
+            t.put(&key(i), &value(i, 1)).unwrap();
+            model.insert(key(i), value(i, 1));
+        }
+        t.flush().unwrap();
+        db.wait_for_background_work().unwrap();
+        let info = t.level_info();
+        assert_eq!(
+            info.extents[0], 0,
+            "dynamic={dynamic}: the minor compaction ran: {info:?}"
+        );
+        let want_l1 = usize::from(dynamic);
+        assert_eq!(
+            info.extents[1], want_l1,
+            "dynamic={dynamic}: L1 after the minor compaction: {info:?}"
+        );
+        check(&t, &model);
+        db.close().unwrap();
     }
 }

@@ -27,6 +27,7 @@ fn open_with(reuse: bool, tweak: impl FnOnce(&mut Options)) -> Db {
         level0_layer_trigger: 2,
         level0_extents_trigger: 3,
         level1_extents_trigger: 3,
+        level1_dynamic_trigger: false,
         level0_slowdown_layers: 1000,
         level0_stop_layers: 1000,
         immutable_slowdown_trigger: 1000,

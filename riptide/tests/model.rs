@@ -905,6 +905,7 @@ impl Harness {
         self.opts.level0_layer_trigger = rng.random_range(2..=6);
         self.opts.level0_extents_trigger = rng.random_range(1..=4);
         self.opts.level1_extents_trigger = rng.random_range(1..=4);
+        self.opts.level1_dynamic_trigger = rng.random_bool(0.5);
         self.opts.compaction_reuse = rng.random_bool(0.8);
         self.opts.slog_checkpoint_bytes = if rng.random_bool(0.5) { 4 << 10 } else { 1 << 20 };
         self.opts.max_flushes = rng.random_range(1..=2);

@@ -46,6 +46,7 @@ fn options() -> Options {
         level0_layer_trigger: 3,
         level0_extents_trigger: 2,
         level1_extents_trigger: 2,
+        level1_dynamic_trigger: false,
         ..Default::default()
     }
 }

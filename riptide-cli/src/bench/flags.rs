@@ -500,6 +500,16 @@ pub struct BenchFlags {
     )]
     pub level1_extents_trigger: Option<i64>,
 
+    /// Riptide only: the L1 trigger grows with L2, to
+    /// max(level1_extents_trigger, sqrt(2 x level0_extents_trigger x L2 extents)) [default: true]
+    #[arg(
+        long = "level1_dynamic_trigger",
+        alias = "level1-dynamic-trigger",
+        value_name = "BOOL",
+        action = clap::ArgAction::Set
+    )]
+    pub level1_dynamic_trigger: Option<bool>,
+
     /// Riptide only: once the block cache is full, point lookups that miss it read only the
     /// block's tail and the key's restart region, and a random one miss in 8 caches the block
     /// [default: true]
@@ -1010,6 +1020,9 @@ impl Config {
             if let Some(on) = f.partial_block_reads {
                 options.partial_block_reads = on;
             }
+            if let Some(on) = f.level1_dynamic_trigger {
+                options.level1_dynamic_trigger = on;
+            }
             if let Some(n) = level0_slowdown_trigger {
                 options.level0_slowdown_layers = n;
             }
@@ -1069,6 +1082,7 @@ impl Config {
                 ("level0_extents_trigger", f.level0_extents_trigger.is_some()),
                 ("level1_extents_trigger", f.level1_extents_trigger.is_some()),
                 ("partial_block_reads", f.partial_block_reads.is_some()),
+                ("level1_dynamic_trigger", f.level1_dynamic_trigger.is_some()),
             ]
             .into_iter()
             .filter_map(|(n, given)| given.then_some(n))

@@ -115,6 +115,7 @@ fn sweep_options(fs: Option<&FaultFs>) -> Options {
         level0_layer_trigger: 3,
         level0_extents_trigger: 4,
         level1_extents_trigger: 4,
+        level1_dynamic_trigger: false,
         redo_segment_size: 1 << 20,
         extents_per_file: 6,
         flush_on_close: false,

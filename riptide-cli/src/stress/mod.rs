@@ -181,6 +181,7 @@ fn options(a: &StressArgs) -> Options {
         o.level0_layer_trigger = 3;
         o.level0_extents_trigger = 3;
         o.level1_extents_trigger = 3;
+        o.level1_dynamic_trigger = false;
         o.extents_per_file = 64;
     } else if a.small {
         o.write_buffer_size = 256 << 10;
@@ -188,6 +189,7 @@ fn options(a: &StressArgs) -> Options {
         o.level0_layer_trigger = 3;
         o.level0_extents_trigger = 4;
         o.level1_extents_trigger = 4;
+        o.level1_dynamic_trigger = false;
         o.redo_segment_size = 1 << 20;
     }
     o

@@ -6,7 +6,8 @@
 //!   L0 has data, else a major one);
 //! - intra-L0: `L / T_layer` (merges L0 layers into one, without touching L1);
 //! - minor (L0 → L1): `N0 / T0`;
-//! - major (L1 → L2): `N1 / T1`;
+//! - major (L1 → L2): `N1 / T1'`, where `T1' = max(T1, ceil(sqrt(2 · T0 · N2)))` when the L1
+//!   trigger is dynamic (the default; [`Triggers::level1_target`]), else `T1`;
 //! - self-major (L2 → L2): 1 when some L2 extents are delete-heavy with nothing pinning their
 //!   deletes, or runs of sparse L2 extents can be packed (it runs only when nothing else is
 //!   due).
@@ -38,6 +39,27 @@ pub(crate) struct Triggers {
     pub(crate) level0_layers: usize,
     pub(crate) level0_extents: usize,
     pub(crate) level1_extents: usize,
+    /// `level1_extents` grows with L2 ([`Triggers::level1_target`]).
+    pub(crate) level1_dynamic: bool,
+}
+
+impl Triggers {
+    /// L1 extents at which a major compaction is due when L2 holds `n2` extents.
+    ///
+    /// Dynamic: `max(level1_extents, ceil(sqrt(2 · level0_extents · n2)))`. Minor compactions
+    /// merge batches of about `T0 = level0_extents` extents into L1; while L1 grows to `S1` they
+    /// write about `S1 / (2 · T0)` bytes per byte flushed, and the major compaction that then
+    /// merges L1 into L2 (`S2` extents, on keys spread over L2) writes about `S2 / S1`. The sum
+    /// is least at `S1 = sqrt(2 · T0 · S2)`, so write amplification grows with the square root
+    /// of the database instead of linearly (`docs/compaction.md`, "The L1 trigger").
+    pub(crate) fn level1_target(&self, n2: usize) -> usize {
+        let floor = self.level1_extents.max(1);
+        if !self.level1_dynamic {
+            return floor;
+        }
+        let product = 2.0 * self.level0_extents.max(1) as f64 * n2 as f64;
+        floor.max(product.sqrt().ceil() as usize)
+    }
 }
 
 /// Kinds of compaction tasks, in priority order.
@@ -88,7 +110,7 @@ pub(crate) fn candidates(shape: &Shape, t: &Triggers) -> Vec<Candidate> {
     if shape.n1 > 0 {
         out.push(Candidate {
             kind: TaskKind::Major,
-            score: shape.n1 as f64 / t.level1_extents.max(1) as f64,
+            score: shape.n1 as f64 / t.level1_target(shape.n2) as f64,
         });
     }
     if shape.l2_delete_heavy > 0 || shape.l2_sparse > 0 {
@@ -117,6 +139,13 @@ mod tests {
         level0_layers: 4,
         level0_extents: 16,
         level1_extents: 32,
+        level1_dynamic: false,
+    };
+
+    /// `T` with the L1 trigger growing with L2 (the default in `Options`).
+    const DYNAMIC: Triggers = Triggers {
+        level1_dynamic: true,
+        ..T
     };
 
     /// Parses a fixture shape: `L0=1,2,1 L1=10 L2=40 L2del=3 deletes`.
@@ -180,6 +209,41 @@ mod tests {
                 candidates(&shape(s), &T)
             );
         }
+    }
+
+    /// The dynamic L1 trigger: `max(32, ceil(sqrt(2 · 16 · N2)))`, so 32 up to N2 = 32 and
+    /// 64 at N2 = 128, 320 at N2 = 3200.
+    #[test]
+    fn dynamic_level1_trigger_grows_with_level2() {
+        let targets: Vec<usize> = [0, 10, 32, 33, 128, 3200]
+            .iter()
+            .map(|&n2| DYNAMIC.level1_target(n2))
+            .collect();
+        assert_eq!(targets, vec![32, 32, 32, 33, 64, 320]);
+        // The static trigger ignores L2.
+        assert_eq!(T.level1_target(3200), 32);
+        let cases: &[(&str, Option<TaskKind>)] = &[
+            // A small L2 leaves the trigger at its floor.
+            ("L1=32 L2=20", Some(TaskKind::Major)),
+            ("L1=31 L2=20", None),
+            // A large L2 lets L1 grow before a major compaction rewrites it.
+            ("L1=63 L2=128", None),
+            ("L1=64 L2=128", Some(TaskKind::Major)),
+            ("L1=300 L2=3200", None),
+            ("L1=320 L2=3200", Some(TaskKind::Major)),
+            // L0 pressure is unchanged by it.
+            ("L0=16 L1=300 L2=3200", Some(TaskKind::Minor)),
+        ];
+        for (s, want) in cases {
+            assert_eq!(
+                pick(&shape(s), &DYNAMIC),
+                *want,
+                "shape `{s}`: {:?}",
+                candidates(&shape(s), &DYNAMIC)
+            );
+        }
+        // The same large shapes under the static trigger are due at once.
+        assert_eq!(pick(&shape("L1=63 L2=128"), &T), Some(TaskKind::Major));
     }
 
     #[test]

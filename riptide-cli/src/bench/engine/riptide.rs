@@ -295,11 +295,16 @@ impl BenchEngine for RiptideEngine {
                 "compaction",
                 format!(
                     "levels L0/L1/L2 of 2 MiB extents: intra-L0 merge at {} L0 layers, L0 -> L1 at {} L0 extents, \
-                     L1 -> L2 at {} L1 extents; data reuse {}; writes slow down at {} L0 layers or {} pending and \
+                     L1 -> L2 at {} L1 extents{}; data reuse {}; writes slow down at {} L0 layers or {} pending and \
                      stop at {} L0 layers or {} pending",
                     o.level0_layer_trigger,
                     o.level0_extents_trigger,
                     o.level1_extents_trigger,
+                    if o.level1_dynamic_trigger {
+                        " or sqrt(2 x L0 trigger x L2 extents) if more"
+                    } else {
+                        ""
+                    },
                     if o.compaction_reuse { "on" } else { "off" },
                     o.level0_slowdown_layers,
                     bytes(o.pending_compaction_slowdown_bytes),
