@@ -1230,3 +1230,54 @@ fn level1_trigger_grows_with_level2() {
         db.close().unwrap();
     }
 }
+
+/// A split cuts an L1 extent only where a skipped L2 extent starts: rows reaching L2 extents
+/// a, c, d and e but skipping b give two pieces (a's rows; c to e's rows), not one per L2
+/// extent, and the major then leaves b alone.
+#[test]
+fn split_cuts_only_at_skipped_l2_extents() {
+    let fs = FaultFs::new();
+    let db = Db::open(Path::new("/db"), opts(&fs)).unwrap();
+    let t = db.default_table();
+    let k = |range: char, i: u64| format!("{range}{i:04}").into_bytes();
+    let mut model = BTreeMap::new();
+    for range in ['a', 'b', 'c', 'd', 'e'] {
+        for i in 0..100 {
+            t.put(&k(range, i), &value(i, 0)).unwrap();
+            model.insert(k(range, i), value(i, 0));
+        }
+        t.flush().unwrap();
+        t.compact_l0().unwrap();
+        t.compact_l1().unwrap();
+    }
+    assert_eq!(t.level_info().extents, [0, 0, 5]);
+    // A few new versions in a, c, d and e (none in b): one L1 extent spanning a..e.
+    for range in ['a', 'c', 'd', 'e'] {
+        for i in [3u64, 50, 97] {
+            t.put(&k(range, i), &value(i, 1)).unwrap();
+            model.insert(k(range, i), value(i, 1));
+        }
+    }
+    t.flush().unwrap();
+    t.compact_l0().unwrap();
+    assert_eq!(t.level_info().extents, [0, 1, 5]);
+    let before = db.stats().levels;
+    t.compact_l1().unwrap();
+    let after = db.stats().levels;
+    assert_eq!(after[1].compactions, before[1].compactions + 1, "one split into L1");
+    // The major's inputs: the split's two pieces and the five L2 extents in their range (b
+    // among them, alone in its closed range, so left in place). Cutting at every L2 extent
+    // inside the range (b, c and d) made three pieces: eight inputs.
+    assert_eq!(after[2].input_extents - before[2].input_extents, 7, "{after:?}");
+    assert_eq!(
+        after[2].extents_reused - before[2].extents_reused,
+        0,
+        "nothing overlapping nothing was re-linked: {after:?}"
+    );
+    // a merged with its piece; b in place; c, d and e merged with the other piece into one
+    // extent (their rows fit one, and no fence keeps them apart).
+    assert_eq!(t.level_info().extents, [0, 0, 3]);
+    check(&t, &model);
+    drop(t);
+    db.close().unwrap();
+}

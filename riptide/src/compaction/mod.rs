@@ -52,8 +52,8 @@ pub(crate) enum CompactionKind {
     /// Delete-heavy L2 extents rewritten within L2 (only those whose deletes it can purge,
     /// see [`purgeable`]), and runs of sparse ones packed ([`packable`]).
     MajorSelf,
-    /// L1 extents whose rows skip whole L2 extents, cut at the L2 boundaries within L1 (run
-    /// before a major compaction, so the skipped L2 extents stay untouched by it).
+    /// L1 extents whose rows skip whole L2 extents, cut within L1 where each skipped L2 extent
+    /// starts (run before a major compaction, so the skipped L2 extents stay untouched by it).
     Split,
     /// Every L2 extent rewritten within L2 (manual full compaction).
     L2Rewrite,
@@ -200,7 +200,7 @@ fn plan(
     let mut force = false;
     // Rewrite every input, even one alone in its closed range (self-major, split).
     let mut rewrite = false;
-    // Cuts a split makes (L2 boundaries inside the chosen L1 extents).
+    // Cuts a split makes (starts of the L2 extents the chosen L1 extents skip).
     let mut split_fences: Vec<Vec<u8>> = Vec::new();
     let (out_level, out_layer) = match kind {
         CompactionKind::IntraL0 => {
@@ -409,10 +409,9 @@ fn plan(
     })
 }
 
-/// Where a split cuts L1 extent `e`: the smallest keys of the L2 extents inside its key range,
-/// if the rows of `e` skip at least one of those L2 extents entirely (judged from the block
-/// index, reading only blocks that straddle a whole L2 extent); `None` when a split would
-/// gain nothing.
+/// Where a split cuts L1 extent `e`: the smallest key of every L2 extent inside its key range
+/// that the rows of `e` skip entirely (judged from the block index, reading only blocks that
+/// straddle a whole L2 extent); `None` when it skips none, so a split would gain nothing.
 fn split_points(store: &ExtentStore, e: &Arc<LiveExtent>, l2: &[Arc<LiveExtent>]) -> Option<Vec<Vec<u8>>> {
     let (lo, hi) = (user_part(&e.meta.smallest), user_part(&e.meta.largest));
     let inside: Vec<&Arc<LiveExtent>> = l2
@@ -447,12 +446,16 @@ fn split_points(store: &ExtentStore, e: &Arc<LiveExtent>, l2: &[Arc<LiveExtent>]
             !it.valid() || it.status().is_err() || user_part(it.key()) <= b
         })
     };
-    let skipped = inside
+    // One cut where each skipped extent starts: the piece before it ends below its start, and
+    // the piece that begins there holds only keys past its end, so it overlaps no piece. The
+    // L2 extents the rows do reach are not cut around: the major merges them either way, and
+    // every cut costs an extent.
+    let cuts: Vec<Vec<u8>> = inside
         .iter()
-        .any(|x| !has_row_in(user_part(&x.meta.smallest), user_part(&x.meta.largest)));
-    // A cut where every inside extent starts: the piece that begins at a skipped extent's
-    // start holds only keys past its end, so the skipped extent overlaps no piece.
-    skipped.then(|| inside.iter().map(|x| user_part(&x.meta.smallest).to_vec()).collect())
+        .filter(|x| !has_row_in(user_part(&x.meta.smallest), user_part(&x.meta.largest)))
+        .map(|x| user_part(&x.meta.smallest).to_vec())
+        .collect();
+    (!cuts.is_empty()).then_some(cuts)
 }
 
 /// Runs one compaction of `kind` on `t`; `None` if there was nothing to do.
