@@ -198,7 +198,7 @@ impl TableInner {
             view.immutables.len(),
             view.levels.l0.len(),
             view.levels
-                .pending_compaction_bytes(l1_extents as u64 * crate::extent::EXTENT_SIZE),
+                .pending_compaction_bytes((l1_extents as u64).saturating_mul(crate::extent::EXTENT_SIZE)),
         )
     }
 

@@ -55,7 +55,7 @@ pub(crate) struct Plan {
     pub(crate) force: bool,
     /// Sorted user keys no output extent may reach across: the smallest keys of output-level
     /// extents between the inputs that are not inputs, and for a split the smallest keys of the
-    /// L2 extents in the inputs' range.
+    /// L2 extents the split extents' rows skip.
     pub(crate) fences: Vec<Vec<u8>>,
 }
 
