@@ -57,6 +57,27 @@ fn crash_rounds_recover_what_was_acknowledged() {
     }
 }
 
+/// Deleting only the database directory leaves `<db>.expected`; the next run starts over
+/// instead of reporting every key written by the earlier run as lost.
+#[test]
+fn a_missing_database_resets_a_leftover_expected_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let args = ["--duration=1", "--keys=200", "--tables=1", "--threads=2"];
+    let o = stress(&db, &args);
+    assert!(o.status.success(), "{}", text(&o));
+    std::fs::remove_dir_all(&db).unwrap();
+    assert!(dir.path().join("db.expected").exists());
+    let o = stress(&db, &args);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("removed the expected state left by an earlier run"),
+        "{}",
+        text(&o)
+    );
+    assert!(text(&o).contains("VERIFIED 200 keys"), "{}", text(&o));
+}
+
 #[test]
 fn a_wrong_expected_state_is_reported() {
     let dir = tempfile::tempdir().unwrap();

@@ -51,7 +51,8 @@ use std::time::{Duration, Instant};
     rename_all = "snake_case"
 )]
 pub struct StressArgs {
-    /// Database directory (the expected state is `<db>.expected`)
+    /// Database directory (the expected state is `<db>.expected`; it is reset when the directory
+    /// does not exist)
     #[arg(long, default_value = "./stress-data/db")]
     pub db: PathBuf,
     /// Seconds per run (per round with --crash_rounds: the child's limit if not killed first)
@@ -277,7 +278,19 @@ pub fn run(a: &StressArgs) -> Result<bool, String> {
     if let Some(parent) = a.db.parent() {
         std::fs::create_dir_all(parent).map_err(|e| format!("creating {}: {e}", parent.display()))?;
     }
-    let exp = Expected::open(&expected_path(&a.db), a.tables, a.keys)?;
+    let exp_path = expected_path(&a.db);
+    // No database yet: an expected state left beside it (`rm -rf <db>` leaves `<db>.expected`
+    // behind) describes writes this database never had, so it starts over. No acknowledged
+    // write can be missing here: the expected state records a write only after `Db::open` has
+    // created the directory.
+    if !a.db.exists() && exp_path.exists() {
+        std::fs::remove_file(&exp_path).map_err(|e| format!("removing the stale {}: {e}", exp_path.display()))?;
+        println!(
+            "riptide stress: {} does not exist; removed the expected state left by an earlier run",
+            a.db.display()
+        );
+    }
+    let exp = Expected::open(&exp_path, a.tables, a.keys)?;
     let db = Db::open(&a.db, options(a)).map_err(|e| format!("opening {}: {e}", a.db.display()))?;
     let tables = open_tables(&db, a.tables)?;
     if !a.child {
