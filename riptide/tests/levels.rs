@@ -925,6 +925,25 @@ fn self_major_packs_runs_of_sparse_extents() {
     db.close().unwrap();
 }
 
+/// `{range}{i:04}`: keys of one range sort together, ranges in letter order.
+fn range_key(range: char, i: u64) -> Vec<u8> {
+    format!("{range}{i:04}").into_bytes()
+}
+
+/// Writes keys 0..100 of each range (version 0), flushing and compacting each range down to
+/// L2 on its own, so each range is one L2 extent.
+fn load_l2_ranges(t: &Table, ranges: &[char], model: &mut BTreeMap<Vec<u8>, Vec<u8>>) {
+    for &range in ranges {
+        for i in 0..100 {
+            t.put(&range_key(range, i), &value(i, 0)).unwrap();
+            model.insert(range_key(range, i), value(i, 0));
+        }
+        t.flush().unwrap();
+        t.compact_l0().unwrap();
+        t.compact_l1().unwrap();
+    }
+}
+
 /// An L1 extent whose rows skip a whole L2 extent is split at the L2 boundaries before the
 /// major compaction, which then leaves the skipped L2 extent untouched (no block of it copied
 /// or merged); without the split the major would rewrite all three L2 extents.
@@ -933,17 +952,9 @@ fn split_lets_the_major_leave_skipped_l2_extents_alone() {
     let fs = FaultFs::new();
     let db = Db::open(Path::new("/db"), opts(&fs)).unwrap();
     let t = db.default_table();
-    let k = |range: char, i: u64| format!("{range}{i:04}").into_bytes();
+    let k = range_key;
     let mut model = BTreeMap::new();
-    for range in ['a', 'b', 'c'] {
-        for i in 0..100 {
-            t.put(&k(range, i), &value(i, 0)).unwrap();
-            model.insert(k(range, i), value(i, 0));
-        }
-        t.flush().unwrap();
-        t.compact_l0().unwrap();
-        t.compact_l1().unwrap();
-    }
+    load_l2_ranges(&t, &['a', 'b', 'c'], &mut model);
     // New versions of a and c in one flush: one L1 extent spanning a..c with no row in b.
     for range in ['a', 'c'] {
         for i in 0..100 {
@@ -1239,17 +1250,9 @@ fn split_cuts_only_at_skipped_l2_extents() {
     let fs = FaultFs::new();
     let db = Db::open(Path::new("/db"), opts(&fs)).unwrap();
     let t = db.default_table();
-    let k = |range: char, i: u64| format!("{range}{i:04}").into_bytes();
+    let k = range_key;
     let mut model = BTreeMap::new();
-    for range in ['a', 'b', 'c', 'd', 'e'] {
-        for i in 0..100 {
-            t.put(&k(range, i), &value(i, 0)).unwrap();
-            model.insert(k(range, i), value(i, 0));
-        }
-        t.flush().unwrap();
-        t.compact_l0().unwrap();
-        t.compact_l1().unwrap();
-    }
+    load_l2_ranges(&t, &['a', 'b', 'c', 'd', 'e'], &mut model);
     assert_eq!(t.level_info().extents, [0, 0, 5]);
     // A few new versions in a, c, d and e (none in b): one L1 extent spanning a..e.
     for range in ['a', 'c', 'd', 'e'] {
