@@ -106,6 +106,10 @@ pub enum Error {
     /// The directory holds no database and `create_if_missing` is false.
     #[error("no database at {0:?} and create_if_missing is false")]
     NotFound(PathBuf),
+    /// The path exists but does not hold a Riptide database (from [`crate::Db::destroy`]:
+    /// it holds other files, so nothing was deleted).
+    #[error("not a Riptide database: {0:?}")]
+    NotADatabase(PathBuf),
     /// The directory already holds a database and `error_if_exists` is true.
     #[error("database at {0:?} already exists and error_if_exists is true")]
     AlreadyExists(PathBuf),

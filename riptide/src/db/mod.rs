@@ -14,6 +14,8 @@
 //! - Close waits for in-flight writes, stops the flush workers, flushes every memtable (with
 //!   [`Options::flush_on_close`]) and deletes the redo segments that are no longer needed.
 
+mod destroy;
+
 use crate::cache::RowCache;
 use crate::catalog::{Catalog, DEFAULT_TABLE, MAX_TABLE_NAME};
 use crate::compaction::picker::{pick, Shape, TaskKind, Triggers};

@@ -1,0 +1,190 @@
+//! [`Db::destroy`]: deletes a database's files, as RocksDB's `DestroyDB` does.
+//!
+//! Invariants:
+//! - Nothing is deleted while another instance (this process or another) holds the
+//!   database's `LOCK`: the lock is taken first, and released only after the last file is gone.
+//! - Only files with Riptide's own names are deleted (`CATALOG`, `LOCK`, the `meta/`, `redo/`
+//!   and `data/` files); any other file stays, and so does its directory.
+//! - A directory without a `CATALOG` that holds anything but Riptide's names is not a
+//!   database: [`Error::NotADatabase`], and nothing is deleted.
+
+use super::Db;
+use crate::error::{Error, Result};
+use crate::fs::{FileSystem, PosixFs};
+use std::io;
+use std::path::Path;
+
+/// `NNNNNN<suffix>` with six or more digits.
+fn numbered(name: &str, prefix: &str, suffix: &str) -> bool {
+    name.strip_prefix(prefix)
+        .and_then(|n| n.strip_suffix(suffix))
+        .is_some_and(|digits| digits.len() >= 6 && digits.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The names Riptide writes in the database directory itself.
+fn is_top_level_name(name: &str) -> bool {
+    matches!(name, "LOCK" | "CATALOG" | "CATALOG.tmp" | "meta" | "redo" | "data")
+}
+
+fn is_meta_name(name: &str) -> bool {
+    matches!(name, "CURRENT" | "CURRENT.tmp") || numbered(name, "SLOG-", "") || numbered(name, "CHECKPOINT-", "")
+}
+
+fn is_redo_name(name: &str) -> bool {
+    numbered(name, "", ".log")
+}
+
+fn is_data_name(name: &str) -> bool {
+    numbered(name, "", ".dat")
+}
+
+impl Db {
+    /// Deletes the database at `path`: every file Riptide wrote there, then the directory if
+    /// nothing else is left in it. Like RocksDB's `DestroyDB`, it takes the database's `LOCK`
+    /// first, so it refuses with [`Error::Locked`] while any instance has the database open,
+    /// and it leaves files with other names in place. A missing `path` is not an error.
+    ///
+    /// Errors: [`Error::Locked`]; [`Error::NotADatabase`] when `path` is a file, or a
+    /// directory without a `CATALOG` holding files of other names (nothing is deleted then);
+    /// [`Error::Io`].
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let path = dir.path().join("db");
+    /// let db = riptide::Db::open(&path, riptide::Options::default())?;
+    /// assert!(matches!(riptide::Db::destroy(&path), Err(riptide::Error::Locked(_))));
+    /// db.close()?;
+    /// riptide::Db::destroy(&path)?;
+    /// assert!(!path.exists());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn destroy(path: impl AsRef<Path>) -> Result<()> {
+        let path = path.as_ref();
+        if path.as_os_str().is_empty() {
+            return Err(Error::InvalidOption {
+                option: "path",
+                reason: "the database path is empty".into(),
+            });
+        }
+        let meta = match std::fs::symlink_metadata(path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(Error::io("stat", path, e)),
+        };
+        if !meta.is_dir() {
+            return Err(Error::NotADatabase(path.to_path_buf()));
+        }
+        let fs = PosixFs;
+        let list = |dir: &Path| match fs.list_dir(dir) {
+            Ok(names) => Ok(names),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
+            Err(e) => Err(Error::io("list", dir, e)),
+        };
+        let top = list(path)?;
+        let has_catalog = top.iter().any(|n| n == "CATALOG");
+        if !has_catalog && !top.iter().all(|n| is_top_level_name(n)) {
+            return Err(Error::NotADatabase(path.to_path_buf()));
+        }
+        let lock_path = path.join("LOCK");
+        let lock = fs.lock(&lock_path).map_err(|e| {
+            if e.kind() == io::ErrorKind::WouldBlock {
+                Error::Locked(path.to_path_buf())
+            } else {
+                Error::io("lock", &lock_path, e)
+            }
+        })?;
+        let remove = |p: &Path| match fs.remove_file(p) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::io("remove", p, e)),
+        };
+        let subdirs = [
+            ("meta", is_meta_name as fn(&str) -> bool),
+            ("redo", is_redo_name),
+            ("data", is_data_name),
+        ];
+        for (sub, keep) in subdirs {
+            let dir = path.join(sub);
+            for name in list(&dir)?.iter().filter(|n| keep(n)) {
+                remove(&dir.join(name))?;
+            }
+            remove_dir_if_empty(&dir)?;
+        }
+        for name in top
+            .iter()
+            .filter(|n| is_top_level_name(n) && !matches!(n.as_str(), "LOCK" | "meta" | "redo" | "data"))
+        {
+            remove(&path.join(name))?;
+        }
+        // The lock file goes last, while still held, then the directory if nothing is left.
+        remove(&lock_path)?;
+        drop(lock);
+        remove_dir_if_empty(path)
+    }
+}
+
+/// Removes `dir` if it exists and is empty; a directory with other files stays.
+fn remove_dir_if_empty(dir: &Path) -> Result<()> {
+    match std::fs::remove_dir(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::DirectoryNotEmpty) => Ok(()),
+        Err(e) => Err(Error::io("rmdir", dir, e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Options;
+
+    #[test]
+    fn destroy_refuses_an_open_database_and_deletes_a_closed_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let db = Db::open(&path, Options::default()).unwrap();
+        db.default_table().put(b"k", b"v").unwrap();
+        db.flush().unwrap();
+        assert!(matches!(Db::destroy(&path), Err(Error::Locked(_))));
+        // The refused destroy deleted nothing: the instance still reads and writes.
+        assert_eq!(db.default_table().get(b"k").unwrap(), Some(b"v".to_vec()));
+        db.default_table().put(b"k2", b"v2").unwrap();
+        db.close().unwrap();
+        Db::destroy(&path).unwrap();
+        assert!(
+            !path.exists(),
+            "left: {:?}",
+            std::fs::read_dir(&path).unwrap().collect::<Vec<_>>()
+        );
+        // A missing path is not an error.
+        Db::destroy(&path).unwrap();
+    }
+
+    #[test]
+    fn destroy_leaves_foreign_files_and_refuses_non_databases() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        Db::open(&path, Options::default()).unwrap().close().unwrap();
+        std::fs::write(path.join("notes.txt"), b"mine").unwrap();
+        Db::destroy(&path).unwrap();
+        assert_eq!(std::fs::read(path.join("notes.txt")).unwrap(), b"mine");
+        assert!(!path.join("CATALOG").exists() && !path.join("meta").exists());
+
+        // A directory of other files, and a plain file, are not databases.
+        let other = dir.path().join("home");
+        std::fs::create_dir(&other).unwrap();
+        std::fs::write(other.join("LOCK"), b"").unwrap();
+        std::fs::write(other.join("thesis.tex"), b"x").unwrap();
+        assert!(matches!(Db::destroy(&other), Err(Error::NotADatabase(_))));
+        assert!(other.join("LOCK").exists() && other.join("thesis.tex").exists());
+        assert!(matches!(
+            Db::destroy(other.join("thesis.tex")),
+            Err(Error::NotADatabase(_))
+        ));
+        // An empty directory goes.
+        let empty = dir.path().join("empty");
+        std::fs::create_dir(&empty).unwrap();
+        Db::destroy(&empty).unwrap();
+        assert!(!empty.exists());
+        assert!(matches!(Db::destroy(""), Err(Error::InvalidOption { .. })));
+    }
+}
