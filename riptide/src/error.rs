@@ -11,6 +11,9 @@ use std::time::Duration;
 
 use crate::key::Lsn;
 
+/// The most bytes of a refused table name that [`Error::InvalidTableName`] quotes.
+pub const QUOTED_NAME_BYTES: usize = 64;
+
 /// Result alias used throughout Riptide.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -80,7 +83,8 @@ pub enum Error {
     /// A table name that is empty, too long, or the default table where that is not allowed.
     #[error("invalid table name `{name}`: {reason}")]
     InvalidTableName {
-        /// The refused name.
+        /// The refused name: its first [`QUOTED_NAME_BYTES`] bytes, with `...` appended when
+        /// it was longer.
         name: String,
         /// Why.
         reason: &'static str,
@@ -88,9 +92,13 @@ pub enum Error {
     /// The table handle refers to a table that has been dropped.
     #[error("table `{0}` has been dropped")]
     TableDropped(String),
-    /// A write batch names a table of another database instance.
-    #[error("write batch refers to a table of another database")]
-    ForeignTable,
+    /// A batch, snapshot, multi-get or transaction of one database instance was used with a
+    /// table or snapshot of another; `what` names which.
+    #[error("{what} refers to a table or snapshot of another database")]
+    ForeignTable {
+        /// `"write batch"`, `"snapshot"`, `"multi_get"` or `"transaction"`.
+        what: &'static str,
+    },
     /// A previous write or fsync failed; the instance refuses writes until it is reopened.
     #[error("database is read-only after a failed write: {0}")]
     Poisoned(Arc<Error>),
@@ -185,6 +193,21 @@ impl Error {
             path: path.into(),
             source: Arc::new(source),
         }
+    }
+
+    /// Builds a [`Error::InvalidTableName`], quoting at most the first
+    /// [`QUOTED_NAME_BYTES`] bytes of `name` (cut at a character boundary, `...` appended).
+    pub(crate) fn invalid_table_name(name: &str, reason: &'static str) -> Self {
+        let mut end = name.len().min(QUOTED_NAME_BYTES);
+        while !name.is_char_boundary(end) {
+            end -= 1;
+        }
+        let quoted = if end < name.len() {
+            format!("{}...", &name[..end])
+        } else {
+            name.to_string()
+        };
+        Error::InvalidTableName { name: quoted, reason }
     }
 
     /// Builds a [`Error::Corruption`].

@@ -7,7 +7,7 @@
 //!   reused by a new extent can never be served from the old extent's cache entries. An extent
 //!   re-linked between levels keeps its `LiveExtent` (and so its cache entries).
 //! - An extent's slots go back to the free list only when its `LiveExtent` drops after being
-//!   marked obsolete, i.e. when the last [`crate::meta::version::LevelSet`] naming it is gone.
+//!   marked obsolete, i.e. when the last `LevelSet` (module `version`) naming it is gone.
 //!   At shutdown nothing is marked obsolete, so nothing is freed.
 //! - A point lookup that misses the block cache reads the whole block and caches it while the
 //!   cache is less than 15/16 full; after that, a random one miss in [`POINT_FILL_ONE_IN`] does,

@@ -18,15 +18,15 @@
 //! failed slog commit leaves the new extents allocated until the next open, because the commit
 //! may still be durable.
 
-use crate::compaction::snapshot_between;
 use crate::error::{Error, Result};
 use crate::extent::{BuiltExtent, ExtentBuilder, ExtentOptions, EXTENT_SIZE};
 use crate::key::{encode_internal_key, Lsn, ValueKind};
 use crate::memtable::Memtable;
 use crate::meta::edit::{ExtentMeta, SlogEntry, TableEdit};
-use crate::meta::version::MetaSnapshot;
+use crate::snapshot::snapshot_between;
 use crate::space::ExtentId;
 use crate::subtable::TableInner;
+use crate::version::MetaSnapshot;
 use std::sync::Arc;
 
 /// What a flush needs from the database.
@@ -42,10 +42,6 @@ pub(crate) trait FlushContext {
     fn commit_meta(&self, entries: Vec<SlogEntry>) -> Result<()>;
     /// Options for new extents.
     fn extent_options(&self) -> ExtentOptions;
-    /// Compactions may re-link extents and copy blocks (data reuse).
-    fn compaction_reuse(&self) -> bool;
-    /// How compaction jobs are split into tasks and run on units.
-    fn compaction_units(&self) -> crate::compaction::Units;
 }
 
 /// Counters of one flush.
@@ -115,7 +111,10 @@ pub(crate) fn flush_oldest(ctx: &dyn FlushContext, t: &Arc<TableInner>) -> Resul
             return Err(e);
         }
     };
-    let metas: Vec<ExtentMeta> = written.iter().map(|w| extent_meta(t.id, w.id, &w.built)).collect();
+    let metas: Vec<ExtentMeta> = written
+        .iter()
+        .map(|w| ExtentMeta::of_built(t.id, w.id, &w.built))
+        .collect();
     // Cached rows of the flushed keys become their flushed versions before the layer is
     // visible; inserts stay frozen until it is (they could carry a row older than the layer).
     t.row_cache_frozen.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -198,24 +197,6 @@ fn refresh_row_cache(t: &TableInner, mem: &Arc<Memtable>) {
             t.row_cache.replace_if_present(t.id, c.key(), entry);
         }
         c.next();
-    }
-}
-
-/// The metadata of a new extent of `table` written at `id` (flush and compaction outputs).
-pub(crate) fn extent_meta(table: u32, id: ExtentId, built: &BuiltExtent) -> ExtentMeta {
-    let p = &built.props;
-    ExtentMeta {
-        id: id.0,
-        slots: built.slots,
-        table,
-        smallest: p.smallest.clone(),
-        largest: p.largest.clone(),
-        min_lsn: p.min_lsn,
-        max_lsn: p.max_lsn,
-        entries: p.entries,
-        deletes: p.deletes,
-        data_size: built.data_size,
-        blocks: built.blocks,
     }
 }
 

@@ -18,8 +18,8 @@ use crate::error::{Error, Result};
 use crate::extent_store::ExtentStore;
 use crate::key::{Lsn, ValueKind};
 use crate::memtable::MemtableCursor;
-use crate::meta::version::MetaSnapshot;
 use crate::read::cursor::LevelCursor;
+use crate::version::MetaSnapshot;
 use crate::Snapshot;
 use std::sync::Arc;
 

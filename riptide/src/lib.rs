@@ -54,10 +54,12 @@ mod meta;
 mod options;
 mod read;
 mod redo;
+mod row_lock;
 mod snapshot;
 mod space;
 mod subtable;
 mod txn;
+mod version;
 mod write;
 
 pub use cache::CacheStats;

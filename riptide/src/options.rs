@@ -412,11 +412,26 @@ pub struct WriteOptions {
     /// `fdatasync` the redo log before acknowledging. With `sync`, an acknowledged write
     /// survives power loss; without it, it survives a process crash. Default: false.
     pub sync: bool,
-    /// Skip the redo log: the write is lost on any crash (like RocksDB's `disableWAL`).
-    /// Default: false.
+    /// Skip the redo log: the write is lost on any crash (like RocksDB's `disableWAL`), but
+    /// a clean close flushes the memtables holding it, whatever `Options::flush_on_close`
+    /// says. Refused together with `sync`. Default: false.
     pub disable_wal: bool,
     /// Fail with [`Error::WouldStall`] instead of waiting when writes are stalled. Default: false.
     pub no_slowdown: bool,
+}
+
+impl WriteOptions {
+    /// Checks the combination: `sync` with `disable_wal` is refused (there is no log to sync),
+    /// as in RocksDB.
+    pub fn validate(&self) -> Result<()> {
+        if self.sync && self.disable_wal {
+            return Err(invalid(
+                "sync",
+                "cannot be combined with disable_wal (there is no log to sync)",
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Options of a read or an iterator.

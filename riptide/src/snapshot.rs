@@ -55,6 +55,14 @@ impl SnapshotList {
     }
 }
 
+/// True if some snapshot in `snapshots` (sorted) is in `[lo, hi)`: a version at `lo` that a
+/// newer version at `hi` hides is still visible to that snapshot, so flushes and compactions
+/// keep it.
+pub(crate) fn snapshot_between(snapshots: &[Lsn], lo: Lsn, hi: Lsn) -> bool {
+    let i = snapshots.partition_point(|&s| s < lo);
+    i < snapshots.len() && snapshots[i] < hi
+}
+
 struct SnapshotInner {
     lsn: Lsn,
     db_id: u64,

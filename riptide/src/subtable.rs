@@ -19,13 +19,12 @@
 //!   its layer and unfreezes, so no reader ever finds a row older than the levels it pinned.
 
 use crate::cache::{RowCache, RowEntry};
-use crate::compaction::picker::Triggers;
 use crate::error::Result;
 use crate::extent_store::ExtentStore;
 use crate::key::{Lsn, ValueKind, MAX_LSN};
 use crate::memtable::{Lookup, Memtable};
-use crate::meta::version::{LevelSet, MetaSnapshot};
 use crate::read::get_from_levels;
+use crate::version::{LevelSet, MetaSnapshot};
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -190,18 +189,6 @@ impl TableInner {
         self.current.load().immutables.len()
     }
 
-    /// What a write stall looks at: immutable memtables, L0 layers, pending compaction bytes.
-    pub(crate) fn pressure(&self, triggers: &Triggers) -> (usize, usize, u64) {
-        let view = self.current.load();
-        let l1_extents = triggers.level1_target(view.levels.sorted[1].extents.len());
-        (
-            view.immutables.len(),
-            view.levels.l0.len(),
-            view.levels
-                .pending_compaction_bytes((l1_extents as u64).saturating_mul(crate::extent::EXTENT_SIZE)),
-        )
-    }
-
     /// Point lookup at `lsn` in `view`: memtables, row cache, then levels. `latest` says that
     /// `lsn` is the latest visible LSN (not a user snapshot), which allows row-cache fills.
     /// `read` sees the value in place (no copy); `None` if the key is absent or deleted.
@@ -278,7 +265,7 @@ impl TableInner {
     /// The LSN of the newest version of `key` (a put or a tombstone), looking at memtables
     /// first, then the levels; `None` if the table holds no version of it. Memtable versions
     /// of groups still being committed count too (they are logged and will become visible).
-    /// For the conflict checks of transactions (`crate::txn`). With `with_value`, also the
+    /// For the conflict checks of transactions. With `with_value`, also the
     /// value of that version (`None` for a tombstone; always `None` without `with_value`), so
     /// one lookup serves both the check of `get_for_update` and its read.
     pub(crate) fn latest_version(&self, key: &[u8], with_value: bool) -> Result<Option<(Lsn, Option<Vec<u8>>)>> {

@@ -959,7 +959,7 @@ impl Harness {
                 },
             );
             ensure!(
-                matches!(r, Err(Error::ForeignTable)),
+                matches!(r, Err(Error::ForeignTable { what: "snapshot" })),
                 "read at a snapshot of the previous instance: {r:?}"
             );
         }

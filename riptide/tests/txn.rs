@@ -841,8 +841,14 @@ fn a_transaction_spans_tables_atomically_and_rejects_foreign_tables() {
     let mut txn = db.begin(si()).unwrap();
     txn.put(&a, b"k", b"1").unwrap();
     txn.put(&b, b"k", b"2").unwrap();
-    assert!(matches!(txn.put(&foreign, b"k", b"x"), Err(Error::ForeignTable)));
-    assert!(matches!(txn.get(&foreign, b"k"), Err(Error::ForeignTable)));
+    assert!(matches!(
+        txn.put(&foreign, b"k", b"x"),
+        Err(Error::ForeignTable { what: "transaction" })
+    ));
+    assert!(matches!(
+        txn.get(&foreign, b"k"),
+        Err(Error::ForeignTable { what: "transaction" })
+    ));
     let snap = db.snapshot();
     txn.commit().unwrap();
     let at = ReadOptions {

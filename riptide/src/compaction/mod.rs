@@ -28,13 +28,14 @@ pub(crate) mod picker;
 
 use crate::cache::BlockKey;
 use crate::error::Result;
+use crate::extent::ExtentOptions;
 use crate::extent_store::{user_part, ExtentStore, LiveExtent};
-use crate::flush::{extent_meta, FlushContext};
 use crate::key::{compare_internal_keys, decode_internal_key, Lsn, ValueKind};
 use crate::meta::edit::{ExtentMeta, SlogEntry, TableEdit};
-use crate::meta::version::{Layer, LevelSet, MetaSnapshot};
+use crate::snapshot::snapshot_between;
 use crate::space::ExtentId;
 use crate::subtable::TableInner;
+use crate::version::{Layer, LevelSet, MetaSnapshot};
 use job::{HotBlock, JobResult, Plan, Run};
 pub(crate) use job::{JobStats, Units};
 use std::cmp::Ordering;
@@ -81,6 +82,21 @@ impl CompactionKind {
     }
 }
 
+/// What a compaction needs from the database.
+pub(crate) trait CompactionContext {
+    /// The visible LSN and the sorted LSNs of live snapshots, read atomically with respect to
+    /// new snapshots.
+    fn gc_view(&self) -> (Lsn, Vec<Lsn>);
+    /// Commits one slog transaction (durable on return).
+    fn commit_meta(&self, entries: Vec<SlogEntry>) -> Result<()>;
+    /// Options for new extents.
+    fn extent_options(&self) -> ExtentOptions;
+    /// Compactions may re-link extents and copy blocks (data reuse).
+    fn reuse(&self) -> bool;
+    /// How compaction jobs are split into tasks and run on units.
+    fn units(&self) -> Units;
+}
+
 /// An inclusive user-key range; `None` bounds are open.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct KeyRange {
@@ -113,12 +129,6 @@ impl KeyRange {
 const MAX_INTRA_L0_LAYERS: usize = 16;
 /// An extent is delete-heavy when at least this percentage of its entries are tombstones.
 pub(crate) const DELETE_HEAVY_PERCENT: u64 = 30;
-
-/// True if some snapshot in `snapshots` (sorted) is in `[lo, hi)`.
-pub(crate) fn snapshot_between(snapshots: &[Lsn], lo: Lsn, hi: Lsn) -> bool {
-    let i = snapshots.partition_point(|&s| s < lo);
-    i < snapshots.len() && snapshots[i] < hi
-}
 
 /// True if `e` is delete-heavy.
 pub(crate) fn delete_heavy(e: &ExtentMeta) -> bool {
@@ -460,7 +470,7 @@ fn split_points(store: &ExtentStore, e: &Arc<LiveExtent>, l2: &[Arc<LiveExtent>]
 
 /// Runs one compaction of `kind` on `t`; `None` if there was nothing to do.
 pub(crate) fn compact(
-    ctx: &dyn FlushContext,
+    ctx: &dyn CompactionContext,
     t: &Arc<TableInner>,
     kind: CompactionKind,
     range: &KeyRange,
@@ -476,7 +486,7 @@ pub(crate) fn compact(
         &view.levels,
         kind,
         range,
-        ctx.compaction_reuse(),
+        ctx.reuse(),
         snapshots.first().copied(),
     ) else {
         return Ok(None);
@@ -488,7 +498,7 @@ pub(crate) fn compact(
         &plan,
         ctx.extent_options(),
         &snapshots,
-        ctx.compaction_units(),
+        ctx.units(),
         &mut result,
     )
     .and_then(|()| {
@@ -513,7 +523,7 @@ pub(crate) fn compact(
         added.push((out_level, out_layer, e.meta.clone()));
     }
     for (id, b) in &result.written {
-        added.push((out_level, out_layer, extent_meta(t.id, *id, b)));
+        added.push((out_level, out_layer, ExtentMeta::of_built(t.id, *id, b)));
     }
     if removed.is_empty() && added.is_empty() {
         return Ok(None);

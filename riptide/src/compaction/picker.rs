@@ -44,6 +44,15 @@ pub(crate) struct Triggers {
 }
 
 impl Triggers {
+    pub(crate) fn from_options(opts: &crate::options::Options) -> Triggers {
+        Triggers {
+            level0_layers: opts.level0_layer_trigger,
+            level0_extents: opts.level0_extents_trigger,
+            level1_extents: opts.level1_extents_trigger,
+            level1_dynamic: opts.level1_dynamic_trigger,
+        }
+    }
+
     /// L1 extents at which a major compaction is due when L2 holds `n2` extents.
     ///
     /// Dynamic: `max(level1_extents, ceil(sqrt(2 · level0_extents · n2)))`. Minor compactions
@@ -123,6 +132,16 @@ pub(crate) fn candidates(shape: &Shape, t: &Triggers) -> Vec<Candidate> {
     out
 }
 
+/// A flush needs at least this many entries before its deletes can trigger a compaction.
+const DELETE_TRIGGER_MIN_ENTRIES: u64 = 1000;
+
+/// True when a flush that wrote `entries` versions, `deletes` of them tombstones, asks for a
+/// delete-triggered compaction ([`Shape::delete_triggered`]): at least
+/// [`DELETE_TRIGGER_MIN_ENTRIES`] entries and at least `DELETE_HEAVY_PERCENT` % deletes.
+pub(crate) fn flush_triggers_delete_compaction(entries: u64, deletes: u64) -> bool {
+    entries >= DELETE_TRIGGER_MIN_ENTRIES && deletes * 100 >= entries * super::DELETE_HEAVY_PERCENT
+}
+
 /// The task to run now: the best candidate scoring at least 1.
 pub(crate) fn pick(shape: &Shape, t: &Triggers) -> Option<TaskKind> {
     candidates(shape, t)
@@ -163,6 +182,14 @@ mod tests {
             }
         }
         sh
+    }
+
+    #[test]
+    fn delete_heavy_flushes_trigger_a_compaction() {
+        assert!(!flush_triggers_delete_compaction(999, 999), "too few entries");
+        assert!(flush_triggers_delete_compaction(1000, 300));
+        assert!(!flush_triggers_delete_compaction(1000, 299));
+        assert!(flush_triggers_delete_compaction(10_000, 10_000));
     }
 
     /// "This LSM shape → this task", one line each (like Pebble's picker tests).

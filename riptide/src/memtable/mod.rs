@@ -22,7 +22,7 @@ use std::cell::Cell;
 use std::cmp::Ordering as CmpOrdering;
 use std::mem::{align_of, offset_of, size_of};
 use std::ptr;
-use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 const MAX_HEIGHT: usize = 12;
 /// One in `BRANCHING` nodes of height h also gets height h + 1.
@@ -120,6 +120,9 @@ pub(crate) struct Memtable {
     /// Last LSN that may be inserted here, set when the memtable becomes immutable
     /// (u64::MAX while it takes writes).
     sealed_lsn: AtomicU64,
+    /// Holds a write made without the redo log (`WriteOptions::disable_wal`): only a flush
+    /// keeps it across a close.
+    unlogged: AtomicBool,
 }
 
 // SAFETY: the raw pointers point into `arena`, which the memtable owns and never frees before
@@ -190,7 +193,20 @@ impl Memtable {
             min_lsn: AtomicU64::new(u64::MAX),
             max_lsn: AtomicU64::new(0),
             sealed_lsn: AtomicU64::new(u64::MAX),
+            unlogged: AtomicBool::new(false),
         }
+    }
+
+    /// Records that a write without the redo log was inserted (before it is acknowledged).
+    pub(crate) fn mark_unlogged(&self) {
+        if !self.unlogged.load(Ordering::Relaxed) {
+            self.unlogged.store(true, Ordering::Release);
+        }
+    }
+
+    /// True if a write without the redo log was inserted here.
+    pub(crate) fn has_unlogged_writes(&self) -> bool {
+        self.unlogged.load(Ordering::Acquire)
     }
 
     /// Marks the memtable immutable: no write with an LSN above `last_lsn` will be bound to it.

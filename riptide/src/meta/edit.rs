@@ -17,8 +17,10 @@
 //! bytes present and never panics on arbitrary input.
 
 use crate::error::{Error, Result};
+use crate::extent::BuiltExtent;
 use crate::key::compare_internal_keys;
 use crate::redo::record::{get_varint, put_varint};
+use crate::space::ExtentId;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
@@ -57,6 +59,27 @@ pub(crate) struct ExtentMeta {
     pub data_size: u64,
     /// Number of data blocks.
     pub blocks: u32,
+}
+
+impl ExtentMeta {
+    /// The metadata of a new extent of `table`, `built` and written at `id` (the outputs of
+    /// flushes and compactions).
+    pub(crate) fn of_built(table: u32, id: ExtentId, built: &BuiltExtent) -> ExtentMeta {
+        let p = &built.props;
+        ExtentMeta {
+            id: id.0,
+            slots: built.slots,
+            table,
+            smallest: p.smallest.clone(),
+            largest: p.largest.clone(),
+            min_lsn: p.min_lsn,
+            max_lsn: p.max_lsn,
+            entries: p.entries,
+            deletes: p.deletes,
+            data_size: built.data_size,
+            blocks: built.blocks,
+        }
+    }
 }
 
 /// One change to one table's extent tree: removals are applied before additions, so an extent

@@ -1,8 +1,9 @@
 //! Metadata: which extents make up each sub-table's levels and layers, made durable by a
 //! metadata log (slog) of mini-transactions and periodic checkpoints (`docs/format.md`).
 //!
-//! This module holds metadata as plain data ([`edit`]) and its files ([`slog`],
-//! [`checkpoint`]); the engine builds its in-memory copy-on-write snapshots from it.
+//! This module holds only durable metadata: plain data ([`edit`]) and its files ([`slog`],
+//! [`checkpoint`]). The engine's in-memory copy-on-write snapshots (module `version`) are
+//! built from it, one level up.
 //!
 //! Invariants: every metadata change is committed to the slog (durable) before it is applied in
 //! memory; recovery = the checkpoint named by `meta/CURRENT`, then the committed transactions
@@ -13,7 +14,6 @@
 pub(crate) mod checkpoint;
 pub(crate) mod edit;
 pub(crate) mod slog;
-pub(crate) mod version;
 
 #[cfg(test)]
 mod tests;

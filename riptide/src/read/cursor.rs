@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::extent::BlockIter;
 use crate::extent_store::{ExtentStore, LiveExtent, OpenExtent};
 use crate::key::{decode_internal_key, Lsn, ValueKind};
-use crate::meta::version::Layer;
+use crate::version::Layer;
 use std::sync::Arc;
 
 /// Position of the underlying entry iterator.

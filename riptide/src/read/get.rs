@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::extent::{filter_hash, BlockIter, PointRead};
 use crate::extent_store::ExtentStore;
 use crate::key::{decode_internal_key, Lsn, ValueKind};
-use crate::meta::version::LevelSet;
+use crate::version::LevelSet;
 
 /// Layers whose bloom filter line a lookup prefetches before walking them.
 const PREFETCH_LAYERS: usize = 8;

@@ -8,7 +8,7 @@
 //!   batch goes through the write pipeline like any [`WriteBatch`] (atomic, all-or-nothing
 //!   after a crash).
 //! - Pessimistic: every key the transaction writes or reads for update is exclusively locked
-//!   (by [`lock::LockManager`]) before it is buffered or read, and stays locked until the
+//!   (by the row-lock manager, module `row_lock`) before it is buffered or read, and stays locked until the
 //!   commit batch is visible (or the transaction rolls back). Under snapshot isolation, a key
 //!   is only buffered after its newest version was checked to be at or below the snapshot,
 //!   while holding its lock; a key whose check failed is checked again on every later use.
@@ -21,21 +21,20 @@
 
 mod buffer;
 mod iter;
-pub(crate) mod lock;
 mod optimistic;
 
 use crate::db::Db;
 use crate::error::{Error, Result};
 use crate::key::Lsn;
 use crate::options::{ReadOptions, WriteOptions, MAX_BATCH_SIZE};
+use crate::row_lock::{LockError, TxnId, TxnShared};
 use crate::snapshot::Snapshot;
 use crate::write::batch::WriteBatch;
 use crate::write::completion::{Completion, WriteHandle};
 use crate::Table;
 use buffer::{Limits, WriteBuffer};
-use lock::{LockError, LockManager, TxnId};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -132,17 +131,6 @@ pub struct TxnStats {
     pub deadlocks: u64,
     /// Rows locked or waited for right now.
     pub locked_rows: u64,
-}
-
-/// Transaction state shared by all transactions of one database instance.
-#[derive(Default)]
-pub(crate) struct TxnShared {
-    locks: LockManager,
-    next_id: AtomicU64,
-    begun: AtomicU64,
-    committed: AtomicU64,
-    rolled_back: AtomicU64,
-    conflicts: AtomicU64,
 }
 
 impl Db {
@@ -295,7 +283,7 @@ impl Txn {
 
     fn check_table(&mut self, table: &Table) -> Result<u32> {
         if table.db_id() != self.db_id {
-            return Err(Error::ForeignTable);
+            return Err(Error::ForeignTable { what: "transaction" });
         }
         let inner = table.inner();
         if inner.is_dropped() {
@@ -516,7 +504,7 @@ impl Txn {
 
     fn iter_snapshot(&self, table: &Table, opts: &ReadOptions) -> Result<Option<Snapshot>> {
         if table.db_id() != self.db_id {
-            return Err(Error::ForeignTable);
+            return Err(Error::ForeignTable { what: "transaction" });
         }
         if opts.snapshot.is_some() {
             return Err(Error::InvalidOption {

@@ -99,7 +99,7 @@ impl WriteBatch {
         }
         let db_id = table.db_id();
         match self.db_id {
-            Some(id) if id != db_id => return Err(Error::ForeignTable),
+            Some(id) if id != db_id => return Err(Error::ForeignTable { what: "write batch" }),
             _ => self.db_id = Some(db_id),
         }
         let inner = table.inner();

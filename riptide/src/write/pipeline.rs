@@ -472,6 +472,9 @@ impl Pipeline {
         for w in &work.writers {
             for op in w.batch.ops(lsn) {
                 if let Some(mem) = work.bound.get(op.table) {
+                    if w.disable_wal {
+                        mem.mark_unlogged();
+                    }
                     mem.insert(op.key, op.lsn, op.kind, op.value);
                 }
             }

@@ -1,5 +1,6 @@
 //! The row-lock manager: exclusive locks on (table, key), striped, with lock-wait timeouts and
-//! deadlock detection over a wait-for graph.
+//! deadlock detection over a wait-for graph; and [`TxnShared`], the per-instance state that a
+//! database carries for the transaction layer above it (which holds `Db::begin`).
 //!
 //! Invariants:
 //! - A row is locked by at most one transaction; a lock entry lives in the stripe its key hashes
@@ -22,7 +23,19 @@
 use parking_lot::{Condvar, Mutex};
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash, Hasher};
+use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
+
+/// Transaction state shared by all transactions of one database instance.
+#[derive(Default)]
+pub(crate) struct TxnShared {
+    pub(crate) locks: LockManager,
+    pub(crate) next_id: AtomicU64,
+    pub(crate) begun: AtomicU64,
+    pub(crate) committed: AtomicU64,
+    pub(crate) rolled_back: AtomicU64,
+    pub(crate) conflicts: AtomicU64,
+}
 
 /// A transaction id (never 0, never reused within a process).
 pub(crate) type TxnId = u64;

@@ -16,7 +16,7 @@ use crate::extent::PackedKeys;
 use crate::extent_store::{ExtentStore, LiveExtent};
 use crate::key::{compare_internal_keys, Lsn};
 use crate::memtable::Memtable;
-use crate::meta::edit::{ExtentMeta, TableEdit, TableMeta};
+use crate::meta::edit::{TableEdit, TableMeta};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -193,27 +193,6 @@ impl LevelSet {
         next.finish();
         Ok((next, removed.into_values().collect()))
     }
-
-    /// Plain metadata of these levels (for checkpoints and tests).
-    pub(crate) fn to_meta(&self, flushed_lsn: Lsn, next_layer: u64) -> TableMeta {
-        let mut t = TableMeta {
-            flushed_lsn,
-            next_layer,
-            ..Default::default()
-        };
-        for l in &self.l0 {
-            t.levels[0].insert(
-                l.id,
-                l.extents.iter().map(|e| e.meta.clone()).collect::<Vec<ExtentMeta>>(),
-            );
-        }
-        for (i, l) in self.sorted.iter().enumerate() {
-            if !l.extents.is_empty() {
-                t.levels[i + 1].insert(0, l.extents.iter().map(|e| e.meta.clone()).collect());
-            }
-        }
-        t
-    }
 }
 
 /// Checks that sorted extents do not overlap in user keys.
@@ -256,6 +235,7 @@ mod tests {
     use super::*;
     use crate::fs::PosixFs;
     use crate::key::{encode_internal_key, ValueKind};
+    use crate::meta::edit::ExtentMeta;
     use crate::space::{ExtentSpace, SpaceOptions};
     use std::cmp::Ordering;
 

@@ -1,0 +1,205 @@
+//! [`Db::open`]: recovery, in X-Engine's order.
+//!
+//! 1. Validate the options and the path, before touching anything on disk.
+//! 2. Take the `LOCK` (one instance per directory), load or create the `CATALOG`.
+//! 3. Metadata: the extent space's file headers, then the checkpoint and the committed
+//!    transactions of the slog; every extent the metadata names is marked in use.
+//! 4. Drop the metadata of tables the catalog no longer names (a crash between the two
+//!    updates of a drop).
+//! 5. Replay the redo log into memtables from each table's recovery point (its last flush's
+//!    seal LSN); the pipeline starts after the highest LSN seen in the log or in extents.
+//! 6. Start the background workers, with every table that replay left immutable memtables in
+//!    already queued for a flush.
+
+use super::stats::BackgroundCounters;
+use super::table::TableFactory;
+use super::workers::Workers;
+use super::{Db, DbHandle, DbInner, MetaLog, Registry, NEXT_DB_ID};
+use crate::cache::RowCache;
+use crate::catalog::{catalog_path, Catalog};
+use crate::error::{Error, Result};
+use crate::extent_store::{looks_like_footer, ExtentStore};
+use crate::key::Lsn;
+use crate::meta::edit::{MetaState, SlogEntry};
+use crate::meta::slog::Slog;
+use crate::options::Options;
+use crate::redo::{self, RedoLog};
+use crate::snapshot::SnapshotList;
+use crate::space::{ExtentId, ExtentSpace, SpaceOptions};
+use crate::subtable::{TableInner, TableState};
+use crate::version::LevelSet;
+use crate::write::pipeline::{Pipeline, PipelineConfig};
+use crate::write::stall::WriteStall;
+use parking_lot::{Mutex, RwLock};
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+impl Db {
+    /// Opens (or creates, with `create_if_missing`) the database in directory `path`:
+    /// recovers its metadata and extents, then replays its redo log.
+    ///
+    /// Errors: [`Error::InvalidOption`] for a bad option or an empty `path`, [`Error::Locked`]
+    /// if another instance has it open, [`Error::Corruption`] for damage recovery may not
+    /// repair (see [`crate::RecoveryMode`]), [`Error::Io`] for I/O failures.
+    pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
+        let path = path.as_ref().to_path_buf();
+        if path.as_os_str().is_empty() {
+            return Err(Error::InvalidOption {
+                option: "path",
+                reason: "the database path is empty".into(),
+            });
+        }
+        opts.validate()?;
+        let fs = opts.fs.clone();
+        let exists = fs.exists(&catalog_path(&path));
+        if !exists && !opts.create_if_missing {
+            return Err(Error::NotFound(path));
+        }
+        if exists && opts.error_if_exists {
+            return Err(Error::AlreadyExists(path));
+        }
+        fs.create_dir_all(&path).map_err(|e| Error::io("mkdir", &path, e))?;
+        let lock_path = path.join("LOCK");
+        let lock = fs.lock(&lock_path).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::WouldBlock {
+                Error::Locked(path.clone())
+            } else {
+                Error::io("lock", &lock_path, e)
+            }
+        })?;
+        let catalog = match Catalog::load(fs.as_ref(), &path)? {
+            Some(c) => c,
+            None => {
+                let c = Catalog::new();
+                c.store(fs.as_ref(), &path)?;
+                c
+            }
+        };
+        let tmp = path.join("CATALOG.tmp");
+        if fs.exists(&tmp) {
+            fs.remove_file(&tmp).map_err(|e| Error::io("remove", &tmp, e))?;
+        }
+        // Metadata: extent space, checkpoint + slog, ownership of extents.
+        let space = Arc::new(ExtentSpace::open(
+            fs.clone(),
+            &path,
+            SpaceOptions {
+                extents_per_file: opts.extents_per_file,
+            },
+        )?);
+        let (slog, recovered) = Slog::open(fs.clone(), &path)?;
+        let mut state = recovered.state;
+        let factory = TableFactory {
+            db_id: NEXT_DB_ID.fetch_add(1, Ordering::Relaxed),
+            write_buffer_size: opts.write_buffer_size,
+            store: Arc::new(
+                ExtentStore::new(space.clone(), opts.block_cache_size, opts.table_cache_size)
+                    .with_partial_reads(opts.partial_block_reads),
+            ),
+            row_cache: Arc::new(RowCache::new(opts.row_cache_size, 4 << 10)),
+            flush_queue: Default::default(),
+        };
+        let mut tables: HashMap<u32, Arc<TableInner>> = HashMap::new();
+        let mut floor_lsn: Lsn = 0;
+        for (tid, name) in &catalog.tables {
+            let meta = state.tables.get(tid).cloned().unwrap_or_default();
+            for e in meta.levels.iter().flat_map(|l| l.values()).flatten() {
+                space.reference(ExtentId(e.id), e.slots)?;
+                floor_lsn = floor_lsn.max(e.max_lsn);
+            }
+            floor_lsn = floor_lsn.max(meta.flushed_lsn);
+            let levels = LevelSet::from_meta(&factory.store, &meta);
+            let table_state = TableState {
+                flushed_lsn: meta.flushed_lsn,
+                next_layer: meta.next_layer.max(1),
+            };
+            tables.insert(*tid, factory.build(*tid, name, levels, table_state));
+        }
+        space.finish_recovery(&looks_like_footer)?;
+        // Metadata of tables dropped from the catalog (a crash between the two updates).
+        let orphans: Vec<SlogEntry> = state
+            .tables
+            .keys()
+            .filter(|t| !tables.contains_key(t))
+            .map(|t| SlogEntry::DropTable(*t))
+            .collect();
+        let mut meta_log = MetaLog {
+            slog,
+            state: MetaState::default(),
+        };
+        if !orphans.is_empty() {
+            meta_log.slog.commit(&orphans)?;
+            for e in &orphans {
+                state.apply(e)?;
+            }
+        }
+        meta_log.state = state;
+        // Redo: replay what each table has not flushed.
+        let redo_dir = redo::redo_dir(&path);
+        let flushed: HashMap<u32, Lsn> = tables
+            .iter()
+            .map(|(id, t)| (*id, t.change.lock().flushed_lsn))
+            .collect();
+        let report = redo::recover(fs.as_ref(), &redo_dir, opts.recovery_mode, &mut |op| {
+            if let Some(t) = tables.get(&op.table) {
+                if op.lsn > flushed[&op.table] {
+                    t.memtable_for_write(op.lsn).insert(op.key, op.lsn, op.kind, op.value);
+                }
+            }
+            Ok(())
+        })?;
+        let log = RedoLog::create(
+            fs.clone(),
+            redo_dir.clone(),
+            report.next_segment,
+            opts.redo_segment_size,
+            report.segments.clone(),
+        )?;
+        let redo_segments = log.segments();
+        let cfg = PipelineConfig {
+            queues: opts.write_queues,
+            max_group_size: opts.max_group_size,
+            max_group_bytes: opts.max_group_bytes,
+        };
+        let by_name = tables.values().map(|t| (t.name.clone(), t.clone())).collect();
+        let workers = Workers::new(factory.flush_queue.clone());
+        let inner = Arc::new(DbInner {
+            id: factory.db_id,
+            path,
+            registry: RwLock::new(Registry {
+                catalog,
+                by_name,
+                by_id: tables.clone(),
+            }),
+            ddl: Mutex::new(()),
+            pipeline: Pipeline::start(cfg, log, report.max_lsn.max(floor_lsn))?,
+            snapshots: Arc::new(SnapshotList::default()),
+            stall: WriteStall::new(&opts),
+            lock: Mutex::new(Some(lock)),
+            store: factory.store.clone(),
+            row_cache: factory.row_cache.clone(),
+            tables: factory,
+            meta: Mutex::new(meta_log),
+            redo_dir,
+            redo_segments,
+            workers,
+            level_counters: Default::default(),
+            txns: Default::default(),
+            bg_error: Mutex::new(None),
+            counters: BackgroundCounters::default(),
+            opts,
+        });
+        // Replay may have left immutable memtables.
+        for t in tables.values() {
+            if t.immutable_count() > 0 {
+                inner.workers.flushes.push(t.id);
+            }
+        }
+        inner.workers.start(&inner)?;
+        Ok(Db {
+            inner: Arc::new(DbHandle(inner)),
+        })
+    }
+}
