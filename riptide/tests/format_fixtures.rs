@@ -1,0 +1,1007 @@
+//! Frozen format fixtures: small databases written by an earlier build, committed under
+//! `tests/fixtures/`, that every later build must still open and read exactly (as LevelDB's
+//! and lsm-tree's fixture tests do). A change that breaks old databases fails here.
+//!
+//! What is frozen (`tests/fixtures/README.md` lists every file):
+//!
+//! - `db-v3/`: a closed database with four tables (`default`, `users`, `orders`, `empty`; a
+//!   fifth, `scratch`, was dropped), LZ4-compressed and uncompressed data blocks, bloom filters
+//!   and block hash indexes; table `users` has data in L0, L1 and L2 at once, and every table
+//!   has writes that live only in the redo log (the database was closed without a flush). Its
+//!   metadata is a CHECKPOINT plus a slog with transactions after it (including a table drop).
+//! - `db-v3-plain/`: the same workload without compression, bloom filters or hash indexes.
+//! - `corrupt/<case>/`: one file each, laid over a copy of `db-v3/` with one flipped byte in a
+//!   checksummed region (CATALOG, CURRENT, checkpoint, slog, redo segment, an extent's data
+//!   block, one data-file header copy).
+//!
+//! Format versions covered: catalog v1, redo v1, data file v1, meta v1 (CURRENT, slog,
+//! checkpoint) and **extent v3 only**. Extent v1 and v2 are still read by this build but can no
+//! longer be written through the public API (v2 by no code at all; v1 only by the crate-private
+//! `ExtentBuilder::new_v1`, compiled only into the crate's own unit tests), so no fixture of them
+//! exists here; `riptide/src/extent/tests.rs` covers reading v1 in memory.
+//!
+//! Data files (`data/NNNNNN.dat`) are 2 MiB slots, mostly zeros; they are stored as
+//! `NNNNNN.dat.sparse` (the non-zero byte ranges, lossless; layout in `Sparse` below) and
+//! rebuilt byte for byte in the temporary copy. The data-file header's informational creation
+//! time is set to a fixed value (and its CRC recomputed) so that regeneration is byte-stable.
+//!
+//! The expected contents are not read from the fixtures: [`workload`] is the deterministic list
+//! of operations the generator ran, and [`Model`] replays it in memory (values, LSNs, the level
+//! each version landed in).
+//!
+//! Regenerate (only when a NEW format version is added, as new fixture directories next to the
+//! old ones; never to make a failing test pass — a failure means old databases no longer open):
+//!
+//! ```text
+//! cargo test -p riptide --test format_fixtures -- --ignored regenerate
+//! ```
+
+use riptide::{inspect, Compression, Db, Error, Options, ReadOptions, RecoveryMode};
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+fn fixtures_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+// ---------------------------------------------------------------------------------------------
+// The workload and its model.
+// ---------------------------------------------------------------------------------------------
+
+/// One operation of the workload. `Close` closes the database (with `flush_on_close`) and
+/// reopens it, so the final redo segment holds only the writes after it.
+#[derive(Clone, Debug)]
+enum Step {
+    Create(&'static str),
+    Drop(&'static str),
+    Put(&'static str, Vec<u8>, Vec<u8>),
+    Del(&'static str, Vec<u8>),
+    Flush(&'static str),
+    /// `Table::compact`: everything down to L2.
+    Compact(&'static str),
+    /// `Table::compact_l0`: L0 into L1.
+    CompactL0(&'static str),
+    Reopen,
+}
+
+/// Tables that exist at the end, sorted (as `Db::tables` lists them).
+const FINAL_TABLES: [&str; 4] = ["default", "empty", "orders", "users"];
+
+/// Flushes of `default` that push the slog past `slog_checkpoint_bytes` (4 KiB), so that a
+/// checkpoint is written and later transactions land in the live slog.
+const TICKS: usize = 24;
+
+fn user(i: usize) -> Vec<u8> {
+    format!("user{i:03}").into_bytes()
+}
+
+fn order(i: usize) -> Vec<u8> {
+    format!("order{i:03}").into_bytes()
+}
+
+/// A compressible value (repeated pattern: its data blocks are stored with LZ4).
+fn soft(i: usize, gen: u32) -> Vec<u8> {
+    format!("u{i}-g{gen}-{}", "abcd".repeat(10)).into_bytes()
+}
+
+/// An incompressible printable value (xorshift letters: its data blocks are stored as is).
+fn hard(i: usize, gen: u32) -> Vec<u8> {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15 ^ ((i as u64) << 8 | u64::from(gen));
+    (0..40)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"[(x % 62) as usize]
+        })
+        .collect()
+}
+
+/// The operations the generator ran, in order. Within one flush interval each key is written
+/// at most once, so every level holds exactly one known version per key.
+fn workload() -> Vec<Step> {
+    use Step::*;
+    let mut s = vec![Create("users"), Create("orders"), Create("scratch"), Create("empty")];
+    // Phase A: the base data, compacted to L2.
+    for i in 0..120 {
+        s.push(Put("users", user(i), soft(i, 1)));
+    }
+    for i in 0..90 {
+        s.push(Put("orders", order(i), hard(i, 1)));
+    }
+    for i in 0..10 {
+        s.push(Put("default", format!("config/{i}").into_bytes(), hard(i, 7)));
+    }
+    s.extend([Compact("users"), Compact("orders"), Compact("default")]);
+    // Phase B: overwrites and tombstones over L2, moved to L1.
+    for i in (0..120).step_by(3) {
+        s.push(Put("users", user(i), soft(i, 2)));
+    }
+    for i in (1..120).step_by(9) {
+        s.push(Del("users", user(i)));
+    }
+    for i in (0..90).step_by(4) {
+        s.push(Put("orders", order(i), hard(i, 2)));
+    }
+    for i in (2..90).step_by(8) {
+        s.push(Del("orders", order(i)));
+    }
+    s.extend([Flush("users"), CompactL0("users"), Flush("orders"), CompactL0("orders")]);
+    // Phase C: a table that is dropped later, and enough flushes of `default` (one L0 layer
+    // each) to write a checkpoint.
+    for i in 0..20 {
+        s.push(Put("scratch", format!("s{i:02}").into_bytes(), soft(i, 3)));
+    }
+    s.push(Flush("scratch"));
+    for r in 0..TICKS {
+        s.push(Put("default", format!("tick/{r:02}").into_bytes(), hard(r, 4)));
+        s.push(Flush("default"));
+    }
+    // Phase D: an L0 layer of `users` over its L1 and L2, and the drop, in the live slog.
+    for i in 120..140 {
+        s.push(Put("users", user(i), soft(i, 3)));
+    }
+    for i in (2..60).step_by(3) {
+        s.push(Put("users", user(i), soft(i, 3)));
+    }
+    for i in (62..120).step_by(6) {
+        s.push(Del("users", user(i)));
+    }
+    s.extend([Flush("users"), Drop("scratch"), Reopen]);
+    // Phase E: writes that live only in the redo log.
+    for i in (0..30).step_by(7) {
+        s.push(Put("users", user(i), soft(i, 4)));
+    }
+    for i in (90..120).step_by(11) {
+        s.push(Del("users", user(i)));
+    }
+    for i in (1..90).step_by(20) {
+        s.push(Put("orders", order(i), hard(i, 3)));
+    }
+    s.push(Put("default", b"config/3".to_vec(), b"redo-only".to_vec()));
+    s.push(Del("default", b"config/4".to_vec()));
+    s
+}
+
+/// One version: user key, LSN, value (`None` = tombstone).
+type Row = (Vec<u8>, u64, Option<Vec<u8>>);
+
+#[derive(Default, Clone, Debug)]
+struct TableModel {
+    mem: Vec<Row>,
+    /// L0 layers, oldest first.
+    l0: Vec<Vec<Row>>,
+    l1: Vec<Row>,
+    l2: Vec<Row>,
+}
+
+/// Sorts rows in internal-key order: user key ascending, LSN descending.
+fn sorted(mut rows: Vec<Row>) -> Vec<Row> {
+    rows.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+    rows
+}
+
+/// The newest version of each key (tombstones kept unless `purge`).
+fn newest(rows: Vec<Row>, purge: bool) -> Vec<Row> {
+    let mut out: Vec<Row> = Vec::new();
+    for r in sorted(rows) {
+        if out.last().is_some_and(|l| l.0 == r.0) {
+            continue;
+        }
+        out.push(r);
+    }
+    if purge {
+        out.retain(|r| r.2.is_some());
+    }
+    out
+}
+
+impl TableModel {
+    fn all_rows(&self) -> Vec<Row> {
+        let mut v = self.mem.clone();
+        v.extend(self.l0.iter().flatten().cloned());
+        v.extend(self.l1.iter().cloned());
+        v.extend(self.l2.iter().cloned());
+        v
+    }
+
+    /// The visible key/value pairs.
+    fn visible(&self) -> BTreeMap<Vec<u8>, Vec<u8>> {
+        newest(self.all_rows(), true)
+            .into_iter()
+            .map(|(k, _, v)| (k, v.unwrap()))
+            .collect()
+    }
+
+    /// Every user key ever written (to probe absent ones too).
+    fn keys(&self) -> Vec<Vec<u8>> {
+        newest(self.all_rows(), false).into_iter().map(|r| r.0).collect()
+    }
+}
+
+/// The in-memory replay of [`workload`]: what every level and the redo log hold at the end.
+#[derive(Default, Debug)]
+struct Model {
+    tables: BTreeMap<&'static str, TableModel>,
+    lsn: u64,
+    /// Redo records written since the last reopen (one per single write).
+    redo_records: u64,
+    first_redo_lsn: u64,
+}
+
+impl Model {
+    fn run(steps: &[Step]) -> Model {
+        let mut m = Model::default();
+        m.tables.insert("default", TableModel::default());
+        for s in steps {
+            m.apply(s);
+        }
+        m
+    }
+
+    fn apply(&mut self, s: &Step) {
+        match s {
+            Step::Create(n) => {
+                self.tables.insert(n, TableModel::default());
+            }
+            Step::Drop(n) => {
+                self.tables.remove(n);
+            }
+            Step::Put(n, k, v) => self.write(n, k, Some(v.clone())),
+            Step::Del(n, k) => self.write(n, k, None),
+            Step::Flush(n) => {
+                let t = self.tables.get_mut(n).unwrap();
+                if !t.mem.is_empty() {
+                    let layer = sorted(std::mem::take(&mut t.mem));
+                    t.l0.push(layer);
+                }
+            }
+            Step::Compact(n) => {
+                let t = self.tables.get_mut(n).unwrap();
+                let rows = t.all_rows();
+                *t = TableModel {
+                    l2: newest(rows, true),
+                    ..Default::default()
+                };
+            }
+            Step::CompactL0(n) => {
+                let t = self.tables.get_mut(n).unwrap();
+                let mut rows: Vec<Row> = t.l0.drain(..).flatten().collect();
+                rows.append(&mut t.l1);
+                // Tombstones stay: L2 below may hold older versions.
+                t.l1 = newest(rows, false);
+            }
+            Step::Reopen => {
+                for t in self.tables.values_mut() {
+                    if !t.mem.is_empty() {
+                        let layer = sorted(std::mem::take(&mut t.mem));
+                        t.l0.push(layer);
+                    }
+                }
+                self.redo_records = 0;
+                self.first_redo_lsn = 0;
+            }
+        }
+    }
+
+    fn write(&mut self, n: &str, k: &[u8], v: Option<Vec<u8>>) {
+        self.lsn += 1;
+        if self.redo_records == 0 {
+            self.first_redo_lsn = self.lsn;
+        }
+        self.redo_records += 1;
+        let lsn = self.lsn;
+        self.tables.get_mut(n).unwrap().mem.push((k.to_vec(), lsn, v));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Options of the fixture databases.
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Clone, Copy, Debug)]
+struct Variant {
+    dir: &'static str,
+    compression: Compression,
+    bloom_bits_per_key: u32,
+    block_hash_index: bool,
+}
+
+const VARIANTS: [Variant; 2] = [
+    Variant {
+        dir: "db-v3",
+        compression: Compression::Lz4,
+        bloom_bits_per_key: 10,
+        block_hash_index: true,
+    },
+    Variant {
+        dir: "db-v3-plain",
+        compression: Compression::None,
+        bloom_bits_per_key: 0,
+        block_hash_index: false,
+    },
+];
+
+/// Small buffers and blocks (several data blocks and restart points per extent), no background
+/// compaction (every move between levels is an explicit step), a checkpoint after 4 KiB of slog,
+/// no block cache (every read goes to the file).
+fn options(v: Variant) -> Options {
+    Options {
+        write_buffer_size: 64 << 10,
+        redo_segment_size: 64 << 10,
+        block_size: 1 << 10,
+        block_restart_interval: 4,
+        compression: v.compression,
+        bloom_bits_per_key: v.bloom_bits_per_key,
+        block_hash_index: v.block_hash_index,
+        block_cache_size: 0,
+        max_flushes: 1,
+        max_compactions: 1,
+        compaction_units: 1,
+        level0_slowdown_layers: 1000,
+        level0_stop_layers: 1000,
+        level0_layer_trigger: 1000,
+        level0_extents_trigger: 1000,
+        level1_extents_trigger: 1000,
+        level1_dynamic_trigger: false,
+        slog_checkpoint_bytes: 4 << 10,
+        flush_on_close: false,
+        ..Default::default()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sparse data files, CRC32C, copying.
+// ---------------------------------------------------------------------------------------------
+
+/// `NNNNNN.dat.sparse`: `magic "RPTSPARS" ‖ u64 file length ‖ u64 chunk count ‖ chunk*` with
+/// `chunk = u64 offset ‖ u64 length ‖ bytes`; every byte outside the chunks is zero.
+const SPARSE_MAGIC: &[u8; 8] = b"RPTSPARS";
+
+/// Zero runs at least this long are left out of a sparse file.
+const SPARSE_GAP: usize = 256;
+
+fn sparse_encode(data: &[u8]) -> Vec<u8> {
+    let mut chunks: Vec<(usize, usize)> = Vec::new();
+    let mut i = 0;
+    while i < data.len() {
+        if data[i] == 0 {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        let mut zeros = 0;
+        while i < data.len() && zeros < SPARSE_GAP {
+            zeros = if data[i] == 0 { zeros + 1 } else { 0 };
+            i += 1;
+        }
+        chunks.push((start, i - zeros));
+    }
+    let mut out = SPARSE_MAGIC.to_vec();
+    out.extend((data.len() as u64).to_le_bytes());
+    out.extend((chunks.len() as u64).to_le_bytes());
+    for (s, e) in chunks {
+        out.extend((s as u64).to_le_bytes());
+        out.extend(((e - s) as u64).to_le_bytes());
+        out.extend(&data[s..e]);
+    }
+    out
+}
+
+fn sparse_decode(src: &[u8]) -> Vec<u8> {
+    let u64_at = |o: usize| u64::from_le_bytes(src[o..o + 8].try_into().unwrap()) as usize;
+    assert_eq!(&src[..8], SPARSE_MAGIC, "not a sparse fixture file");
+    let mut out = vec![0u8; u64_at(8)];
+    let mut pos = 24;
+    for _ in 0..u64_at(16) {
+        let (off, len) = (u64_at(pos), u64_at(pos + 8));
+        out[off..off + len].copy_from_slice(&src[pos + 16..pos + 16 + len]);
+        pos += 16 + len;
+    }
+    assert_eq!(pos, src.len(), "trailing bytes in a sparse fixture file");
+    out
+}
+
+fn crc32c(data: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in data {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0x82f6_3b78
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+fn masked_crc(data: &[u8]) -> u32 {
+    crc32c(data).rotate_right(15).wrapping_add(0xa282_ead8)
+}
+
+/// Copies a fixture tree to `dst`, expanding `*.sparse` files.
+fn materialize(src: &Path, dst: &Path) {
+    fs::create_dir_all(dst).unwrap();
+    for e in fs::read_dir(src).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name().into_string().unwrap();
+        let path = e.path();
+        if path.is_dir() {
+            materialize(&path, &dst.join(&name));
+        } else if let Some(real) = name.strip_suffix(".sparse") {
+            // Written sparse: a data file is many 2 MiB slots of mostly zeros.
+            let data = sparse_decode(&fs::read(&path).unwrap());
+            let file = fs::File::create(dst.join(real)).unwrap();
+            file.set_len(data.len() as u64).unwrap();
+            for (i, page) in data.chunks(4096).enumerate() {
+                if page.iter().any(|&b| b != 0) {
+                    file.write_all_at(page, (i * 4096) as u64).unwrap();
+                }
+            }
+            file.sync_all().unwrap();
+        } else {
+            fs::write(dst.join(&name), fs::read(&path).unwrap()).unwrap();
+        }
+    }
+}
+
+/// A writable copy of fixture database `name`, with the files of `corrupt/<case>` laid over it.
+fn fixture_copy(name: &str, case: Option<&str>) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    materialize(&fixtures_dir().join(name), tmp.path());
+    if let Some(case) = case {
+        materialize(&fixtures_dir().join("corrupt").join(case), tmp.path());
+    }
+    tmp
+}
+
+// ---------------------------------------------------------------------------------------------
+// The generator.
+// ---------------------------------------------------------------------------------------------
+
+fn run_workload(dir: &Path, v: Variant) {
+    let mut db = Db::open(dir, options(v)).unwrap();
+    for s in workload() {
+        match s {
+            Step::Create(n) => {
+                db.create_table(n).unwrap();
+            }
+            Step::Drop(n) => db.drop_table(n).unwrap(),
+            Step::Put(n, k, val) => db.table(n).unwrap().put(&k, &val).unwrap(),
+            Step::Del(n, k) => db.table(n).unwrap().delete(&k).unwrap(),
+            Step::Flush(n) => db.table(n).unwrap().flush().unwrap(),
+            Step::Compact(n) => db.table(n).unwrap().compact().unwrap(),
+            Step::CompactL0(n) => db.table(n).unwrap().compact_l0().unwrap(),
+            Step::Reopen => {
+                assert_eq!(db.stats().checkpoints, 1, "the workload must write one checkpoint");
+                db.close().unwrap();
+                let opts = Options {
+                    flush_on_close: true,
+                    ..options(v)
+                };
+                Db::open(dir, opts).unwrap().close().unwrap();
+                db = Db::open(dir, options(v)).unwrap();
+            }
+        }
+    }
+    assert!(db.background_error().is_none());
+    db.close().unwrap();
+}
+
+/// Data-file header copies (offsets) and the creation-time field inside each.
+const HEADER_COPIES: [usize; 2] = [0, 16384];
+const HEADER_CRC_AT: usize = 4092;
+const CREATED_AT: usize = 28;
+
+/// Sets the informational creation time of both header copies to a fixed value.
+fn normalize_data_file(data: &mut [u8]) {
+    for at in HEADER_COPIES {
+        let h = &mut data[at..at + 4096];
+        assert_eq!(&h[..8], b"RPTDATAF");
+        let stored = u32::from_le_bytes(h[HEADER_CRC_AT..].try_into().unwrap());
+        assert_eq!(stored, masked_crc(&h[..HEADER_CRC_AT]), "header CRC (test's CRC32C)");
+        h[CREATED_AT..CREATED_AT + 8].copy_from_slice(&1_700_000_000_000_000u64.to_le_bytes());
+        let crc = masked_crc(&h[..HEADER_CRC_AT]);
+        h[HEADER_CRC_AT..].copy_from_slice(&crc.to_le_bytes());
+    }
+}
+
+/// Copies a database directory into fixture form (no LOCK; data files sparse and normalized).
+fn freeze(src: &Path, dst: &Path) {
+    fs::create_dir_all(dst).unwrap();
+    let mut names: Vec<_> = fs::read_dir(src).unwrap().map(|e| e.unwrap().file_name()).collect();
+    names.sort();
+    for name in names {
+        let name = name.into_string().unwrap();
+        let path = src.join(&name);
+        if path.is_dir() {
+            freeze(&path, &dst.join(&name));
+        } else if name == "LOCK" {
+            continue;
+        } else if name.ends_with(".dat") {
+            let mut data = fs::read(&path).unwrap();
+            normalize_data_file(&mut data);
+            fs::write(dst.join(format!("{name}.sparse")), sparse_encode(&data)).unwrap();
+        } else {
+            fs::copy(&path, dst.join(&name)).unwrap();
+        }
+    }
+}
+
+fn read_tree(dir: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>, base: &Path) {
+    for e in fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            read_tree(&p, out, base);
+        } else {
+            out.insert(p.strip_prefix(base).unwrap().to_path_buf(), fs::read(&p).unwrap());
+        }
+    }
+}
+
+/// The only file whose name starts with `prefix` in `dir`.
+fn only_file(dir: &Path, prefix: &str) -> PathBuf {
+    let v: Vec<PathBuf> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_str().unwrap().starts_with(prefix))
+        .collect();
+    assert_eq!(v.len(), 1, "{prefix}* in {}: {v:?}", dir.display());
+    v[0].clone()
+}
+
+/// Writes `corrupt/<case>/<rel>` = the fixture file `rel` of `db-v3` with byte `at` inverted.
+fn write_corrupt(case: &str, rel: &Path, at: usize) {
+    let base = fixtures_dir().join("db-v3");
+    let sparse = rel.extension().is_some_and(|e| e == "dat");
+    let src_rel = if sparse {
+        PathBuf::from(format!("{}.sparse", rel.display()))
+    } else {
+        rel.to_path_buf()
+    };
+    let raw = fs::read(base.join(&src_rel)).unwrap();
+    let mut data = if sparse { sparse_decode(&raw) } else { raw };
+    data[at] ^= 0xff;
+    let out = fixtures_dir().join("corrupt").join(case).join(&src_rel);
+    fs::create_dir_all(out.parent().unwrap()).unwrap();
+    fs::write(out, if sparse { sparse_encode(&data) } else { data }).unwrap();
+}
+
+/// Offset of the payload of the first record of type `kind` (byte 12 of a record header) in a
+/// file of `24-byte header ‖ payload` records after a `header`-byte file header.
+fn first_payload(data: &[u8], header: usize, kind: u8) -> usize {
+    let mut off = header;
+    while off + 24 <= data.len() {
+        let len = u32::from_le_bytes(data[off + 8..off + 12].try_into().unwrap()) as usize;
+        if data[off + 12] == kind && len > 0 {
+            return off + 24;
+        }
+        off += 24 + len;
+    }
+    panic!("no record of type {kind}");
+}
+
+/// Writes every fixture from scratch. Run only when adding a format version (see the header).
+#[test]
+#[ignore = "writes tests/fixtures; run by hand only when adding a new format version"]
+fn regenerate() {
+    let root = fixtures_dir();
+    for v in VARIANTS {
+        let mut runs = Vec::new();
+        for _ in 0..2 {
+            let tmp = tempfile::tempdir().unwrap();
+            run_workload(tmp.path(), v);
+            let frozen = tempfile::tempdir().unwrap();
+            freeze(tmp.path(), frozen.path());
+            let mut files = BTreeMap::new();
+            read_tree(frozen.path(), &mut files, frozen.path());
+            runs.push(files);
+        }
+        assert_eq!(runs[0], runs[1], "{}: two runs of the generator differ", v.dir);
+        let dst = root.join(v.dir);
+        let _ = fs::remove_dir_all(&dst);
+        for (rel, bytes) in &runs[0] {
+            fs::create_dir_all(dst.join(rel).parent().unwrap()).unwrap();
+            fs::write(dst.join(rel), bytes).unwrap();
+        }
+    }
+
+    // Corrupt copies of files of db-v3, one flipped byte each.
+    let _ = fs::remove_dir_all(root.join("corrupt"));
+    let db = root.join("db-v3");
+    let rel = |p: PathBuf| p.strip_prefix(&db).unwrap().to_path_buf();
+    // CATALOG: the first byte of the first table name (`default`).
+    write_corrupt("catalog", Path::new("CATALOG"), 26);
+    // CURRENT: the checkpoint number.
+    write_corrupt("current", Path::new("meta/CURRENT"), 16);
+    // Checkpoint: a byte inside the payload of its first ENTRIES record.
+    let ckpt = only_file(&db.join("meta"), "CHECKPOINT-");
+    let at = first_payload(&fs::read(&ckpt).unwrap(), 48, 2) + 3;
+    write_corrupt("checkpoint", &rel(ckpt), at);
+    // Slog: a byte inside the payload of its first ENTRIES record (a committed transaction).
+    let slog = only_file(&db.join("meta"), "SLOG-");
+    let at = first_payload(&fs::read(&slog).unwrap(), 32, 2) + 3;
+    write_corrupt("slog", &rel(slog), at);
+    // Redo: a byte inside the payload of the first record (more records follow it).
+    let seg = only_file(&db.join("redo"), "");
+    let at = first_payload(&fs::read(&seg).unwrap(), 32, 1) + 3;
+    write_corrupt("redo", &rel(seg), at);
+    // Extent: a byte inside data block 0 of the first L2 extent of `users`; data-file header
+    // copy A: a byte of its magic (copy B alone must do).
+    let tmp = fixture_copy("db-v3", None);
+    let ext = extents_by_level(tmp.path())["users"][2][0].clone();
+    let regions = inspect::extent_regions(&*inspect::posix(), tmp.path(), &ext).unwrap();
+    let (_, path, off, len) = regions.iter().find(|r| r.0 == "data block 0").unwrap();
+    let file = PathBuf::from("data").join(path.file_name().unwrap());
+    write_corrupt("extent", &file, (*off + *len / 2) as usize);
+    write_corrupt("data-header", &file, 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading the fixtures.
+// ---------------------------------------------------------------------------------------------
+
+/// `inspect::levels` parsed: table name -> level -> extent ids (`file.slot`).
+fn extents_by_level(db: &Path) -> BTreeMap<String, [Vec<String>; 3]> {
+    let text = inspect::levels(&*inspect::posix(), db, None).unwrap();
+    let mut out: BTreeMap<String, [Vec<String>; 3]> = BTreeMap::new();
+    let (mut table, mut level) = (String::new(), 0usize);
+    for line in text.lines() {
+        let t = line.trim_start();
+        if let Some(rest) = line.strip_prefix("table ") {
+            table = rest.split(' ').next().unwrap().to_string();
+            out.entry(table.clone()).or_default();
+        } else if let Some(rest) = t.strip_prefix('L').filter(|_| line.starts_with("  L")) {
+            level = rest[..1].parse().unwrap();
+        } else if let Some(rest) = t.strip_prefix("extent ") {
+            let id = rest.split(' ').next().unwrap().to_string();
+            out.get_mut(&table).unwrap()[level].push(id);
+        }
+    }
+    out
+}
+
+/// Parses `'text'` (the form inspect prints printable keys and values in).
+fn unquote(s: &str) -> Vec<u8> {
+    s.strip_prefix('\'')
+        .and_then(|s| s.strip_suffix('\''))
+        .unwrap_or_else(|| panic!("not a quoted printable string: {s}"))
+        .as_bytes()
+        .to_vec()
+}
+
+/// Integer properties (`name: value` lines of its properties dump) and rows of one extent,
+/// from `inspect::extent`.
+fn extent_rows(db: &Path, id: &str) -> (BTreeMap<String, u64>, Vec<Row>) {
+    let text = inspect::extent(&*inspect::posix(), db, id, usize::MAX).unwrap();
+    let props: BTreeMap<String, u64> = text
+        .lines()
+        .filter_map(|l| {
+            let (name, value) = l.trim().trim_end_matches(',').split_once(": ")?;
+            Some((name.to_string(), value.parse().ok()?))
+        })
+        .collect();
+    let mut rows = Vec::new();
+    for line in text.lines().filter(|l| l.contains(" => ")) {
+        let (ikey, value) = line.trim().split_once(" => ").unwrap();
+        let mut parts = ikey.rsplitn(3, ' ');
+        let kind = parts.next().unwrap();
+        let lsn: u64 = parts.next().unwrap().strip_prefix('@').unwrap().parse().unwrap();
+        let key = unquote(parts.next().unwrap());
+        let value = match kind {
+            "Put" => Some(unquote(value)),
+            "Delete" => None,
+            k => panic!("unknown kind {k}"),
+        };
+        rows.push((key, lsn, value));
+    }
+    (props, rows)
+}
+
+/// Key/value pairs in key order.
+type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
+
+fn scan(db: &Db, table: &str) -> Result<Pairs, Error> {
+    db.table(table)?.iter(&ReadOptions::default())?.collect()
+}
+
+/// Opens a pristine copy of fixture `v` and checks every byte of data it should hold.
+fn check_fixture(v: Variant) {
+    let model = Model::run(&workload());
+    let tmp = fixture_copy(v.dir, None);
+    let dir = tmp.path();
+    let fs_ = inspect::posix();
+
+    // Offline views first: nothing has been rewritten by an open yet.
+    let report = inspect::verify(&*fs_, dir).unwrap();
+    assert!(report.ok(), "{}: verify: {:?}", v.dir, report.problems);
+    let by_level = extents_by_level(dir);
+    let names: Vec<&str> = by_level.keys().map(String::as_str).collect();
+    assert_eq!(names, FINAL_TABLES, "{}: tables in CATALOG", v.dir);
+    let mut extents = 0;
+    let (mut blocks, mut lz4_blocks) = (0, 0);
+    for (name, t) in &model.tables {
+        let levels = &by_level[*name];
+        let want: [Vec<Row>; 3] = [
+            sorted(t.l0.iter().flatten().cloned().collect()),
+            t.l1.clone(),
+            t.l2.clone(),
+        ];
+        for (level, ids) in levels.iter().enumerate() {
+            let mut got = Vec::new();
+            for id in ids {
+                let (props, rows) = extent_rows(dir, id);
+                assert_eq!(props["format_version"], 3, "{}: extent {id} format version", v.dir);
+                assert_eq!(props["entries"], rows.len() as u64, "{}: extent {id}", v.dir);
+                let bloom = u64::from(v.bloom_bits_per_key);
+                assert_eq!(props["bloom_bits_per_key"], bloom, "{}: extent {id}", v.dir);
+                assert_eq!(props["filter_size"] > 0, bloom > 0, "{}: extent {id}", v.dir);
+                blocks += props["data_blocks"];
+                lz4_blocks += props["compressed_blocks"];
+                got.extend(rows);
+                extents += 1;
+            }
+            assert_eq!(sorted(got), want[level], "{}: table {name} L{level} rows", v.dir);
+        }
+    }
+    assert_eq!(report.extents, extents, "{}: extents verified", v.dir);
+    // db-v3 holds LZ4 blocks (`users`) and stored ones (`orders`, `default`); plain none.
+    match v.compression {
+        Compression::Lz4 => assert!(
+            0 < lz4_blocks && lz4_blocks < blocks,
+            "{}: {lz4_blocks}/{blocks}",
+            v.dir
+        ),
+        _ => assert_eq!(lz4_blocks, 0, "{}", v.dir),
+    }
+    // Every level of `users` holds data.
+    assert!(
+        by_level["users"].iter().all(|l| !l.is_empty()),
+        "{}: {by_level:?}",
+        v.dir
+    );
+    // The redo log: one segment holding exactly the writes after the reopen.
+    assert_eq!(report.redo_records, model.redo_records, "{}: redo records", v.dir);
+    let redo = inspect::redo(&*fs_, dir).unwrap();
+    assert_eq!(redo.lines().count(), 1, "{}: {redo}", v.dir);
+    let range = format!(
+        "{} records, {} ops, LSN {}..{}",
+        model.redo_records, model.redo_records, model.first_redo_lsn, model.lsn
+    );
+    assert!(
+        redo.contains(&range) && !redo.contains("damage"),
+        "{}: {redo}\nwant {range}",
+        v.dir
+    );
+    // The metadata: a checkpoint and a slog with transactions after it.
+    let slog = inspect::slog(&*fs_, dir).unwrap();
+    let first = slog.lines().next().unwrap();
+    let nums: Vec<u64> = first.split(' ').filter_map(|w| w.parse().ok()).collect();
+    assert!(first.starts_with("CURRENT: checkpoint") && nums.len() == 2, "{slog}");
+    assert!(nums[0] > 0 && nums[1] >= nums[0], "{}: {first}", v.dir);
+    assert!(
+        slog.lines().count() > 3,
+        "{}: the slog holds transactions:\n{slog}",
+        v.dir
+    );
+    assert!(dir.join(format!("meta/CHECKPOINT-{:06}", nums[0])).exists());
+    assert!(dir.join(format!("meta/SLOG-{:06}", nums[1])).exists());
+
+    // Now open it (recovery replays the redo log) and read everything.
+    let db = Db::open(dir, options(v)).unwrap();
+    assert_eq!(db.tables(), FINAL_TABLES, "{}: Db::tables", v.dir);
+    assert!(matches!(db.table("scratch"), Err(Error::TableNotFound(_))));
+    for (name, t) in &model.tables {
+        let want = t.visible();
+        let pairs: Pairs = want.clone().into_iter().collect();
+        assert_eq!(scan(&db, name).unwrap(), pairs, "{}: table {name} scan", v.dir);
+        let table = db.table(name).unwrap();
+        let mut back: Pairs = table
+            .iter(&ReadOptions::default())
+            .unwrap()
+            .rev()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        back.reverse();
+        assert_eq!(back, pairs, "{}: table {name} reverse scan", v.dir);
+        for k in t.keys() {
+            assert_eq!(
+                table.get(&k).unwrap(),
+                want.get(&k).cloned(),
+                "{}: {name} get {k:?}",
+                v.dir
+            );
+        }
+        let info = table.level_info();
+        let l0: Vec<usize> = t.l0.iter().map(Vec::len).collect();
+        assert_eq!(info.l0_layers.len(), l0.len(), "{}: {name} L0 layers", v.dir);
+        let entries = [l0.iter().sum::<usize>(), t.l1.len(), t.l2.len()].map(|n| n as u64);
+        assert_eq!(info.entries, entries, "{}: {name} entries per level", v.dir);
+    }
+    db.close().unwrap();
+}
+
+#[test]
+fn db_v3_reads_exactly() {
+    check_fixture(VARIANTS[0]);
+}
+
+#[test]
+fn db_v3_plain_reads_exactly() {
+    check_fixture(VARIANTS[1]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Corrupt copies.
+// ---------------------------------------------------------------------------------------------
+
+/// Opens `db-v3` with `corrupt/<case>` laid over it in `mode`.
+fn open_corrupt(case: &str, mode: RecoveryMode) -> (tempfile::TempDir, Result<Db, Error>) {
+    let tmp = fixture_copy("db-v3", Some(case));
+    let opts = Options {
+        recovery_mode: mode,
+        ..options(VARIANTS[0])
+    };
+    let db = Db::open(tmp.path(), opts);
+    (tmp, db)
+}
+
+/// Asserts `r` is `Error::Corruption` in file `file` (relative to the database) at `offset`.
+fn assert_corruption<T: std::fmt::Debug>(r: Result<T, Error>, db: &Path, file: &str, offset: u64) {
+    match r {
+        Err(Error::Corruption {
+            path,
+            offset: o,
+            reason,
+        }) => {
+            assert_eq!(path, db.join(file), "corruption reported in the wrong file: {reason}");
+            assert_eq!(o, offset, "corruption in {file} at the wrong offset: {reason}");
+        }
+        other => panic!("want Error::Corruption in {file} at {offset}, got {other:?}"),
+    }
+}
+
+/// The model of the fixture without the writes that live only in the redo log.
+fn model_before_redo() -> Model {
+    let steps = workload();
+    let reopen = steps.iter().position(|s| matches!(s, Step::Reopen)).unwrap();
+    Model::run(&steps[..=reopen])
+}
+
+/// Every table of `db` reads exactly as `model` says.
+fn assert_reads(db: &Db, model: &Model) {
+    for (name, t) in &model.tables {
+        let want: Pairs = t.visible().into_iter().collect();
+        assert_eq!(scan(db, name).unwrap(), want, "table {name}");
+    }
+}
+
+#[test]
+fn corrupt_catalog_fails_open() {
+    for mode in [RecoveryMode::TolerateCorruptedTail, RecoveryMode::PointInTime] {
+        let (tmp, db) = open_corrupt("catalog", mode);
+        assert_corruption(db, tmp.path(), "CATALOG", CATALOG_CRC_AT);
+    }
+}
+
+#[test]
+fn corrupt_current_fails_open() {
+    let (tmp, db) = open_corrupt("current", RecoveryMode::default());
+    assert_corruption(db, tmp.path(), "meta/CURRENT", CURRENT_CRC_AT);
+}
+
+#[test]
+fn corrupt_checkpoint_fails_open() {
+    for mode in [RecoveryMode::TolerateCorruptedTail, RecoveryMode::PointInTime] {
+        let (tmp, db) = open_corrupt("checkpoint", mode);
+        assert_corruption(db, tmp.path(), "meta/CHECKPOINT-000003", CHECKPOINT_DAMAGED_RECORD);
+    }
+}
+
+#[test]
+fn corrupt_slog_fails_open() {
+    for mode in [RecoveryMode::TolerateCorruptedTail, RecoveryMode::PointInTime] {
+        let (tmp, db) = open_corrupt("slog", mode);
+        assert_corruption(db, tmp.path(), "meta/SLOG-000005", SLOG_DAMAGED_RECORD);
+    }
+}
+
+#[test]
+fn corrupt_redo_fails_open_or_recovers_a_prefix() {
+    // Damage in a record followed by others is never a torn tail.
+    for mode in [RecoveryMode::TolerateCorruptedTail, RecoveryMode::AbsoluteConsistency] {
+        let (tmp, db) = open_corrupt("redo", mode);
+        assert_corruption(db, tmp.path(), "redo/000001.log", REDO_DAMAGED_RECORD);
+    }
+    // PointInTime keeps the records before the damage: here none of the redo-only writes.
+    let (_tmp, db) = open_corrupt("redo", RecoveryMode::PointInTime);
+    let db = db.unwrap();
+    assert_reads(&db, &model_before_redo());
+    db.close().unwrap();
+}
+
+#[test]
+fn corrupt_extent_block_is_reported_never_returned() {
+    let model = Model::run(&workload());
+    let tmp = fixture_copy("db-v3", Some("extent"));
+    let block = EXTENT_DAMAGED_BLOCK;
+    let report = inspect::verify(&*inspect::posix(), tmp.path()).unwrap();
+    assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
+    assert!(
+        report.problems[0].contains(&format!("at offset {block}")),
+        "{:?}",
+        report.problems
+    );
+
+    let db = Db::open(tmp.path(), options(VARIANTS[0])).unwrap();
+    let check = |r: Result<Pairs, Error>| assert_corruption(r, tmp.path(), "data/000001.dat", block);
+    // Tables whose extents are intact read exactly.
+    for name in ["default", "orders", "empty"] {
+        let want: Pairs = model.tables[name].visible().into_iter().collect();
+        assert_eq!(scan(&db, name).unwrap(), want, "table {name}");
+    }
+    // `users`: the scan stops with the corruption, after a correct prefix.
+    let users = &model.tables["users"];
+    let want = users.visible();
+    let mut it = db.table("users").unwrap().iter(&ReadOptions::default()).unwrap();
+    let mut seen = Vec::new();
+    let err = loop {
+        match it.next() {
+            Some(Ok(kv)) => seen.push(kv),
+            Some(Err(e)) => break Err(e),
+            None => break Ok(Vec::new()),
+        }
+    };
+    check(err);
+    let pairs: Pairs = want.clone().into_iter().collect();
+    assert_eq!(
+        seen[..],
+        pairs[..seen.len()],
+        "the scan returned wrong data before the error"
+    );
+    // Point reads: the right value or the corruption, never a wrong value; some must fail.
+    let table = db.table("users").unwrap();
+    let mut failed = 0;
+    for k in users.keys() {
+        match table.get(&k) {
+            Ok(v) => assert_eq!(v, want.get(&k).cloned(), "get {k:?}"),
+            Err(e) => {
+                check(Err(e));
+                failed += 1;
+            }
+        }
+    }
+    assert!(failed > 0, "no point read touched the damaged block");
+    db.close().unwrap();
+}
+
+#[test]
+fn corrupt_data_header_copy_is_survived() {
+    // One damaged header copy: the other is enough (format.md, "Data file header").
+    let (tmp, db) = open_corrupt("data-header", RecoveryMode::default());
+    let db = db.unwrap();
+    assert_reads(&db, &Model::run(&workload()));
+    db.close().unwrap();
+    let report = inspect::verify(&*inspect::posix(), tmp.path()).unwrap();
+    assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
+    assert!(report.problems[0].contains("000001.dat"), "{:?}", report.problems);
+}
+
+/// Where each corrupt copy's damage must be reported (offsets in the fixture files, frozen
+/// with them; format.md says which structure each error names).
+/// CATALOG: its CRC field (the file is 71 bytes; the CRC is the last 4).
+const CATALOG_CRC_AT: u64 = 67;
+/// CURRENT: the file (36 bytes, one CRC).
+const CURRENT_CRC_AT: u64 = 0;
+/// Checkpoint: its first record, right after the 48-byte header.
+const CHECKPOINT_DAMAGED_RECORD: u64 = 48;
+/// Slog: the ENTRIES record after the BEGIN record (32-byte header + 24-byte BEGIN).
+const SLOG_DAMAGED_RECORD: u64 = 56;
+/// Redo segment: its first record, right after the 32-byte segment header.
+const REDO_DAMAGED_RECORD: u64 = 32;
+/// Extent 1.2 (the L2 extent of `users`): data block 0 starts at slot 2, 2 x 2 MiB.
+const EXTENT_DAMAGED_BLOCK: u64 = 2 * (2 << 20);
