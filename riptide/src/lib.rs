@@ -65,7 +65,7 @@ mod write;
 pub use cache::CacheStats;
 pub use catalog::{DEFAULT_TABLE, MAX_TABLE_NAME};
 pub use db::{Db, DbStats, LevelInfo, LevelStats, Table};
-pub use error::{Error, Result};
+pub use error::{Error, Result, QUOTED_NAME_BYTES};
 pub use extent_store::CacheCounters;
 pub use iter::{DbIterator, Iter};
 pub use key::{Lsn, MAX_LSN};

@@ -106,7 +106,9 @@ pub struct Options {
     pub table_cache_size: usize,
     /// Capacity of the row cache (latest versions of hot records, any level, and keys found
     /// absent from every level), in bytes; each row is charged about 100 bytes plus the heap
-    /// bytes of rows over 44 bytes. 0 disables it. Default: 0 (off, like RocksDB's `row_cache`).
+    /// bytes of rows over 44 bytes. 0 disables it. Like the other caches it allocates as it
+    /// fills, so a capacity costs nothing until rows arrive. Default: 0 (off, like RocksDB's
+    /// `row_cache`).
     pub row_cache_size: usize,
     /// L0 layers of a sub-table at which each write group is delayed by
     /// `slowdown_delay_micros`. Default: 20.
@@ -136,10 +138,10 @@ pub struct Options {
     /// fill, write amplification 5.73 against 7.13 and 17 % more disk). Default: true.
     pub level1_dynamic_trigger: bool,
     /// Bytes pending compaction in a sub-table (all of L0 plus L1 beyond its trigger) at which
-    /// each write group is delayed. Default: 8 GiB.
+    /// each write group is delayed; 0 means no limit (as in RocksDB). Default: 8 GiB.
     pub pending_compaction_slowdown_bytes: u64,
-    /// Bytes pending compaction at which writers stop until compaction catches up.
-    /// Default: 32 GiB.
+    /// Bytes pending compaction at which writers stop until compaction catches up; 0 means no
+    /// limit (as in RocksDB). Default: 32 GiB.
     pub pending_compaction_stop_bytes: u64,
     /// Compactions re-link extents and copy data blocks that overlap nothing instead of
     /// rewriting them (X-Engine's data reuse). Default: true.
@@ -366,7 +368,10 @@ impl Options {
         if self.level1_extents_trigger == 0 {
             return Err(invalid("level1_extents_trigger", "must be at least 1"));
         }
-        if self.pending_compaction_slowdown_bytes > self.pending_compaction_stop_bytes {
+        // 0 means no limit, so only two limits can be out of order.
+        if self.pending_compaction_stop_bytes != 0
+            && self.pending_compaction_slowdown_bytes > self.pending_compaction_stop_bytes
+        {
             return Err(invalid(
                 "pending_compaction_slowdown_bytes",
                 "exceeds pending_compaction_stop_bytes",

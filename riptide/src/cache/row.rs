@@ -34,10 +34,13 @@ use std::sync::Arc;
 pub(crate) const DEFAULT_MAX_ROW_SIZE: usize = 4096;
 /// Bytes charged per entry besides a large row's heap bytes: its 64-byte slot, up to four 8-byte
 /// index entries and a 4-byte free-list entry. Every row is charged at least this much, so a shard
-/// holds at most `capacity / ROW_OVERHEAD` rows; its slab and free list are reserved for exactly that
-/// many on first use (they never grow past it), and its index holds at most four entries per row of
-/// its peak count, so a shard's memory stays within its capacity (plus a 64-entry minimum index).
+/// holds at most `capacity / ROW_OVERHEAD` rows; its slab and free list grow as rows arrive (doubling,
+/// never past that many), and its index holds at most four entries per row of its peak count, so a
+/// shard's memory stays within its capacity (plus a 64-entry minimum index, and twice the slab for
+/// a moment while it grows).
 pub(crate) const ROW_OVERHEAD: usize = 100;
+/// Rows a shard's slab first makes room for.
+const SLAB_FIRST_ROWS: usize = 1024;
 /// Bytes charged for a heap allocation's header.
 const HEAP_OVERHEAD: usize = 16;
 
@@ -172,7 +175,7 @@ fn index_entry(hash: u64, slot: u32) -> u64 {
 /// usually reads one index line and a hit one index line plus the slot's line.
 struct Inner {
     seed: u64,
-    /// Most rows the shard can hold (`capacity / ROW_OVERHEAD`): the slab's reserved size.
+    /// Most rows the shard can hold (`capacity / ROW_OVERHEAD`): the slab's largest size.
     max_rows: usize,
     index: Vec<u64>,
     slots: Vec<Option<Slot>>,
@@ -288,10 +291,15 @@ impl Inner {
         let i = match self.free.pop() {
             Some(i) => i,
             None => {
-                if self.slots.capacity() == 0 {
-                    // Eviction keeps len <= max_rows, so the slab and free list never reallocate.
-                    self.slots.reserve_exact(self.max_rows.max(1));
-                    self.free.reserve_exact(self.max_rows.max(1));
+                if self.slots.len() == self.slots.capacity() {
+                    // The slab grows as the shard fills (doubling, from 1,024 rows) but never
+                    // past `max_rows`: eviction keeps len <= max_rows. A huge capacity costs
+                    // nothing until rows arrive.
+                    let room = self.max_rows.max(1).saturating_sub(self.slots.capacity());
+                    let grow = self.slots.capacity().max(SLAB_FIRST_ROWS).min(room).max(1);
+                    self.slots.reserve_exact(grow);
+                    self.free
+                        .reserve_exact(self.slots.capacity().saturating_sub(self.free.capacity()));
                 }
                 self.slots.push(None);
                 (self.slots.len() - 1) as u32
