@@ -35,7 +35,8 @@ use std::cmp::Ordering;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{cmp_ikey, get_u32, get_varint32, put_varint};
+use super::cmp_ikey;
+use crate::coding::{get_u32, get_varint32, mask_crc, put_varint};
 use crate::error::{Error, Result};
 
 /// Bucket value: no user key hashes here.
@@ -72,13 +73,13 @@ pub(super) fn footer_restarts(footer: u32) -> usize {
 /// The stored (masked) checksum of one restart region's bytes.
 #[inline]
 pub(super) fn region_crc(region: &[u8]) -> u32 {
-    super::mask_crc(crc32c::crc32c(region))
+    mask_crc(crc32c::crc32c(region))
 }
 
 /// The stored (masked) tail checksum: the tail up to the checksum, then the 4 footer bytes.
 #[inline]
 pub(super) fn tail_crc(tail: &[u8], footer: &[u8]) -> u32 {
-    super::mask_crc(crc32c::crc32c_append(crc32c::crc32c(tail), footer))
+    mask_crc(crc32c::crc32c_append(crc32c::crc32c(tail), footer))
 }
 
 /// Builds one data block.

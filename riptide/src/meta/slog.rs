@@ -22,9 +22,9 @@
 
 use super::checkpoint::{load_checkpoint, write_checkpoint};
 use super::edit::{corrupt, decode_entries, put_entry, MetaState, SlogEntry};
+use crate::coding::{crc_tail_ok, get_u32, get_u64, seal_crc_tail, RecordHeader, RECORD_HEADER_SIZE};
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, WritableFile};
-use crate::redo::record::{mask_crc, unmask_crc};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -38,8 +38,6 @@ const SLOG_MAGIC: &[u8; 8] = b"RPTSLOG\0";
 pub(crate) const CURRENT_SIZE: usize = 36;
 /// Size of a slog file header.
 pub(crate) const SLOG_HEADER_SIZE: usize = 32;
-/// Size of a record header (slog and checkpoint records).
-pub(crate) const RECORD_HEADER_SIZE: usize = 24;
 /// Entries are packed into records of about this many payload bytes (an entry never spans
 /// records; a bigger entry gets a record of its own).
 pub(crate) const RECORD_TARGET: usize = 1 << 20;
@@ -74,35 +72,19 @@ fn parse_number(name: &str, prefix: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
-fn u32_at(b: &[u8], off: usize) -> u32 {
-    let mut a = [0u8; 4];
-    if let Some(s) = b.get(off..off + 4) {
-        a.copy_from_slice(s);
-    }
-    u32::from_le_bytes(a)
-}
-
-fn u64_at(b: &[u8], off: usize) -> u64 {
-    let mut a = [0u8; 8];
-    if let Some(s) = b.get(off..off + 8) {
-        a.copy_from_slice(s);
-    }
-    u64::from_le_bytes(a)
-}
-
 /// Checks a fixed header: length, CRC (last 4 bytes, over the rest), magic, version.
 pub(crate) fn check_fixed_header(path: &Path, h: &[u8], size: usize, magic: &[u8; 8], what: &str) -> Result<()> {
     if h.len() < size {
         return Err(corrupt(path, 0, format!("{what} is shorter than {size} bytes")));
     }
     let h = &h[..size];
-    if unmask_crc(u32_at(h, size - 4)) != crc32c::crc32c(&h[..size - 4]) {
+    if !crc_tail_ok(h) {
         return Err(corrupt(path, 0, format!("{what} checksum mismatch")));
     }
     if &h[0..8] != magic {
         return Err(corrupt(path, 0, format!("{what}: bad magic")));
     }
-    let version = u32_at(h, 8);
+    let version = get_u32(h, 8).unwrap_or(0);
     if version > META_FORMAT_VERSION {
         return Err(Error::UnsupportedFormat {
             path: path.to_path_buf(),
@@ -114,13 +96,6 @@ pub(crate) fn check_fixed_header(path: &Path, h: &[u8], size: usize, magic: &[u8
         return Err(corrupt(path, 8, format!("{what}: format version 0")));
     }
     Ok(())
-}
-
-/// Writes the CRC of a fixed header into its last 4 bytes.
-pub(crate) fn seal_fixed_header(h: &mut [u8]) {
-    let n = h.len();
-    let crc = mask_crc(crc32c::crc32c(&h[..n - 4]));
-    h[n - 4..].copy_from_slice(&crc.to_le_bytes());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -142,7 +117,7 @@ impl Current {
         h[8..12].copy_from_slice(&META_FORMAT_VERSION.to_le_bytes());
         h[16..24].copy_from_slice(&self.checkpoint.to_le_bytes());
         h[24..32].copy_from_slice(&self.slog.to_le_bytes());
-        seal_fixed_header(&mut h);
+        seal_crc_tail(&mut h);
         h
     }
 
@@ -155,12 +130,12 @@ impl Current {
             ));
         }
         check_fixed_header(path, data, CURRENT_SIZE, CURRENT_MAGIC, "CURRENT")?;
-        if u32_at(data, 12) != 0 {
+        if get_u32(data, 12).unwrap_or(0) != 0 {
             return Err(corrupt(path, 12, "CURRENT: reserved bytes are not zero"));
         }
         let cur = Current {
-            checkpoint: u64_at(data, 16),
-            slog: u64_at(data, 24),
+            checkpoint: get_u64(data, 16).unwrap_or(0),
+            slog: get_u64(data, 24).unwrap_or(0),
         };
         if cur.slog == 0 || cur.slog < cur.checkpoint {
             return Err(corrupt(
@@ -188,48 +163,6 @@ impl Current {
 // ---------------------------------------------------------------------------------------------
 // Records
 
-/// A decoded record header.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct RecordHeader {
-    pub(crate) payload_crc: u32,
-    pub(crate) payload_len: u32,
-    pub(crate) kind: u8,
-    /// Slog: the transaction id. Checkpoint: the record's index in the file.
-    pub(crate) seq: u64,
-}
-
-impl RecordHeader {
-    pub(crate) fn encode(&self) -> [u8; RECORD_HEADER_SIZE] {
-        let mut h = [0u8; RECORD_HEADER_SIZE];
-        h[4..8].copy_from_slice(&mask_crc(self.payload_crc).to_le_bytes());
-        h[8..12].copy_from_slice(&self.payload_len.to_le_bytes());
-        h[12] = self.kind;
-        h[16..24].copy_from_slice(&self.seq.to_le_bytes());
-        let crc = mask_crc(crc32c::crc32c(&h[4..]));
-        h[0..4].copy_from_slice(&crc.to_le_bytes());
-        h
-    }
-
-    /// Decodes a header whose CRC matches; `None` otherwise (also if `h` is short).
-    pub(crate) fn decode(h: &[u8]) -> Option<Self> {
-        let h = h.get(..RECORD_HEADER_SIZE)?;
-        if unmask_crc(u32_at(h, 0)) != crc32c::crc32c(&h[4..]) {
-            return None;
-        }
-        Some(RecordHeader {
-            payload_crc: unmask_crc(u32_at(h, 4)),
-            payload_len: u32_at(h, 8),
-            kind: h[12],
-            seq: u64_at(h, 16),
-        })
-    }
-
-    /// The reserved bytes 13..16 of an encoded header (must be zero).
-    pub(crate) fn reserved_ok(h: &[u8]) -> bool {
-        h.get(13..16) == Some(&[0, 0, 0][..])
-    }
-}
-
 /// Appends one framed record. Fails (nothing appended) if the payload exceeds 4 GiB - 1.
 pub(crate) fn encode_record(out: &mut Vec<u8>, kind: u8, seq: u64, payload: &[u8]) -> io::Result<()> {
     let payload_len = u32::try_from(payload.len())
@@ -237,8 +170,8 @@ pub(crate) fn encode_record(out: &mut Vec<u8>, kind: u8, seq: u64, payload: &[u8
     let h = RecordHeader {
         payload_crc: crc32c::crc32c(payload),
         payload_len,
-        kind,
-        seq,
+        record_type: kind,
+        first_lsn: seq,
     };
     out.extend_from_slice(&h.encode());
     out.extend_from_slice(payload);
@@ -285,17 +218,17 @@ fn encode_slog_header(number: u64) -> [u8; SLOG_HEADER_SIZE] {
     h[0..8].copy_from_slice(SLOG_MAGIC);
     h[8..12].copy_from_slice(&META_FORMAT_VERSION.to_le_bytes());
     h[16..24].copy_from_slice(&number.to_le_bytes());
-    seal_fixed_header(&mut h);
+    seal_crc_tail(&mut h);
     h
 }
 
 /// Checks a slog header; returns `(number, version)`.
 pub(crate) fn decode_slog_header(path: &Path, data: &[u8]) -> Result<(u64, u32)> {
     check_fixed_header(path, data, SLOG_HEADER_SIZE, SLOG_MAGIC, "slog header")?;
-    if u32_at(data, 12) != 0 || u32_at(data, 24) != 0 {
+    if get_u32(data, 12).unwrap_or(0) != 0 || get_u32(data, 24).unwrap_or(0) != 0 {
         return Err(corrupt(path, 12, "slog header: reserved bytes are not zero"));
     }
-    Ok((u64_at(data, 16), u32_at(data, 8)))
+    Ok((get_u64(data, 16).unwrap_or(0), get_u32(data, 8).unwrap_or(0)))
 }
 
 /// A framed record found in a slog image.
@@ -427,8 +360,9 @@ fn view_record(path: &Path, data: &[u8], r: &Framed) -> Result<SlogRecordView> {
     if !RecordHeader::reserved_ok(hdr) {
         return Err(bad(r.offset + 13, "record header: reserved bytes are not zero".into()));
     }
-    let txn = r.header.seq;
-    match r.header.kind {
+    // The header's sequence field is the transaction id.
+    let txn = r.header.first_lsn;
+    match r.header.record_type {
         REC_BEGIN if payload.is_empty() => Ok(SlogRecordView::Begin { txn }),
         REC_ENTRIES => match decode_entries(payload) {
             Ok(entries) => Ok(SlogRecordView::Entries { txn, entries }),
@@ -439,11 +373,15 @@ fn view_record(path: &Path, data: &[u8], r: &Framed) -> Result<SlogRecordView> {
         },
         REC_COMMIT if payload.len() == 8 => Ok(SlogRecordView::Commit {
             txn,
-            entries: u64_at(payload, 0),
+            entries: get_u64(payload, 0).unwrap_or(0),
         }),
         REC_BEGIN | REC_COMMIT => Err(bad(
             r.offset,
-            format!("record type {} with a {}-byte payload", r.header.kind, payload.len()),
+            format!(
+                "record type {} with a {}-byte payload",
+                r.header.record_type,
+                payload.len()
+            ),
         )),
         k => Err(bad(r.offset, format!("unknown slog record type {k}"))),
     }
