@@ -29,8 +29,10 @@ use crate::extent::{
 use crate::fs::{FaultFs, FileSystem, ReadableFile};
 use crate::key::{compare_internal_keys, encode_internal_key, ValueKind};
 use crate::meta::checkpoint::{load_checkpoint, CHECKPOINT_HEADER_SIZE};
+use crate::meta::current::{Current, CURRENT_SIZE};
 use crate::meta::edit::MetaState;
-use crate::meta::slog::{decode_slog_header, replay_slog, Current, CURRENT_SIZE, SLOG_HEADER_SIZE};
+use crate::meta::framing::{decode_slog_header, SLOG_HEADER_SIZE};
+use crate::meta::replay::replay_slog;
 use crate::options::RecoveryMode;
 use crate::space::header::{FileHeader, HeaderCopy, HEADER_SIZE};
 

@@ -1141,7 +1141,6 @@ fn constants() {
 
 mod prop {
     use super::*;
-    use crate::coding::{get_u32, mask_crc};
     use proptest::prelude::*;
 
     proptest! {

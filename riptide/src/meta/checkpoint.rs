@@ -12,8 +12,9 @@
 //!   any CRC failure, short read, wrong record index, missing trailer, count mismatch or
 //!   trailing byte is [`Error::Corruption`] naming the file and offset.
 
+use super::current::{check_fixed_header, META_FORMAT_VERSION};
 use super::edit::{corrupt, decode_entries, put_entry, ExtentMeta, MetaState, SlogEntry, TableEdit};
-use super::slog::{check_fixed_header, encode_record, RECORD_TARGET, REC_END, REC_ENTRIES};
+use super::framing::{encode_record, RECORD_TARGET, REC_END, REC_ENTRIES};
 use crate::coding::{get_u64, put_u64, seal_crc_tail, RecordHeader, RECORD_HEADER_SIZE};
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, ReadableFile, WritableFile};
@@ -37,7 +38,7 @@ impl CheckpointHeader {
     fn encode(&self) -> [u8; CHECKPOINT_HEADER_SIZE] {
         let mut h = [0u8; CHECKPOINT_HEADER_SIZE];
         h[0..8].copy_from_slice(CHECKPOINT_MAGIC);
-        h[8..12].copy_from_slice(&super::slog::META_FORMAT_VERSION.to_le_bytes());
+        h[8..12].copy_from_slice(&META_FORMAT_VERSION.to_le_bytes());
         h[16..24].copy_from_slice(&self.number.to_le_bytes());
         h[24..32].copy_from_slice(&self.tables.to_le_bytes());
         h[32..40].copy_from_slice(&self.extents.to_le_bytes());

@@ -1,8 +1,8 @@
 //! Metadata: which extents make up each sub-table's levels and layers, made durable by a
 //! metadata log (slog) of mini-transactions and periodic checkpoints (`docs/format.md`).
 //!
-//! This module holds metadata as plain data ([`edit`]) and its files ([`slog`],
-//! [`checkpoint`]); the engine builds its in-memory copy-on-write snapshots from it.
+//! This module holds metadata as plain data ([`edit`]) and its files ([`current`], [`framing`],
+//! [`slog`], [`replay`], [`dump`], [`checkpoint`]); the engine builds its in-memory copy-on-write snapshots from it.
 //!
 //! Invariants: every metadata change is committed to the slog (durable) before it is applied in
 //! memory; recovery = the checkpoint named by `meta/CURRENT`, then the committed transactions
@@ -11,7 +11,11 @@
 #![allow(dead_code)]
 
 pub(crate) mod checkpoint;
+pub(crate) mod current;
+pub(crate) mod dump;
 pub(crate) mod edit;
+pub(crate) mod framing;
+pub(crate) mod replay;
 pub(crate) mod slog;
 pub(crate) mod version;
 

@@ -8,7 +8,10 @@
 //! poisoning; leftover files; `dump_slog`; and a run on the real file system.
 
 use super::checkpoint::{load_checkpoint, read_checkpoint, write_checkpoint, CHECKPOINT_HEADER_SIZE};
+use super::current::*;
+use super::dump::*;
 use super::edit::*;
+use super::framing::*;
 use super::slog::*;
 use crate::coding::{seal_crc_tail, RECORD_HEADER_SIZE};
 use crate::error::{Error, Result};
