@@ -154,13 +154,7 @@ impl ExtentBuilder {
     /// Records a copied block's index entry (at its new offset) and adds it to the properties:
     /// its rows, deletes and LSN range from the entry, `new_users` user keys not continuing the
     /// previous block, and its raw key and value bytes.
-    fn push_copied(
-        &mut self,
-        entry: IndexEntry,
-        compressed: bool,
-        new_users: u64,
-        (keys, values): (u64, u64),
-    ) {
+    fn push_copied(&mut self, entry: IndexEntry, compressed: bool, new_users: u64, (keys, values): (u64, u64)) {
         if compressed {
             self.props.compressed_blocks += 1;
         }
