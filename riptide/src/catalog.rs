@@ -7,9 +7,9 @@
 //!   directory) and checksummed; a damaged catalog fails the open, it is never guessed at.
 //! - Table 0 is the default table and always exists.
 
+use crate::coding::{crc_tail_ok, get_u16, get_u32, put_u16, put_u32, seal_crc_tail};
 use crate::error::{Error, Result};
 use crate::fs::FileSystem;
-use crate::redo::record::{mask_crc, unmask_crc};
 use std::path::{Path, PathBuf};
 
 /// Current catalog format version.
@@ -44,16 +44,16 @@ impl Catalog {
     pub(crate) fn encode(&self) -> Vec<u8> {
         let mut out = Vec::new();
         out.extend_from_slice(CATALOG_MAGIC);
-        out.extend_from_slice(&CATALOG_FORMAT_VERSION.to_le_bytes());
-        out.extend_from_slice(&(self.tables.len() as u32).to_le_bytes());
-        out.extend_from_slice(&self.next_id.to_le_bytes());
+        put_u32(&mut out, CATALOG_FORMAT_VERSION);
+        put_u32(&mut out, self.tables.len() as u32);
+        put_u32(&mut out, self.next_id);
         for (id, name) in &self.tables {
-            out.extend_from_slice(&id.to_le_bytes());
-            out.extend_from_slice(&(name.len() as u16).to_le_bytes());
+            put_u32(&mut out, *id);
+            put_u16(&mut out, name.len() as u16);
             out.extend_from_slice(name.as_bytes());
         }
-        let crc = mask_crc(crc32c::crc32c(&out));
-        out.extend_from_slice(&crc.to_le_bytes());
+        put_u32(&mut out, 0);
+        seal_crc_tail(&mut out);
         out
     }
 
@@ -62,20 +62,14 @@ impl Catalog {
         if data.len() < 24 {
             return Err(bad(0, "catalog shorter than its header"));
         }
-        let (body, crc) = data.split_at(data.len() - 4);
-        let crc = u32::from_le_bytes(crc.try_into().map_err(|_| bad(0, "short"))?);
-        if unmask_crc(crc) != crc32c::crc32c(body) {
+        let body = &data[..data.len() - 4];
+        if !crc_tail_ok(data) {
             return Err(bad(body.len(), "catalog checksum mismatch"));
         }
         if &body[..8] != CATALOG_MAGIC {
             return Err(bad(0, "bad catalog magic"));
         }
-        let u32_at = |off: usize| -> Result<u32> {
-            body.get(off..off + 4)
-                .and_then(|b| b.try_into().ok())
-                .map(u32::from_le_bytes)
-                .ok_or_else(|| bad(off, "truncated catalog"))
-        };
+        let u32_at = |off: usize| get_u32(body, off).ok_or_else(|| bad(off, "truncated catalog"));
         let version = u32_at(8)?;
         if version > CATALOG_FORMAT_VERSION {
             return Err(Error::UnsupportedFormat {
@@ -93,10 +87,7 @@ impl Catalog {
         let mut tables = Vec::with_capacity(count.min(1 << 16));
         for _ in 0..count {
             let id = u32_at(off)?;
-            let len = body
-                .get(off + 4..off + 6)
-                .map(|b| u16::from_le_bytes([b[0], b[1]]) as usize)
-                .ok_or_else(|| bad(off, "truncated catalog"))?;
+            let len = get_u16(body, off + 4).ok_or_else(|| bad(off, "truncated catalog"))? as usize;
             let name = body
                 .get(off + 6..off + 6 + len)
                 .ok_or_else(|| bad(off, "truncated catalog"))?;
@@ -177,9 +168,7 @@ mod tests {
         let p = Path::new("CATALOG");
         let mut v0 = Catalog::new().encode();
         v0[8..12].copy_from_slice(&0u32.to_le_bytes());
-        let n = v0.len();
-        let crc = mask_crc(crc32c::crc32c(&v0[..n - 4]));
-        v0[n - 4..].copy_from_slice(&crc.to_le_bytes());
+        crate::coding::seal_crc_tail(&mut v0);
         assert!(Catalog::decode(p, &v0).unwrap_err().is_corruption());
         for tables in [
             vec![(0, DEFAULT_TABLE.into()), (2, "a".into()), (2, "b".into())],

@@ -19,31 +19,29 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::catalog::Catalog;
+use crate::coding::{get_u32, mask_crc, seal_crc_tail, RECORD_HEADER_SIZE};
 use crate::error::{Error, Result};
 use crate::extent::format::{check_block, decode_index, decompress_lz4, trailer, Footer, FOOTER_SIZE, TRAILER_SIZE};
 use crate::extent::{
-    filter_hash, mask_crc, scan_entries, verify_extent, Block, BlockIter, ExtentBuilder, ExtentOptions, ExtentReader,
-    PointRead, PointScratch, EXTENT_SIZE,
+    filter_hash, scan_entries, verify_extent, Block, BlockIter, ExtentBuilder, ExtentOptions, ExtentReader, PointRead,
+    PointScratch, EXTENT_SIZE,
 };
 use crate::fs::{FaultFs, FileSystem, ReadableFile};
 use crate::key::{compare_internal_keys, encode_internal_key, ValueKind};
 use crate::meta::checkpoint::{load_checkpoint, CHECKPOINT_HEADER_SIZE};
+use crate::meta::current::{Current, CURRENT_SIZE};
 use crate::meta::edit::MetaState;
-use crate::meta::slog::{decode_slog_header, replay_slog, seal_fixed_header, Current, CURRENT_SIZE, SLOG_HEADER_SIZE};
+use crate::meta::framing::{decode_slog_header, SLOG_HEADER_SIZE};
+use crate::meta::replay::replay_slog;
 use crate::options::RecoveryMode;
 use crate::space::header::{FileHeader, HeaderCopy, HEADER_SIZE};
 
-/// Record header size shared by the redo log, the slog and checkpoints.
-const RECORD_HEADER: usize = 24;
 /// Most entries an iterator walk visits (every entry takes at least 3 bytes, so a block can
 /// hold at most a third of its length; the bound only keeps a bug from looping forever).
 const MAX_STEPS: usize = 1 << 20;
 
-fn u32_at(b: &[u8], off: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(b.get(off..off + 4)?.try_into().ok()?))
-}
-
-fn put_u32(b: &mut [u8], off: usize, v: u32) {
+/// Overwrites 4 bytes at `off` with a little-endian u32 (nothing if out of bounds).
+fn set_u32(b: &mut [u8], off: usize, v: u32) {
     if let Some(s) = b.get_mut(off..off + 4) {
         s.copy_from_slice(&v.to_le_bytes());
     }
@@ -53,15 +51,15 @@ fn put_u32(b: &mut [u8], off: usize, v: u32) {
 /// (the framing of redo segments, slogs and checkpoints): payload CRC first, then the header
 /// CRC over bytes 4..24. A record whose payload runs past the end gets only its header CRC.
 fn fix_records(d: &mut [u8], mut off: usize) {
-    while off + RECORD_HEADER <= d.len() {
-        let len = u32_at(d, off + 8).unwrap_or(0) as usize;
-        let end = (off + RECORD_HEADER).saturating_add(len);
+    while off + RECORD_HEADER_SIZE <= d.len() {
+        let len = get_u32(d, off + 8).unwrap_or(0) as usize;
+        let end = (off + RECORD_HEADER_SIZE).saturating_add(len);
         if end <= d.len() {
-            let crc = mask_crc(crc32c::crc32c(&d[off + RECORD_HEADER..end]));
-            put_u32(d, off + 4, crc);
+            let crc = mask_crc(crc32c::crc32c(&d[off + RECORD_HEADER_SIZE..end]));
+            set_u32(d, off + 4, crc);
         }
-        let hcrc = mask_crc(crc32c::crc32c(&d[off + 4..off + RECORD_HEADER]));
-        put_u32(d, off, hcrc);
+        let hcrc = mask_crc(crc32c::crc32c(&d[off + 4..off + RECORD_HEADER_SIZE]));
+        set_u32(d, off, hcrc);
         if end > d.len() {
             return;
         }
@@ -237,12 +235,12 @@ pub fn extent(data: &[u8], fix: bool) -> Result<u64> {
     let mut head = data[..split].to_vec();
     let mut footer = [0u8; FOOTER_SIZE];
     footer[FOOTER_SIZE - (data.len() - split)..].copy_from_slice(&data[split..]);
-    let mut slots = u32_at(&footer, 12).unwrap_or(1).clamp(1, 3);
+    let mut slots = get_u32(&footer, 12).unwrap_or(1).clamp(1, 3);
     if fix {
         slots = 1;
-        put_u32(&mut footer, 12, 1);
+        set_u32(&mut footer, 12, 1);
         let crc = mask_crc(crc32c::crc32c(&footer[..60]));
-        put_u32(&mut footer, 60, crc);
+        set_u32(&mut footer, 60, crc);
         if let Ok(f) = Footer::decode(&footer) {
             for h in [f.index, f.filter, f.props] {
                 fix_trailer(&mut head, h.offset, h.size);
@@ -311,7 +309,7 @@ pub fn redo_segment(data: &[u8], mode: u8, fix: bool) -> Result<u64> {
     if fix && d.len() >= 32 {
         d[16..24].copy_from_slice(&1u64.to_le_bytes());
         let crc = mask_crc(crc32c::crc32c(&d[..24]));
-        put_u32(&mut d, 24, crc);
+        set_u32(&mut d, 24, crc);
         fix_records(&mut d, 32);
     }
     let mode = match mode % 3 {
@@ -347,7 +345,7 @@ pub fn slog(data: &[u8], fix: bool) -> Result<u64> {
     let mut d = data.to_vec();
     if fix && d.len() >= SLOG_HEADER_SIZE {
         d[16..24].copy_from_slice(&1u64.to_le_bytes());
-        seal_fixed_header(&mut d[..SLOG_HEADER_SIZE]);
+        seal_crc_tail(&mut d[..SLOG_HEADER_SIZE]);
         fix_records(&mut d, SLOG_HEADER_SIZE);
     }
     decode_slog_header(path, &d)?;
@@ -363,7 +361,7 @@ pub fn checkpoint(data: &[u8], fix: bool) -> Result<usize> {
     let path = Path::new("/db/meta/CHECKPOINT-000001");
     let mut d = data.to_vec();
     if fix && d.len() >= CHECKPOINT_HEADER_SIZE {
-        seal_fixed_header(&mut d[..CHECKPOINT_HEADER_SIZE]);
+        seal_crc_tail(&mut d[..CHECKPOINT_HEADER_SIZE]);
         fix_records(&mut d, CHECKPOINT_HEADER_SIZE);
     }
     let fs = FaultFs::new();
@@ -382,13 +380,13 @@ pub fn small_file(data: &[u8], which: u8, fix: bool) -> Result<()> {
     match which % 3 {
         0 => {
             if fix && d.len() == CURRENT_SIZE {
-                seal_fixed_header(&mut d);
+                seal_crc_tail(&mut d);
             }
             Current::decode(Path::new("/db/meta/CURRENT"), &d).map(|_| ())
         }
         1 => {
             if fix && d.len() >= 24 {
-                seal_fixed_header(&mut d);
+                seal_crc_tail(&mut d);
             }
             let c = Catalog::decode(Path::new("/db/CATALOG"), &d)?;
             // What decodes must encode back to the same bytes (no field is lost or invented).
@@ -401,7 +399,7 @@ pub fn small_file(data: &[u8], which: u8, fix: bool) -> Result<()> {
         _ => {
             if fix {
                 d.resize(HEADER_SIZE, 0);
-                seal_fixed_header(&mut d);
+                seal_crc_tail(&mut d);
             }
             match FileHeader::decode(Path::new("/db/data/000001.dat"), 0, &d) {
                 HeaderCopy::Valid(_) | HeaderCopy::Blank => Ok(()),

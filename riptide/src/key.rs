@@ -5,7 +5,7 @@
 //! `MAX_LSN` is reserved as "newer than everything" for seeks.
 //!
 //! The memtable keeps user keys and version tags apart (a key node holds its versions), but
-//! the same tag packing is used in memory, in the redo log and later in extents.
+//! the same tag packing is used in memory, in the redo log and in extents.
 
 use std::cmp::Ordering;
 

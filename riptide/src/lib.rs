@@ -35,6 +35,7 @@
 
 mod cache;
 mod catalog;
+mod coding;
 mod compaction;
 mod db;
 mod error;

@@ -7,7 +7,7 @@
 //! - Index entries and properties are self-delimiting; a decoder never trusts a length beyond
 //!   its buffer and rejects trailing bytes.
 
-use super::{get_u32, get_u64, get_varint, get_varint32, mask_crc, put_varint, unmask_crc, varint_len};
+use crate::coding::{get_u32, get_u64, get_varint, get_varint32, mask_crc, put_varint, unmask_crc, varint_len};
 use crate::key::Lsn;
 
 /// Format version of extents written by this build (footer and properties). Version 2 added

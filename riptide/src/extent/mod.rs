@@ -49,6 +49,7 @@ pub(crate) use reader::{verify_extent, ExtentReader};
 
 use std::cmp::Ordering;
 
+use crate::coding::get_u64;
 use crate::error::{Error, Result};
 use crate::key::compare_internal_keys;
 
@@ -150,61 +151,7 @@ impl ExtentOptions {
     }
 }
 
-// ---- little helpers shared by the submodules -------------------------------------------------
-
-const MASK_DELTA: u32 = 0xa282_ead8;
-
-/// Masks a CRC for storage (LevelDB's rotate-and-add, as in the redo log).
-#[inline]
-pub(crate) fn mask_crc(crc: u32) -> u32 {
-    crc.rotate_right(15).wrapping_add(MASK_DELTA)
-}
-
-/// Inverse of [`mask_crc`].
-#[inline]
-pub(crate) fn unmask_crc(masked: u32) -> u32 {
-    masked.wrapping_sub(MASK_DELTA).rotate_left(15)
-}
-
-/// Appends a LEB128 varint (at most 10 bytes).
-#[inline]
-pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-/// Encoded length of a varint.
-#[inline]
-pub(crate) fn varint_len(v: u64) -> usize {
-    let bits = 64 - (v | 1).leading_zeros() as usize;
-    bits.div_ceil(7)
-}
-
-/// Reads a LEB128 varint of at most 10 bytes at `*pos`, advancing it; `None` if truncated or
-/// longer than 64 bits.
-#[inline]
-pub(crate) fn get_varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
-    let mut v = 0u64;
-    let mut shift = 0u32;
-    loop {
-        let b = *buf.get(*pos)?;
-        *pos += 1;
-        if shift == 63 && b > 1 {
-            return None;
-        }
-        v |= u64::from(b & 0x7f) << shift;
-        if b & 0x80 == 0 {
-            return Some(v);
-        }
-        shift += 7;
-        if shift > 63 {
-            return None;
-        }
-    }
-}
+// ---- little helpers shared by the submodules (byte encodings live in `crate::coding`) ----
 
 /// Asks the CPU to start loading the cache line holding `bytes[at]` (no effect if `at` is out
 /// of bounds, or on targets without a prefetch instruction). Point lookups issue these for
@@ -239,44 +186,6 @@ pub(crate) fn prefetch_range(bytes: &[u8], start: usize, end: usize, max_lines: 
         prefetch(bytes, at.max(start));
         at += LINE;
     }
-}
-
-/// Reads a varint that must fit in 32 bits.
-#[inline]
-pub(crate) fn get_varint32(buf: &[u8], pos: &mut usize) -> Option<u32> {
-    let mut v = 0u32;
-    let mut shift = 0u32;
-    loop {
-        let b = *buf.get(*pos)?;
-        *pos += 1;
-        if shift == 28 && b > 0x0f {
-            return None;
-        }
-        v |= u32::from(b & 0x7f) << shift;
-        if b & 0x80 == 0 {
-            return Some(v);
-        }
-        shift += 7;
-        if shift > 28 {
-            return None;
-        }
-    }
-}
-
-/// Reads a little-endian u32 at `pos` (bounds-checked).
-#[inline]
-pub(crate) fn get_u32(buf: &[u8], pos: usize) -> Option<u32> {
-    let b = buf.get(pos..pos.checked_add(4)?)?;
-    Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-}
-
-/// Reads a little-endian u64 at `pos` (bounds-checked).
-#[inline]
-pub(crate) fn get_u64(buf: &[u8], pos: usize) -> Option<u64> {
-    let b = buf.get(pos..pos.checked_add(8)?)?;
-    let mut a = [0u8; 8];
-    a.copy_from_slice(b);
-    Some(u64::from_le_bytes(a))
 }
 
 /// Internal-key order, identical to [`crate::key::compare_internal_keys`] (user key ascending,

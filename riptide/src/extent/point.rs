@@ -30,7 +30,8 @@ use super::block::{
 };
 use super::format::TRAILER_SIZE;
 use super::reader::append_exact_at;
-use super::{cmp_ikey, get_u32, Compression};
+use super::{cmp_ikey, Compression};
+use crate::coding::get_u32;
 use crate::error::{Error, Result};
 use crate::fs::ReadableFile;
 

@@ -16,6 +16,7 @@ use rand::{Rng, SeedableRng};
 use super::filter::filter_hash;
 use super::format::{ExtentProperties, Footer, Handle, IndexEntry, EXTENT_FORMAT_VERSION, TRAILER_SIZE};
 use super::*;
+use crate::coding::{get_u32, mask_crc};
 use crate::fs::ReadableFile;
 use crate::key::{compare_internal_keys, decode_internal_key, encode_internal_key, Lsn, ValueKind, MAX_LSN};
 

@@ -12,11 +12,10 @@
 //!   any CRC failure, short read, wrong record index, missing trailer, count mismatch or
 //!   trailing byte is [`Error::Corruption`] naming the file and offset.
 
+use super::current::{check_fixed_header, META_FORMAT_VERSION};
 use super::edit::{corrupt, decode_entries, put_entry, ExtentMeta, MetaState, SlogEntry, TableEdit};
-use super::slog::{
-    check_fixed_header, encode_record, seal_fixed_header, RecordHeader, RECORD_HEADER_SIZE, RECORD_TARGET, REC_END,
-    REC_ENTRIES,
-};
+use super::framing::{encode_record, RECORD_TARGET, REC_END, REC_ENTRIES};
+use crate::coding::{get_u64, put_u64, seal_crc_tail, RecordHeader, RECORD_HEADER_SIZE};
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, ReadableFile, WritableFile};
 use std::path::Path;
@@ -39,17 +38,17 @@ impl CheckpointHeader {
     fn encode(&self) -> [u8; CHECKPOINT_HEADER_SIZE] {
         let mut h = [0u8; CHECKPOINT_HEADER_SIZE];
         h[0..8].copy_from_slice(CHECKPOINT_MAGIC);
-        h[8..12].copy_from_slice(&super::slog::META_FORMAT_VERSION.to_le_bytes());
+        h[8..12].copy_from_slice(&META_FORMAT_VERSION.to_le_bytes());
         h[16..24].copy_from_slice(&self.number.to_le_bytes());
         h[24..32].copy_from_slice(&self.tables.to_le_bytes());
         h[32..40].copy_from_slice(&self.extents.to_le_bytes());
-        seal_fixed_header(&mut h);
+        seal_crc_tail(&mut h);
         h
     }
 
     fn decode(path: &Path, h: &[u8]) -> Result<Self> {
         check_fixed_header(path, h, CHECKPOINT_HEADER_SIZE, CHECKPOINT_MAGIC, "checkpoint header")?;
-        let u64_at = |o: usize| u64::from_le_bytes(h[o..o + 8].try_into().unwrap_or([0; 8]));
+        let u64_at = |o: usize| get_u64(h, o).unwrap_or(0);
         if h[12..16] != [0; 4] || h[40..44] != [0; 4] {
             return Err(corrupt(path, 12, "checkpoint header: reserved bytes are not zero"));
         }
@@ -154,9 +153,9 @@ pub(crate) fn write_checkpoint(fs: &dyn FileSystem, path: &Path, number: u64, st
     }
     w.flush()?;
     let mut end = Vec::with_capacity(END_PAYLOAD_SIZE);
-    end.extend_from_slice(&header.tables.to_le_bytes());
-    end.extend_from_slice(&header.extents.to_le_bytes());
-    end.extend_from_slice(&w.entries.to_le_bytes());
+    put_u64(&mut end, header.tables);
+    put_u64(&mut end, header.extents);
+    put_u64(&mut end, w.entries);
     w.emit(REC_END, &end)?;
     file.sync_data().map_err(|e| Error::io("fsync", path, e))
 }
@@ -211,14 +210,15 @@ pub(crate) fn load_checkpoint(fs: &dyn FileSystem, path: &Path) -> Result<(u64, 
         if crc32c::crc32c(&payload) != rec.payload_crc {
             return Err(corrupt(path, off, "record payload checksum mismatch"));
         }
-        if rec.seq != seq {
+        // The header's sequence field is the record's index in the file.
+        if rec.first_lsn != seq {
             return Err(corrupt(
                 path,
                 off,
-                format!("record {} where record {seq} belongs", rec.seq),
+                format!("record {} where record {seq} belongs", rec.first_lsn),
             ));
         }
-        match rec.kind {
+        match rec.record_type {
             REC_ENTRIES => {
                 let list = decode_entries(&payload).map_err(|at| {
                     corrupt(
@@ -241,7 +241,7 @@ pub(crate) fn load_checkpoint(fs: &dyn FileSystem, path: &Path) -> Result<(u64, 
                 if payload.len() != END_PAYLOAD_SIZE {
                     return Err(corrupt(path, off, "END record of the wrong size"));
                 }
-                let at = |o: usize| u64::from_le_bytes(payload[o..o + 8].try_into().unwrap_or([0; 8]));
+                let at = |o: usize| get_u64(&payload, o).unwrap_or(0);
                 let (tables, extents, n) = (at(0), at(8), at(16));
                 if (tables, extents) != (header.tables, header.extents) || n != entries {
                     return Err(corrupt(

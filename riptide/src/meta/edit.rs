@@ -16,10 +16,10 @@
 //! Encoding: entries are self-delimiting; decoding never trusts a count or length beyond the
 //! bytes present and never panics on arbitrary input.
 
+use crate::coding::{get_varint, put_varint};
 use crate::error::{Error, Result};
 use crate::extent::BuiltExtent;
 use crate::key::compare_internal_keys;
-use crate::redo::record::{get_varint, put_varint};
 use crate::space::ExtentId;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap, HashSet};

@@ -8,8 +8,12 @@
 //! poisoning; leftover files; `dump_slog`; and a run on the real file system.
 
 use super::checkpoint::{load_checkpoint, read_checkpoint, write_checkpoint, CHECKPOINT_HEADER_SIZE};
+use super::current::*;
+use super::dump::*;
 use super::edit::*;
+use super::framing::*;
 use super::slog::*;
+use crate::coding::{seal_crc_tail, RECORD_HEADER_SIZE};
 use crate::error::{Error, Result};
 use crate::fs::{CrashMode, FaultFs, FaultOp, FileSystem, PosixFs};
 use crate::key::{encode_internal_key, ValueKind};
@@ -353,10 +357,10 @@ fn malformed_entries_are_refused() {
     *e.last_mut().unwrap() = 0x04;
     assert!(decode_entries(&e).is_err());
     let mut big = vec![2];
-    crate::redo::record::put_varint(&mut big, u64::from(u32::MAX) + 1);
+    crate::coding::put_varint(&mut big, u64::from(u32::MAX) + 1);
     assert!(decode_entries(&big).is_err());
     let mut huge_count = vec![1, 0];
-    crate::redo::record::put_varint(&mut huge_count, u64::MAX >> 1);
+    crate::coding::put_varint(&mut huge_count, u64::MAX >> 1);
     assert!(decode_entries(&huge_count).is_err());
     // Good entry then garbage: the offset of the garbage is reported.
     let mut two = Vec::new();
@@ -926,7 +930,7 @@ fn crc_valid_records_that_break_the_structure_are_corruption() {
     // A record header with non-zero reserved bytes (CRC recomputed) is corruption.
     let mut r = rec(REC_BEGIN, 1, &[]);
     r[13] = 1;
-    let crc = crate::redo::record::mask_crc(crc32c::crc32c(&r[4..24]));
+    let crc = crate::coding::mask_crc(crc32c::crc32c(&r[4..24]));
     r[0..4].copy_from_slice(&crc.to_le_bytes());
     let (_fs, afs) = fs_with_slog(&r);
     assert!(open(&afs).unwrap_err().is_corruption());
@@ -992,7 +996,7 @@ fn current_round_trips_and_every_flipped_byte_is_caught() {
     // A newer version with a valid CRC is UnsupportedFormat.
     let mut newer = enc;
     newer[8..12].copy_from_slice(&2u32.to_le_bytes());
-    seal_fixed_header(&mut newer);
+    seal_crc_tail(&mut newer);
     assert!(matches!(
         Current::decode(p, &newer),
         Err(Error::UnsupportedFormat {
@@ -1160,7 +1164,7 @@ fn newer_format_versions_are_unsupported() {
     let p = slog_path(&mdir(), s);
     let mut data = fs.read_file(&p).unwrap();
     data[8..12].copy_from_slice(&9u32.to_le_bytes());
-    seal_fixed_header(&mut data[..SLOG_HEADER_SIZE]);
+    seal_crc_tail(&mut data[..SLOG_HEADER_SIZE]);
     fs.write_file(&p, data);
     assert!(matches!(open(&afs), Err(Error::UnsupportedFormat { found: 9, .. })));
 }
@@ -1292,7 +1296,7 @@ fn crc_valid_but_inconsistent_checkpoints_are_corruption() {
     // Header counts that disagree with the content (CRC recomputed).
     let mut bad = clean.clone();
     bad[32..40].copy_from_slice(&5u64.to_le_bytes());
-    seal_fixed_header(&mut bad[..CHECKPOINT_HEADER_SIZE]);
+    seal_crc_tail(&mut bad[..CHECKPOINT_HEADER_SIZE]);
     fs.write_file(&p, bad);
     assert_corruption(read_checkpoint(&fs, &p), &p);
     // A record carrying a removal, a record out of sequence, an END of the wrong size.

@@ -12,11 +12,12 @@
 
 pub(crate) mod record;
 
+use crate::coding::{crc_tail_ok, seal_crc_tail, RecordHeader, RECORD_HEADER_SIZE};
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, WritableFile};
 use crate::key::Lsn;
 use crate::options::RecoveryMode;
-use record::{decode_ops, Op, RecordHeader, RECORD_HEADER_SIZE};
+use record::{decode_ops, Op};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -51,8 +52,7 @@ fn encode_segment_header(number: u64, flags: u32) -> [u8; SEGMENT_HEADER_SIZE] {
     h[8..12].copy_from_slice(&REDO_FORMAT_VERSION.to_le_bytes());
     h[12..16].copy_from_slice(&flags.to_le_bytes());
     h[16..24].copy_from_slice(&number.to_le_bytes());
-    let crc = record::mask_crc(crc32c::crc32c(&h[0..24]));
-    h[24..28].copy_from_slice(&crc.to_le_bytes());
+    seal_crc_tail(&mut h[..28]);
     h
 }
 
@@ -62,8 +62,7 @@ fn decode_segment_header(path: &Path, data: &[u8]) -> Result<(u64, u32)> {
     let h = data
         .get(..SEGMENT_HEADER_SIZE)
         .ok_or_else(|| bad("file shorter than the header"))?;
-    let crc = u32::from_le_bytes(h[24..28].try_into().map_err(|_| bad("short"))?);
-    if record::unmask_crc(crc) != crc32c::crc32c(&h[0..24]) {
+    if !crc_tail_ok(&h[..28]) {
         return Err(bad("checksum mismatch"));
     }
     if &h[0..8] != SEGMENT_MAGIC {

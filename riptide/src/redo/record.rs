@@ -1,95 +1,22 @@
 //! Redo record and op encoding (see `docs/format.md`, "Redo log").
 //!
+//! The framing itself (CRC masking, varints, the 24-byte record header) is
+//! [`crate::coding`]'s; this module gives it the redo log's meaning.
+//!
 //! Invariants:
 //! - A record is `header (24 bytes) ‖ payload`; the header carries its own CRC32C (so a damaged
-//!   length is detected before it is trusted) and the payload's CRC32C.
-//! - CRCs are stored masked (LevelDB's rotate-and-add), so a CRC over bytes that contain CRCs
-//!   does not degenerate.
+//!   length is detected before it is trusted) and the payload's CRC32C. Its type is
+//!   [`RECORD_GROUP`] or [`RECORD_REWRITE`], its sequence field the group's first LSN.
 //! - Ops are self-delimiting; decoding never trusts a length beyond the payload and never
 //!   panics on arbitrary bytes.
 
+use crate::coding::{get_varint, put_varint, RecordHeader};
 use crate::key::{Lsn, ValueKind, MAX_LSN};
-
-/// Size of a record header.
-pub(crate) const RECORD_HEADER_SIZE: usize = 24;
 
 /// Record type: a write group; op `i` has LSN `first_lsn + i`.
 pub(crate) const RECORD_GROUP: u8 = 1;
 /// Record type: rewritten live data; every op carries its own LSN.
 pub(crate) const RECORD_REWRITE: u8 = 2;
-
-const MASK_DELTA: u32 = 0xa282_ead8;
-
-/// Masks a CRC for storage.
-pub(crate) fn mask_crc(crc: u32) -> u32 {
-    crc.rotate_right(15).wrapping_add(MASK_DELTA)
-}
-
-/// Inverse of [`mask_crc`].
-pub(crate) fn unmask_crc(masked: u32) -> u32 {
-    masked.wrapping_sub(MASK_DELTA).rotate_left(15)
-}
-
-/// A decoded record header.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct RecordHeader {
-    pub(crate) payload_crc: u32,
-    pub(crate) payload_len: u32,
-    pub(crate) record_type: u8,
-    pub(crate) first_lsn: Lsn,
-}
-
-impl RecordHeader {
-    /// Encodes the header, computing the header CRC.
-    pub(crate) fn encode(&self) -> [u8; RECORD_HEADER_SIZE] {
-        let mut h = [0u8; RECORD_HEADER_SIZE];
-        h[4..8].copy_from_slice(&mask_crc(self.payload_crc).to_le_bytes());
-        h[8..12].copy_from_slice(&self.payload_len.to_le_bytes());
-        h[12] = self.record_type;
-        h[16..24].copy_from_slice(&self.first_lsn.to_le_bytes());
-        let crc = crc32c::crc32c(&h[4..]);
-        h[0..4].copy_from_slice(&mask_crc(crc).to_le_bytes());
-        h
-    }
-
-    /// Decodes and verifies a header; `None` if its CRC does not match.
-    pub(crate) fn decode(h: &[u8]) -> Option<Self> {
-        let h: &[u8; RECORD_HEADER_SIZE] = h.get(..RECORD_HEADER_SIZE)?.try_into().ok()?;
-        let stored = unmask_crc(u32::from_le_bytes(h[0..4].try_into().ok()?));
-        if crc32c::crc32c(&h[4..]) != stored {
-            return None;
-        }
-        Some(RecordHeader {
-            payload_crc: unmask_crc(u32::from_le_bytes(h[4..8].try_into().ok()?)),
-            payload_len: u32::from_le_bytes(h[8..12].try_into().ok()?),
-            record_type: h[12],
-            first_lsn: u64::from_le_bytes(h[16..24].try_into().ok()?),
-        })
-    }
-}
-
-/// Appends a LEB128 varint.
-pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-/// Reads a LEB128 varint from `buf` at `*pos`, advancing it; `None` if malformed or truncated.
-pub(crate) fn get_varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
-    let mut v = 0u64;
-    for shift in (0..64).step_by(7) {
-        let b = *buf.get(*pos)?;
-        *pos += 1;
-        v |= u64::from(b & 0x7f) << shift;
-        if b & 0x80 == 0 {
-            return Some(v);
-        }
-    }
-    None
-}
 
 /// Appends one op in the group encoding: `kind ‖ varint table ‖ varint klen ‖ key ‖ [varint vlen ‖ value]`.
 pub(crate) fn put_op(out: &mut Vec<u8>, kind: ValueKind, table: u32, key: &[u8], value: &[u8]) {
@@ -181,6 +108,7 @@ pub(crate) fn decode_ops<'a>(header: &RecordHeader, payload: &'a [u8]) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::coding::RECORD_HEADER_SIZE;
 
     #[test]
     fn header_round_trips_and_detects_damage() {

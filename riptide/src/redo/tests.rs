@@ -999,7 +999,7 @@ fn segment_header_damage_is_corruption() {
     let mut damaged = files(&fs);
     set_file(&mut damaged, &seg(1), |d| {
         d[0..8].copy_from_slice(b"NOTREDO\0");
-        let crc = record::mask_crc(crc32c::crc32c(&d[0..24]));
+        let crc = crate::coding::mask_crc(crc32c::crc32c(&d[0..24]));
         d[24..28].copy_from_slice(&crc.to_le_bytes());
     });
     let (res, _) = replay(&fs_with(&damaged), RecoveryMode::default());
@@ -1016,7 +1016,7 @@ fn newer_format_version_is_unsupported() {
         let mut newer = files(&fs);
         set_file(&mut newer, &seg(n), |d| {
             d[8..12].copy_from_slice(&(REDO_FORMAT_VERSION + 1).to_le_bytes());
-            let crc = record::mask_crc(crc32c::crc32c(&d[0..24]));
+            let crc = crate::coding::mask_crc(crc32c::crc32c(&d[0..24]));
             d[24..28].copy_from_slice(&crc.to_le_bytes());
         });
         for mode in [RecoveryMode::TolerateCorruptedTail, RecoveryMode::PointInTime] {

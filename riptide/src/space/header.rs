@@ -9,8 +9,8 @@
 //!   [`HeaderCopy::Damaged`] with the typed error to report if no copy is valid.
 
 use super::EXTENT_SIZE;
+use crate::coding::{crc_tail_ok, get_u32, get_u64, seal_crc_tail};
 use crate::error::Error;
-use crate::redo::record::{mask_crc, unmask_crc};
 use std::path::Path;
 
 /// Size of one header copy.
@@ -57,8 +57,7 @@ impl FileHeader {
         out[20..24].copy_from_slice(&self.file_number.to_le_bytes());
         out[24..28].copy_from_slice(&self.slots_per_file.to_le_bytes());
         out[28..36].copy_from_slice(&self.created_micros.to_le_bytes());
-        let crc = mask_crc(crc32c::crc32c(&out[..CRC_OFFSET]));
-        out[CRC_OFFSET..].copy_from_slice(&crc.to_le_bytes());
+        seal_crc_tail(&mut out);
         out
     }
 
@@ -72,8 +71,8 @@ impl FileHeader {
         if buf.iter().all(|&b| b == 0) {
             return HeaderCopy::Blank;
         }
-        let u32_at = |off: usize| u32::from_le_bytes([buf[off], buf[off + 1], buf[off + 2], buf[off + 3]]);
-        if unmask_crc(u32_at(CRC_OFFSET)) != crc32c::crc32c(&buf[..CRC_OFFSET]) {
+        let u32_at = |off: usize| get_u32(buf, off).unwrap_or(0);
+        if !crc_tail_ok(buf) {
             return bad(CRC_OFFSET, "data-file header checksum mismatch");
         }
         if &buf[0..8] != DATA_MAGIC {
@@ -90,12 +89,10 @@ impl FileHeader {
         if version == 0 {
             return bad(8, "data-file format version 0");
         }
-        let mut created = [0u8; 8];
-        created.copy_from_slice(&buf[28..36]);
         HeaderCopy::Valid(FileHeader {
             file_number: u32_at(20),
             slots_per_file: u32_at(24),
-            created_micros: u64::from_le_bytes(created),
+            created_micros: get_u64(buf, 28).unwrap_or(0),
         })
         .check_sizes(path, at, u32_at(12), u32_at(16))
     }
@@ -169,8 +166,7 @@ mod tests {
     #[test]
     fn newer_version_and_wrong_sizes_are_typed() {
         let reseal = |mut b: Vec<u8>| {
-            let crc = mask_crc(crc32c::crc32c(&b[..CRC_OFFSET]));
-            b[CRC_OFFSET..].copy_from_slice(&crc.to_le_bytes());
+            seal_crc_tail(&mut b);
             b
         };
         let mut b = header().encode();

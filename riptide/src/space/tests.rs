@@ -627,7 +627,7 @@ fn header_damage() {
     for c in copies {
         let mut h = b[c..c + HEADER_SIZE].to_vec();
         h[8] = 9;
-        let crc = crate::redo::record::mask_crc(crc32c::crc32c(&h[..HEADER_SIZE - 4]));
+        let crc = crate::coding::mask_crc(crc32c::crc32c(&h[..HEADER_SIZE - 4]));
         h[HEADER_SIZE - 4..].copy_from_slice(&crc.to_le_bytes());
         b[c..c + HEADER_SIZE].copy_from_slice(&h);
     }

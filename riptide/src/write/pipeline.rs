@@ -38,10 +38,11 @@
 
 use super::batch::WriteBatch;
 use super::completion::Completion;
+use crate::coding::RecordHeader;
 use crate::error::{Error, Result};
 use crate::key::Lsn;
 use crate::memtable::Memtable;
-use crate::redo::record::{RecordHeader, RECORD_GROUP};
+use crate::redo::record::RECORD_GROUP;
 use crate::redo::RedoLog;
 use crate::subtable::TableInner;
 use crossbeam_utils::CachePadded;
