@@ -403,6 +403,7 @@ mod tests {
         assert!(e.group(3).is_empty());
         assert!(Expected::open(&p, 3, 10)
             .unwrap_err()
+            .to_string()
             .contains("made for 2 tables x 10 keys"));
         std::fs::write(&p, b"garbage that is long enough to be a header....").unwrap();
         assert!(Expected::open(&p, 2, 10).is_err());

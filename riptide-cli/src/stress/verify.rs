@@ -128,6 +128,7 @@ pub(super) fn verify_all(db: &Db, tables: &[Table], exp: &Expected) -> Result<u6
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stress::expected::{GroupKey, DELETED};
 
     #[test]
     fn a_torn_atomic_write_is_caught_after_a_kill() {

@@ -330,7 +330,7 @@ mod tests {
     }
 
     /// Opens engine `E` on a temporary directory with default flags plus `args`.
-    fn open<E: BenchEngine>(engine: &str, dir: &Path, args: &[&str]) -> (E, Config) {
+    fn open<E: BenchEngine>(engine: &str, dir: &std::path::Path, args: &[&str]) -> (E, Config) {
         use clap::Parser;
         #[derive(Parser)]
         struct Wrap {

@@ -18,8 +18,6 @@ mod config;
 mod engine_choice;
 mod workload_settings;
 
-#[cfg(test)]
-pub use benchmark::parse_benchmarks;
 pub use benchmark::Benchmark;
 pub use config::Config;
 pub use engine_choice::{Compression, EngineKind};

@@ -526,7 +526,6 @@ pub fn report_lines(name: &str, cfg: &Config, s: &XStats, elapsed: Duration, thr
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::bench::flags::Mix;
 
     #[test]
