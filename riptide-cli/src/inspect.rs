@@ -1,14 +1,21 @@
 //! `riptide inspect`: look inside a database directory without opening it (like RocksDB's
 //! `ldb` and `sst_dump`). Nothing here writes; run it on a closed database or a copy.
+//!
+//! Invariants: a path that is not a directory holding a `CATALOG` (what `Db::open` looks for)
+//! is refused up front with "not a Riptide database: PATH", whatever the subcommand; `--db`
+//! may stand before or after the subcommand, and defaults to `riptide bench`'s directory.
 
+use crate::bench::flags::DEFAULT_DB;
 use clap::{Args, Subcommand};
-use std::path::PathBuf;
+use std::fmt;
+use std::path::{Path, PathBuf};
 
 /// Inspect a database directory: levels, extents, slog, redo log; verify every checksum.
 #[derive(Args, Debug)]
 pub struct InspectArgs {
-    /// The database directory.
-    #[arg(long, default_value = "./riptide-data")]
+    /// The database directory, before or after the subcommand (the default is `riptide
+    /// bench`'s)
+    #[arg(long, global = true, value_name = "DIR", default_value = DEFAULT_DB)]
     pub db: PathBuf,
     #[command(subcommand)]
     pub what: What,
@@ -40,10 +47,42 @@ pub enum What {
     Verify,
 }
 
+/// Why an inspection could not run (`main` prints it and exits 1).
+#[derive(Debug)]
+pub enum InspectError {
+    /// `--db` is not a directory holding a `CATALOG`.
+    NotADatabase(PathBuf),
+    /// The engine's inspection failed.
+    Engine(riptide::Error),
+}
+
+impl fmt::Display for InspectError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InspectError::NotADatabase(p) => write!(f, "not a Riptide database: {}", p.display()),
+            InspectError::Engine(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl From<riptide::Error> for InspectError {
+    fn from(e: riptide::Error) -> Self {
+        InspectError::Engine(e)
+    }
+}
+
+/// True if `dir` is a Riptide database: a directory holding a `CATALOG` file.
+pub fn is_database(dir: &Path) -> bool {
+    dir.join("CATALOG").is_file()
+}
+
 /// Runs the inspection; `Ok(false)` when `verify` found damage.
-pub fn run(args: &InspectArgs) -> Result<bool, riptide::Error> {
+pub fn run(args: &InspectArgs) -> Result<bool, InspectError> {
     let fs = riptide::inspect::posix();
     let db = &args.db;
+    if !is_database(db) {
+        return Err(InspectError::NotADatabase(db.clone()));
+    }
     match &args.what {
         What::Levels { table } => print!("{}", riptide::inspect::levels(fs.as_ref(), db, table.as_deref())?),
         What::Extent { id, rows } => print!("{}", riptide::inspect::extent(fs.as_ref(), db, id, *rows)?),

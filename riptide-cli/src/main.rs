@@ -1,6 +1,10 @@
 //! The `riptide` command: `riptide bench` (db_bench-compatible benchmarks), `riptide inspect`
 //! (levels, extents, slog, redo log, checksum verification) and `riptide stress` (random
 //! operations against an expected state, with a blackbox crash mode).
+//!
+//! Exit status, the same for every subcommand: 0 on success; 1 when the run failed (a runtime
+//! error, a failed verification, damage found by `inspect verify`); 2 for a usage error, both
+//! clap's own parse errors and a flag value the tool refuses after parsing.
 
 mod bench;
 mod inspect;
@@ -8,6 +12,9 @@ mod stress;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
+
+/// Exit status of a run that failed (usage errors exit 2, as clap's do).
+const RUNTIME_ERROR: u8 = 1;
 
 /// Riptide: a tiered LSM-tree storage engine after Alibaba's X-Engine.
 #[derive(Parser, Debug)]
@@ -39,23 +46,23 @@ fn main() -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("riptide bench: error: {e}");
-                ExitCode::FAILURE
+                ExitCode::from(e.exit_code())
             }
         },
         Command::Stress(args) => match stress::run(&args) {
             Ok(true) => ExitCode::SUCCESS,
-            Ok(false) => ExitCode::from(1),
+            Ok(false) => ExitCode::from(RUNTIME_ERROR),
             Err(e) => {
                 eprintln!("riptide stress: error: {e}");
-                ExitCode::from(2)
+                ExitCode::from(e.exit_code())
             }
         },
         Command::Inspect(args) => match inspect::run(&args) {
             Ok(true) => ExitCode::SUCCESS,
-            Ok(false) => ExitCode::from(1),
+            Ok(false) => ExitCode::from(RUNTIME_ERROR),
             Err(e) => {
                 eprintln!("riptide inspect: error: {e}");
-                ExitCode::from(2)
+                ExitCode::from(RUNTIME_ERROR)
             }
         },
     }

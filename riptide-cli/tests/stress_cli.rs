@@ -98,7 +98,8 @@ fn a_wrong_expected_state_is_reported() {
     b[slot..slot + 4].copy_from_slice(&(c + 1).to_le_bytes());
     std::fs::write(&p, &b).unwrap();
     let o = stress(&db, &args);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    // A failed verification is a runtime failure: exit status 1 (2 is for usage errors).
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains(&format!("expected Some({})", c + 1)), "{}", text(&o));
 }
 

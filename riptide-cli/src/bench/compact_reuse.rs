@@ -29,7 +29,7 @@
 
 use super::engine::{BenchEngine, EngineError};
 use super::error::BenchError;
-use super::flags::Config;
+use super::flags::{Config, Layout};
 use super::keys::{KeyBuf, Mt64, ValueSource};
 use super::report;
 use super::stats::Merged;
@@ -42,35 +42,6 @@ const LOAD_BATCH: usize = 1000;
 const LARGE_FACTOR: u64 = 10;
 /// Average versions per hot key in the small run.
 const VERSIONS_PER_HOT_KEY: u64 = 10;
-
-/// Where the small run's keys fall (`--reuse_layout`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Layout {
-    /// Distinct and hot keys are new uniformly random key numbers.
-    Uniform,
-    /// Distinct keys lie above the large run; hot keys are records of the large run.
-    Appended,
-}
-
-impl Layout {
-    /// Parses `--reuse_layout`.
-    pub fn from_name(name: &str) -> Result<Layout, BenchError> {
-        match name {
-            "uniform" => Ok(Layout::Uniform),
-            "appended" => Ok(Layout::Appended),
-            _ => Err(BenchError::Usage(format!(
-                "--reuse_layout={name}: expected uniform or appended"
-            ))),
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Layout::Uniform => "uniform",
-            Layout::Appended => "appended",
-        }
-    }
-}
 
 /// The top bit of a key number: clear in the large run and set in the appended layout's
 /// distinct keys (key numbers are stored big-endian, so they sort above every large-run key).

@@ -1,10 +1,12 @@
 //! [`BenchError`]: what can make `riptide bench` fail, each with a message for the user.
 
-use super::engine::EngineError;
 use std::fmt;
 use std::path::PathBuf;
 
-/// A failed bench run. `main` prints it and exits non-zero.
+/// An engine's error, boxed (each engine has its own error type).
+pub type EngineError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// A failed bench run. `main` prints it and exits with [`BenchError::exit_code`].
 #[derive(Debug)]
 pub enum BenchError {
     /// A flag value out of range or inconsistent with the others.
@@ -25,7 +27,9 @@ pub enum BenchError {
     },
     /// `--db` exists but does not look like a database of a bench engine, so it is not wiped.
     NotADatabase(PathBuf),
-    /// Writers stopped for good (see [`crate::bench::runner`]'s watchdog).
+    /// `--db` is a database that another process (or instance) has open: it is not wiped.
+    Locked(PathBuf),
+    /// Writers stopped for good (see the runner's watchdog).
     WriteStop(String),
     /// A benchmark thread panicked (a bug in the bench or the engine).
     Panicked(String),
@@ -43,6 +47,17 @@ impl BenchError {
     }
 }
 
+impl BenchError {
+    /// The process exit status for this error: 2 for a usage error (a flag value refused after
+    /// parsing, like clap's own errors), 1 for anything that failed at run time.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            BenchError::Usage(_) => 2,
+            _ => 1,
+        }
+    }
+}
+
 impl fmt::Display for BenchError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -51,8 +66,14 @@ impl fmt::Display for BenchError {
             BenchError::Io { context, source } => write!(f, "{context}: {source}"),
             BenchError::NotADatabase(p) => write!(
                 f,
-                "refusing to wipe {}: it exists, is not empty and is not a Riptide, RocksDB or fjall database \
+                "refusing to wipe {}: it is neither an empty directory nor a Riptide, RocksDB or fjall database \
                  (no CATALOG, CURRENT + IDENTITY, or version + keyspaces/; pick another --db, or --use_existing_db=1)",
+                p.display()
+            ),
+            BenchError::Locked(p) => write!(
+                f,
+                "refusing to wipe {}: the database is open in another process (its LOCK is held); \
+                 stop that process, or pick another --db",
                 p.display()
             ),
             BenchError::WriteStop(msg) => write!(f, "{msg}"),

@@ -7,17 +7,23 @@
 //! on this thread, see [`run_meta`]), then prints the engine's statistics and the database's
 //! size on disk, closes the database cleanly, prints the size again and the peak RSS.
 //!
-//! Modules: [`flags`] (command line), [`engine`] (the adapter trait and one adapter per engine),
+//! Modules: [`flags`] (command line and its parsed settings), [`dbdir`] (wiping under the lock), [`engine`] (the adapter trait and one adapter per engine),
 //! [`keys`] (keys, values, RNG), [`compact_reuse`] (seed 000 Fig. 16), [`xbench`] (transactions: xbench and
 //! tsunami), [`workload`] (one thread's loop), [`runner`] (threads,
 //! progress, watchdog), [`stats`] (measurements), [`report`] (text), [`dump`] (`--dump_file`).
 //!
 //! Directory rules: with `--use_existing_db=0` the directory is wiped first, and again before
 //! each fillseq/fillrandom that follows a write benchmark (db_bench's `fresh_db`); a directory
-//! is only wiped if it is empty or holds a database of one of the engines
-//! ([`engine::is_bench_database`]).
+//! is only wiped if it is empty or holds a database of one of the engines, and never while
+//! another process has that database open ([`dbdir::wipe_dir`]).
+//!
+//! Layering (no module imports one above it): [`error`], [`keys`], [`stats`] and [`flags`] at
+//! the bottom; [`dbdir`] and the adapters in [`engine`] on them; then [`report`], [`workload`]
+//! and [`runner`]; the workloads with their own drivers ([`compact_reuse`], [`xbench`],
+//! [`dump`]) on top, and this file, which ties them together.
 
 pub mod compact_reuse;
+pub mod dbdir;
 pub mod dump;
 pub mod engine;
 pub mod error;
@@ -29,13 +35,13 @@ pub mod stats;
 pub mod workload;
 pub mod xbench;
 
+use dbdir::wipe_dir;
 use engine::{BenchEngine, EngineKind, RunTotals};
 use error::BenchError;
 use flags::{BenchFlags, Benchmark, Config};
 use keys::ValueSource;
 use runner::SeedCounter;
 use stats::Merged;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// Runs `riptide bench` with the given flags, printing to stdout (progress and interval stats
@@ -47,6 +53,8 @@ pub fn run(flags: &BenchFlags, bare: bool) -> Result<(), BenchError> {
         flags.apply_default_workload();
     }
     let mut cfg = Config::from_flags(&flags)?;
+    // Flags the chosen engine cannot honour are refused here, before the directory is touched.
+    engine::check(&cfg)?;
     cfg.default_workload = bare;
     match cfg.engine {
         EngineKind::Riptide => run_on::<engine::riptide::RiptideEngine>(&cfg),
@@ -201,70 +209,5 @@ fn meta_result(elapsed: Duration, bytes: Option<u64>) -> Merged {
         elapsed,
         thread_seconds: elapsed.as_secs_f64(),
         hist: None,
-    }
-}
-
-/// Removes `dir` if it is missing, empty or a database of one of the engines; refuses anything
-/// else.
-pub fn wipe_dir(dir: &Path) -> Result<(), BenchError> {
-    let io = |what: &str, e| BenchError::Io {
-        context: format!("{what} {}", dir.display()),
-        source: e,
-    };
-    let mut entries = match std::fs::read_dir(dir) {
-        Ok(it) => it,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(io("reading", e)),
-    };
-    if entries.next().is_none() {
-        return Ok(());
-    }
-    if !engine::is_bench_database(dir) {
-        return Err(BenchError::NotADatabase(dir.to_path_buf()));
-    }
-    std::fs::remove_dir_all(dir).map_err(|e| io("wiping", e))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn wipe_only_touches_riptide_databases() {
-        let tmp = std::env::temp_dir().join(format!("riptide-cli-wipe-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&tmp);
-        // Missing: fine.
-        wipe_dir(&tmp).unwrap();
-        // Empty: fine, and kept.
-        std::fs::create_dir_all(&tmp).unwrap();
-        wipe_dir(&tmp).unwrap();
-        // Foreign content: refused, untouched.
-        std::fs::write(tmp.join("precious.txt"), b"x").unwrap();
-        assert!(matches!(wipe_dir(&tmp), Err(BenchError::NotADatabase(_))));
-        assert!(tmp.join("precious.txt").exists());
-        // A Riptide database: wiped.
-        std::fs::remove_file(tmp.join("precious.txt")).unwrap();
-        let db = riptide::Db::open(&tmp, riptide::Options::default()).unwrap();
-        db.default_table().put(b"k", b"v").unwrap();
-        db.close().unwrap();
-        wipe_dir(&tmp).unwrap();
-        assert!(!tmp.exists());
-        // What RocksDB and fjall leave in a database directory: wiped; half of it: refused.
-        for markers in [&["CURRENT", "IDENTITY"][..], &["version", "keyspaces/"]] {
-            std::fs::create_dir_all(&tmp).unwrap();
-            for m in markers {
-                match m.strip_suffix('/') {
-                    Some(d) => std::fs::create_dir(tmp.join(d)).unwrap(),
-                    None => std::fs::write(tmp.join(m), b"").unwrap(),
-                }
-            }
-            std::fs::write(tmp.join("data"), b"x").unwrap();
-            wipe_dir(&tmp).unwrap();
-            assert!(!tmp.exists(), "{markers:?}");
-        }
-        std::fs::create_dir_all(&tmp).unwrap();
-        std::fs::write(tmp.join("CURRENT"), b"").unwrap();
-        assert!(matches!(wipe_dir(&tmp), Err(BenchError::NotADatabase(_))));
-        std::fs::remove_dir_all(&tmp).unwrap();
     }
 }

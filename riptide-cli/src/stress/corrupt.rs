@@ -37,7 +37,8 @@
 //!      **failure**: the seed, round, file, offset and bytes are printed, the damaged copy is
 //!      written to `<db>.failed-round-N`, and the tool exits with status 1.
 
-use super::{key, parse_value, value, StressArgs};
+use super::args::StressArgs;
+use super::{key, parse_value, value};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use riptide::fs::FaultFs;
@@ -135,15 +136,7 @@ fn table_name(t: u32) -> String {
 
 /// Runs the sweep; `Ok(true)` when no round served wrong data.
 pub fn run(a: &StressArgs, seed: u64) -> Result<bool, String> {
-    if a.db.exists() {
-        return Err(format!(
-            "--corrupt_sweep builds a fresh database: {} already exists (remove it or pick another --db)",
-            a.db.display()
-        ));
-    }
-    if a.keys < 50 || a.keys > 200_000 || a.tables > 16 {
-        return Err("--corrupt_sweep needs 50 <= --keys <= 200000 and --tables <= 16".into());
-    }
+    // `--db` (missing) and --keys / --tables were checked by `args::validate`.
     println!(
         "riptide stress: corruption sweep, seed {seed}, {} rounds, {} tables x {} keys",
         a.corrupt_sweep, a.tables, a.keys

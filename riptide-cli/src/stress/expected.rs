@@ -3,7 +3,8 @@
 //! memory ([`Expected::in_memory`], for the power-cut mode, whose file system is in memory too).
 //!
 //! File layout (format version 2): a 32-byte header (magic `RTSTRESS`, format version, tables,
-//! keys per table, 8 reserved bytes, CRC32C of the first 28 bytes); then one 8-byte slot per
+//! keys per table, the owner token (u64; 0 in files written before it existed), CRC32C of the
+//! first 28 bytes); then one 8-byte slot per
 //! (table, key), little-endian `committed: u32` then `pending: u32`; then [`MAX_THREADS`] group
 //! records of [`GROUP_BYTES`] (`count: u32`, 4 reserved bytes, [`MAX_GROUP`] entries of
 //! `table, key, old, new`, each u32); then [`MAX_THREADS`] scratch slots of 8 bytes
@@ -25,8 +26,11 @@
 //!   write per key that may have been in flight);
 //! - [`Expected::next`] never hands out a version number twice within one process (it counts
 //!   from the highest committed, pending or issued one), so a lost write's version cannot be
-//!   confused with a later write's.
+//!   confused with a later write's;
+//! - the owner token, random and never 0 in a new file, is also stored in the database the file
+//!   describes (`owner.rs`): a database whose token differs is not the one this file is about.
 
+use super::error::StressError;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
@@ -75,6 +79,8 @@ pub struct Expected {
     file: Option<File>,
     pub tables: u32,
     pub keys: u32,
+    /// The owner token of the header (0: none; always 0 in memory).
+    token: u64,
     slots: Vec<AtomicU64>,
     /// Highest version number handed out per key (this process only).
     issued: Vec<AtomicU32>,
@@ -92,10 +98,11 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Expected {
-    /// Opens `path`, creating it for `tables` x `keys` slots if missing; an existing file must
-    /// have the same shape and a valid header.
-    pub fn open(path: &Path, tables: u32, keys: u32) -> Result<Expected, String> {
-        let io = |what: &str, e: std::io::Error| format!("{what} {}: {e}", path.display());
+    /// Opens `path`, creating it for `tables` x `keys` slots (and a new owner token) if missing;
+    /// an existing file must have the same shape and a valid header, else a usage error (the
+    /// flags or `--db` do not fit it).
+    pub fn open(path: &Path, tables: u32, keys: u32) -> Result<Expected, StressError> {
+        let io = |what: &str, e: std::io::Error| StressError::Failed(format!("{what} {}: {e}", path.display()));
         let exists = path.exists();
         let file = std::fs::OpenOptions::new()
             .read(true)
@@ -112,7 +119,7 @@ impl Expected {
             h.extend_from_slice(&VERSION.to_le_bytes());
             h.extend_from_slice(&tables.to_le_bytes());
             h.extend_from_slice(&keys.to_le_bytes());
-            h.extend_from_slice(&[0u8; 8]);
+            h.extend_from_slice(&(rand::random::<u64>() | 1).to_le_bytes());
             let crc = crc32c_of(&h);
             h.extend_from_slice(&crc.to_le_bytes());
             file.write_all_at(&h, 0).map_err(|e| io("writing", e))?;
@@ -122,25 +129,25 @@ impl Expected {
         file.read_exact_at(&mut h, 0).map_err(|e| io("reading", e))?;
         let word = |i: usize| u32::from_le_bytes(h[i..i + 4].try_into().expect("4 bytes"));
         if &h[..8] != MAGIC || crc32c_of(&h[..28]) != word(28) {
-            return Err(format!(
+            return Err(StressError::Usage(format!(
                 "{}: not a stress expected-state file (or damaged)",
                 path.display()
-            ));
+            )));
         }
         if word(8) != VERSION {
-            return Err(format!(
+            return Err(StressError::Usage(format!(
                 "{}: expected-state format {}, this riptide writes {VERSION}; use a new --db",
                 path.display(),
                 word(8)
-            ));
+            )));
         }
         if (word(12), word(16)) != (tables, keys) {
-            return Err(format!(
+            return Err(StressError::Usage(format!(
                 "{}: made for {} tables x {} keys, not {tables} x {keys}; use the same --tables and --keys or a new --db",
                 path.display(),
                 word(12),
                 word(16)
-            ));
+            )));
         }
         let mut raw = vec![0u8; (total - HEADER) as usize];
         file.read_exact_at(&mut raw, HEADER).map_err(|e| io("reading", e))?;
@@ -179,6 +186,7 @@ impl Expected {
             .chunks_exact(8)
             .map(|c| AtomicU64::new(u64::from_le_bytes(c.try_into().expect("8 bytes"))))
             .collect();
+        e.token = u64::from_le_bytes(h[20..28].try_into().expect("8 bytes"));
         e.file = Some(file);
         Ok(e)
     }
@@ -188,6 +196,7 @@ impl Expected {
         let n = tables as usize * keys as usize;
         Expected {
             file: None,
+            token: 0,
             tables,
             keys,
             slots: (0..n).map(|_| AtomicU64::new(0)).collect(),
@@ -300,6 +309,34 @@ impl Expected {
         Ok(())
     }
 
+    /// The owner token of the file's header (0: none).
+    pub fn token(&self) -> u64 {
+        self.token
+    }
+
+    /// Makes `token` the owner token, in memory and in the file's header.
+    pub fn set_token(&mut self, token: u64) -> Result<(), String> {
+        self.token = token;
+        let Some(file) = &self.file else {
+            return Ok(());
+        };
+        let mut h = [0u8; HEADER as usize];
+        file.read_exact_at(&mut h, 0)
+            .map_err(|e| format!("reading the expected state: {e}"))?;
+        h[20..28].copy_from_slice(&token.to_le_bytes());
+        let crc = crc32c_of(&h[..28]);
+        h[28..32].copy_from_slice(&crc.to_le_bytes());
+        file.write_all_at(&h, 0)
+            .map_err(|e| format!("writing the expected state: {e}"))
+    }
+
+    /// True if no write was ever recorded: every key never written, no group, no scratch table.
+    pub fn is_untouched(&self) -> bool {
+        self.slots.iter().all(|s| s.load(Ordering::Acquire) == 0)
+            && self.groups.iter().all(|g| lock(g).is_empty())
+            && self.scratch.iter().all(|s| s.load(Ordering::Acquire) == 0)
+    }
+
     /// `(generation, state)` of thread `th`'s scratch table.
     pub fn scratch(&self, th: u32) -> (u32, u32) {
         let v = self.scratch[th as usize].load(Ordering::Acquire);
@@ -366,6 +403,7 @@ mod tests {
         assert!(e.group(3).is_empty());
         assert!(Expected::open(&p, 3, 10)
             .unwrap_err()
+            .to_string()
             .contains("made for 2 tables x 10 keys"));
         std::fs::write(&p, b"garbage that is long enough to be a header....").unwrap();
         assert!(Expected::open(&p, 2, 10).is_err());

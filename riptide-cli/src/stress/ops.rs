@@ -19,7 +19,8 @@
 //!   the last recovery, which the power-cut mode then checks against the write order).
 
 use super::expected::{scratch, Expected, DELETED, MAX_GROUP, MAX_THREADS};
-use super::{fmt_keys, key, parse_value, shown, value, Worker};
+use super::worker::{fmt_keys, Worker};
+use super::{key, parse_value, shown, value};
 use rand::Rng;
 use riptide::{Db, Error, Isolation, ReadOptions, TxnMode, TxnOptions, WriteBatch};
 use std::time::Duration;

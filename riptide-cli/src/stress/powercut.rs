@@ -28,9 +28,12 @@
 //! [`FaultFs`] already refuses calls on file handles opened before the cut; so nothing the old
 //! instance does afterwards reaches the recovered state.
 
+use super::args::{options, StressArgs};
 use super::expected::{lock, Expected, GroupKey};
 use super::ops::{self, Seen};
-use super::{open_tables, options, read_all, shown, StressArgs, Worker};
+use super::shown;
+use super::verify::{open_tables, read_all};
+use super::worker::Worker;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use riptide::fs::{CrashMode, FaultFs, FileLock, FileSystem, RandomRwFile, ReadableFile, WritableFile};
@@ -545,7 +548,7 @@ pub fn run(a: &StressArgs, mix: &[u32; 10], seed: u64) -> Result<bool, String> {
          {} ambiguous absent keys resolved; 0 failures",
         a.power_cuts,
         prefix_cuts,
-        super::fmt_counts(&counts),
+        super::worker::fmt_counts(&counts),
         total.acked,
         total.lost_acked,
         total.in_flight_survived,

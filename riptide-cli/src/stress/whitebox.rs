@@ -14,7 +14,7 @@
 //! The crash points exist only in a binary built with the `failpoints` feature; without it the
 //! mode refuses to run rather than report points that could not fire.
 
-use super::StressArgs;
+use super::args::StressArgs;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::os::unix::process::ExitStatusExt;
@@ -80,14 +80,25 @@ fn child(
 }
 
 /// Walks the crash points; returns whether every point that fired recovered and verified.
-pub fn run(a: &StressArgs, spec: &str, seed: u64) -> Result<bool, String> {
-    if !riptide::failpoint::ENABLED {
-        return Err(
-            "--crash_points needs the engine's crash points, and this riptide was built without them: \
-                    build it with `cargo build --release -p riptide-cli --features failpoints`"
-                .into(),
-        );
+/// Empties a crash point's directory `dir` (its database `db` and `db.expected`): the database
+/// through `Db::destroy`, so one that another process has open is refused, not deleted; files
+/// that stress did not write stay, and so does `dir` then.
+fn clear(dir: &Path, db: &Path) -> Result<(), String> {
+    riptide::Db::destroy(db).map_err(|e| format!("clearing {}: {e}", db.display()))?;
+    let mut exp = db.as_os_str().to_owned();
+    exp.push(".expected");
+    for r in [std::fs::remove_file(&exp), std::fs::remove_dir(dir)] {
+        match r {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(format!("clearing {}: {e}", dir.display())),
+        }
     }
+    Ok(())
+}
+
+pub fn run(a: &StressArgs, spec: &str, seed: u64) -> Result<bool, String> {
+    // A binary without the crash points was refused by `args::validate`.
     let points = parse_points(spec)?;
     let mut rng = StdRng::seed_from_u64(seed);
     println!(
@@ -99,13 +110,9 @@ pub fn run(a: &StressArgs, spec: &str, seed: u64) -> Result<bool, String> {
     let (mut fired, mut not_fired, mut resolved) = (Vec::new(), Vec::new(), 0u64);
     for point in points {
         let dir = a.db.join(point);
-        match std::fs::remove_dir_all(&dir) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(format!("clearing {}: {e}", dir.display())),
-        }
-        std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
         let db = dir.join("db");
+        clear(&dir, &db)?;
+        std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
         let a = &StressArgs {
             mix: mix_for(point, &a.mix),
             ..a.clone()
@@ -153,7 +160,7 @@ pub fn run(a: &StressArgs, spec: &str, seed: u64) -> Result<bool, String> {
         }
         println!("{target}: aborted there; recovered and verified ({n} in-flight writes resolved)");
         fired.push(point);
-        let _ = std::fs::remove_dir_all(&dir);
+        let _ = clear(&dir, &db);
     }
     println!(
         "DONE {} crash points: {} fired, recovered and verified; {} not reached{}; {resolved} in-flight writes resolved; 0 failures",

@@ -1,6 +1,6 @@
 //! The storage engines `riptide bench` can drive, behind one adapter trait, [`BenchEngine`].
 //!
-//! Every benchmark ([`super::workload`]) is written once, generic over [`BenchEngine`], so the
+//! Every benchmark (`workload.rs`) is written once, generic over [`BenchEngine`], so the
 //! same key/value generator, thread model and histograms run on every engine; an engine only
 //! supplies batches, point reads, cursors and its own figures. The benchmark code is
 //! monomorphised per engine (no dynamic dispatch in the hot loops).
@@ -12,7 +12,7 @@
 //! - The write mode (`--sync`, `--disable_wal`) is fixed at [`BenchEngine::open`] and applies to
 //!   every [`BenchEngine::write`].
 //! - A flag an engine cannot honour is refused by [`BenchEngine::check`] (called from
-//!   [`Config::from_flags`], before the directory is touched), never ignored: only Riptide has
+//!   the driver right after [`Config::from_flags`], before the directory is touched), never ignored: only Riptide has
 //!   asynchronous commits (`--async_commit_depth`) and write queues (`--write_queues`); fjall has
 //!   no row cache and no flush-thread or L0-trigger settings.
 //! - db_bench's meta operations (`flush`, `compact`, `waitforcompaction`, `stats`,
@@ -27,130 +27,11 @@ pub mod fjall;
 #[cfg(feature = "bench-rocksdb")]
 pub mod rocksdb;
 
+pub use super::error::EngineError;
+pub use super::flags::{Compression, EngineKind};
+
 use super::error::BenchError;
 use super::flags::Config;
-use std::path::Path;
-
-/// An engine's error, boxed (each engine has its own error type).
-pub type EngineError = Box<dyn std::error::Error + Send + Sync + 'static>;
-
-/// Which engine `--engine` names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EngineKind {
-    /// Riptide, this repository's engine.
-    Riptide,
-    /// RocksDB through the `rocksdb` crate (feature `bench-rocksdb`).
-    RocksDb,
-    /// fjall (feature `bench-fjall`).
-    Fjall,
-}
-
-impl EngineKind {
-    /// Every engine, compiled in or not.
-    pub const ALL: [EngineKind; 3] = [EngineKind::Riptide, EngineKind::RocksDb, EngineKind::Fjall];
-
-    /// The `--engine` name.
-    pub fn name(self) -> &'static str {
-        match self {
-            EngineKind::Riptide => "riptide",
-            EngineKind::RocksDb => "rocksdb",
-            EngineKind::Fjall => "fjall",
-        }
-    }
-
-    /// The cargo feature that compiles the engine in (`None`: always there).
-    pub fn feature(self) -> Option<&'static str> {
-        match self {
-            EngineKind::Riptide => None,
-            EngineKind::RocksDb => Some("bench-rocksdb"),
-            EngineKind::Fjall => Some("bench-fjall"),
-        }
-    }
-
-    /// True if this binary has the engine.
-    pub fn compiled_in(self) -> bool {
-        match self {
-            EngineKind::Riptide => true,
-            EngineKind::RocksDb => cfg!(feature = "bench-rocksdb"),
-            EngineKind::Fjall => cfg!(feature = "bench-fjall"),
-        }
-    }
-
-    /// Parses `--engine`; an engine this binary was built without is a usage error saying how to
-    /// build it.
-    pub fn from_name(name: &str) -> Result<EngineKind, BenchError> {
-        let kind = Self::ALL
-            .into_iter()
-            .find(|k| k.name() == name.trim().to_ascii_lowercase())
-            .ok_or_else(|| {
-                BenchError::Usage(format!(
-                    "--engine={name}: unknown engine (known: riptide, rocksdb, fjall)"
-                ))
-            })?;
-        if !kind.compiled_in() {
-            let feature = kind.feature().unwrap_or_default();
-            return Err(BenchError::Usage(format!(
-                "--engine={}: this riptide binary was built without the `{feature}` cargo feature; build it with \
-                 `cargo build --release -p riptide-cli --features {feature}` (see README, \"Comparing with RocksDB and \
-                 fjall\")",
-                kind.name()
-            )));
-        }
-        Ok(kind)
-    }
-
-    /// The "Memtablerep:" line of the header.
-    pub fn memtablerep(self) -> &'static str {
-        match self {
-            EngineKind::Riptide => "riptide multi-version skiplist",
-            EngineKind::RocksDb => "rocksdb skip_list (default)",
-            EngineKind::Fjall => "fjall (lsm-tree) skiplist",
-        }
-    }
-}
-
-/// Block compression (`--compression_type`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Compression {
-    /// No compression (the default).
-    None,
-    /// LZ4 (every engine).
-    Lz4,
-    /// Zstandard (rocksdb).
-    Zstd,
-}
-
-impl Compression {
-    /// Parses `--compression_type` (db_bench spelling).
-    pub fn from_name(name: &str) -> Result<Compression, BenchError> {
-        match name.trim().to_ascii_lowercase().as_str() {
-            "none" | "no" => Ok(Compression::None),
-            "lz4" => Ok(Compression::Lz4),
-            "zstd" => Ok(Compression::Zstd),
-            _ => Err(BenchError::Usage(format!(
-                "--compression_type={name}: expected none, lz4 or zstd"
-            ))),
-        }
-    }
-
-    /// The db_bench name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Compression::None => "none",
-            Compression::Lz4 => "lz4",
-            Compression::Zstd => "zstd",
-        }
-    }
-
-    /// The header's "Compression:" value, as db_bench prints it.
-    pub fn db_bench_name(self) -> &'static str {
-        match self {
-            Compression::None => "NoCompression",
-            Compression::Lz4 => "LZ4",
-            Compression::Zstd => "ZSTD",
-        }
-    }
-}
 
 /// What an engine says about itself at the start of a run.
 #[derive(Debug, Clone)]
@@ -379,14 +260,6 @@ pub fn not_built(kind: EngineKind) -> BenchError {
     ))
 }
 
-/// True if `dir` holds a database of one of the bench's engines (so it may be wiped): Riptide's
-/// `CATALOG`, RocksDB's `CURRENT` + `IDENTITY`, or fjall's `version` + `keyspaces/`.
-pub fn is_bench_database(dir: &Path) -> bool {
-    dir.join("CATALOG").is_file()
-        || (dir.join("CURRENT").is_file() && dir.join("IDENTITY").is_file())
-        || (dir.join("version").is_file() && dir.join("keyspaces").is_dir())
-}
-
 /// A size in bytes for the options block: `8388608 (8.0 MiB)`, `8589934592 (8.0 GiB)`.
 pub fn bytes(n: u64) -> String {
     if n >= 1 << 30 {
@@ -457,7 +330,7 @@ mod tests {
     }
 
     /// Opens engine `E` on a temporary directory with default flags plus `args`.
-    fn open<E: BenchEngine>(engine: &str, dir: &Path, args: &[&str]) -> (E, Config) {
+    fn open<E: BenchEngine>(engine: &str, dir: &std::path::Path, args: &[&str]) -> (E, Config) {
         use clap::Parser;
         #[derive(Parser)]
         struct Wrap {

@@ -561,7 +561,7 @@ impl WriteStopWatch for RiptideEngine {
 
     /// Writers wait while memtables or L0 are full, until flushes and compactions catch up; that
     /// only lasts forever while background work keeps failing. The runner asks only after
-    /// writes made no progress for [`crate::bench::runner::STOP_GRACE`].
+    /// writes made no progress for the runner's `STOP_GRACE`.
     fn stopped_for_good(&self, _cfg: &Config) -> Option<String> {
         self.db.background_error().map(|e| {
             format!(

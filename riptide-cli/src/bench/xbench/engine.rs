@@ -17,37 +17,8 @@
 use crate::bench::engine::EngineError;
 use crate::bench::error::BenchError;
 use crate::bench::flags::Config;
+pub use crate::bench::flags::XIsolation;
 use std::time::Duration;
-
-/// Isolation level of the benchmark's transactions (`--isolation`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum XIsolation {
-    /// Snapshot isolation (MySQL's REPEATABLE READ on MyRocks and X-Engine).
-    Snapshot,
-    /// Read committed.
-    ReadCommitted,
-}
-
-impl XIsolation {
-    /// Parses `--isolation`.
-    pub fn from_name(s: &str) -> Result<XIsolation, BenchError> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "si" | "snapshot" | "rr" => Ok(XIsolation::Snapshot),
-            "rc" | "read_committed" => Ok(XIsolation::ReadCommitted),
-            _ => Err(BenchError::Usage(format!(
-                "--isolation={s}: expected si (snapshot isolation) or rc (read committed)"
-            ))),
-        }
-    }
-
-    /// The flag spelling.
-    pub fn name(self) -> &'static str {
-        match self {
-            XIsolation::Snapshot => "si",
-            XIsolation::ReadCommitted => "rc",
-        }
-    }
-}
 
 /// Why a transaction operation failed.
 #[derive(Debug)]

@@ -31,11 +31,11 @@ pub mod tsunami;
 
 use super::engine::{BenchEngine, EngineKind};
 use super::error::BenchError;
-use super::flags::Config;
+use super::flags::{Config, XbenchConfig};
 use super::keys::{KeyBuf, KeyDist, Mt64, ValueSource};
 use super::report;
 use super::stats::{new_histogram, record_duration, Merged};
-use engine::{EngineTxn, TxnEngine, TxnError, XIsolation};
+use engine::{EngineTxn, TxnEngine, TxnError};
 use hdrhistogram::Histogram;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -48,74 +48,6 @@ pub const MAX_RETRIES: u32 = 1000;
 
 /// The kinds of query, in `--mix` order.
 pub const KINDS: [&str; 4] = ["point", "range", "update", "insert"];
-
-/// `--mix=P:R:U:I`: weights of point lookups, range lookups, updates and inserts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Mix {
-    weights: [u32; 4],
-    total: u32,
-}
-
-impl Mix {
-    /// Parses `P:R:U:I` (non-negative integers, not all zero).
-    pub fn parse(s: &str) -> Result<Mix, BenchError> {
-        let bad = || {
-            BenchError::Usage(format!(
-                "--mix={s}: expected four weights point:range:update:insert, e.g. 80:11:6:3 or 42:10:32:16"
-            ))
-        };
-        let parts: Vec<u32> = s
-            .split(':')
-            .map(|p| p.trim().parse::<u32>())
-            .collect::<Result<_, _>>()
-            .map_err(|_| bad())?;
-        let weights: [u32; 4] = parts.try_into().map_err(|_| bad())?;
-        let total = weights
-            .iter()
-            .try_fold(0u32, |a, &w| a.checked_add(w))
-            .ok_or_else(bad)?;
-        if total == 0 {
-            return Err(bad());
-        }
-        Ok(Mix { weights, total })
-    }
-
-    /// The query kind (index into [`KINDS`]) for random number `r`.
-    #[inline]
-    pub fn pick(&self, r: u64) -> usize {
-        let mut x = (r % u64::from(self.total)) as u32;
-        for (i, &w) in self.weights.iter().enumerate() {
-            if x < w {
-                return i;
-            }
-            x -= w;
-        }
-        unreachable!("x < total = sum of weights")
-    }
-
-    /// `P:R:U:I`.
-    pub fn name(&self) -> String {
-        let w = self.weights;
-        format!("{}:{}:{}:{}", w[0], w[1], w[2], w[3])
-    }
-}
-
-/// The flags of `xbench` and `tsunami`.
-#[derive(Debug, Clone)]
-pub struct XbenchConfig {
-    /// `--mix`.
-    pub mix: Mix,
-    /// `--range_size`: entries a range lookup reads.
-    pub range_size: usize,
-    /// `--txn_queries`: queries per transaction.
-    pub txn_queries: usize,
-    /// `--isolation`.
-    pub isolation: XIsolation,
-    /// `--lock_timeout_ms`.
-    pub lock_timeout: Duration,
-    /// tsunami's schedule and output.
-    pub tsunami: tsunami::TsunamiConfig,
-}
 
 /// One query, its key drawn before the transaction starts (so a retry repeats it).
 #[derive(Debug, Clone, Copy)]
@@ -594,7 +526,7 @@ pub fn report_lines(name: &str, cfg: &Config, s: &XStats, elapsed: Duration, thr
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::bench::flags::Mix;
 
     #[test]
     fn mix_parses_and_picks_in_proportion() {

@@ -18,6 +18,7 @@ use super::plot;
 use super::{Worker, XStats};
 use crate::bench::error::BenchError;
 use crate::bench::flags::Config;
+pub use crate::bench::flags::TsunamiConfig;
 use crate::bench::keys::ValueSource;
 use crate::bench::stats::{new_histogram, record_duration};
 use hdrhistogram::Histogram;
@@ -25,19 +26,6 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-
-/// tsunami's flags.
-#[derive(Debug, Clone)]
-pub struct TsunamiConfig {
-    /// Offered transactions per second before and after the spike.
-    pub base_tps: f64,
-    /// The spike's rate over the base rate.
-    pub factor: f64,
-    /// Seconds before, during and after the spike.
-    pub phases: [u64; 3],
-    /// Output path prefix (`.csv` and `.svg` are appended); `None` = `./bench-data/tsunami-<engine>`.
-    pub out: Option<PathBuf>,
-}
 
 /// When each transaction is due.
 #[derive(Debug, Clone, Copy)]
