@@ -25,19 +25,21 @@
 mod job;
 mod merge;
 pub(crate) mod picker;
+mod plan;
 
 use crate::cache::BlockKey;
 use crate::error::Result;
 use crate::extent::ExtentOptions;
-use crate::extent_store::{user_part, ExtentStore, LiveExtent};
+use crate::extent_store::{user_part, LiveExtent};
 use crate::key::{compare_internal_keys, decode_internal_key, Lsn, ValueKind};
 use crate::meta::edit::{ExtentMeta, SlogEntry, TableEdit};
 use crate::snapshot::snapshot_between;
 use crate::space::ExtentId;
 use crate::subtable::TableInner;
-use crate::version::{Layer, LevelSet, MetaSnapshot};
-use job::{HotBlock, JobResult, Plan, Run};
+use crate::version::{LevelSet, MetaSnapshot};
+use job::{HotBlock, JobResult};
 pub(crate) use job::{JobStats, Units};
+use plan::plan;
 use std::cmp::Ordering;
 use std::sync::Arc;
 
@@ -125,8 +127,6 @@ impl KeyRange {
     }
 }
 
-/// Most L0 layers one intra-L0 compaction merges.
-const MAX_INTRA_L0_LAYERS: usize = 16;
 /// An extent is delete-heavy when at least this percentage of its entries are tombstones.
 pub(crate) const DELETE_HEAVY_PERCENT: u64 = 30;
 
@@ -172,300 +172,6 @@ pub(crate) fn packable(l2: &[Arc<LiveExtent>]) -> Vec<Arc<LiveExtent>> {
 /// the picker rewrite the same extents again and again for nothing.
 pub(crate) fn purgeable(e: &ExtentMeta, oldest_snapshot: Option<Lsn>) -> bool {
     delete_heavy(e) && oldest_snapshot.is_none_or(|s| e.max_lsn <= s)
-}
-
-/// The user-key range `[lo, hi]` covered by `extents`.
-fn user_range<'a>(extents: impl Iterator<Item = &'a Arc<LiveExtent>>) -> Option<(Vec<u8>, Vec<u8>)> {
-    let mut range: Option<(&[u8], &[u8])> = None;
-    for e in extents {
-        let (lo, hi) = (user_part(&e.meta.smallest), user_part(&e.meta.largest));
-        range = Some(match range {
-            None => (lo, hi),
-            Some((a, b)) => (a.min(lo), b.max(hi)),
-        });
-    }
-    range.map(|(a, b)| (a.to_vec(), b.to_vec()))
-}
-
-fn overlapping(layer: &Layer, lo: &[u8], hi: &[u8]) -> Vec<Arc<LiveExtent>> {
-    layer
-        .extents
-        .iter()
-        .filter(|e| user_part(&e.meta.smallest) <= hi && user_part(&e.meta.largest) >= lo)
-        .cloned()
-        .collect()
-}
-
-/// The runs and output position of `kind` on `levels`; `None` if there is nothing to do.
-fn plan(
-    store: &ExtentStore,
-    levels: &LevelSet,
-    kind: CompactionKind,
-    range: &KeyRange,
-    reuse: bool,
-    oldest_snapshot: Option<Lsn>,
-) -> Option<Plan> {
-    let mut runs: Vec<Run> = Vec::new();
-    // Rewrite every input without data reuse (manual compactions).
-    let mut force = false;
-    // Rewrite every input, even one alone in its closed range (self-major, split).
-    let mut rewrite = false;
-    // Cuts a split makes (starts of the L2 extents the chosen L1 extents skip).
-    let mut split_fences: Vec<Vec<u8>> = Vec::new();
-    let (out_level, out_layer) = match kind {
-        CompactionKind::IntraL0 => {
-            if levels.l0.len() < 2 {
-                return None;
-            }
-            let take = levels.l0.len().min(MAX_INTRA_L0_LAYERS);
-            let oldest = &levels.l0[levels.l0.len() - take..];
-            for l in oldest {
-                runs.push(Run {
-                    level: 0,
-                    layer: l.id,
-                    extents: l.extents.clone(),
-                });
-            }
-            (0, oldest.last()?.id)
-        }
-        CompactionKind::Minor => {
-            if levels.l0.is_empty() {
-                return None;
-            }
-            for l in &levels.l0 {
-                runs.push(Run {
-                    level: 0,
-                    layer: l.id,
-                    extents: l.extents.clone(),
-                });
-            }
-            (1, 0)
-        }
-        CompactionKind::Major => {
-            if levels.sorted[0].extents.is_empty() {
-                return None;
-            }
-            runs.push(Run {
-                level: 1,
-                layer: 0,
-                extents: levels.sorted[0].extents.clone(),
-            });
-            (2, 0)
-        }
-        CompactionKind::MajorSelf => {
-            let l2 = &levels.sorted[1].extents;
-            let pack: Vec<u64> = packable(l2).iter().map(|e| e.meta.id).collect();
-            let chosen: Vec<Arc<LiveExtent>> = l2
-                .iter()
-                .filter(|e| purgeable(&e.meta, oldest_snapshot) || pack.contains(&e.meta.id))
-                .cloned()
-                .collect();
-            if chosen.is_empty() {
-                return None;
-            }
-            // Every chosen extent is rewritten (packed, deletes purged), copying the blocks
-            // that need no merge.
-            rewrite = true;
-            runs.push(Run {
-                level: 2,
-                layer: 0,
-                extents: chosen,
-            });
-            (2, 0)
-        }
-        CompactionKind::Split => {
-            let l2 = &levels.sorted[1].extents;
-            let mut chosen = Vec::new();
-            for e in &levels.sorted[0].extents {
-                let Some(cuts) = split_points(store, e, l2) else {
-                    continue;
-                };
-                split_fences.extend(cuts);
-                chosen.push(e.clone());
-            }
-            if chosen.is_empty() {
-                return None;
-            }
-            rewrite = true;
-            runs.push(Run {
-                level: 1,
-                layer: 0,
-                extents: chosen,
-            });
-            (1, 0)
-        }
-        CompactionKind::L2Rewrite => {
-            if levels.sorted[1].extents.is_empty() || !levels.sorted[0].extents.is_empty() {
-                return None;
-            }
-            force = true;
-            runs.push(Run {
-                level: 2,
-                layer: 0,
-                extents: levels.sorted[1].extents.clone(),
-            });
-            (2, 0)
-        }
-        CompactionKind::MinorRange => {
-            // Close the range under overlap across L0 layers.
-            let mut r = range.clone();
-            loop {
-                let mut changed = false;
-                for e in levels.l0.iter().flat_map(|l| l.extents.iter()) {
-                    if r.overlaps(e) {
-                        changed |= r.widen(e);
-                    }
-                }
-                if !changed {
-                    break;
-                }
-            }
-            for l in &levels.l0 {
-                let extents: Vec<Arc<LiveExtent>> = l.extents.iter().filter(|e| r.overlaps(e)).cloned().collect();
-                if !extents.is_empty() {
-                    runs.push(Run {
-                        level: 0,
-                        layer: l.id,
-                        extents,
-                    });
-                }
-            }
-            if runs.is_empty() {
-                return None;
-            }
-            (1, 0)
-        }
-        CompactionKind::MajorRange => {
-            let extents: Vec<Arc<LiveExtent>> = levels.sorted[0]
-                .extents
-                .iter()
-                .filter(|e| range.overlaps(e))
-                .cloned()
-                .collect();
-            let l2: Vec<Arc<LiveExtent>> = levels.sorted[1]
-                .extents
-                .iter()
-                .filter(|e| range.overlaps(e))
-                .cloned()
-                .collect();
-            if extents.is_empty() && l2.is_empty() {
-                return None;
-            }
-            force = true;
-            runs.push(Run {
-                level: 1,
-                layer: 0,
-                extents,
-            });
-            if !l2.is_empty() {
-                runs.push(Run {
-                    level: 2,
-                    layer: 0,
-                    extents: l2,
-                });
-            }
-            (2, 0)
-        }
-    };
-    let (lo, hi) = user_range(runs.iter().flat_map(|r| r.extents.iter()))?;
-    if matches!(
-        kind,
-        CompactionKind::Minor | CompactionKind::Major | CompactionKind::MinorRange | CompactionKind::MajorRange
-    ) {
-        let target = &levels.sorted[usize::from(out_level) - 1];
-        let known: Vec<u64> = runs.iter().flat_map(|r| r.extents.iter().map(|e| e.meta.id)).collect();
-        let extents: Vec<Arc<LiveExtent>> = overlapping(target, &lo, &hi)
-            .into_iter()
-            .filter(|e| !known.contains(&e.meta.id))
-            .collect();
-        if !extents.is_empty() {
-            runs.push(Run {
-                level: out_level,
-                layer: 0,
-                extents,
-            });
-        }
-    }
-    // Bottom: nothing older lies below the range of *all* inputs (the overlapping extents of
-    // the output level may reach beyond the upper inputs' range).
-    let (lo, hi) = user_range(runs.iter().flat_map(|r| r.extents.iter()))?;
-    let below = usize::from(out_level)..2;
-    let bottom = below
-        .into_iter()
-        .all(|l| overlapping(&levels.sorted[l], &lo, &hi).is_empty());
-    // Output-level extents inside the inputs' range that are not inputs (the L2 extents a
-    // self-major compaction skips): no output extent may reach across one.
-    let mut fences = if out_level == 0 {
-        Vec::new()
-    } else {
-        let known: Vec<u64> = runs.iter().flat_map(|r| r.extents.iter().map(|e| e.meta.id)).collect();
-        overlapping(&levels.sorted[usize::from(out_level) - 1], &lo, &hi)
-            .iter()
-            .filter(|e| !known.contains(&e.meta.id))
-            .map(|e| user_part(&e.meta.smallest).to_vec())
-            .collect::<Vec<_>>()
-    };
-    fences.extend(split_fences);
-    fences.sort();
-    fences.dedup();
-    Some(Plan {
-        runs,
-        out_level,
-        out_layer,
-        bottom,
-        reuse: reuse && !force,
-        force: force || rewrite,
-        fences,
-    })
-}
-
-/// Where a split cuts L1 extent `e`: the smallest key of every L2 extent inside its key range
-/// that the rows of `e` skip entirely (judged from the block index, reading only blocks that
-/// straddle a whole L2 extent); `None` when it skips none, so a split would gain nothing.
-fn split_points(store: &ExtentStore, e: &Arc<LiveExtent>, l2: &[Arc<LiveExtent>]) -> Option<Vec<Vec<u8>>> {
-    let (lo, hi) = (user_part(&e.meta.smallest), user_part(&e.meta.largest));
-    let inside: Vec<&Arc<LiveExtent>> = l2
-        .iter()
-        .filter(|x| user_part(&x.meta.smallest) > lo && user_part(&x.meta.largest) < hi)
-        .collect();
-    if inside.is_empty() {
-        return None;
-    }
-    // An extent that cannot be opened is left to the major compaction, which reports it.
-    let open = store.open(e).ok()?;
-    let blocks = open.reader.index();
-    // Whether a row of `e` has a user key in `[a, b]`: blocks whose first or last key falls
-    // in the range do; a block straddling the whole range (a sparse block, seed 000 Fig. 8) is
-    // read to see whether anything lies between; an unreadable one counts as overlapping.
-    let has_row_in = |a: &[u8], b: &[u8]| {
-        blocks.iter().enumerate().any(|(i, ie)| {
-            let (first, last) = (user_part(&ie.first_key), user_part(&ie.last_key));
-            if first > b || last < a {
-                return false;
-            }
-            if (a..=b).contains(&first) || (a..=b).contains(&last) {
-                return true;
-            }
-            let Ok(block) = store.block(e, open, i) else {
-                return true;
-            };
-            let mut it = crate::extent::BlockIter::new(block);
-            let mut target = Vec::new();
-            crate::key::encode_internal_key(&mut target, a, crate::key::MAX_LSN, ValueKind::Put);
-            it.seek(&target);
-            !it.valid() || it.status().is_err() || user_part(it.key()) <= b
-        })
-    };
-    // One cut where each skipped extent starts: the piece before it ends below its start, and
-    // the piece that begins there holds only keys past its end, so it overlaps no piece. The
-    // L2 extents the rows do reach are not cut around: the major merges them either way, and
-    // every cut costs an extent.
-    let cuts: Vec<Vec<u8>> = inside
-        .iter()
-        .filter(|x| !has_row_in(user_part(&x.meta.smallest), user_part(&x.meta.largest)))
-        .map(|x| user_part(&x.meta.smallest).to_vec())
-        .collect();
-    (!cuts.is_empty()).then_some(cuts)
 }
 
 /// Runs one compaction of `kind` on `t`; `None` if there was nothing to do.

@@ -1,0 +1,171 @@
+//! One compaction task: a batch of closed ranges (or one piece of a large range) rewritten
+//! into the task's own output extents. A range of one extent is re-linked or left in place; in
+//! a larger range every block alone in its block group is copied verbatim, and overlapping
+//! blocks are merged row by row (`rows.rs`).
+//!
+//! Invariants:
+//! - A failed task frees every extent it wrote; the job then fails as a whole.
+//! - A block holding tombstones the job must purge, or cut by a fence, is never copied.
+
+use super::output::Output;
+use super::ranges::{block_groups, open_group, BlockRef, Chunk, Piece};
+use super::rows::{merge_blocks, merge_sparse, SparseSplit};
+use super::{HotBlock, Plan, TaskResult};
+use crate::error::Result;
+use crate::extent::{ExtentBuilder, ExtentOptions};
+use crate::extent_store::{user_part, ExtentStore, LiveExtent};
+use crate::key::Lsn;
+use std::sync::Arc;
+
+/// Runs one task (a batch of closed ranges) with its own output extents. On error, frees the
+/// extents it wrote.
+pub(super) fn run_task(
+    store: &Arc<ExtentStore>,
+    plan: &Plan,
+    opts: &ExtentOptions,
+    snapshots: &[Lsn],
+    task: &[Piece],
+) -> Result<TaskResult> {
+    let mut result = TaskResult::default();
+    let mut written = Vec::new();
+    let mut out = Output {
+        store,
+        builder: ExtentBuilder::new(opts.clone()),
+        spare: Vec::new(),
+        opts: opts.clone(),
+        written: &mut written,
+        fences: &plan.fences,
+        passed: 0,
+    };
+    let outcome = (|| -> Result<()> {
+        for piece in task {
+            let group = &piece.group;
+            let lo = match &piece.chunk {
+                Some(c) => c.lo.as_slice(),
+                None => group
+                    .iter()
+                    .map(|(_, _, e)| user_part(&e.meta.smallest))
+                    .min()
+                    .unwrap_or_default(),
+            };
+            out.cross_fences(lo)?;
+            if group.len() == 1 {
+                let (level, layer, e) = &group[0];
+                let stays = *level == plan.out_level && *layer == plan.out_layer;
+                let purge = plan.bottom && e.meta.deletes > 0;
+                if stays && !purge && !plan.force {
+                    // An output-level extent that overlaps nothing stays where it is, so the
+                    // output extent so far must end before it.
+                    out.close()?;
+                    continue;
+                }
+                if plan.reuse && !purge && !plan.force {
+                    out.close()?;
+                    result.stats.extents_reused += 1;
+                    result.moved.push((*level, *layer, e.clone()));
+                    continue;
+                }
+            }
+            merge_group(
+                store,
+                plan,
+                snapshots,
+                group,
+                piece.chunk.as_ref(),
+                &mut out,
+                &mut result,
+            )?;
+            if piece.consumes() {
+                result.consumed.extend(group.iter().cloned());
+            }
+        }
+        out.close()
+    })();
+    match outcome {
+        Ok(()) => {
+            result.written = written;
+            Ok(result)
+        }
+        Err(e) => {
+            for (id, b) in &written {
+                store.space.free(*id, b.slots);
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Processes one closed range of several extents (or one that cannot be re-linked) at block
+/// granularity.
+fn merge_group(
+    store: &ExtentStore,
+    plan: &Plan,
+    snapshots: &[Lsn],
+    group: &[(u8, u64, Arc<LiveExtent>)],
+    chunk: Option<&Chunk>,
+    out: &mut Output<'_>,
+    result: &mut TaskResult,
+) -> Result<()> {
+    let opens = open_group(store, group)?;
+    for bgroup in block_groups(group, &opens, chunk) {
+        if bgroup.len() == 1 && plan.reuse {
+            let b = &bgroup[0];
+            if copyable(plan, out, b) {
+                copy_block(store, b, out, result)?;
+                continue;
+            }
+        }
+        if plan.reuse {
+            if let Some(split) = SparseSplit::of(&bgroup) {
+                merge_sparse(store, plan, snapshots, split, out, result)?;
+                continue;
+            }
+        }
+        merge_blocks(store, snapshots, plan.bottom, &bgroup, out, result)?;
+    }
+    Ok(())
+}
+
+/// True if block `b` may be copied whole: it holds no tombstone that this job must purge and
+/// no fence cuts it.
+pub(super) fn copyable(plan: &Plan, out: &Output<'_>, b: &BlockRef<'_>) -> bool {
+    let purge = plan.bottom && b.open.reader.index()[b.index].deletes > 0;
+    !purge && !out.fence_within(b.lo, b.hi)
+}
+
+/// Copies block `b` verbatim into the output (no decompression, no re-encoding).
+pub(super) fn copy_block(
+    store: &ExtentStore,
+    b: &BlockRef<'_>,
+    out: &mut Output<'_>,
+    result: &mut TaskResult,
+) -> Result<()> {
+    let entry = &b.open.reader.index()[b.index];
+    out.cross_fences(b.lo)?;
+    let stored = entry.stored_size();
+    let after = out.builder.estimated_size_after_copy(&b.open.reader, b.index)?;
+    out.make_room(after - out.builder.estimated_size())?;
+    let decoded = out.builder.decoded_copies();
+    out.builder.copy_block(&b.open.reader, b.open.file.as_ref(), b.index)?;
+    result.stats.blocks_reused_decoded += u64::from(out.builder.decoded_copies() - decoded);
+    if is_cached(store, b) {
+        result.hot.push(HotBlock::Copied {
+            old: (b.extent.cache_id, entry.offset),
+            output: out.written.len(),
+            first_key: entry.first_key.clone(),
+        });
+    }
+    result.stats.blocks_reused += 1;
+    result.stats.bytes_read += stored;
+    result.stats.entries_in += u64::from(entry.rows);
+    result.stats.entries_out += u64::from(entry.rows);
+    Ok(())
+}
+
+/// True if block `b` is in the block cache.
+pub(super) fn is_cached(store: &ExtentStore, b: &BlockRef<'_>) -> bool {
+    store.blocks.contains(&crate::cache::BlockKey {
+        extent: b.extent.cache_id,
+        offset: b.open.reader.index()[b.index].offset,
+    })
+}
