@@ -36,15 +36,23 @@
 //!   the driver lock, an empty flush queue; a leader that buffers a group then checks, under
 //!   the same lock, whether a driver is active.
 
+mod buffer;
+mod commit;
+mod driver;
+mod stats;
+
+pub use stats::WriteStats;
+
+use buffer::{Buffered, LogBuffer};
+use commit::{CommitWindow, Phase};
+use driver::{DriverState, Flusher};
+use stats::Counters;
+
 use super::batch::WriteBatch;
 use super::completion::Completion;
-use crate::coding::RecordHeader;
 use crate::error::{Error, Result};
 use crate::key::Lsn;
-use crate::memtable::Memtable;
-use crate::redo::record::RECORD_GROUP;
 use crate::redo::RedoLog;
-use crate::subtable::TableInner;
 use crossbeam_utils::CachePadded;
 use parking_lot::{Condvar, Mutex};
 use std::cell::Cell;
@@ -65,7 +73,7 @@ pub(crate) struct Writer {
 }
 
 #[derive(Default)]
-struct QueueState {
+pub(super) struct QueueState {
     pending: Vec<Writer>,
     pending_bytes: usize,
     /// A group of this queue is in stage 1 (log buffering).
@@ -76,125 +84,6 @@ struct QueueState {
 struct WriteQueue {
     state: Mutex<QueueState>,
     cond: Condvar,
-}
-
-struct LogBuffer {
-    next_lsn: Lsn,
-    buf: Vec<u8>,
-    sync_needed: bool,
-    /// Writes with `sync` in `buf`.
-    sync_writes: u64,
-    /// Groups whose bytes are in `buf`, in log order.
-    flush_queue: Vec<Arc<GroupState>>,
-}
-
-/// The work of stage 3 for one group: its batches and the memtables bound to it.
-struct GroupWork {
-    writers: Vec<Writer>,
-    bound: Bound,
-    first_lsn: Lsn,
-}
-
-enum Phase {
-    Buffered,
-    Flushed,
-    Failed(Error),
-}
-
-struct GroupProgress {
-    phase: Phase,
-    /// Taken by whoever inserts the group (its leader, or the driver for async leaders).
-    work: Option<GroupWork>,
-}
-
-/// A buffered group on its way through stages 2 and 3.
-struct GroupState {
-    seq: u64,
-    /// Highest LSN of the group.
-    last_lsn: Lsn,
-    /// The leader sleeps until the group is flushed, then inserts it itself.
-    leader_waits: bool,
-    /// Set (after `progress.phase` left `Buffered`) so a waiting leader can poll without locking.
-    flushed: AtomicBool,
-    progress: Mutex<GroupProgress>,
-    cond: Condvar,
-}
-
-#[derive(Default)]
-struct DriverState {
-    /// A thread is driving stage 2.
-    active: bool,
-    /// The active driver handed driving to the log-flush thread.
-    handoff: bool,
-    shutdown: bool,
-}
-
-struct Flusher {
-    log: Option<RedoLog>,
-    spare: Vec<u8>,
-}
-
-enum EntryState {
-    Pending,
-    Done,
-    Failed(Error),
-}
-
-struct WindowEntry {
-    last_lsn: Lsn,
-    state: EntryState,
-    completions: Vec<Arc<Completion>>,
-}
-
-struct CommitWindow {
-    front_seq: u64,
-    entries: VecDeque<WindowEntry>,
-}
-
-/// Counters of the write path.
-#[derive(Debug, Default)]
-struct Counters {
-    groups: AtomicU64,
-    writes: AtomicU64,
-    ops: AtomicU64,
-    log_writes: AtomicU64,
-    fsyncs: AtomicU64,
-    synced_writes: AtomicU64,
-    bytes_logged: AtomicU64,
-    stall_micros: AtomicU64,
-}
-
-/// A snapshot of the write path's counters ([`crate::Db::write_stats`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct WriteStats {
-    /// Commit groups formed.
-    pub groups: u64,
-    /// Write calls (batches) committed or failed.
-    pub writes: u64,
-    /// Puts and deletes in those batches.
-    pub ops: u64,
-    /// Write calls to the redo log.
-    pub log_writes: u64,
-    /// `fdatasync` calls on the redo log.
-    pub fsyncs: u64,
-    /// Writes made durable by those fsyncs (so `synced_writes / fsyncs` is writes per fsync).
-    pub synced_writes: u64,
-    /// Bytes appended to the redo log.
-    pub bytes_logged: u64,
-    /// Time writers spent stalled (slowed down or stopped), in microseconds.
-    pub stall_micros: u64,
-}
-
-impl WriteStats {
-    /// Average writes per commit group.
-    pub fn writes_per_group(&self) -> f64 {
-        self.writes as f64 / self.groups.max(1) as f64
-    }
-
-    /// Average writes made durable per fsync.
-    pub fn writes_per_fsync(&self) -> f64 {
-        self.synced_writes as f64 / self.fsyncs.max(1) as f64
-    }
 }
 
 /// Sizes the pipeline needs from [`crate::Options`].
@@ -241,23 +130,6 @@ fn queue_hint() -> usize {
 
 /// How often a waiting leader yields its time slice before sleeping on its group.
 const WAIT_YIELDS: u32 = 20;
-
-/// Outcome of stage 1.
-enum Buffered {
-    /// The group has redo bytes and waits for a flush.
-    Logged(Arc<GroupState>),
-    /// The group has no redo bytes (`disable_wal`): its window seq and work.
-    Unlogged(u64, GroupWork),
-}
-
-/// Memtables bound to a group in stage 1, by table id.
-struct Bound(Vec<(u32, Arc<Memtable>)>);
-
-impl Bound {
-    fn get(&self, table: u32) -> Option<&Memtable> {
-        self.0.iter().find(|(id, _)| *id == table).map(|(_, m)| m.as_ref())
-    }
-}
 
 impl Pipeline {
     /// A pipeline appending to `log`, whose last recovered LSN is `last_lsn`, with its
@@ -384,15 +256,6 @@ impl Pipeline {
         q.cond.notify_all();
     }
 
-    fn complete_all(&self, completions: &[Arc<Completion>], result: Result<()>) {
-        // Out of flight before callbacks run: a callback may drop the last database handle,
-        // whose close waits for in-flight writes.
-        self.inflight.fetch_sub(completions.len(), Ordering::AcqRel);
-        for c in completions {
-            c.complete(result.clone());
-        }
-    }
-
     fn run_group(&self, mut group: Vec<Writer>, q: &WriteQueue) {
         // The leader (this thread) is the first writer of the group.
         let leader_waits = !group[0].asynchronous;
@@ -445,276 +308,6 @@ impl Pipeline {
             state.cond.wait(&mut progress);
         }
         self.take_and_process(&state, progress);
-    }
-
-    /// Takes a flushed (or failed) group's work and runs stages 3 and 4 for it.
-    fn take_and_process(&self, state: &GroupState, mut progress: parking_lot::MutexGuard<'_, GroupProgress>) {
-        let phase = match &progress.phase {
-            Phase::Buffered => return,
-            Phase::Flushed => Ok(()),
-            Phase::Failed(e) => Err(e.clone()),
-        };
-        let Some(work) = progress.work.take() else {
-            return;
-        };
-        drop(progress);
-        match phase {
-            Ok(()) => self.insert_and_finish(state.seq, work),
-            Err(e) => {
-                let completions = work.writers.iter().map(|w| w.completion.clone()).collect();
-                self.finish(state.seq, EntryState::Failed(e), completions);
-            }
-        }
-    }
-
-    /// Stages 3 and 4 for one group.
-    fn insert_and_finish(&self, seq: u64, work: GroupWork) {
-        let mut lsn = work.first_lsn;
-        for w in &work.writers {
-            for op in w.batch.ops(lsn) {
-                if let Some(mem) = work.bound.get(op.table) {
-                    if w.disable_wal {
-                        mem.mark_unlogged();
-                    }
-                    mem.insert(op.key, op.lsn, op.kind, op.value);
-                }
-            }
-            lsn += u64::from(w.batch.count);
-        }
-        let completions = work.writers.iter().map(|w| w.completion.clone()).collect();
-        drop(work);
-        self.finish(seq, EntryState::Done, completions);
-    }
-
-    /// Stage 1. Appends the group to the log buffer (if it has logged batches) and enters it in
-    /// the commit window.
-    fn buffer_group(
-        &self,
-        group: Vec<Writer>,
-        wal_writers: usize,
-        payload_crc: u32,
-        payload_len: usize,
-        leader_waits: bool,
-    ) -> std::result::Result<Buffered, (Error, Vec<Writer>)> {
-        let ops: u64 = group.iter().map(|w| u64::from(w.batch.count)).sum();
-        let wal_ops: u64 = group[..wal_writers].iter().map(|w| u64::from(w.batch.count)).sum();
-        let mut tables: Vec<&Arc<TableInner>> = Vec::new();
-        for w in &group {
-            for t in &w.batch.tables {
-                if !tables.iter().any(|x| x.id == t.id) {
-                    tables.push(t);
-                }
-            }
-        }
-        let mut log = self.log.lock();
-        // Only poison stops an accepted write; `close` waits for accepted writes to finish.
-        if let Some(e) = self.poison_error() {
-            return Err((Error::Poisoned(Arc::new(e)), group));
-        }
-        let first_lsn = log.next_lsn;
-        log.next_lsn += ops;
-        let bound = Bound(tables.iter().map(|t| (t.id, t.memtable_for_write(first_lsn))).collect());
-        if wal_ops > 0 {
-            let header = RecordHeader {
-                payload_crc,
-                payload_len: payload_len as u32,
-                record_type: RECORD_GROUP,
-                first_lsn,
-            };
-            log.buf.extend_from_slice(&header.encode());
-            for w in &group[..wal_writers] {
-                log.buf.extend_from_slice(&w.batch.rep);
-            }
-            let sync_writes = group[..wal_writers].iter().filter(|w| w.sync).count() as u64;
-            log.sync_writes += sync_writes;
-            log.sync_needed |= sync_writes > 0;
-        }
-        let seq = {
-            let mut win = self.window.lock();
-            win.entries.push_back(WindowEntry {
-                last_lsn: first_lsn + ops - 1,
-                state: EntryState::Pending,
-                completions: Vec::new(),
-            });
-            win.front_seq + win.entries.len() as u64 - 1
-        };
-        self.counters.ops.fetch_add(ops, Ordering::Relaxed);
-        let work = GroupWork {
-            writers: group,
-            bound,
-            first_lsn,
-        };
-        if wal_ops == 0 {
-            return Ok(Buffered::Unlogged(seq, work));
-        }
-        let state = Arc::new(GroupState {
-            seq,
-            last_lsn: first_lsn + ops - 1,
-            leader_waits,
-            flushed: AtomicBool::new(false),
-            progress: Mutex::new(GroupProgress {
-                phase: Phase::Buffered,
-                work: Some(work),
-            }),
-            cond: Condvar::new(),
-        });
-        log.flush_queue.push(state.clone());
-        Ok(Buffered::Logged(state))
-    }
-
-    /// Makes this thread the driver if none is active (a synchronous leader), or wakes the
-    /// log-flush thread to drive (an asynchronous one). A synchronous driver flushes until `own`
-    /// is flushed and hands any remaining groups to the log-flush thread.
-    fn drive_if_idle(&self, own: &GroupState) {
-        {
-            let mut d = self.driver.lock();
-            if d.active {
-                return;
-            }
-            d.active = true;
-            if !own.leader_waits {
-                // An asynchronous leader must not wait for an fsync: the log-flush thread
-                // drives instead, and this thread goes on submitting.
-                d.handoff = true;
-                self.driver_cond.notify_all();
-                return;
-            }
-        }
-        loop {
-            self.flush_round();
-            let own_flushed = !matches!(own.progress.lock().phase, Phase::Buffered);
-            let mut d = self.driver.lock();
-            if self.log.lock().flush_queue.is_empty() {
-                d.active = false;
-                return;
-            }
-            if own_flushed {
-                d.handoff = true;
-                self.driver_cond.notify_all();
-                return;
-            }
-        }
-    }
-
-    /// The log-flush thread: drives stage 2 whenever a leader hands it over, until the buffer
-    /// is empty.
-    fn flush_thread_main(&self) {
-        loop {
-            {
-                let mut d = self.driver.lock();
-                while !d.handoff && !d.shutdown {
-                    self.driver_cond.wait(&mut d);
-                }
-                if !d.handoff {
-                    return; // shutdown
-                }
-                d.handoff = false;
-            }
-            loop {
-                self.flush_round();
-                let mut d = self.driver.lock();
-                if self.log.lock().flush_queue.is_empty() {
-                    d.active = false;
-                    break;
-                }
-            }
-        }
-    }
-
-    /// Stage 2 once: writes (and fsyncs, if asked) everything buffered, then hands each flushed
-    /// group on: a waiting leader is woken to insert it; the driver inserts the others.
-    fn flush_round(&self) {
-        let mut fl = self.flusher.lock();
-        let spare = std::mem::take(&mut fl.spare);
-        let (mut buf, sync, synced_writes, groups) = {
-            let mut log = self.log.lock();
-            let buf = std::mem::replace(&mut log.buf, spare);
-            let sync = std::mem::take(&mut log.sync_needed);
-            let groups = std::mem::take(&mut log.flush_queue);
-            (buf, sync, std::mem::take(&mut log.sync_writes), groups)
-        };
-        if groups.is_empty() {
-            fl.spare = buf;
-            return;
-        }
-        let result = match (self.poison_error(), fl.log.as_mut()) {
-            (Some(e), _) => Err(Error::Poisoned(Arc::new(e))),
-            (None, None) => Err(Error::Closed),
-            (None, Some(redo)) => redo
-                .append(&buf, groups.iter().map(|g| g.last_lsn).max().unwrap_or(0))
-                .and_then(|()| if sync { redo.sync() } else { Ok(()) })
-                .and_then(|()| redo.maybe_roll())
-                .map_err(|e| self.poison_with(&e)),
-        };
-        if result.is_ok() {
-            self.counters.log_writes.fetch_add(1, Ordering::Relaxed);
-            self.counters
-                .bytes_logged
-                .fetch_add(buf.len() as u64, Ordering::Relaxed);
-            if sync {
-                self.counters.fsyncs.fetch_add(1, Ordering::Relaxed);
-                self.counters.synced_writes.fetch_add(synced_writes, Ordering::Relaxed);
-            }
-        }
-        buf.clear();
-        fl.spare = buf;
-        drop(fl);
-        for g in &groups {
-            let mut progress = g.progress.lock();
-            progress.phase = match &result {
-                Ok(()) => Phase::Flushed,
-                Err(e) => Phase::Failed(e.clone()),
-            };
-            g.flushed.store(true, Ordering::Release);
-            if g.leader_waits {
-                g.cond.notify_one();
-            } else {
-                self.take_and_process(g, progress);
-            }
-        }
-    }
-
-    /// Stage 4: records the group's outcome and commits the done prefix of the window.
-    fn finish(&self, seq: u64, state: EntryState, completions: Vec<Arc<Completion>>) {
-        let mut ready: Vec<(Vec<Arc<Completion>>, Result<()>)> = Vec::new();
-        {
-            let mut win = self.window.lock();
-            let idx = (seq - win.front_seq) as usize;
-            if let Some(entry) = win.entries.get_mut(idx) {
-                entry.state = state;
-                entry.completions = completions;
-            }
-            while matches!(win.entries.front(), Some(e) if !matches!(e.state, EntryState::Pending)) {
-                let Some(entry) = win.entries.pop_front() else { break };
-                win.front_seq += 1;
-                match entry.state {
-                    EntryState::Done => {
-                        self.visible_lsn.store(entry.last_lsn, Ordering::Release);
-                        ready.push((entry.completions, Ok(())));
-                    }
-                    EntryState::Failed(e) => ready.push((entry.completions, Err(e))),
-                    EntryState::Pending => {}
-                }
-            }
-        }
-        for (completions, result) in ready {
-            self.complete_all(&completions, result);
-        }
-    }
-
-    /// Counters so far.
-    pub(crate) fn stats(&self) -> WriteStats {
-        let c = &self.counters;
-        WriteStats {
-            groups: c.groups.load(Ordering::Relaxed),
-            writes: c.writes.load(Ordering::Relaxed),
-            ops: c.ops.load(Ordering::Relaxed),
-            log_writes: c.log_writes.load(Ordering::Relaxed),
-            fsyncs: c.fsyncs.load(Ordering::Relaxed),
-            synced_writes: c.synced_writes.load(Ordering::Relaxed),
-            bytes_logged: c.bytes_logged.load(Ordering::Relaxed),
-            stall_micros: c.stall_micros.load(Ordering::Relaxed),
-        }
     }
 
     /// Runs `f` under the stage-1 lock with the last LSN allocated so far: no group can bind a

@@ -1,0 +1,127 @@
+//! Stage 1, log buffering (one thread at a time, under the `log` mutex): a group gets its LSN
+//! range, binds each touched table's active memtable, appends its record to the shared log
+//! buffer and enters the commit window and the flush queue.
+//!
+//! Invariants:
+//! - LSNs are allocated in log-buffer order, so the redo log is in LSN order.
+//! - A memtable holds exactly the LSNs bound to it here; a memtable switch happens only here
+//!   (or at the seal point, under the same lock), so memtables of a table are ordered by LSN.
+//! - A group without logged batches (`disable_wal`) skips stage 2; it still enters the commit
+//!   window in LSN order.
+
+use super::commit::{EntryState, GroupProgress, GroupState, GroupWork, Phase, WindowEntry};
+use super::{Pipeline, Writer};
+use crate::coding::RecordHeader;
+use crate::error::Error;
+use crate::key::Lsn;
+use crate::memtable::Memtable;
+use crate::redo::record::RECORD_GROUP;
+use crate::subtable::TableInner;
+use parking_lot::{Condvar, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+pub(super) struct LogBuffer {
+    pub(super) next_lsn: Lsn,
+    pub(super) buf: Vec<u8>,
+    pub(super) sync_needed: bool,
+    /// Writes with `sync` in `buf`.
+    pub(super) sync_writes: u64,
+    /// Groups whose bytes are in `buf`, in log order.
+    pub(super) flush_queue: Vec<Arc<GroupState>>,
+}
+
+/// Outcome of stage 1.
+pub(super) enum Buffered {
+    /// The group has redo bytes and waits for a flush.
+    Logged(Arc<GroupState>),
+    /// The group has no redo bytes (`disable_wal`): its window seq and work.
+    Unlogged(u64, GroupWork),
+}
+
+/// Memtables bound to a group in stage 1, by table id.
+pub(super) struct Bound(pub(super) Vec<(u32, Arc<Memtable>)>);
+
+impl Bound {
+    pub(super) fn get(&self, table: u32) -> Option<&Memtable> {
+        self.0.iter().find(|(id, _)| *id == table).map(|(_, m)| m.as_ref())
+    }
+}
+
+impl Pipeline {
+    /// Stage 1. Appends the group to the log buffer (if it has logged batches) and enters it in
+    /// the commit window.
+    pub(super) fn buffer_group(
+        &self,
+        group: Vec<Writer>,
+        wal_writers: usize,
+        payload_crc: u32,
+        payload_len: usize,
+        leader_waits: bool,
+    ) -> std::result::Result<Buffered, (Error, Vec<Writer>)> {
+        let ops: u64 = group.iter().map(|w| u64::from(w.batch.count)).sum();
+        let wal_ops: u64 = group[..wal_writers].iter().map(|w| u64::from(w.batch.count)).sum();
+        let mut tables: Vec<&Arc<TableInner>> = Vec::new();
+        for w in &group {
+            for t in &w.batch.tables {
+                if !tables.iter().any(|x| x.id == t.id) {
+                    tables.push(t);
+                }
+            }
+        }
+        let mut log = self.log.lock();
+        // Only poison stops an accepted write; `close` waits for accepted writes to finish.
+        if let Some(e) = self.poison_error() {
+            return Err((Error::Poisoned(Arc::new(e)), group));
+        }
+        let first_lsn = log.next_lsn;
+        log.next_lsn += ops;
+        let bound = Bound(tables.iter().map(|t| (t.id, t.memtable_for_write(first_lsn))).collect());
+        if wal_ops > 0 {
+            let header = RecordHeader {
+                payload_crc,
+                payload_len: payload_len as u32,
+                record_type: RECORD_GROUP,
+                first_lsn,
+            };
+            log.buf.extend_from_slice(&header.encode());
+            for w in &group[..wal_writers] {
+                log.buf.extend_from_slice(&w.batch.rep);
+            }
+            let sync_writes = group[..wal_writers].iter().filter(|w| w.sync).count() as u64;
+            log.sync_writes += sync_writes;
+            log.sync_needed |= sync_writes > 0;
+        }
+        let seq = {
+            let mut win = self.window.lock();
+            win.entries.push_back(WindowEntry {
+                last_lsn: first_lsn + ops - 1,
+                state: EntryState::Pending,
+                completions: Vec::new(),
+            });
+            win.front_seq + win.entries.len() as u64 - 1
+        };
+        self.counters.ops.fetch_add(ops, Ordering::Relaxed);
+        let work = GroupWork {
+            writers: group,
+            bound,
+            first_lsn,
+        };
+        if wal_ops == 0 {
+            return Ok(Buffered::Unlogged(seq, work));
+        }
+        let state = Arc::new(GroupState {
+            seq,
+            last_lsn: first_lsn + ops - 1,
+            leader_waits,
+            flushed: AtomicBool::new(false),
+            progress: Mutex::new(GroupProgress {
+                phase: Phase::Buffered,
+                work: Some(work),
+            }),
+            cond: Condvar::new(),
+        });
+        log.flush_queue.push(state.clone());
+        Ok(Buffered::Logged(state))
+    }
+}

@@ -1,0 +1,145 @@
+//! Stage 2, log flushing (one thread at a time: the *driver*): takes the whole log buffer, the
+//! groups of every queue that arrived since the last flush, writes it with one call and at most
+//! one `fdatasync`, then hands each flushed group on to stage 3.
+//!
+//! Invariants:
+//! - Buffered groups are never stranded: the driver gives up driving only after seeing, under
+//!   the driver lock, an empty flush queue; a leader that buffers a group then checks, under
+//!   the same lock, whether a driver is active.
+//! - A failed write or fsync poisons the pipeline: the groups of that flush and every later one
+//!   fail.
+
+use super::commit::{GroupState, Phase};
+use super::Pipeline;
+use crate::error::Error;
+use crate::redo::RedoLog;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+#[derive(Default)]
+pub(super) struct DriverState {
+    /// A thread is driving stage 2.
+    pub(super) active: bool,
+    /// The active driver handed driving to the log-flush thread.
+    pub(super) handoff: bool,
+    pub(super) shutdown: bool,
+}
+
+pub(super) struct Flusher {
+    pub(super) log: Option<RedoLog>,
+    pub(super) spare: Vec<u8>,
+}
+
+impl Pipeline {
+    /// Makes this thread the driver if none is active (a synchronous leader), or wakes the
+    /// log-flush thread to drive (an asynchronous one). A synchronous driver flushes until `own`
+    /// is flushed and hands any remaining groups to the log-flush thread.
+    pub(super) fn drive_if_idle(&self, own: &GroupState) {
+        {
+            let mut d = self.driver.lock();
+            if d.active {
+                return;
+            }
+            d.active = true;
+            if !own.leader_waits {
+                // An asynchronous leader must not wait for an fsync: the log-flush thread
+                // drives instead, and this thread goes on submitting.
+                d.handoff = true;
+                self.driver_cond.notify_all();
+                return;
+            }
+        }
+        loop {
+            self.flush_round();
+            let own_flushed = !matches!(own.progress.lock().phase, Phase::Buffered);
+            let mut d = self.driver.lock();
+            if self.log.lock().flush_queue.is_empty() {
+                d.active = false;
+                return;
+            }
+            if own_flushed {
+                d.handoff = true;
+                self.driver_cond.notify_all();
+                return;
+            }
+        }
+    }
+
+    /// The log-flush thread: drives stage 2 whenever a leader hands it over, until the buffer
+    /// is empty.
+    pub(super) fn flush_thread_main(&self) {
+        loop {
+            {
+                let mut d = self.driver.lock();
+                while !d.handoff && !d.shutdown {
+                    self.driver_cond.wait(&mut d);
+                }
+                if !d.handoff {
+                    return; // shutdown
+                }
+                d.handoff = false;
+            }
+            loop {
+                self.flush_round();
+                let mut d = self.driver.lock();
+                if self.log.lock().flush_queue.is_empty() {
+                    d.active = false;
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Stage 2 once: writes (and fsyncs, if asked) everything buffered, then hands each flushed
+    /// group on: a waiting leader is woken to insert it; the driver inserts the others.
+    pub(super) fn flush_round(&self) {
+        let mut fl = self.flusher.lock();
+        let spare = std::mem::take(&mut fl.spare);
+        let (mut buf, sync, synced_writes, groups) = {
+            let mut log = self.log.lock();
+            let buf = std::mem::replace(&mut log.buf, spare);
+            let sync = std::mem::take(&mut log.sync_needed);
+            let groups = std::mem::take(&mut log.flush_queue);
+            (buf, sync, std::mem::take(&mut log.sync_writes), groups)
+        };
+        if groups.is_empty() {
+            fl.spare = buf;
+            return;
+        }
+        let result = match (self.poison_error(), fl.log.as_mut()) {
+            (Some(e), _) => Err(Error::Poisoned(Arc::new(e))),
+            (None, None) => Err(Error::Closed),
+            (None, Some(redo)) => redo
+                .append(&buf, groups.iter().map(|g| g.last_lsn).max().unwrap_or(0))
+                .and_then(|()| if sync { redo.sync() } else { Ok(()) })
+                .and_then(|()| redo.maybe_roll())
+                .map_err(|e| self.poison_with(&e)),
+        };
+        if result.is_ok() {
+            self.counters.log_writes.fetch_add(1, Ordering::Relaxed);
+            self.counters
+                .bytes_logged
+                .fetch_add(buf.len() as u64, Ordering::Relaxed);
+            if sync {
+                self.counters.fsyncs.fetch_add(1, Ordering::Relaxed);
+                self.counters.synced_writes.fetch_add(synced_writes, Ordering::Relaxed);
+            }
+        }
+        buf.clear();
+        fl.spare = buf;
+        drop(fl);
+        for g in &groups {
+            let mut progress = g.progress.lock();
+            progress.phase = match &result {
+                Ok(()) => Phase::Flushed,
+                Err(e) => Phase::Failed(e.clone()),
+            };
+            g.flushed.store(true, Ordering::Release);
+            if g.leader_waits {
+                g.cond.notify_one();
+            } else {
+                self.take_and_process(g, progress);
+            }
+        }
+    }
+}
