@@ -1,5 +1,5 @@
 //! Named crash points for whitebox crash tests, compiled in only with the `failpoints` cargo
-//! feature (without it [`hit`] is an empty inline function).
+//! feature (without it the engine's calls to a point compile to nothing).
 //!
 //! `RIPTIDE_CRASH_AT=<name>[@<n>]` in the environment makes the process die the `n`-th time
 //! (default: the first) any thread passes the point called `<name>`: it writes

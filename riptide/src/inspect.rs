@@ -415,7 +415,6 @@ pub fn verify(fs: &dyn FileSystem, db: &Path) -> Result<VerifyReport> {
 /// The data-file path and byte range of every region of extent `id` (`"file.slot"`), for
 /// tools and corruption tests: `("data block N" | "index" | "filter" | "properties" |
 /// "footer", path, offset, length)`.
-#[doc(hidden)]
 pub fn extent_regions(fs: &dyn FileSystem, db: &Path, id: &str) -> Result<Vec<(String, PathBuf, u64, u64)>> {
     let eid = parse_extent_id(id).ok_or_else(|| Error::InvalidOption {
         option: "extent",
@@ -445,7 +444,6 @@ pub fn extent_regions(fs: &dyn FileSystem, db: &Path, id: &str) -> Result<Vec<(S
 }
 
 /// The ids (`"file.slot"`) of every extent of every table in the current metadata.
-#[doc(hidden)]
 pub fn extent_ids(fs: &dyn FileSystem, db: &Path) -> Result<Vec<String>> {
     let (state, _) = load_meta(fs, db)?;
     Ok(state.extents().map(|e| ExtentId(e.id).to_string()).collect())

@@ -4,9 +4,11 @@
 //!
 //! This crate is the embedded engine: a durable, concurrent key-value store with sub-tables
 //! (one LSM-tree each, one shared redo log), atomic multi-table write batches, snapshots and
-//! bidirectional iterators. Writes go through X-Engine's four-stage pipeline (log buffering,
-//! log flushing, parallel memtable insertion, commit) with group commit and asynchronous
-//! commits; data lives in multi-version memtables and the redo log.
+//! bidirectional iterators, and transactions ([`Db::begin`]). Writes go through X-Engine's
+//! four-stage pipeline (log buffering, log flushing, parallel memtable insertion, commit) with
+//! group commit and asynchronous commits, into multi-version memtables; flushes write them into
+//! 2 MiB extents of 16 KiB blocks, and compactions merge extents down three levels, reusing
+//! what does not overlap.
 //!
 //! ```
 //! use riptide::{Db, Options, WriteBatch, WriteOptions};
@@ -31,6 +33,16 @@
 //! ```
 //!
 //! How it works inside: `docs/` in the repository (`format.md` for every on-disk byte).
+//!
+//! # Supported API
+//! Besides the items re-exported at the crate root, three modules are public and supported:
+//! - [`fs`]: the file-system trait every byte goes through ([`Options::fs`]), its POSIX
+//!   implementation, and [`fs::FaultFs`], a fault-injecting file system for your own crash
+//!   and I/O-error tests (like RocksDB's `FaultInjectionTestFS`).
+//! - [`inspect`]: offline, read-only views of a database directory (levels, extents, slog,
+//!   redo log, checksum verification); the library behind `riptide inspect`.
+//! - [`failpoint`]: the names of the engine's crash points, for whitebox crash drivers such as
+//!   `riptide stress --crash_points` (the points fire only with the `failpoints` feature).
 #![warn(missing_docs)]
 
 mod cache;
@@ -49,7 +61,7 @@ pub mod fs;
 pub mod fuzzing;
 pub mod inspect;
 mod iter;
-pub mod key;
+mod key;
 mod memtable;
 mod meta;
 mod options;

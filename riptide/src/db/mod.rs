@@ -131,8 +131,10 @@ impl Db {
     }
 
     /// Stops the instance as a crash would: no flush, no I/O at all; in-flight writes and
-    /// flushes finish first. For crash tests (with [`crate::fs::FaultFs::crash`]).
-    #[doc(hidden)]
+    /// flushes finish first, then the `LOCK` is released. For crash tests, with
+    /// [`crate::fs::FaultFs::crash`]: what an acknowledged but unsynced write leaves behind is
+    /// then exactly what a power cut would. Not for production use: writes made without
+    /// `sync` may be lost, as in a crash.
     pub fn abandon_for_test(self) {
         if let Some(log) = self.inner.pipeline.close() {
             drop(log);

@@ -179,7 +179,7 @@ pub struct DbStats {
     /// Free slots inside data files.
     pub space_free_slots: u64,
     /// Free slots that still hold their disk blocks (at most about
-    /// [`Options::free_slots_kept`] once the background thread has caught up).
+    /// [`crate::Options::free_slots_kept`] once the background thread has caught up).
     pub space_unpunched_slots: u64,
     /// Free slots whose disk blocks were given back to the file system (hole punching).
     pub space_punched_slots: u64,

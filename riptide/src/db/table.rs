@@ -305,7 +305,7 @@ impl Table {
     }
 
     /// Merges L1 into L2 (a major compaction, with data reuse when
-    /// [`Options::compaction_reuse`] is on): the L2 extents no L1 extent overlaps stay as they
+    /// [`crate::Options::compaction_reuse`] is on): the L2 extents no L1 extent overlaps stay as they
     /// are, and L1 extents whose rows skip whole L2 extents are first split where those L2
     /// extents start, so those stay too. Waits for it. `compact_l0` then `compact_l1` is what background compaction does to
     /// move a flushed run to the bottom; [`Table::compact`] also rewrites all of L2.

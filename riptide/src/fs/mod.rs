@@ -2,7 +2,8 @@
 //!
 //! Invariants:
 //! - The engine never touches `std::fs` directly; it holds an `Arc<dyn FileSystem>` from
-//!   [`crate::Options::fs`]. This is what lets tests inject faults ([`FaultFs`]) and, later,
+//!   [`crate::Options::fs`]. (The one exception is [`crate::Db::destroy`], which deletes a
+//!   closed database's POSIX directory.) This is what lets tests inject faults ([`FaultFs`]) and, later,
 //!   put a level on object storage.
 //! - Durability is explicit: data appended to a [`WritableFile`] is durable only after
 //!   [`WritableFile::sync_data`]; bytes written and lengths set through a [`RandomRwFile`] are
