@@ -18,7 +18,9 @@
 #   NUM=200000                          key space (--num)
 #   DURATION=0                          seconds per random-key run; 0 = op counts (see below)
 #   REPS=3                              repetitions per engine (at least 3 for a median)
-#   ENGINES="riptide rocksdb"           riptide, riptide-asyncN (riptide with --async_commit_depth=N;
+#   ENGINES="riptide rocksdb"           riptide, riptide-base (riptide from the $RIPTIDE_BASE binary: a
+#                                       baseline build, to measure a change A B A B against it),
+#                                       riptide-asyncN (riptide with --async_commit_depth=N;
 #                                       its prefill is synchronous), rocksdb, fjall, and db_bench78 (Debian's db_bench,
 #                                       RocksDB 7.8.3, assertions enabled; flags as in
 #                                       shared/anchors/rocksdb_dbbench.sh)
@@ -37,6 +39,7 @@
 #                                       a flag given again overrides the settings above)
 #   PREFILL_FLAGS=""                    more flags for every prefill run, every engine
 #   RIPTIDE=target/peers/release/riptide   the feature binary
+#   RIPTIDE_BASE=target/base/release/riptide   the baseline binary of engine riptide-base
 #   DB_BENCH=db_bench                   Debian's db_bench, for db_bench78
 #   OUT=bench-data/compare              where databases, logs and report.md go
 #
@@ -75,6 +78,7 @@ PREFILL=${PREFILL:-fillrandom,flush,waitforcompaction}
 EXTRA_FLAGS=${EXTRA_FLAGS:-}
 PREFILL_FLAGS=${PREFILL_FLAGS:-}
 RIPTIDE=${RIPTIDE:-target/peers/release/riptide}
+RIPTIDE_BASE=${RIPTIDE_BASE:-target/base/release/riptide}
 DB_BENCH=${DB_BENCH:-db_bench}
 OUT=${OUT:-bench-data/compare}
 SEED=${SEED:-1}
@@ -98,8 +102,9 @@ for e in $ENGINES; do
         riptide | riptide-async[1-9]* | rocksdb | fjall)
             [[ -x "$RIPTIDE" ]] || die "$RIPTIDE not found; build it with: CARGO_TARGET_DIR=target/peers cargo build --release -p riptide-cli --features bench-rocksdb,bench-fjall"
             ;;
+        riptide-base) [[ -x "$RIPTIDE_BASE" ]] || die "$RIPTIDE_BASE not found (the baseline build of engine riptide-base)" ;;
         db_bench78) command -v "$DB_BENCH" >/dev/null || die "db_bench not found (Debian package rocksdb-tools)" ;;
-        *) die "unknown engine $e (riptide, riptide-asyncN, rocksdb, fjall, db_bench78)" ;;
+        *) die "unknown engine $e (riptide, riptide-base, riptide-asyncN, rocksdb, fjall, db_bench78)" ;;
     esac
 done
 
@@ -138,6 +143,7 @@ command_for() {
         --read_random_exp_range="$READ_RANDOM_EXP_RANGE" "$@")
     case $engine in
         riptide | rocksdb | fjall) printf '%s\n' "$RIPTIDE" bench --engine="$engine" "${common[@]}" ;;
+        riptide-base) printf '%s\n' "$RIPTIDE_BASE" bench --engine=riptide "${common[@]}" ;;
         riptide-async*) printf '%s\n' "$RIPTIDE" bench --engine=riptide "${common[@]}" \
             --async_commit_depth="${engine#riptide-async}" ;;
         db_bench78) printf '%s\n' "$DB_BENCH" "${common[@]}" ;;
