@@ -111,7 +111,7 @@ done
 STAMP=$(date +%Y%m%d-%H%M%S)
 LOGS="$OUT/logs-$STAMP"
 mkdir -p "$LOGS"
-RUNS="$LOGS/runs.tsv"     # engine workload threads sync rep ops/sec db-bytes
+RUNS="$LOGS/runs.tsv"     # engine workload threads sync rep ops/sec db-bytes cores-busy
 CMDS="$LOGS/commands.txt"
 : >"$RUNS"
 : >"$CMDS"
@@ -158,6 +158,19 @@ run_logged() {
     "${cmd[@]}" >"$log" 2>&1
 }
 
+# Like run_logged, and appends the run's CPU use to file $2: the cores it kept busy on average,
+# (user + system CPU seconds) / wall seconds of the whole process.
+run_timed() {
+    local log=$1 cpu=$2 cmd=() rc TIMEFORMAT='%R %U %S'
+    mapfile -t cmd
+    echo "${cmd[*]}" >>"$CMDS"
+    { time "${cmd[@]}" >"$log" 2>&1; } 2>"$cpu.time"
+    rc=$?
+    awk '{ if ($1 > 0) printf "%.2f\n", ($2 + $3) / $1; else print "NA" }' "$cpu.time" >"$cpu"
+    rm -f -- "$cpu.time"
+    return $rc
+}
+
 # ops/sec of benchmark $1 in log $2 (db_bench's result line: "name : X micros/op Y ops/sec ...");
 # the last such line if the workload runs it more than once (warm-up first).
 ops_of() {
@@ -196,19 +209,20 @@ measure() {
         extra=(--use_existing_db=1 --reads="$per" --writes="$per" --deletes="$per" "${extra[@]}")
         seed=$RSEED
     fi
-    local log="$LOGS/$tag.log" ops size=NA
-    if command_for "$engine" "$db" "$list" "$threads" "$sync" "$seed" "${extra[@]}" | run_logged "$log"; then
+    local log="$LOGS/$tag.log" ops size=NA cores=NA
+    if command_for "$engine" "$db" "$list" "$threads" "$sync" "$seed" "${extra[@]}" | run_timed "$log" "$LOGS/$tag.cpu"; then
         ops=$(ops_of "$(measured_of "$bench")" "$log")
     fi
+    [[ -s "$LOGS/$tag.cpu" ]] && cores=$(cat "$LOGS/$tag.cpu")
     [[ -d "$db" ]] && size=$(du -sB1 -- "$db" | cut -f1)
     rm -rf -- "$db"
     if [[ -z "${ops:-}" ]]; then
         echo "compare.sh: $tag failed, see $log" >&2
         ops=NA
     fi
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$engine" "$bench" "$threads" "$sync" "$rep" "$ops" "$size" >>"$RUNS"
-    printf '  %-10s %-16s threads=%-3s sync=%s rep=%s: %s ops/sec, %s bytes on disk\n' "$engine" "$bench" "$threads" \
-        "$sync" "$rep" "$ops" "$size" >&2
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$engine" "$bench" "$threads" "$sync" "$rep" "$ops" "$size" "$cores" >>"$RUNS"
+    printf '  %-10s %-16s threads=%-3s sync=%s rep=%s: %s ops/sec, %s bytes on disk, %s cores busy\n' "$engine" "$bench" \
+        "$threads" "$sync" "$rep" "$ops" "$size" "$cores" >&2
 }
 
 T0=$(date +%s)
@@ -285,6 +299,26 @@ REPORT="$LOGS/report.md"
                 row="| $bench | $threads | $sync |"
                 for e in $ENGINES; do
                     row+=" $(values "$e" "$bench" "$threads" "$sync" 7 | median | awk '{ if ($1 == "NA") print "NA"; else printf "%.1f", $1 / 1048576 }') |"
+                done
+                echo "$row"
+            done
+        done
+    done
+    echo
+    echo "CPU use of each measured run (cores kept busy: user + system CPU seconds over the process's wall seconds, prefill excluded; median of $REPS runs; $(nproc) cores):"
+    echo
+    header="| workload | threads | sync |"
+    rule="|---|---:|---:|"
+    for e in $ENGINES; do header+=" $e cores |"; rule+="---:|"; done
+    echo "$header"
+    echo "$rule"
+    for bench in $BENCHMARKS; do
+        for threads in $THREADS; do
+            for sync in $SYNC; do
+                row="| $bench | $threads | $sync |"
+                for e in $ENGINES; do
+                    row+=" $(values "$e" "$bench" "$threads" "$sync" 8 | sort -g | awk '$1 != "NA" { v[n++] = $1 } END {
+                        if (n == 0) print "NA"; else if (n % 2) printf "%.2f", v[(n - 1) / 2]; else printf "%.2f", (v[n / 2 - 1] + v[n / 2]) / 2 }') |"
                 done
                 echo "$row"
             done
