@@ -31,6 +31,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// Default largest row (key + value bytes) the row cache admits (X-Engine's `MAX_ROW_SIZE`).
+#[cfg(test)]
 pub(crate) const DEFAULT_MAX_ROW_SIZE: usize = 4096;
 /// Bytes charged per entry besides a large row's heap bytes: its 64-byte slot, up to four 8-byte
 /// index entries and a 4-byte free-list entry. Every row is charged at least this much, so a shard
@@ -356,7 +357,7 @@ fn row_shards(capacity_bytes: usize, max_row_size: usize) -> usize {
 
 impl RowCache {
     /// A row cache of `capacity_bytes` (0 disables it) admitting rows of at most `max_row_size` bytes
-    /// (key + value; [`DEFAULT_MAX_ROW_SIZE`] is X-Engine's choice).
+    /// (key + value; X-Engine's choice is 4096, `DEFAULT_MAX_ROW_SIZE`).
     pub(crate) fn new(capacity_bytes: usize, max_row_size: usize) -> Self {
         let n = if capacity_bytes == 0 {
             0
@@ -389,6 +390,7 @@ impl RowCache {
     }
 
     /// Number of shards (0 when disabled).
+    #[cfg(test)]
     pub(crate) fn num_shards(&self) -> usize {
         self.shards.len()
     }
@@ -430,6 +432,7 @@ impl RowCache {
     }
 
     /// Lookup; the caller decides whether the entry's lsn is usable for its snapshot.
+    #[cfg(test)]
     #[inline]
     pub(crate) fn get(&self, table: u32, key: &[u8]) -> Option<RowEntry> {
         if self.shards.is_empty() {
@@ -583,6 +586,7 @@ impl RowCache {
     }
 
     /// Removes the cached entry for the key, if any.
+    #[cfg(test)]
     pub(crate) fn erase(&self, table: u32, key: &[u8]) {
         if self.shards.is_empty() {
             return;

@@ -25,9 +25,6 @@
 //! - Decoding never panics and never reads out of bounds on arbitrary bytes: damage is reported as
 //!   [`crate::Error::Corruption`] with the file path and the absolute offset of the damaged
 //!   block or footer.
-// Block-level reuse (raw block copy, `copy_block`, `add_raw_block`) and some accessors serve compaction
-// with data reuse and the inspect tool; they are tested here and wired as those land.
-#![allow(dead_code)]
 
 mod block;
 mod builder;

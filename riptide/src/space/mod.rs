@@ -29,8 +29,6 @@
 //!   shrinking use `set_len` to slot boundaries).
 //! - Extent bytes are written outside the mutex: the caller owns an allocated extent, and shrink
 //!   never cuts or deletes a used slot.
-// Accessors used by tests and tools.
-#![allow(dead_code)]
 
 mod access;
 mod alloc;
