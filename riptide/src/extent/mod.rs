@@ -47,6 +47,7 @@ pub(crate) use reader::{verify_extent, ExtentReader};
 use std::cmp::Ordering;
 
 use crate::coding::get_u64;
+#[cfg(test)]
 use crate::error::{Error, Result};
 use crate::key::compare_internal_keys;
 
@@ -114,6 +115,7 @@ impl Default for ExtentOptions {
 
 impl ExtentOptions {
     /// Checks the options; the builder clamps out-of-range values, this reports them.
+    #[cfg(test)]
     pub(crate) fn validate(&self) -> Result<()> {
         if self.block_size == 0 || self.block_size > MAX_BLOCK_SIZE {
             return Err(Error::InvalidOption {

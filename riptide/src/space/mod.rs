@@ -182,6 +182,7 @@ impl ExtentSpace {
     }
 
     /// `(number, path)` of every data file, by number.
+    #[cfg(test)]
     pub(crate) fn data_files(&self) -> Vec<(u32, PathBuf)> {
         let inner = self.inner.lock();
         inner.files.iter().map(|(&n, f)| (n, f.path.clone())).collect()
