@@ -10,8 +10,9 @@
 //!   heavier than 97% of one shard; with this rule a 16 KiB block always fits (even a 1 MiB cache has
 //!   two 512 KiB shards, and a cache smaller than that is a single shard).
 //! - [`BlockKey::extent`] must not be reused for different contents while entries for it may be cached:
-//!   use a never-reused cache id (e.g. extent id with a reuse generation), or call
-//!   [`BlockCache::remove_extent`] when an extent is freed.
+//!   use a never-reused cache id (e.g. extent id with a reuse generation), or remove the extent's
+//!   blocks when it is freed (`BlockCache::remove_extent`, built for tests only until a caller needs
+//!   it).
 
 use super::{pow2_floor, CacheStats, Counters, FastBuildHasher};
 use quick_cache::sync::Cache;
@@ -48,6 +49,7 @@ pub(crate) trait BlockCacheBackend<V>: Send + Sync {
     /// Whether a block is cached, without marking it used.
     fn contains(&self, key: &BlockKey) -> bool;
     /// Removes every block of one extent (O(cache size): for rare use).
+    #[cfg(test)]
     fn remove_extent(&self, extent: u64);
     /// Charged bytes currently resident.
     fn usage(&self) -> usize;
@@ -160,11 +162,13 @@ impl<V: Send + Sync + 'static> QuickCacheBackend<V> {
     }
 
     /// Number of shards actually in use.
+    #[cfg(test)]
     pub(crate) fn num_shards(&self) -> usize {
         self.cache.num_shards()
     }
 
     /// Capacity of one shard in bytes.
+    #[cfg(test)]
     pub(crate) fn shard_capacity(&self) -> u64 {
         self.cache.shard_capacity()
     }
@@ -186,6 +190,7 @@ impl<V: Send + Sync + 'static> BlockCacheBackend<V> for QuickCacheBackend<V> {
     fn contains(&self, key: &BlockKey) -> bool {
         self.cache.contains_key(key)
     }
+    #[cfg(test)]
     fn remove_extent(&self, extent: u64) {
         self.cache.retain(|k, _| k.extent != extent);
     }
@@ -217,6 +222,7 @@ impl<V> BlockCacheBackend<V> for Disabled {
     fn contains(&self, _key: &BlockKey) -> bool {
         false
     }
+    #[cfg(test)]
     fn remove_extent(&self, _extent: u64) {}
     fn usage(&self) -> usize {
         0
@@ -285,6 +291,7 @@ impl<V: Send + Sync + 'static> BlockCache<V> {
 
     /// Incremental replacement (used by compaction): if `old` is cached, inserts `new` in its place and
     /// removes `old`; returns whether `old` was cached. If `old` is not cached nothing changes.
+    #[cfg(test)]
     pub(crate) fn replace(&self, old: &BlockKey, new: BlockKey, value: Arc<V>, charge: usize) -> bool {
         if !self.backend.remove(old) {
             return false;
@@ -315,12 +322,14 @@ impl<V: Send + Sync + 'static> BlockCache<V> {
     }
 
     /// Alias of [`Self::remove`] in RocksDB's vocabulary.
+    #[cfg(test)]
     pub(crate) fn erase(&self, key: &BlockKey) {
         self.backend.remove(key);
     }
 
     /// Removes every block of `extent` (walks the whole cache; for freed extents whose cache id could
     /// be reused).
+    #[cfg(test)]
     pub(crate) fn remove_extent(&self, extent: u64) {
         self.backend.remove_extent(extent);
     }

@@ -3,7 +3,8 @@
 //! - [`BlockCache`] (`block.rs`): data and index blocks keyed by [`BlockKey`] (extent, offset), capacity
 //!   in bytes, sharded, backed by `quick_cache` behind the [`BlockCacheBackend`] trait. Entries are
 //!   `Arc<V>`: a block handed out stays valid while a reader holds it, even after it was evicted.
-//!   Supports X-Engine's incremental replacement ([`BlockCache::replace`]) for compaction.
+//!   X-Engine's incremental replacement for compaction (`BlockCache::replace`) is built for tests only
+//!   until compaction uses it.
 //! - [`TableCache`] (`table.rs`): open extent readers keyed by extent id, capacity in entries; concurrent
 //!   misses on one id open the reader once.
 //! - [`RowCache`] (`row.rs`): the newest on-disk version of hot rows, keyed by (sub-table id, user key),
@@ -16,9 +17,6 @@
 //! - Usage never exceeds capacity by more than one entry (per shard, shards share nothing).
 //! - Counters (hits, misses, inserts, evictions) are striped per thread so the hot read path does not
 //!   bounce one cache line between cores; [`CacheStats`] sums them (a snapshot, not atomic as a whole).
-// `replace`/`contains` serve incremental cache replacement in compaction (data reuse);
-// they are tested here and wired as that lands.
-#![allow(dead_code)]
 
 mod block;
 mod row;
@@ -274,38 +272,6 @@ impl Hasher for FastHasher {
     #[inline]
     fn finish(&self) -> u64 {
         fold_mul(self.h, K0)
-    }
-}
-
-/// Hasher for maps keyed by an already well-mixed `u64` hash: passes it through.
-#[derive(Default)]
-pub(crate) struct IdentityHasher(u64);
-
-impl Hasher for IdentityHasher {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        // Not used by u64 keys; fold anyway so the hasher stays correct for any key type.
-        self.0 = hash_bytes(self.0, bytes);
-    }
-    #[inline]
-    fn write_u64(&mut self, i: u64) {
-        self.0 = i;
-    }
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-/// `BuildHasher` for [`IdentityHasher`].
-#[derive(Clone, Copy, Default)]
-pub(crate) struct BuildIdentity;
-
-impl BuildHasher for BuildIdentity {
-    type Hasher = IdentityHasher;
-    #[inline]
-    fn build_hasher(&self) -> IdentityHasher {
-        IdentityHasher(0)
     }
 }
 

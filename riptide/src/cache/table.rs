@@ -50,6 +50,7 @@ impl<R: Send + Sync + 'static> TableCache<R> {
     }
 
     /// The cached reader for `id`, if any.
+    #[cfg(test)]
     pub(crate) fn get(&self, id: u64) -> Option<Arc<R>> {
         let r = self.cache.as_ref().and_then(|c| c.get(&id));
         if r.is_some() {
@@ -61,6 +62,7 @@ impl<R: Send + Sync + 'static> TableCache<R> {
     }
 
     /// Caches `reader` under `id` (overwriting).
+    #[cfg(test)]
     pub(crate) fn insert(&self, id: u64, reader: Arc<R>) {
         if let Some(c) = &self.cache {
             self.counters.insert();

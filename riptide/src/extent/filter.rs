@@ -376,6 +376,7 @@ impl Filter {
     }
 
     /// Memory held by the filter.
+    #[cfg(test)]
     pub(crate) fn size(&self) -> usize {
         self.bits.capacity() * std::mem::size_of::<Line>() + self.block_ends.capacity() * 4
     }

@@ -219,14 +219,6 @@ pub(crate) struct IndexEntry {
 }
 
 impl IndexEntry {
-    /// The block's handle.
-    pub(crate) fn handle(&self) -> Handle {
-        Handle {
-            offset: self.offset,
-            size: self.size,
-        }
-    }
-
     /// Bytes the block occupies in the extent, trailer included.
     pub(crate) fn stored_size(&self) -> u64 {
         u64::from(self.size) + TRAILER_SIZE as u64

@@ -25,9 +25,6 @@
 //! - Decoding never panics and never reads out of bounds on arbitrary bytes: damage is reported as
 //!   [`crate::Error::Corruption`] with the file path and the absolute offset of the damaged
 //!   block or footer.
-// Block-level reuse (raw block copy, `copy_block`, `add_raw_block`) and some accessors serve compaction
-// with data reuse and the inspect tool; they are tested here and wired as those land.
-#![allow(dead_code)]
 
 mod block;
 mod builder;
@@ -50,6 +47,7 @@ pub(crate) use reader::{verify_extent, ExtentReader};
 use std::cmp::Ordering;
 
 use crate::coding::get_u64;
+#[cfg(test)]
 use crate::error::{Error, Result};
 use crate::key::compare_internal_keys;
 
@@ -117,6 +115,7 @@ impl Default for ExtentOptions {
 
 impl ExtentOptions {
     /// Checks the options; the builder clamps out-of-range values, this reports them.
+    #[cfg(test)]
     pub(crate) fn validate(&self) -> Result<()> {
         if self.block_size == 0 || self.block_size > MAX_BLOCK_SIZE {
             return Err(Error::InvalidOption {

@@ -100,6 +100,7 @@ impl PackedKeys {
     }
 
     /// Heap bytes held.
+    #[cfg(test)]
     pub(crate) fn memory_size(&self) -> usize {
         self.bytes.capacity()
             + self.ends.capacity() * std::mem::size_of::<usize>()

@@ -14,6 +14,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::block::{Block, BlockIter};
+#[cfg(any(test, feature = "fuzzing"))]
 use super::builder::{BuiltExtent, RawBlock};
 use super::filter::{hash64, Filter};
 use super::format::{
@@ -24,7 +25,7 @@ use super::point::{PointRead, PointScratch};
 use super::{Compression, PackedKeys, EXTENT_SIZE};
 use crate::error::{Error, Result};
 use crate::fs::ReadableFile;
-use crate::key::{compare_internal_keys, decode_internal_key, Lsn, ValueKind, MAX_LSN};
+use crate::key::{compare_internal_keys, decode_internal_key, Lsn, ValueKind};
 
 /// Reads exactly `len` bytes at `offset` ([`ReadableFile::read_exact_into`]); a short file is
 /// corruption at the offset where it ends.
@@ -120,6 +121,7 @@ impl ExtentReader {
 
     /// A reader for an extent just built (no I/O), e.g. to install it in the table cache right
     /// after writing it at `base` of `path`. Verifies exactly what [`Self::open`] does.
+    #[cfg(any(test, feature = "fuzzing"))]
     pub(crate) fn from_built(built: &BuiltExtent, path: &Path, base: u64) -> Result<ExtentReader> {
         let path: Arc<Path> = Arc::from(path);
         let footer_off = extent_end(&path, base, built.slots)? - FOOTER_SIZE as u64;
@@ -190,9 +192,10 @@ impl ExtentReader {
 
     /// False only if no version of `user_key` is in this extent (bloom filter); true when the
     /// extent has no filter. Finds the block first when the filter is per block.
+    #[cfg(any(test, feature = "fuzzing"))]
     pub fn may_contain(&self, user_key: &[u8]) -> bool {
         let mut first = Vec::with_capacity(user_key.len() + 8);
-        crate::key::encode_internal_key(&mut first, user_key, MAX_LSN, ValueKind::Put);
+        crate::key::encode_internal_key(&mut first, user_key, crate::key::MAX_LSN, ValueKind::Put);
         // The first block whose last key is at or after the user key's newest possible
         // version holds its newest version, if the extent has one.
         self.find_block(&first)
@@ -236,6 +239,7 @@ impl ExtentReader {
     }
 
     /// True if the extent has a bloom filter.
+    #[cfg(test)]
     pub fn has_filter(&self) -> bool {
         self.filter.is_some()
     }
@@ -345,8 +349,9 @@ impl ExtentReader {
     }
 
     /// Reads data block `i` verbatim (CRC verified, not decoded) for reuse by compaction
-    /// ([`super::ExtentBuilder::add_raw_block`]; compaction uses
+    /// (`super::ExtentBuilder::add_raw_block`; compaction uses
     /// [`super::ExtentBuilder::copy_block`], which reads into the output directly).
+    #[cfg(any(test, feature = "fuzzing"))]
     pub fn read_raw_block(&self, file: &dyn ReadableFile, i: usize) -> Result<RawBlock> {
         let e = self.entry(i)?;
         let (stored, _) = self.read_stored(file, e)?;
@@ -364,6 +369,7 @@ impl ExtentReader {
     }
 
     /// 2 MiB slots the extent occupies.
+    #[cfg(test)]
     pub fn slots(&self) -> u32 {
         self.slots
     }
@@ -374,11 +380,13 @@ impl ExtentReader {
     }
 
     /// Bytes written at the extent start (data, index, filter, properties).
+    #[cfg(any(test, feature = "fuzzing"))]
     pub fn valid_size(&self) -> u64 {
         self.footer.valid_size
     }
 
     /// Memory held by the reader (for a table cache charge).
+    #[cfg(test)]
     pub fn memory_size(&self) -> usize {
         std::mem::size_of::<Self>()
             + self.filter.as_ref().map_or(0, Filter::size)

@@ -278,6 +278,7 @@ pub(crate) fn load_checkpoint(fs: &dyn FileSystem, path: &Path) -> Result<(u64, 
 }
 
 /// Reads a checkpoint file (for inspection): every record checked, the state rebuilt.
+#[cfg(test)]
 pub(crate) fn read_checkpoint(fs: &dyn FileSystem, path: &Path) -> Result<MetaState> {
     load_checkpoint(fs, path).map(|(_, state)| state)
 }

@@ -3,7 +3,7 @@
 //! `docs/format.md`, "Entries").
 //!
 //! Invariants of a [`MetaState`] (kept by [`MetaState::apply`] and checked by
-//! [`MetaState::from_tables`] / [`MetaState::validate`]):
+//! `MetaState::from_tables` / [`MetaState::validate`]):
 //! - Every extent id is live in at most one place (one table, level, layer) of the whole state.
 //! - Levels are 0..=2; L1 and L2 use only layer id 0; every L0 layer id is below the table's
 //!   `next_layer`; an extent's `table` field names the table it is filed under.
@@ -24,9 +24,6 @@ use crate::space::ExtentId;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
-
-/// The raw form of an extent id: `file_number << 32 | slot` (the space module owns the typed id).
-pub(crate) type ExtentIdRaw = u64;
 
 /// The path named in [`Error::Corruption`] for a violation found in memory (not in a file).
 pub(crate) const STATE_PATH: &str = "<meta state>";
@@ -118,7 +115,7 @@ struct Location {
 /// Plain metadata of every sub-table; what a checkpoint holds and what replay produces.
 ///
 /// `tables` is public for reading. Change it only through [`MetaState::apply`], or build a
-/// state with [`MetaState::from_tables`]: a private index of extent locations is kept in step
+/// state with `MetaState::from_tables`: a private index of extent locations is kept in step
 /// with it. Equality compares `tables` only.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct MetaState {
@@ -149,6 +146,7 @@ pub(crate) struct TableMeta {
 
 impl TableMeta {
     /// Number of extents in the table.
+    #[cfg(test)]
     pub(crate) fn extent_count(&self) -> usize {
         self.levels.iter().flat_map(|l| l.values()).map(Vec::len).sum()
     }
@@ -180,6 +178,7 @@ fn check_position(level: u8, layer: u64) -> std::result::Result<(), String> {
 
 impl MetaState {
     /// Builds a state from plain tables, checking every invariant (see the module docs).
+    #[cfg(test)]
     pub(crate) fn from_tables(tables: BTreeMap<u32, TableMeta>) -> Result<Self> {
         let mut state = MetaState {
             tables,
@@ -241,6 +240,7 @@ impl MetaState {
         Ok(())
     }
 
+    #[cfg(test)]
     fn rebuild_index(&mut self) -> std::result::Result<(), String> {
         let mut seen = HashMap::new();
         for (&table, tm) in &self.tables {
@@ -379,6 +379,7 @@ impl MetaState {
     }
 
     /// True if extent `id` is live somewhere.
+    #[cfg(test)]
     pub(crate) fn contains_extent(&self, id: u64) -> bool {
         self.index.contains_key(&id)
     }

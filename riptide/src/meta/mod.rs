@@ -8,8 +8,6 @@
 //! Invariants: every metadata change is committed to the slog (durable) before it is applied in
 //! memory; recovery = the checkpoint named by `meta/CURRENT`, then the committed transactions
 //! of the slog it names, in order.
-// Accessors used by tests and tools.
-#![allow(dead_code)]
 
 pub(crate) mod checkpoint;
 pub(crate) mod current;

@@ -58,7 +58,7 @@ pub(crate) struct SlogRecovery {
     /// The checkpoint number loaded (0 = none).
     pub checkpoint: u64,
     /// The slog number replayed (the live slog after open is a new one; see
-    /// [`Slog::slog_number`]).
+    /// `Slog::slog_number`).
     pub slog: u64,
     /// Committed transactions replayed from the slog.
     pub replayed_txns: u64,
@@ -245,16 +245,19 @@ impl Slog {
     }
 
     /// The live pair: (checkpoint number, slog number).
+    #[cfg(test)]
     pub(crate) fn numbers(&self) -> (u64, u64) {
         (self.current.checkpoint, self.current.slog)
     }
 
     /// Number of the live slog file.
+    #[cfg(test)]
     pub(crate) fn slog_number(&self) -> u64 {
         self.current.slog
     }
 
     /// The metadata directory.
+    #[cfg(test)]
     pub(crate) fn dir(&self) -> &Path {
         &self.dir
     }

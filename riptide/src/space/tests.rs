@@ -1,10 +1,12 @@
 //! Tests of the extent space, mostly on [`FaultFs`] (files live in RAM: keep extents few).
 
+use super::header::{HEADER_COPY_OFFSETS, HEADER_SIZE};
 use super::*;
+use crate::error::Result;
 use crate::fs::{CrashMode, FaultFs, FaultOp, PosixFs, ReadableFile};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use std::collections::HashSet;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 const E: u64 = EXTENT_SIZE;
 const MAGIC: &[u8; 8] = b"TESTFOOT";

@@ -31,10 +31,6 @@ pub(crate) struct BlockBuilder {
 }
 
 impl BlockBuilder {
-    pub(crate) fn new(restart_interval: usize) -> Self {
-        Self::with_hash_index(restart_interval, false)
-    }
-
     /// A builder that appends a hash index for point lookups (when the block has at most 253
     /// restart points).
     pub(crate) fn with_hash_index(restart_interval: usize, hash_index: bool) -> Self {
@@ -64,10 +60,6 @@ impl BlockBuilder {
 
     pub(crate) fn is_empty(&self) -> bool {
         self.entries == 0
-    }
-
-    pub(crate) fn entries(&self) -> usize {
-        self.entries
     }
 
     /// Size of the block if finished now.

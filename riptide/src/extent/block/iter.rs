@@ -13,7 +13,7 @@ use std::sync::Arc;
 use super::Block;
 use crate::coding::get_varint32;
 use crate::error::{Error, Result};
-use crate::extent::{cmp_ikey, filter_hash, prefetch, prefetch_range};
+use crate::extent::{cmp_ikey, prefetch, prefetch_range};
 
 /// Most restart points a seek prefetches before its binary search (more would only queue).
 const SEEK_PREFETCH_RESTARTS: usize = 64;
@@ -74,15 +74,6 @@ impl BlockIter {
             value_len: 0,
             corruption: None,
         }
-    }
-
-    /// Repoints this iterator at another block (not valid until a seek), keeping its key
-    /// buffer: lets a caller reuse one iterator for many point lookups without allocating.
-    pub fn reset(&mut self, block: Arc<Block>) {
-        self.limit = block.entries_end;
-        self.block = block;
-        self.corruption = None;
-        self.invalidate();
     }
 
     /// The block this iterator reads.
@@ -347,13 +338,14 @@ impl BlockIter {
     /// otherwise the iterator may end anywhere past the key or be invalid (for point lookups,
     /// which only accept an entry with the target's user key). Uses the hash index when the
     /// block has one.
+    #[cfg(any(test, feature = "fuzzing"))]
     pub fn seek_point(&mut self, target: &[u8]) {
         let user = &target[..target.len().saturating_sub(8)];
-        self.seek_point_hashed(target, filter_hash(user));
+        self.seek_point_hashed(target, crate::extent::filter_hash(user));
     }
 
-    /// [`Self::seek_point`] given `hash`, the [`filter_hash`] of the target's user key
-    /// (the bloom filters' hash, so one hash serves a whole lookup).
+    /// `seek_point` given `hash`, the [`filter_hash`](crate::extent::filter_hash) of the target's
+    /// user key (the bloom filters' hash, so one hash serves a whole lookup).
     pub fn seek_point_hashed(&mut self, target: &[u8], hash: u64) {
         if self.is_corrupt() {
             return;

@@ -316,23 +316,14 @@ impl Block {
     }
 
     /// The decoded block contents.
+    #[cfg(any(test, feature = "fuzzing"))]
     pub(crate) fn data(&self) -> &[u8] {
         &self.data
-    }
-
-    /// Number of restart points.
-    pub(crate) fn num_restarts(&self) -> usize {
-        self.num_restarts
     }
 
     /// Absolute file offset of the stored block.
     pub(crate) fn offset(&self) -> u64 {
         self.offset
-    }
-
-    /// File the block came from.
-    pub(crate) fn path(&self) -> &Path {
-        &self.path
     }
 
     /// The restart region a point lookup of the user key with [`super::filter_hash`] `hash`

@@ -26,6 +26,7 @@ impl ExtentBuilder {
     }
 
     /// Upper bound of how much [`Self::filter_bound`] grows with one more entry.
+    #[cfg(test)]
     fn filter_growth_bound(&self) -> usize {
         if self.opts.bloom_bits_per_key == 0 {
             0
@@ -52,6 +53,7 @@ impl ExtentBuilder {
     }
 
     /// Upper bound of [`Self::estimated_size`] after adding an entry with these lengths next.
+    #[cfg(test)]
     pub fn estimated_size_after(&self, ikey_len: usize, value_len: usize) -> usize {
         let filter_growth = self.filter_growth_bound();
         // New entry (≤ 15 header bytes), a possible restart point with its region checksum,

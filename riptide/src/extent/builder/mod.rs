@@ -3,7 +3,7 @@
 //! Invariants:
 //! - Entries are strictly increasing in internal-key order; a key out of order or malformed is
 //!   refused with `Error::InvalidOption` and leaves the builder unchanged.
-//! - [`ExtentBuilder::estimated_size`] and [`ExtentBuilder::estimated_size_after`] are upper
+//! - [`ExtentBuilder::estimated_size`] and `ExtentBuilder::estimated_size_after` are upper
 //!   bounds of the finished extent's `valid + FOOTER_SIZE` bytes (finished blocks are counted as
 //!   stored, the open block uncompressed), so a caller that keeps them within [`EXTENT_SIZE`] gets
 //!   a one-slot extent.
@@ -17,6 +17,7 @@
 mod estimate;
 mod reuse;
 
+#[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use reuse::RawBlock;
 
 use std::cmp::Ordering;
@@ -55,9 +56,11 @@ pub(crate) struct BuiltExtent {
     /// Number of data blocks.
     pub blocks: u32,
     /// The index entries (as stored), e.g. to build a reader without reading them back.
+    #[cfg(test)]
     pub index: Vec<IndexEntry>,
 }
 
+#[cfg(test)]
 impl BuiltExtent {
     /// The whole extent image: `valid`, zeros, `footer` (`slots * EXTENT_SIZE` bytes).
     pub(crate) fn image(&self) -> Vec<u8> {
@@ -116,7 +119,7 @@ fn invalid(option: &'static str, reason: impl Into<String>) -> Error {
 }
 
 impl ExtentBuilder {
-    /// A builder; out-of-range options are clamped (see [`ExtentOptions::validate`]).
+    /// A builder; out-of-range options are clamped (see `ExtentOptions::validate`).
     pub fn new(opts: ExtentOptions) -> Self {
         Self::with_buffer(opts, Vec::new())
     }
@@ -184,13 +187,9 @@ impl ExtentBuilder {
     }
 
     /// Entries added so far.
+    #[cfg(test)]
     pub fn entries(&self) -> u64 {
         self.props.entries
-    }
-
-    /// The last internal key added (empty before the first).
-    pub fn last_key(&self) -> &[u8] {
-        &self.last_key
     }
 
     /// Checks an entry against the last key (one comparison of the user keys); returns its
@@ -400,6 +399,7 @@ impl ExtentBuilder {
             slots,
             props,
             blocks,
+            #[cfg(test)]
             index: self.index,
         })
     }

@@ -10,13 +10,18 @@
 //!   check its rows, deletes and LSN range and to compute its statistics and filter hashes.
 
 use std::path::Path;
+#[cfg(any(test, feature = "fuzzing"))]
 use std::sync::Arc;
 
 use super::*;
 
 /// A data block read verbatim for reuse by compaction: its index entry and stored bytes
 /// (`contents ‖ trailer`, checksum verified), plus where it came from for errors.
+#[cfg(any(test, feature = "fuzzing"))]
 #[derive(Clone, Debug)]
+// Fields read only by `add_raw_block` (tests); the fuzz target reads raw blocks just to exercise
+// their verification, so under `fuzzing` alone the fields are never read.
+#[cfg_attr(all(feature = "fuzzing", not(test)), allow(dead_code))]
 pub(crate) struct RawBlock {
     /// The block's index entry in its source extent.
     pub entry: IndexEntry,
@@ -63,6 +68,7 @@ impl ExtentBuilder {
     /// Appends a data block of another extent verbatim (compaction block reuse). Its keys must
     /// all sort after the last key added. The block is decoded once to check it against its
     /// index entry and to feed the filter; it is not re-encoded or recompressed.
+    #[cfg(test)]
     pub fn add_raw_block(&mut self, raw: &RawBlock) -> Result<()> {
         let (_, _, starts_user) = self.check_next(&raw.entry.first_key)?;
         // Close the open block so the reused one keeps its own boundaries.
@@ -72,7 +78,7 @@ impl ExtentBuilder {
         self.adopt_raw(start, &raw.entry, starts_user, &raw.path, raw.file_offset)
     }
 
-    /// Like [`Self::add_raw_block`] for data block `i` of `reader`, read from `file` straight
+    /// Like `Self::add_raw_block` for data block `i` of `reader`, read from `file` straight
     /// into the extent being built (no intermediate buffer; the checksum is checked once, here).
     /// A block of a format-3 extent whose filter this builder can take lines from (or with no
     /// filter wanted) is not decoded: its index entry and filter lines are copied.
