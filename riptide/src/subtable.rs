@@ -105,6 +105,13 @@ impl TableInner {
         self.current.load_full()
     }
 
+    /// Runs `f` on the current snapshot, pinned without touching its reference count (an
+    /// `ArcSwap` guard), for short looks on the write path (the write stall) where an `Arc`
+    /// clone per write would bounce one cache line between every writer's core.
+    pub(crate) fn with_current<R>(&self, f: impl FnOnce(&MetaSnapshot) -> R) -> R {
+        f(&self.current.load())
+    }
+
     /// Replaces the current snapshot; the caller holds `change`.
     pub(crate) fn publish(&self, next: MetaSnapshot) {
         self.current.store(Arc::new(next));

@@ -34,15 +34,16 @@ impl Pressure {
     /// The pressure on `t` now; L1 counts beyond the compaction trigger `triggers` sets for
     /// the table's L2.
     pub(crate) fn of(t: &TableInner, triggers: &Triggers) -> Pressure {
-        let view = t.current();
-        let l1_target = triggers.level1_target(view.levels.sorted[1].extents.len()) as u64;
-        Pressure {
-            immutables: view.immutables.len(),
-            l0_layers: view.levels.l0.len(),
-            pending_bytes: view
-                .levels
-                .pending_compaction_bytes(l1_target.saturating_mul(EXTENT_SIZE)),
-        }
+        t.with_current(|view| {
+            let l1_target = triggers.level1_target(view.levels.sorted[1].extents.len()) as u64;
+            Pressure {
+                immutables: view.immutables.len(),
+                l0_layers: view.levels.l0.len(),
+                pending_bytes: view
+                    .levels
+                    .pending_compaction_bytes(l1_target.saturating_mul(EXTENT_SIZE)),
+            }
+        })
     }
 }
 
