@@ -16,7 +16,7 @@
 //! - Every write goes through [`Worker::write`]: the expected state marks its keys pending (and,
 //!   for several keys, records them as one atomic group) before the write and committed after
 //!   the acknowledgement; in power-cut mode it also stamps the write's start and acknowledgement
-//!   on a global clock ([`powercut::History`]).
+//!   on a global clock ([`history::History`]).
 //! - Every run starts by verifying the whole database against the expected state, resolving the
 //!   writes that were in flight when the previous run died (the database holds either the old or
 //!   the new version of such a key, and all or none of an atomic group's new versions; anything
@@ -42,6 +42,7 @@ pub mod corrupt;
 mod crash;
 pub mod error;
 pub mod expected;
+mod history;
 pub mod ops;
 mod owner;
 pub mod powercut;

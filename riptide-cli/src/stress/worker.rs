@@ -9,7 +9,8 @@
 use super::args::{StressArgs, OPS};
 use super::expected::DELETED;
 use super::expected::{Expected, GroupKey};
-use super::{key, parse_value, powercut, shown, value};
+use super::history::History;
+use super::{key, parse_value, shown, value};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use riptide::{Db, ReadOptions, Table, WriteBatch, WriteOptions};
@@ -24,7 +25,7 @@ pub(super) struct Worker<'a> {
     pub(super) tables: &'a [Table],
     pub(super) exp: &'a Expected,
     /// Power-cut mode: the clock and log of writes.
-    pub(super) hist: Option<&'a powercut::History>,
+    pub(super) hist: Option<&'a History>,
     /// Operations started, by kind (`OPS`).
     pub(super) counts: [u64; 10],
 }
@@ -37,7 +38,7 @@ impl<'a> Worker<'a> {
         db: &'a Db,
         tables: &'a [Table],
         exp: &'a Expected,
-        hist: Option<&'a powercut::History>,
+        hist: Option<&'a History>,
     ) -> Worker<'a> {
         Worker {
             a,
