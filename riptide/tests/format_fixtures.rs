@@ -13,7 +13,7 @@
 //! - `db-v1/`, `db-v2/`: the same workload with the options of `db-v3`, written by the last
 //!   commits whose code wrote extent v1 (`d80cfdb`) and v2 (`6a1c119`); this build reads those
 //!   extent versions but cannot write them, so these are never regenerated here (the README
-//!   names the commands; the generators are under `tests/fixtures/generators/`).
+//!   names the generator and the commands).
 //! - `corrupt/<case>/`: one file each, laid over a copy of `db-v3/` with one flipped byte in a
 //!   checksummed region (CATALOG, CURRENT, checkpoint, slog, redo segment, an extent's data
 //!   block, one data-file header copy); `corrupt/extent-v1/` and `corrupt/extent-v2/` flip a
