@@ -245,9 +245,34 @@ median() { # numbers on stdin (NA ignored) -> median, or NA
         if (n == 0) { print "NA"; exit }
         if (n % 2) printf "%.0f\n", v[(n - 1) / 2]; else printf "%.0f\n", (v[n / 2 - 1] + v[n / 2]) / 2 }'
 }
+median_real() { # numbers on stdin (NA ignored) -> median with two decimals, or NA
+    sort -g | awk '$1 != "NA" { v[n++] = $1 } END {
+        if (n == 0) { print "NA"; exit }
+        if (n % 2) printf "%.2f\n", v[(n - 1) / 2]; else printf "%.2f\n", (v[n / 2 - 1] + v[n / 2]) / 2 }'
+}
 values() { # engine bench threads sync [column] -> the ops/sec (or column $5) of every rep, in order
     awk -F'\t' -v e="$1" -v b="$2" -v t="$3" -v s="$4" -v c="${5:-6}" \
         '$1 == e && $2 == b && $3 == t && $4 == s { print $c }' "$RUNS"
+}
+
+# A table of column $1 of runs.tsv (median per engine, each printed through awk program $3),
+# one row per workload, threads and sync; $2 names the unit in the header.
+per_engine_table() {
+    local column=$1 unit=$2 format=$3 header="| workload | threads | sync |" rule="|---|---:|---:|" row
+    for e in $ENGINES; do header+=" $e $unit |"; rule+="---:|"; done
+    echo "$header"
+    echo "$rule"
+    for bench in $BENCHMARKS; do
+        for threads in $THREADS; do
+            for sync in $SYNC; do
+                row="| $bench | $threads | $sync |"
+                for e in $ENGINES; do
+                    row+=" $(values "$e" "$bench" "$threads" "$sync" "$column" | median_real | awk "$format") |"
+                done
+                echo "$row"
+            done
+        done
+    done
 }
 
 set -- $ENGINES
@@ -288,42 +313,11 @@ REPORT="$LOGS/report.md"
     echo
     echo "Database size on disk after each run (du of the directory once the process has exited: allocated MB, median of $REPS runs):"
     echo
-    header="| workload | threads | sync |"
-    rule="|---|---:|---:|"
-    for e in $ENGINES; do header+=" $e MB |"; rule+="---:|"; done
-    echo "$header"
-    echo "$rule"
-    for bench in $BENCHMARKS; do
-        for threads in $THREADS; do
-            for sync in $SYNC; do
-                row="| $bench | $threads | $sync |"
-                for e in $ENGINES; do
-                    row+=" $(values "$e" "$bench" "$threads" "$sync" 7 | median | awk '{ if ($1 == "NA") print "NA"; else printf "%.1f", $1 / 1048576 }') |"
-                done
-                echo "$row"
-            done
-        done
-    done
+    per_engine_table 7 MB '{ if ($1 == "NA") print "NA"; else printf "%.1f", $1 / 1048576 }'
     echo
     echo "CPU use of each measured run (cores kept busy: user + system CPU seconds over the process's wall seconds, prefill excluded; median of $REPS runs; $(nproc) cores):"
     echo
-    header="| workload | threads | sync |"
-    rule="|---|---:|---:|"
-    for e in $ENGINES; do header+=" $e cores |"; rule+="---:|"; done
-    echo "$header"
-    echo "$rule"
-    for bench in $BENCHMARKS; do
-        for threads in $THREADS; do
-            for sync in $SYNC; do
-                row="| $bench | $threads | $sync |"
-                for e in $ENGINES; do
-                    row+=" $(values "$e" "$bench" "$threads" "$sync" 8 | sort -g | awk '$1 != "NA" { v[n++] = $1 } END {
-                        if (n == 0) print "NA"; else if (n % 2) printf "%.2f", v[(n - 1) / 2]; else printf "%.2f", (v[n / 2 - 1] + v[n / 2]) / 2 }') |"
-                done
-                echo "$row"
-            done
-        done
-    done
+    per_engine_table 8 cores '{ if ($1 == "NA") print "NA"; else printf "%.2f", $1 }'
     echo
     echo "Every run (ops/sec, in run order):"
     echo
