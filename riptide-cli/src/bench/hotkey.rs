@@ -38,10 +38,14 @@ pub fn run<E: BenchEngine>(cfg: &Config, db: &E, values: &ValueSource) -> Result
     let old_len = cfg.value_size + 1;
     let old_value = vec![b'o'; old_len];
     let mut batch = db.new_batch(1);
-    db.put(&mut batch, &key, &old_value).map_err(fail("writing version 0"))?;
+    db.put(&mut batch, &key, &old_value)
+        .map_err(fail("writing version 0"))?;
     db.write(batch).map_err(fail("writing version 0"))?;
     let Some(snapshot) = db.snapshot_reader() else {
-        println!("{:<12} : skipped (the engine has no snapshot reads here)", "hotkeysnapshot");
+        println!(
+            "{:<12} : skipped (the engine has no snapshot reads here)",
+            "hotkeysnapshot"
+        );
         return Ok(());
     };
 
@@ -51,7 +55,8 @@ pub fn run<E: BenchEngine>(cfg: &Config, db: &E, values: &ValueSource) -> Result
         let ops = left.min(LOAD_BATCH);
         let mut batch = db.new_batch(ops as usize);
         for _ in 0..ops {
-            db.put(&mut batch, &key, vals.next_value()).map_err(fail("writing newer versions"))?;
+            db.put(&mut batch, &key, vals.next_value())
+                .map_err(fail("writing newer versions"))?;
         }
         db.write(batch).map_err(fail("writing newer versions"))?;
         left -= ops;
