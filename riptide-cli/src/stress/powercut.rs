@@ -489,7 +489,7 @@ pub fn run(a: &StressArgs, mix: &[u32; 10], seed: u64) -> Result<bool, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stress::expected::DELETED;
+    use crate::stress::expected::{GroupKey, DELETED};
 
     /// One-key write `key` (table 0) to state `new` by thread 0.
     fn w(key: u32, old: u32, new: u32, start: u64, ack: Option<u64>) -> WriteRec {
