@@ -122,12 +122,7 @@ impl VersionChain {
     /// # Safety
     /// `x` is null or a version of this chain linked at `level` (so its height > `level`);
     /// for `x` null and `level` > 0, `upper` is this chain's non-null heads block.
-    unsafe fn link_from<'a>(
-        &'a self,
-        upper: *const UpperHeads,
-        x: *const Version,
-        level: usize,
-    ) -> &'a AtomicPtr<Version> {
+    unsafe fn link_from(&self, upper: *const UpperHeads, x: *const Version, level: usize) -> &AtomicPtr<Version> {
         if !x.is_null() {
             // SAFETY: forwarded from the caller.
             unsafe { Version::link(x, level) }
