@@ -1078,3 +1078,28 @@ fn xbench_flags_are_checked() {
         assert!(err.contains(needle), "{args:?}: {err}");
     }
 }
+
+/// hotkeysnapshot writes --num newer versions of one key above a snapshot and reads the key at
+/// that snapshot --reads times: every read finds the old version, and the run goes on.
+#[test]
+fn hotkeysnapshot_reads_the_version_of_its_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let (stdout, results) = bench(
+        &db,
+        &[
+            "--benchmarks=fillseq,hotkeysnapshot,readrandom",
+            "--num=3000",
+            "--reads=500",
+        ],
+    );
+    let r = result(&results, "hotkeysnapshot", 0);
+    assert_eq!(r.ops, 500, "{r:?}");
+    assert_eq!(r.found, Some((500, 500)), "{stdout}");
+    assert!(r.micros_per_op > 0.0 && r.ops_per_sec > 0, "{r:?}");
+    assert!(
+        stdout.contains("hotkeysnapshot details: 3000 newer versions of one key written in "),
+        "{stdout}"
+    );
+    assert_eq!(result(&results, "readrandom", 0).found, Some((500, 500)));
+}

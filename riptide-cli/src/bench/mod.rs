@@ -8,8 +8,8 @@
 //! size on disk, closes the database cleanly, prints the size again and the peak RSS.
 //!
 //! Modules: [`flags`] (command line and its parsed settings), [`dbdir`] (wiping under the lock), [`engine`] (the adapter trait and one adapter per engine),
-//! [`keys`] (keys, values, RNG), [`compact_reuse`] (seed 000 Fig. 16), [`xbench`] (transactions: xbench and
-//! tsunami), [`workload`] (one thread's loop), [`runner`] (threads,
+//! [`keys`] (keys, values, RNG), [`compact_reuse`] (seed 000 Fig. 16), [`hotkey`] (old-snapshot reads of a
+//! hot key), [`xbench`] (transactions: xbench and tsunami), [`workload`] (one thread's loop), [`runner`] (threads,
 //! progress, watchdog), [`stats`] (measurements), [`report`] (text), [`dump`] (`--dump_file`).
 //!
 //! Directory rules: with `--use_existing_db=0` the directory is wiped first, and again before
@@ -19,8 +19,8 @@
 //!
 //! Layering (no module imports one above it): [`error`], [`keys`], [`stats`] and [`flags`] at
 //! the bottom; [`dbdir`] and the adapters in [`engine`] on them; then [`report`], [`workload`]
-//! and [`runner`]; the workloads with their own drivers ([`compact_reuse`], [`xbench`],
-//! [`dump`]) on top, and this file, which ties them together.
+//! and [`runner`]; the workloads with their own drivers ([`compact_reuse`], [`hotkey`],
+//! [`xbench`], [`dump`]) on top, and this file, which ties them together.
 
 pub mod compact_reuse;
 pub mod dbdir;
@@ -28,6 +28,7 @@ pub mod dump;
 pub mod engine;
 pub mod error;
 pub mod flags;
+pub mod hotkey;
 pub mod keys;
 pub mod report;
 pub mod runner;
@@ -90,6 +91,12 @@ fn run_on<E: BenchEngine>(cfg: &Config) -> Result<(), BenchError> {
             db = compact_reuse::run(cfg, db, &values)?;
             pristine = false;
             totals = RunTotals::default();
+            continue;
+        }
+        if bench == Benchmark::HotKeySnapshot {
+            println!("DB path: [{}]", cfg.db.display());
+            hotkey::run(cfg, &db, &values)?;
+            pristine = false;
             continue;
         }
         if matches!(bench, Benchmark::XBench | Benchmark::Tsunami) {

@@ -83,7 +83,8 @@ pub fn roles(bench: Benchmark, threads: usize) -> Vec<Role> {
         | Benchmark::LevelStats
         | Benchmark::CompactReuse
         | Benchmark::XBench
-        | Benchmark::Tsunami => Vec::new(),
+        | Benchmark::Tsunami
+        | Benchmark::HotKeySnapshot => Vec::new(),
     }
 }
 
@@ -106,7 +107,8 @@ fn expected_ops(bench: Benchmark, cfg: &Config) -> Option<u64> {
         | Benchmark::LevelStats
         | Benchmark::CompactReuse
         | Benchmark::XBench
-        | Benchmark::Tsunami => None,
+        | Benchmark::Tsunami
+        | Benchmark::HotKeySnapshot => None,
     }
 }
 

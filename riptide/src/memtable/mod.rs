@@ -1,11 +1,14 @@
 //! The multi-version memtable: a concurrent, insert-only skiplist of distinct user keys, each
-//! key node holding its versions newest first (X-Engine, seed 000 Fig. 7).
+//! key node holding its versions newest first (X-Engine, seed 000 Fig. 7), indexed by LSN so a
+//! read at an old snapshot skips newer versions in O(log v) steps ([`versions`]).
 //!
 //! Invariants:
 //! - A user key appears in at most one node (a racing insert of the same key joins the
 //!   existing node; the loser's node is left unreachable in the arena).
 //! - A node's version chain is sorted by LSN, newest first, and never shrinks; updating one hot
-//!   key lengthens only its own chain, never the search path of other keys.
+//!   key lengthens only its own chain, never the search path of other keys. The chain is itself
+//!   a skiplist by LSN (`versions.rs`), so finding the version of a snapshot among v versions of
+//!   a key takes O(log v) steps and inserting one O(1) expected at the newest end.
 //! - Nodes and versions live in the memtable's [`Arena`] and are immutable once published
 //!   except for their atomic links. Publication is a `Release` CAS; readers load links with
 //!   `Acquire`, so a reader that reaches a node or version sees it fully initialised.
@@ -15,6 +18,7 @@
 //! - Nothing is freed until the whole memtable drops (O(1) free, exact accounting).
 
 mod arena;
+mod versions;
 
 use crate::key::{Lsn, ValueKind};
 use arena::Arena;
@@ -23,26 +27,17 @@ use std::cmp::Ordering as CmpOrdering;
 use std::mem::{align_of, offset_of, size_of};
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use versions::{Version, VersionChain, MAX_VERSION_HEIGHT};
 
 const MAX_HEIGHT: usize = 12;
 /// One in `BRANCHING` nodes of height h also gets height h + 1.
 const BRANCHING: u32 = 4;
 
-/// A version of a key: header followed inline by the value bytes.
-#[repr(C)]
-struct Version {
-    /// The next older version of the same key.
-    next: AtomicPtr<Version>,
-    lsn: Lsn,
-    value_len: u32,
-    kind: ValueKind,
-}
-
 /// A key node: header, then `height` tower links, then the key bytes.
 #[repr(C)]
 struct Node {
-    /// Newest version first.
-    versions: AtomicPtr<Version>,
+    /// Newest version first, indexed by LSN.
+    versions: VersionChain,
     key_len: u32,
     height: u32,
     /// The first link; links `1..height` follow it in the same allocation.
@@ -87,15 +82,6 @@ impl Node {
     }
 }
 
-impl Version {
-    /// # Safety
-    /// `v` must be a published version of a live memtable.
-    unsafe fn value<'a>(v: *const Version) -> &'a [u8] {
-        // SAFETY: the value bytes follow the header inside the same allocation.
-        unsafe { std::slice::from_raw_parts(v.cast::<u8>().add(size_of::<Version>()), (*v).value_len as usize) }
-    }
-}
-
 /// What a memtable knows about a key at a snapshot.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Lookup<'a> {
@@ -136,7 +122,8 @@ thread_local! {
     static HEIGHT_RNG: Cell<u64> = const { Cell::new(0) };
 }
 
-fn random_height() -> usize {
+/// A random tower height in 1 ..= `max`: P(height > h) = BRANCHING^-h.
+fn random_height(max: usize) -> usize {
     HEIGHT_RNG.with(|cell| {
         let mut x = cell.get();
         if x == 0 {
@@ -151,7 +138,7 @@ fn random_height() -> usize {
             x ^= x << 25;
             x ^= x >> 27;
             let r = x.wrapping_mul(0x2545_F491_4F6C_DD1D);
-            if height < MAX_HEIGHT && ((r >> 32) as u32).is_multiple_of(BRANCHING) {
+            if height < max && ((r >> 32) as u32).is_multiple_of(BRANCHING) {
                 height += 1;
             } else {
                 break;
@@ -332,39 +319,11 @@ impl Memtable {
         }
     }
 
-    fn alloc_version(&self, lsn: Lsn, kind: ValueKind, value: &[u8]) -> *mut Version {
-        let v = self.arena.alloc(size_of::<Version>() + value.len()).cast::<Version>();
-        // SAFETY: fresh, aligned, zeroed allocation of header + value bytes, not yet shared.
-        unsafe {
-            ptr::addr_of_mut!((*v).lsn).write(lsn);
-            ptr::addr_of_mut!((*v).value_len).write(value.len() as u32);
-            ptr::addr_of_mut!((*v).kind).write(kind);
-            ptr::copy_nonoverlapping(value.as_ptr(), v.cast::<u8>().add(size_of::<Version>()), value.len());
-        }
-        v
-    }
-
-    /// Links `v` into `node`'s chain, keeping it sorted newest first.
-    fn insert_version(node: *const Node, v: *mut Version) {
-        // SAFETY: `v` is unpublished and ours; `node` is a published node; chain entries are
-        // published versions (Acquire loads).
-        unsafe {
-            let lsn = (*v).lsn;
-            let mut link: &AtomicPtr<Version> = &(*node).versions;
-            loop {
-                let cur = link.load(Ordering::Acquire);
-                if !cur.is_null() && (*cur).lsn > lsn {
-                    link = &(*cur).next;
-                    continue;
-                }
-                (*v).next.store(cur, Ordering::Relaxed);
-                match link.compare_exchange(cur, v, Ordering::AcqRel, Ordering::Acquire) {
-                    Ok(_) => return,
-                    // Another version was linked here; re-read from the same link.
-                    Err(_) => continue,
-                }
-            }
-        }
+    /// Links `v` into `node`'s version chain at its LSN (see `versions.rs`).
+    fn insert_version(&self, node: *const Node, v: *mut Version) {
+        // SAFETY: `node` is a published node of this memtable, or our own unpublished one;
+        // either way it lives as long as the arena.
+        unsafe { (*node).versions.insert(&self.arena, v) }
     }
 
     /// Inserts a version of `key`. Safe to call from many threads at once.
@@ -372,18 +331,18 @@ impl Memtable {
         self.entries.fetch_add(1, Ordering::Relaxed);
         self.min_lsn.fetch_min(lsn, Ordering::Relaxed);
         self.max_lsn.fetch_max(lsn, Ordering::Relaxed);
-        let version = self.alloc_version(lsn, kind, value);
+        let version = Version::alloc(&self.arena, lsn, kind, value, random_height(MAX_VERSION_HEIGHT));
 
         let mut prev = [ptr::null(); MAX_HEIGHT];
         let mut next = [ptr::null(); MAX_HEIGHT];
         self.find_splice(key, &mut prev, &mut next);
         // SAFETY: `next[0]` is null or a published node.
         if !next[0].is_null() && unsafe { Self::cmp_node(next[0], key) } == CmpOrdering::Equal {
-            Self::insert_version(next[0], version);
+            self.insert_version(next[0], version);
             return;
         }
 
-        let height = random_height();
+        let height = random_height(MAX_HEIGHT);
         let node = self.arena.alloc(Node::alloc_size(height, key.len())).cast::<Node>();
         // SAFETY: fresh, zeroed, aligned allocation sized for `height` links and the key.
         unsafe {
@@ -393,8 +352,10 @@ impl Memtable {
                 .cast::<u8>()
                 .add(offset_of!(Node, tower) + height * size_of::<AtomicPtr<Node>>());
             ptr::copy_nonoverlapping(key.as_ptr(), key_dst, key.len());
-            (*node).versions.store(version, Ordering::Relaxed);
         }
+        // The node is not published yet: this only links the version (and, if it is taller
+        // than 1, the chain's upper heads) into our own node.
+        self.insert_version(node, version);
         self.max_height.fetch_max(height, Ordering::AcqRel);
 
         // Level 0 decides whether our node or a racing node for the same key wins.
@@ -411,11 +372,10 @@ impl Memtable {
             self.refresh_level(key, 0, &mut prev, &mut next);
             // SAFETY: `next[0]` is null or published.
             if !next[0].is_null() && unsafe { Self::cmp_node(next[0], key) } == CmpOrdering::Equal {
-                // Someone inserted the same key first: our node stays unlinked (arena waste);
-                // move the version over.
-                // SAFETY: our node is unpublished, so its version pointer is still ours.
-                unsafe { (*node).versions.store(ptr::null_mut(), Ordering::Relaxed) };
-                Self::insert_version(next[0], version);
+                // Someone inserted the same key first: our node stays unlinked (arena waste)
+                // and still points at the version, which nobody reads through it; link the
+                // version into the winner's chain (insert rewrites every link it publishes).
+                self.insert_version(next[0], version);
                 return;
             }
         }
@@ -480,19 +440,10 @@ impl Memtable {
     }
 }
 
-/// The newest version of `node` with LSN <= `snapshot`: (LSN, kind, value).
+/// The newest version of `node` with LSN <= `snapshot`: (LSN, kind, value), in O(log v).
 fn visible_version<'a>(node: *const Node, snapshot: Lsn) -> Option<(Lsn, ValueKind, &'a [u8])> {
-    // SAFETY: `node` is a published node; versions are published before being linked.
-    unsafe {
-        let mut v = (*node).versions.load(Ordering::Acquire);
-        while !v.is_null() {
-            if (*v).lsn <= snapshot {
-                return Some(((*v).lsn, (*v).kind, Version::value(v)));
-            }
-            v = (*v).next.load(Ordering::Acquire);
-        }
-    }
-    None
+    // SAFETY: `node` is a published node of a memtable its caller keeps alive for 'a.
+    unsafe { (*node).versions.visible(snapshot) }
 }
 
 fn to_lookup(found: Option<(Lsn, ValueKind, &[u8])>) -> Lookup<'_> {
@@ -535,24 +486,23 @@ impl MemtableCursor {
         to_lookup(self.version(snapshot))
     }
 
+    /// Versions of the current key linked at each level of its index (level 0 = all).
+    #[cfg(test)]
+    pub(crate) fn level_lengths(&self) -> Vec<usize> {
+        assert!(!self.node.is_null());
+        // SAFETY: `node` is a published node of `self.mem`, which the cursor keeps alive.
+        unsafe { (*self.node).versions.level_lengths() }
+    }
+
     /// Calls `f` for every version of the current key, newest first, until it returns false.
     /// Includes versions newer than the visible LSN; flush calls this only after every write
     /// bound to the memtable has committed.
-    pub(crate) fn for_each_version<'a>(&'a self, mut f: impl FnMut(Lsn, ValueKind, &'a [u8]) -> bool) {
+    pub(crate) fn for_each_version<'a>(&'a self, f: impl FnMut(Lsn, ValueKind, &'a [u8]) -> bool) {
         if self.node.is_null() {
             return;
         }
-        // SAFETY: `node` is a published node of `self.mem`; versions are published before
-        // being linked and live as long as the memtable.
-        unsafe {
-            let mut v = (*self.node).versions.load(Ordering::Acquire);
-            while !v.is_null() {
-                if !f((*v).lsn, (*v).kind, Version::value(v)) {
-                    return;
-                }
-                v = (*v).next.load(Ordering::Acquire);
-            }
-        }
+        // SAFETY: `node` is a published node of `self.mem`, which the cursor keeps alive.
+        unsafe { (*self.node).versions.for_each(f) }
     }
 
     /// The newest version of the current key visible at `snapshot`: (LSN, kind, value).

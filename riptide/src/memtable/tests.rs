@@ -160,3 +160,197 @@ fn concurrent_inserts_match_a_model() {
     }
     assert_eq!(seen, model.len());
 }
+
+// --- The per-key version index (versions.rs) ---
+
+/// The value stored for a version: its LSN, so a read says which version it found.
+fn lsn_value(lsn: Lsn) -> [u8; 8] {
+    lsn.to_le_bytes()
+}
+
+/// What the oracle says `get(key, snapshot)` must return.
+fn oracle_lookup(versions: Option<&BTreeMap<Lsn, ValueKind>>, snapshot: Lsn) -> Option<(Lsn, ValueKind)> {
+    versions?.range(..=snapshot).next_back().map(|(&l, &k)| (l, k))
+}
+
+/// Checks every read of `keys` at `snapshots`, and each chain's full walk, against the oracle.
+fn check_against_oracle(m: &Arc<Memtable>, oracle: &BTreeMap<Vec<u8>, BTreeMap<Lsn, ValueKind>>, snapshots: &[Lsn]) {
+    for (key, versions) in oracle {
+        for &snap in snapshots {
+            let want = match oracle_lookup(Some(versions), snap) {
+                None => None,
+                Some((_, ValueKind::Delete)) => Some(None),
+                Some((l, ValueKind::Put)) => Some(Some(l)),
+            };
+            assert_eq!(m.get(key, snap).to_owned_lsn(), want, "key {key:?} at {snap}");
+        }
+        let mut c = m.cursor();
+        c.seek(key);
+        assert_eq!(c.key(), &key[..]);
+        for &snap in snapshots {
+            assert_eq!(
+                c.version(snap).map(|(l, k, _)| (l, k)),
+                oracle_lookup(Some(versions), snap)
+            );
+        }
+        // Level 0 is the whole chain, newest first.
+        let mut walked = Vec::new();
+        c.for_each_version(|l, k, _| {
+            walked.push((l, k));
+            true
+        });
+        let want: Vec<(Lsn, ValueKind)> = versions.iter().rev().map(|(&l, &k)| (l, k)).collect();
+        assert_eq!(walked, want);
+        // Each level of the index is a sub-list of the one below.
+        let lengths = c.level_lengths();
+        assert_eq!(lengths[0], versions.len());
+        assert!(lengths.windows(2).all(|w| w[0] >= w[1]), "{lengths:?}");
+    }
+}
+
+impl Lookup<'_> {
+    /// Values here are LSNs; compare by that (a test helper so oracles need no lifetimes).
+    fn to_owned_lsn(&self) -> Option<Option<Lsn>> {
+        match self {
+            Lookup::NotFound => None,
+            Lookup::Deleted => Some(None),
+            Lookup::Value(v) => Some(Some(Lsn::from_le_bytes((*v).try_into().expect("8-byte value")))),
+        }
+    }
+}
+
+mod version_index {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Versions of a few keys inserted in random LSN order; reads at random snapshots
+        /// match a BTreeMap oracle.
+        #[test]
+        fn reads_at_any_snapshot_match_a_model(
+            ops in proptest::collection::vec((0u8..3, any::<bool>()), 1..400),
+            order_seed in any::<u64>(),
+            snapshots in proptest::collection::vec(0u64..450, 1..40),
+        ) {
+            // LSNs 1..=n, dealt to the ops, then inserted in a seeded random order.
+            let mut lsns: Vec<Lsn> = (1..=ops.len() as Lsn).collect();
+            let mut x = order_seed | 1;
+            for i in (1..lsns.len()).rev() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                lsns.swap(i, (x % (i as u64 + 1)) as usize);
+            }
+            let m = Arc::new(Memtable::new());
+            let mut oracle: BTreeMap<Vec<u8>, BTreeMap<Lsn, ValueKind>> = BTreeMap::new();
+            for (&(key, delete), &lsn) in ops.iter().zip(&lsns) {
+                let key = vec![b'k', key];
+                let kind = if delete { ValueKind::Delete } else { ValueKind::Put };
+                m.insert(&key, lsn, kind, &lsn_value(lsn));
+                oracle.entry(key).or_default().insert(lsn, kind);
+            }
+            let mut snaps = snapshots;
+            snaps.extend([0, u64::MAX]);
+            check_against_oracle(&m, &oracle, &snaps);
+            prop_assert_eq!(m.get(b"k\x03", u64::MAX), Lookup::NotFound);
+        }
+    }
+
+    /// Several threads insert versions of the same few keys in interleaved, partly reversed LSN
+    /// order while readers check that no read returns a version newer than its snapshot; then
+    /// every read at every snapshot matches the oracle.
+    #[test]
+    fn concurrent_out_of_order_inserts_match_a_model() {
+        let m = Arc::new(Memtable::new());
+        let threads = 4u64;
+        let per = 3_000u64;
+        let keys = 3u64;
+        // Thread t inserts LSNs t+1, t+1+threads, ... : ascending in even threads, descending in
+        // odd ones, so versions arrive both at the newest end and deep in the chain.
+        let lsns_of = |t: u64| -> Vec<Lsn> {
+            let mut v: Vec<Lsn> = (0..per).map(|i| i * threads + t + 1).collect();
+            if t % 2 == 1 {
+                v.reverse();
+            }
+            v
+        };
+        let key_of = |lsn: Lsn| vec![b'h', (lsn % keys) as u8];
+        let done = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let writers: Vec<_> = (0..threads)
+                .map(|t| {
+                    let m = m.clone();
+                    s.spawn(move || {
+                        for lsn in lsns_of(t) {
+                            let kind = if lsn % 7 == 0 {
+                                ValueKind::Delete
+                            } else {
+                                ValueKind::Put
+                            };
+                            m.insert(&key_of(lsn), lsn, kind, &lsn_value(lsn));
+                        }
+                    })
+                })
+                .collect();
+            for r in 0..2u64 {
+                let (m, done) = (m.clone(), &done);
+                s.spawn(move || {
+                    let mut snap = r * 997;
+                    while !done.load(Ordering::Acquire) {
+                        snap = (snap * 31 + 17) % (threads * per + 10);
+                        for k in 0..keys {
+                            let key = vec![b'h', k as u8];
+                            if let Some(Some(l)) = m.get(&key, snap).to_owned_lsn() {
+                                assert!(l <= snap, "read at {snap} saw {l}");
+                                assert_eq!(l % keys, k);
+                            }
+                        }
+                    }
+                });
+            }
+            for w in writers {
+                w.join().unwrap();
+            }
+            done.store(true, Ordering::Release);
+        });
+        let mut oracle: BTreeMap<Vec<u8>, BTreeMap<Lsn, ValueKind>> = BTreeMap::new();
+        for t in 0..threads {
+            for lsn in lsns_of(t) {
+                let kind = if lsn % 7 == 0 {
+                    ValueKind::Delete
+                } else {
+                    ValueKind::Put
+                };
+                oracle.entry(key_of(lsn)).or_default().insert(lsn, kind);
+            }
+        }
+        assert_eq!(m.entries(), threads * per);
+        let snaps: Vec<Lsn> = (0..threads * per + 5).step_by(7).chain([u64::MAX]).collect();
+        check_against_oracle(&m, &oracle, &snaps);
+    }
+
+    /// 400K versions of one key: the oldest is still found (correctness only; the bench
+    /// `riptide bench --benchmarks=hotkeysnapshot` times it), and the index has upper levels.
+    #[test]
+    fn oldest_of_400k_versions_is_found() {
+        let m = Arc::new(Memtable::new());
+        let n = 400_000u64;
+        for lsn in 1..=n {
+            m.insert(b"hot", lsn, ValueKind::Put, &lsn_value(lsn));
+        }
+        assert_eq!(m.get(b"hot", 1).to_owned_lsn(), Some(Some(1)));
+        assert_eq!(m.get(b"hot", 0), Lookup::NotFound);
+        assert_eq!(m.get(b"hot", n / 2).to_owned_lsn(), Some(Some(n / 2)));
+        assert_eq!(m.get(b"hot", u64::MAX).to_owned_lsn(), Some(Some(n)));
+        let mut c = m.cursor();
+        c.seek(b"hot");
+        assert_eq!(c.version(1).map(|(l, _, _)| l), Some(1));
+        let lengths = c.level_lengths();
+        assert_eq!(lengths[0], n as usize);
+        // With one in four versions promoted per level, 400K versions reach level 5 surely.
+        assert!(lengths[5] > 0, "{lengths:?}");
+        assert!(lengths[1] < lengths[0] / 2, "{lengths:?}");
+    }
+}

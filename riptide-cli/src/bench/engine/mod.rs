@@ -43,6 +43,12 @@ pub struct Description {
     pub options: Vec<(&'static str, String)>,
 }
 
+/// A read view fixed at the moment it was taken (a snapshot), for `hotkeysnapshot`.
+pub trait SnapshotReader {
+    /// Reads `key` as of the snapshot: the length of its value, or `None` if absent.
+    fn get_len(&self, key: &[u8]) -> Result<Option<usize>, EngineError>;
+}
+
 /// A position in an engine's key space (its iterator), as RocksDB's raw iterator.
 ///
 /// `key` and `value` may only be called while `valid`. `next` and `prev` work from any valid
@@ -188,6 +194,12 @@ pub trait BenchEngine: Send + Sync + Sized {
     /// A short state summary (levels, memtables) for `--stats_interval_seconds` lines; `None`
     /// = nothing to add.
     fn interval_status(&self) -> Option<String> {
+        None
+    }
+
+    /// A snapshot of the current state for `hotkeysnapshot`; `None` = the adapter has none
+    /// (the benchmark is then skipped).
+    fn snapshot_reader(&self) -> Option<Box<dyn SnapshotReader + '_>> {
         None
     }
 }

@@ -10,7 +10,7 @@
 
 use super::{
     bytes, durability_options, hit_ratio, mb, mb_per_sec, BenchEngine, Cursor, Description, EngineError, RunTotals,
-    WriteStopWatch,
+    SnapshotReader, WriteStopWatch,
 };
 use crate::bench::engine::Compression;
 use crate::bench::error::BenchError;
@@ -551,6 +551,29 @@ impl BenchEngine for RiptideEngine {
             extents[2],
             s.space_used_slots as f64 * 2.0 * 1024.0 * 1024.0 / 1e6
         ))
+    }
+
+    /// `Db::snapshot`, read through `Table::get_opt` with `ReadOptions { snapshot }`.
+    fn snapshot_reader(&self) -> Option<Box<dyn SnapshotReader + '_>> {
+        Some(Box::new(RiptideSnapshot {
+            table: &self.table,
+            ropts: ReadOptions {
+                snapshot: Some(self.db.snapshot()),
+                ..ReadOptions::default()
+            },
+        }))
+    }
+}
+
+/// A snapshot of the default table (held until dropped).
+struct RiptideSnapshot<'a> {
+    table: &'a Table,
+    ropts: ReadOptions,
+}
+
+impl SnapshotReader for RiptideSnapshot<'_> {
+    fn get_len(&self, key: &[u8]) -> Result<Option<usize>, EngineError> {
+        Ok(self.table.get_opt(key, &self.ropts)?.map(|v| v.len()))
     }
 }
 

@@ -29,11 +29,12 @@ pub enum Benchmark {
     CompactReuse,
     XBench,
     Tsunami,
+    HotKeySnapshot,
 }
 
 impl Benchmark {
     /// Every benchmark, in the order of the help text.
-    pub const ALL: [Benchmark; 18] = [
+    pub const ALL: [Benchmark; 19] = [
         Benchmark::FillSeq,
         Benchmark::FillRandom,
         Benchmark::Overwrite,
@@ -52,6 +53,7 @@ impl Benchmark {
         Benchmark::CompactReuse,
         Benchmark::XBench,
         Benchmark::Tsunami,
+        Benchmark::HotKeySnapshot,
     ];
 
     /// The db_bench name.
@@ -75,6 +77,7 @@ impl Benchmark {
             Benchmark::CompactReuse => "compact_reuse",
             Benchmark::XBench => "xbench",
             Benchmark::Tsunami => "tsunami",
+            Benchmark::HotKeySnapshot => "hotkeysnapshot",
         }
     }
 
@@ -125,7 +128,8 @@ impl Benchmark {
             | Benchmark::MultiReadRandom
             | Benchmark::ReadSeq
             | Benchmark::ReadReverse
-            | Benchmark::ReadWhileWriting => "read",
+            | Benchmark::ReadWhileWriting
+            | Benchmark::HotKeySnapshot => "read",
             Benchmark::Flush
             | Benchmark::Compact
             | Benchmark::WaitForCompaction

@@ -89,6 +89,8 @@ Riptide's own:
                     major with data reuse; rocksdb: CompactRange, default bottommost policy);
                     --reuse_layout=appended puts the distinct keys above the large run's and
                     takes the hot keys from it
+  hotkeysnapshot    write one key, take a snapshot, write --num newer versions of that key, then
+                    time min(--reads, 10000) reads of it at the snapshot (riptide only)
   xbench            seed 000's e-commerce mix over transactions (riptide, rocksdb TransactionDB):
                     on a pristine database first loads records 0..num (seed: --key_size=12
                     --value_size=500), then each thread runs transactions of --txn_queries
