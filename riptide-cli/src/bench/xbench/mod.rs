@@ -29,6 +29,7 @@ pub mod engine;
 pub mod plot;
 pub mod tsunami;
 
+use super::cpu::{self, CpuShare};
 use super::engine::{BenchEngine, EngineKind};
 use super::error::BenchError;
 use super::flags::{Config, XbenchConfig};
@@ -414,6 +415,7 @@ fn run_closed_loop<T: TxnEngine>(
     let next_insert = AtomicU64::new(first_insert);
     let stop = AtomicBool::new(false);
     let start = Instant::now();
+    let cpu_start = cpu::sample();
     let results: Vec<Result<(XStats, Duration), BenchError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = seeds
             .iter()
@@ -452,6 +454,7 @@ fn run_closed_loop<T: TxnEngine>(
             .collect()
     });
     let elapsed = start.elapsed();
+    let cpu_use = cpu_start.and_then(|b| cpu::sample()?.share_since(&b));
     let mut total = XStats::new();
     let mut thread_seconds = 0.0;
     for r in results {
@@ -459,7 +462,7 @@ fn run_closed_loop<T: TxnEngine>(
         total.merge(&s);
         thread_seconds += took.as_secs_f64();
     }
-    for line in report_lines("xbench", cfg, &total, elapsed, thread_seconds) {
+    for line in report_lines("xbench", cfg, &total, elapsed, thread_seconds, cpu_use.as_ref()) {
         println!("{line}");
     }
     Ok(total)
@@ -467,7 +470,14 @@ fn run_closed_loop<T: TxnEngine>(
 
 /// xbench's result lines: db_bench's result line (ops = committed queries), then QPS/TPS, the
 /// query counts, and the latency percentiles.
-pub fn report_lines(name: &str, cfg: &Config, s: &XStats, elapsed: Duration, thread_seconds: f64) -> Vec<String> {
+pub fn report_lines(
+    name: &str,
+    cfg: &Config,
+    s: &XStats,
+    elapsed: Duration,
+    thread_seconds: f64,
+    cpu_use: Option<&CpuShare>,
+) -> Vec<String> {
     let secs = elapsed.as_secs_f64().max(1e-9);
     let m = Merged {
         done: s.total_queries(),
@@ -480,6 +490,7 @@ pub fn report_lines(name: &str, cfg: &Config, s: &XStats, elapsed: Duration, thr
     };
     let x = &cfg.xbench;
     let mut out = vec![report::result_line(name, &m).trim_end().to_string()];
+    out.extend(cpu_use.map(|c| cpu::line(name, c)));
     out.push(format!(
         "{name} summary: mix {} ({} queries per transaction, isolation {}, {} keys, {} threads): QPS {:.0}, TPS {:.0}, \
          {} transactions committed, {} aborted and retried",
