@@ -1151,4 +1151,13 @@ fn cpu_line_follows_the_result_line() {
         }
         assert!((user + system + idle - 100.0).abs() <= 0.2, "{}", lines[i + 1]);
     }
+    // xbench also splits its transactions' time between their statements and their commit.
+    let split = lines
+        .iter()
+        .find(|l| l.starts_with("xbench time split (us): statements mean "))
+        .unwrap_or_else(|| panic!("no time split line: {stdout}"));
+    assert!(
+        split.contains(", commit mean ") && split.ends_with(" % of the two)"),
+        "{split}"
+    );
 }
