@@ -1103,3 +1103,61 @@ fn hotkeysnapshot_reads_the_version_of_its_snapshot() {
     );
     assert_eq!(result(&results, "readrandom", 0).found, Some((500, 500)));
 }
+
+/// Parses `name : cpu B of C cores busy (user U %, system S %, idle I % of the machine)`.
+fn parse_cpu_line(line: &str) -> Option<(String, f64, u64, f64, f64, f64)> {
+    let (name, rest) = line.split_once(" : cpu ")?;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // B of C cores busy (user U %, system S %, idle I % of the machine)
+    if f.len() != 17 || f[1] != "of" || f[3] != "cores" || f[5] != "(user" || f[8] != "system" || f[11] != "idle" {
+        return None;
+    }
+    Some((
+        name.trim_end().to_string(),
+        f[0].parse().ok()?,
+        f[2].parse().ok()?,
+        f[6].parse().ok()?,
+        f[9].parse().ok()?,
+        f[12].parse().ok()?,
+    ))
+}
+
+/// Every timed benchmark prints the process's CPU use right under its result line: busy cores
+/// within the cores there are, shares between 0 and 100 that add up to 100 (Linux only; other
+/// systems print no CPU line). xbench prints one too.
+#[test]
+fn cpu_line_follows_the_result_line() {
+    if !cfg!(target_os = "linux") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (stdout, _) = bench(
+        &dir.path().join("db"),
+        &["--benchmarks=fillrandom,readrandom,xbench", "--num=5000", "--reads=200"],
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    for name in ["fillrandom", "readrandom", "xbench"] {
+        let i = lines
+            .iter()
+            .position(|l| l.starts_with(&format!("{name:<12} : ")) && l.contains(" micros/op "))
+            .unwrap_or_else(|| panic!("no {name} result line in {stdout}"));
+        let (n, busy, cores, user, system, idle) =
+            parse_cpu_line(lines[i + 1]).unwrap_or_else(|| panic!("no cpu line after {}: {stdout}", lines[i]));
+        assert_eq!(n, name);
+        assert!(cores >= 1, "{}", lines[i + 1]);
+        assert!(busy >= 0.0 && busy <= cores as f64, "{}", lines[i + 1]);
+        for share in [user, system, idle] {
+            assert!((0.0..=100.0).contains(&share), "{}", lines[i + 1]);
+        }
+        assert!((user + system + idle - 100.0).abs() <= 0.2, "{}", lines[i + 1]);
+    }
+    // xbench also splits its transactions' time between their statements and their commit.
+    let split = lines
+        .iter()
+        .find(|l| l.starts_with("xbench time split (us): statements mean "))
+        .unwrap_or_else(|| panic!("no time split line: {stdout}"));
+    assert!(
+        split.contains(", commit mean ") && split.ends_with(" % of the two)"),
+        "{split}"
+    );
+}

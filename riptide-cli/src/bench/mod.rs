@@ -10,19 +10,20 @@
 //! Modules: [`flags`] (command line and its parsed settings), [`dbdir`] (wiping under the lock), [`engine`] (the adapter trait and one adapter per engine),
 //! [`keys`] (keys, values, RNG), [`compact_reuse`] (seed 000 Fig. 16), [`hotkey`] (old-snapshot reads of a
 //! hot key), [`xbench`] (transactions: xbench and tsunami), [`workload`] (one thread's loop), [`runner`] (threads,
-//! progress, watchdog), [`stats`] (measurements), [`report`] (text), [`dump`] (`--dump_file`).
+//! progress, watchdog), [`stats`] (measurements), [`cpu`] (the process's CPU use per benchmark), [`report`] (text), [`dump`] (`--dump_file`).
 //!
 //! Directory rules: with `--use_existing_db=0` the directory is wiped first, and again before
 //! each fillseq/fillrandom that follows a write benchmark (db_bench's `fresh_db`); a directory
 //! is only wiped if it is empty or holds a database of one of the engines, and never while
 //! another process has that database open ([`dbdir::wipe_dir`]).
 //!
-//! Layering (no module imports one above it): [`error`], [`keys`], [`stats`] and [`flags`] at
-//! the bottom; [`dbdir`] and the adapters in [`engine`] on them; then [`report`], [`workload`]
+//! Layering (no module imports one above it): [`error`], [`keys`], [`stats`], [`cpu`] and [`flags`]
+//! at the bottom; [`dbdir`] and the adapters in [`engine`] on them; then [`report`], [`workload`]
 //! and [`runner`]; the workloads with their own drivers ([`compact_reuse`], [`hotkey`],
 //! [`xbench`], [`dump`]) on top, and this file, which ties them together.
 
 pub mod compact_reuse;
+pub mod cpu;
 pub mod dbdir;
 pub mod dump;
 pub mod engine;
@@ -124,17 +125,18 @@ fn run_on<E: BenchEngine>(cfg: &Config) -> Result<(), BenchError> {
         }
         println!("DB path: [{}]", cfg.db.display());
         let before = db.write_stats();
-        let outcome = runner::run(bench, cfg, &db, &values, &mut seeds)?;
+        let (outcome, cpu_use) = cpu::measure(|| runner::run(bench, cfg, &db, &values, &mut seeds));
+        let outcome = outcome?;
         let line = report::result_line(bench.name(), &outcome.result);
-        // db_bench ends readrandom's "(X of Y found)" with a newline, multireadrandom's not.
-        println!(
-            "{}",
-            if bench == Benchmark::MultiReadRandom {
-                line.trim_end()
-            } else {
-                &line
-            }
-        );
+        // db_bench ends readrandom's "(X of Y found)" with a newline, multireadrandom's not; the
+        // CPU line goes right under the result line, before that blank line.
+        println!("{}", line.trim_end());
+        if let Some(c) = &cpu_use {
+            println!("{}", cpu::line(bench.name(), c));
+        }
+        if line.ends_with('\n') && bench != Benchmark::MultiReadRandom {
+            println!();
+        }
         if let Some(h) = &outcome.result.hist {
             println!("{}", report::histogram_block(bench.op_name(), h));
         }

@@ -29,6 +29,7 @@ pub mod engine;
 pub mod plot;
 pub mod tsunami;
 
+use super::cpu::{self, CpuShare};
 use super::engine::{BenchEngine, EngineKind};
 use super::error::BenchError;
 use super::flags::{Config, XbenchConfig};
@@ -89,6 +90,11 @@ pub struct XStats {
     pub txn_hist: Histogram<u64>,
     /// Latency of each query kind (inside its transaction, the last attempt), ns.
     pub query_hist: [Histogram<u64>; 4],
+    /// Per committed transaction, its last attempt's time from `begin` to the end of its last
+    /// statement, ns.
+    pub statements_hist: Histogram<u64>,
+    /// Per committed transaction, the time of its (successful) `commit` call, ns.
+    pub commit_hist: Histogram<u64>,
 }
 
 impl XStats {
@@ -103,6 +109,8 @@ impl XStats {
             aborts: 0,
             txn_hist: new_histogram(),
             query_hist: [new_histogram(), new_histogram(), new_histogram(), new_histogram()],
+            statements_hist: new_histogram(),
+            commit_hist: new_histogram(),
         }
     }
 
@@ -118,6 +126,8 @@ impl XStats {
         self.bytes_written += o.bytes_written;
         self.aborts += o.aborts;
         let _ = self.txn_hist.add(&o.txn_hist);
+        let _ = self.statements_hist.add(&o.statements_hist);
+        let _ = self.commit_hist.add(&o.commit_hist);
     }
 
     /// Committed queries of every kind.
@@ -177,8 +187,10 @@ impl<'a, T: TxnEngine> Worker<'a, T> {
         }
     }
 
-    /// Runs one attempt of the drawn transaction; query latencies go to `lat`.
-    fn attempt(&mut self, lat: &mut [Duration], s: &mut XStats) -> Result<(), TxnError> {
+    /// Runs one attempt of the drawn transaction; query latencies go to `lat`. Returns the time
+    /// from `begin` to the end of the last statement, and the time of the `commit` call.
+    fn attempt(&mut self, lat: &mut [Duration], s: &mut XStats) -> Result<(Duration, Duration), TxnError> {
+        let began = Instant::now();
         let mut txn = self.engine.begin().map_err(TxnError::Fatal)?;
         let mut found = 0u64;
         let mut rows = 0u64;
@@ -214,12 +226,14 @@ impl<'a, T: TxnEngine> Worker<'a, T> {
             }
             lat[i] = t.elapsed();
         }
+        let committing = Instant::now();
         txn.commit()?;
+        let commit = committing.elapsed();
         s.found += found;
         s.rows_scanned += rows;
         s.bytes += bytes;
         s.bytes_written += written;
-        Ok(())
+        Ok((committing - began, commit))
     }
 
     /// Draws and runs one transaction to commit, retrying conflicts; returns its latency
@@ -233,10 +247,10 @@ impl<'a, T: TxnEngine> Worker<'a, T> {
         // A retry writes the same values as the first attempt, so the values (and what the
         // engines end up holding) do not depend on how many conflicts an engine had.
         let values_at_start = self.values.clone();
-        loop {
+        let (statements, commit) = loop {
             self.values.clone_from(&values_at_start);
             match self.attempt(&mut lat, s) {
-                Ok(()) => break,
+                Ok(split) => break split,
                 Err(TxnError::Conflict(e)) => {
                     s.aborts += 1;
                     tries += 1;
@@ -249,10 +263,12 @@ impl<'a, T: TxnEngine> Worker<'a, T> {
                 }
                 Err(TxnError::Fatal(e)) => return Err(BenchError::engine("transaction failed", e)),
             }
-        }
+        };
         let took = since.elapsed();
         s.txns += 1;
         record_duration(&mut s.txn_hist, took);
+        record_duration(&mut s.statements_hist, statements);
+        record_duration(&mut s.commit_hist, commit);
         for (q, l) in self.queries.iter().zip(&lat) {
             s.queries[q.kind()] += 1;
             record_duration(&mut s.query_hist[q.kind()], *l);
@@ -414,6 +430,7 @@ fn run_closed_loop<T: TxnEngine>(
     let next_insert = AtomicU64::new(first_insert);
     let stop = AtomicBool::new(false);
     let start = Instant::now();
+    let cpu_start = cpu::sample();
     let results: Vec<Result<(XStats, Duration), BenchError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = seeds
             .iter()
@@ -452,6 +469,7 @@ fn run_closed_loop<T: TxnEngine>(
             .collect()
     });
     let elapsed = start.elapsed();
+    let cpu_use = cpu_start.and_then(|b| cpu::sample()?.share_since(&b));
     let mut total = XStats::new();
     let mut thread_seconds = 0.0;
     for r in results {
@@ -459,7 +477,7 @@ fn run_closed_loop<T: TxnEngine>(
         total.merge(&s);
         thread_seconds += took.as_secs_f64();
     }
-    for line in report_lines("xbench", cfg, &total, elapsed, thread_seconds) {
+    for line in report_lines("xbench", cfg, &total, elapsed, thread_seconds, cpu_use.as_ref()) {
         println!("{line}");
     }
     Ok(total)
@@ -467,7 +485,14 @@ fn run_closed_loop<T: TxnEngine>(
 
 /// xbench's result lines: db_bench's result line (ops = committed queries), then QPS/TPS, the
 /// query counts, and the latency percentiles.
-pub fn report_lines(name: &str, cfg: &Config, s: &XStats, elapsed: Duration, thread_seconds: f64) -> Vec<String> {
+pub fn report_lines(
+    name: &str,
+    cfg: &Config,
+    s: &XStats,
+    elapsed: Duration,
+    thread_seconds: f64,
+    cpu_use: Option<&CpuShare>,
+) -> Vec<String> {
     let secs = elapsed.as_secs_f64().max(1e-9);
     let m = Merged {
         done: s.total_queries(),
@@ -480,6 +505,7 @@ pub fn report_lines(name: &str, cfg: &Config, s: &XStats, elapsed: Duration, thr
     };
     let x = &cfg.xbench;
     let mut out = vec![report::result_line(name, &m).trim_end().to_string()];
+    out.extend(cpu_use.map(|c| cpu::line(name, c)));
     out.push(format!(
         "{name} summary: mix {} ({} queries per transaction, isolation {}, {} keys, {} threads): QPS {:.0}, TPS {:.0}, \
          {} transactions committed, {} aborted and retried",
@@ -521,7 +547,31 @@ pub fn report_lines(name: &str, cfg: &Config, s: &XStats, elapsed: Duration, thr
     for (i, k) in KINDS.iter().enumerate() {
         row(k, &s.query_hist[i]);
     }
+    out.extend(time_split_line(name, s));
     out
+}
+
+/// `name time split (us): statements mean M P99 P, commit mean M P99 P (commit C % of the
+/// two)`: where a committed transaction's last attempt spent its time, from `begin` to its last
+/// statement vs in its `commit` call (retries and, for tsunami, waiting for a late start are in
+/// neither). `None` before any transaction committed.
+pub fn time_split_line(name: &str, s: &XStats) -> Option<String> {
+    let (st, co) = (&s.statements_hist, &s.commit_hist);
+    if st.is_empty() || co.is_empty() {
+        return None;
+    }
+    let us = |ns: f64| ns / 1000.0;
+    let p99 = |h: &Histogram<u64>| us(h.value_at_quantile(0.99) as f64);
+    let both = st.mean() + co.mean();
+    Some(format!(
+        "{name} time split (us): statements mean {:.1} P99 {:.1}, commit mean {:.1} P99 {:.1} \
+         (commit {:.1} % of the two)",
+        us(st.mean()),
+        p99(st),
+        us(co.mean()),
+        p99(co),
+        if both > 0.0 { 100.0 * co.mean() / both } else { 0.0 }
+    ))
 }
 
 #[cfg(test)]
@@ -549,5 +599,23 @@ mod tests {
         ] {
             assert!(Mix::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn time_split_gives_means_p99s_and_the_commit_share() {
+        use super::{time_split_line, XStats};
+        use crate::bench::stats::record_duration;
+        use std::time::Duration;
+        let mut s = XStats::new();
+        assert_eq!(time_split_line("xbench", &s), None);
+        for _ in 0..100 {
+            record_duration(&mut s.statements_hist, Duration::from_micros(30));
+            record_duration(&mut s.commit_hist, Duration::from_micros(10));
+        }
+        let line = time_split_line("xbench", &s).unwrap();
+        assert_eq!(
+            line,
+            "xbench time split (us): statements mean 30.0 P99 30.0, commit mean 10.0 P99 10.0 (commit 25.0 % of the two)"
+        );
     }
 }

@@ -16,6 +16,7 @@
 use super::engine::TxnEngine;
 use super::plot;
 use super::{Worker, XStats};
+use crate::bench::cpu;
 use crate::bench::error::BenchError;
 use crate::bench::flags::Config;
 pub use crate::bench::flags::TsunamiConfig;
@@ -165,6 +166,7 @@ pub fn run<T: TxnEngine>(
     let txn_queries = cfg.xbench.txn_queries as u64;
     let stop = AtomicBool::new(false);
     let start = Instant::now();
+    let cpu_start = cpu::sample();
     let per_thread: Vec<Result<(Vec<Second>, XStats), BenchError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = seeds
             .iter()
@@ -215,6 +217,7 @@ pub fn run<T: TxnEngine>(
             .collect()
     });
     let elapsed = start.elapsed();
+    let cpu_use = cpu_start.and_then(|b| cpu::sample()?.share_since(&b));
     let mut seconds: Vec<Second> = Vec::new();
     let mut total = XStats::new();
     let mut thread_seconds = 0.0;
@@ -266,7 +269,7 @@ pub fn run<T: TxnEngine>(
         t.phases[1]
     );
     write(&svg_path, plot::tsunami_svg(&title, &rows))?;
-    for line in super::report_lines("tsunami", cfg, &total, elapsed, thread_seconds) {
+    for line in super::report_lines("tsunami", cfg, &total, elapsed, thread_seconds, cpu_use.as_ref()) {
         println!("{line}");
     }
     for phase in ["before", "spike", "after", "drain"] {
