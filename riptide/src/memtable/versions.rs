@@ -29,7 +29,7 @@ use super::arena::Arena;
 use crate::key::{Lsn, ValueKind};
 use std::mem::{offset_of, size_of};
 use std::ptr;
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 /// Tallest version tower: 4^12 = 16M versions of one key before the top lane gets dense.
 pub(super) const MAX_VERSION_HEIGHT: usize = 12;
@@ -101,10 +101,16 @@ impl Version {
     }
 }
 
-/// The heads of levels 1 .. [`MAX_VERSION_HEIGHT`] (entry `l - 1` heads level `l`).
+/// The heads of levels 1 .. [`MAX_VERSION_HEIGHT`] (entry `l - 1` heads level `l`), and the
+/// height of the tallest version linked so far.
 #[repr(C)]
 struct UpperHeads {
     links: [AtomicPtr<Version>; MAX_VERSION_HEIGHT - 1],
+    /// At most the height of the tallest linked version (raised after that version is linked
+    /// at every level; zeroed = 0): searches start at this level, not at the top of the tower.
+    /// A stale, lower value only makes a search start lower, which is still correct (every
+    /// level is a sub-list of the one below it).
+    height: AtomicUsize,
 }
 
 /// One key's versions; lives inside its key node (zeroed = empty). See the module header.
@@ -135,6 +141,17 @@ impl VersionChain {
         }
     }
 
+    /// The number of levels a search from the head must look at: 1 without a heads block, else
+    /// the tallest linked version's height (at least `at_least`).
+    fn search_height(upper: *const UpperHeads, at_least: usize) -> usize {
+        if upper.is_null() {
+            return 1;
+        }
+        // SAFETY: a published, never-freed heads block.
+        let linked = unsafe { (*upper).height.load(Ordering::Acquire) };
+        linked.max(at_least).clamp(1, MAX_VERSION_HEIGHT)
+    }
+
     /// The heads block, allocating and publishing it if there is none yet.
     fn upper_or_alloc(&self, arena: &Arena) -> *const UpperHeads {
         let cur = self.upper.load(Ordering::Acquire);
@@ -158,12 +175,31 @@ impl VersionChain {
     pub(super) fn insert(&self, arena: &Arena, v: *mut Version) {
         // SAFETY: `v` is initialised and not yet reachable by anyone else.
         let (lsn, height) = unsafe { ((*v).lsn, (*v).height as usize) };
+        if height == 1 {
+            // The common case (three versions in four): a version of height 1 that is the
+            // newest goes in front of the head with one CAS, as in a plain chain; a lost race
+            // or an older LSN takes the general path below.
+            let cur = self.head.load(Ordering::Acquire);
+            // SAFETY: `cur` is null or a published version; `v` is ours and has link 0.
+            unsafe {
+                if cur.is_null() || (*cur).lsn < lsn {
+                    Version::link(v, 0).store(cur, Ordering::Relaxed);
+                    if self
+                        .head
+                        .compare_exchange(cur, v, Ordering::AcqRel, Ordering::Acquire)
+                        .is_ok()
+                    {
+                        return;
+                    }
+                }
+            }
+        }
         let upper = if height > 1 {
             self.upper_or_alloc(arena)
         } else {
             self.upper.load(Ordering::Acquire)
         };
-        let top = if upper.is_null() { 1 } else { MAX_VERSION_HEIGHT };
+        let top = Self::search_height(upper, height);
         // prev[l]: last version at level l with LSN > `lsn` (null = head); next[l]: its successor.
         let mut prev = [ptr::null::<Version>(); MAX_VERSION_HEIGHT];
         let mut next = [ptr::null_mut::<Version>(); MAX_VERSION_HEIGHT];
@@ -195,6 +231,10 @@ impl VersionChain {
                 prev[level] = p;
                 next[level] = n;
             }
+        }
+        if height > 1 {
+            // SAFETY: `upper` is non-null for a version taller than 1 (allocated above).
+            unsafe { (*upper).height.fetch_max(height, Ordering::AcqRel) };
         }
     }
 
@@ -236,7 +276,7 @@ impl VersionChain {
             return Some(unsafe { Version::entry(newest) });
         }
         let upper = self.upper.load(Ordering::Acquire);
-        let top = if upper.is_null() { 1 } else { MAX_VERSION_HEIGHT };
+        let top = Self::search_height(upper, 1);
         let mut x: *const Version = ptr::null();
         let mut found = ptr::null_mut();
         for level in (0..top).rev() {
