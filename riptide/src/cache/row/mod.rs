@@ -168,30 +168,11 @@ impl RowCache {
 
     /// Lookup; the caller decides whether the entry's lsn is usable for its snapshot.
     #[cfg(test)]
-    #[inline]
     pub(crate) fn get(&self, table: u32, key: &[u8]) -> Option<RowEntry> {
-        if self.shards.is_empty() {
-            self.counters.miss();
-            return None;
-        }
-        let hash = self.hash(table, key);
-        let g = self.shard(hash).inner.read();
-        let Some(i) = g.find(hash, table, key) else {
-            drop(g);
-            self.counters.miss();
-            return None;
-        };
-        let s = g.slot(i);
-        if !s.referenced.load(Ordering::Relaxed) {
-            s.referenced.store(true, Ordering::Relaxed);
-        }
-        let e = RowEntry {
-            lsn: s.lsn,
-            value: s.value().map(Arc::from),
-        };
-        drop(g);
-        self.counters.hit();
-        Some(e)
+        self.get_with(table, key, |lsn, value| RowEntry {
+            lsn,
+            value: value.map(Arc::from),
+        })
     }
 
     /// Inserts `entry` as the cached version of the key, only if `still_valid()` returns true when
