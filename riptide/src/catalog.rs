@@ -28,6 +28,11 @@ pub(crate) struct Catalog {
     pub(crate) next_id: u32,
 }
 
+/// The temporary file a new `CATALOG` is written to before its rename.
+pub(crate) fn catalog_tmp_path(db: &Path) -> PathBuf {
+    db.join("CATALOG.tmp")
+}
+
 pub(crate) fn catalog_path(db: &Path) -> PathBuf {
     db.join("CATALOG")
 }
@@ -129,7 +134,7 @@ impl Catalog {
     /// Durably replaces the catalog of the database at `db`.
     pub(crate) fn store(&self, fs: &dyn FileSystem, db: &Path) -> Result<()> {
         let path = catalog_path(db);
-        let tmp = db.join("CATALOG.tmp");
+        let tmp = catalog_tmp_path(db);
         let mut file = fs.create(&tmp).map_err(|e| Error::io("create", &tmp, e))?;
         file.append(&self.encode()).map_err(|e| Error::io("write", &tmp, e))?;
         file.sync_data().map_err(|e| Error::io("fsync", &tmp, e))?;

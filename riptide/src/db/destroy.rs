@@ -8,34 +8,30 @@
 //! - A directory without a `CATALOG` that holds anything but Riptide's names is not a
 //!   database: [`Error::NotADatabase`], and nothing is deleted.
 
-use super::Db;
+use super::{check_path, lock_database, Db};
+use crate::catalog::{catalog_path, catalog_tmp_path};
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, PosixFs};
+use crate::meta::current::{is_meta_file_name, meta_dir};
+use crate::redo::{is_segment_name, redo_dir};
+use crate::space::{is_data_file_name, DATA_DIR};
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-/// `NNNNNN<suffix>` with six or more digits.
-fn numbered(name: &str, prefix: &str, suffix: &str) -> bool {
-    name.strip_prefix(prefix)
-        .and_then(|n| n.strip_suffix(suffix))
-        .is_some_and(|digits| digits.len() >= 6 && digits.bytes().all(|b| b.is_ascii_digit()))
+/// The directories Riptide writes inside a database directory, each with the rule that
+/// recognises its files (owned by the module that writes them).
+fn subdirs(db: &Path) -> [(PathBuf, fn(&str) -> bool); 3] {
+    [
+        (meta_dir(db), is_meta_file_name),
+        (redo_dir(db), is_segment_name),
+        (db.join(DATA_DIR), is_data_file_name),
+    ]
 }
 
-/// The names Riptide writes in the database directory itself.
-fn is_top_level_name(name: &str) -> bool {
-    matches!(name, "LOCK" | "CATALOG" | "CATALOG.tmp" | "meta" | "redo" | "data")
-}
-
-fn is_meta_name(name: &str) -> bool {
-    matches!(name, "CURRENT" | "CURRENT.tmp") || numbered(name, "SLOG-", "") || numbered(name, "CHECKPOINT-", "")
-}
-
-fn is_redo_name(name: &str) -> bool {
-    numbered(name, "", ".log")
-}
-
-fn is_data_name(name: &str) -> bool {
-    numbered(name, "", ".dat")
+/// The entries Riptide writes in the database directory itself.
+fn is_own_entry(db: &Path, name: &str) -> bool {
+    let own = |p: PathBuf| p.file_name().is_some_and(|n| n == name);
+    name == "LOCK" || own(catalog_path(db)) || own(catalog_tmp_path(db)) || subdirs(db).into_iter().any(|(d, _)| own(d))
 }
 
 impl Db {
@@ -60,12 +56,7 @@ impl Db {
     /// ```
     pub fn destroy(path: impl AsRef<Path>) -> Result<()> {
         let path = path.as_ref();
-        if path.as_os_str().is_empty() {
-            return Err(Error::InvalidOption {
-                option: "path",
-                reason: "the database path is empty".into(),
-            });
-        }
+        check_path(path)?;
         let meta = match std::fs::symlink_metadata(path) {
             Ok(m) => m,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
@@ -81,43 +72,26 @@ impl Db {
             Err(e) => Err(Error::io("list", dir, e)),
         };
         let top = list(path)?;
-        let has_catalog = top.iter().any(|n| n == "CATALOG");
-        if !has_catalog && !top.iter().all(|n| is_top_level_name(n)) {
+        let has_catalog = fs.exists(&catalog_path(path));
+        if !has_catalog && !top.iter().all(|n| is_own_entry(path, n)) {
             return Err(Error::NotADatabase(path.to_path_buf()));
         }
-        let lock_path = path.join("LOCK");
-        let lock = fs.lock(&lock_path).map_err(|e| {
-            if e.kind() == io::ErrorKind::WouldBlock {
-                Error::Locked(path.to_path_buf())
-            } else {
-                Error::io("lock", &lock_path, e)
-            }
-        })?;
+        let lock = lock_database(&fs, path)?;
         let remove = |p: &Path| match fs.remove_file(p) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(Error::io("remove", p, e)),
         };
-        let subdirs = [
-            ("meta", is_meta_name as fn(&str) -> bool),
-            ("redo", is_redo_name),
-            ("data", is_data_name),
-        ];
-        for (sub, keep) in subdirs {
-            let dir = path.join(sub);
-            for name in list(&dir)?.iter().filter(|n| keep(n)) {
+        for (dir, own) in subdirs(path) {
+            for name in list(&dir)?.iter().filter(|n| own(n)) {
                 remove(&dir.join(name))?;
             }
             remove_dir_if_empty(&dir)?;
         }
-        for name in top
-            .iter()
-            .filter(|n| is_top_level_name(n) && !matches!(n.as_str(), "LOCK" | "meta" | "redo" | "data"))
-        {
-            remove(&path.join(name))?;
-        }
+        remove(&catalog_tmp_path(path))?;
+        remove(&catalog_path(path))?;
         // The lock file goes last, while still held, then the directory if nothing is left.
-        remove(&lock_path)?;
+        remove(&path.join("LOCK"))?;
         drop(lock);
         remove_dir_if_empty(path)
     }

@@ -29,7 +29,7 @@ use crate::cache::RowCache;
 use crate::catalog::{Catalog, DEFAULT_TABLE};
 use crate::error::{Error, Result};
 use crate::extent_store::ExtentStore;
-use crate::fs::FileLock;
+use crate::fs::{FileLock, FileSystem};
 use crate::key::Lsn;
 use crate::meta::edit::{MetaState, SlogEntry};
 use crate::meta::slog::Slog;
@@ -53,6 +53,30 @@ use table::TableFactory;
 use workers::Workers;
 
 static NEXT_DB_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Refuses an empty database path, before anything on disk is touched (`open`, `destroy`).
+fn check_path(path: &Path) -> Result<()> {
+    if path.as_os_str().is_empty() {
+        return Err(Error::InvalidOption {
+            option: "path",
+            reason: "the database path is empty".into(),
+        });
+    }
+    Ok(())
+}
+
+/// Takes the `LOCK` of the database at `path`: [`Error::Locked`] while another instance (in
+/// this process or another) holds it.
+fn lock_database(fs: &dyn FileSystem, path: &Path) -> Result<Box<dyn FileLock>> {
+    let lock_path = path.join("LOCK");
+    fs.lock(&lock_path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::WouldBlock {
+            Error::Locked(path.to_path_buf())
+        } else {
+            Error::io("lock", &lock_path, e)
+        }
+    })
+}
 
 /// The tables of an instance, by name and by id, and the catalog that names them.
 struct Registry {

@@ -14,9 +14,9 @@
 use super::stats::BackgroundCounters;
 use super::table::TableFactory;
 use super::workers::Workers;
-use super::{Db, DbHandle, DbInner, MetaLog, Registry, NEXT_DB_ID};
+use super::{check_path, lock_database, Db, DbHandle, DbInner, MetaLog, Registry, NEXT_DB_ID};
 use crate::cache::RowCache;
-use crate::catalog::{catalog_path, Catalog};
+use crate::catalog::{catalog_path, catalog_tmp_path, Catalog};
 use crate::error::{Error, Result};
 use crate::extent_store::{looks_like_footer, ExtentStore};
 use crate::key::Lsn;
@@ -45,12 +45,7 @@ impl Db {
     /// repair (see [`crate::RecoveryMode`]), [`Error::Io`] for I/O failures.
     pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
         let path = path.as_ref().to_path_buf();
-        if path.as_os_str().is_empty() {
-            return Err(Error::InvalidOption {
-                option: "path",
-                reason: "the database path is empty".into(),
-            });
-        }
+        check_path(&path)?;
         opts.validate()?;
         let fs = opts.fs.clone();
         let exists = fs.exists(&catalog_path(&path));
@@ -61,14 +56,7 @@ impl Db {
             return Err(Error::AlreadyExists(path));
         }
         fs.create_dir_all(&path).map_err(|e| Error::io("mkdir", &path, e))?;
-        let lock_path = path.join("LOCK");
-        let lock = fs.lock(&lock_path).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::WouldBlock {
-                Error::Locked(path.clone())
-            } else {
-                Error::io("lock", &lock_path, e)
-            }
-        })?;
+        let lock = lock_database(fs.as_ref(), &path)?;
         let catalog = match Catalog::load(fs.as_ref(), &path)? {
             Some(c) => c,
             None => {
@@ -77,7 +65,7 @@ impl Db {
                 c
             }
         };
-        let tmp = path.join("CATALOG.tmp");
+        let tmp = catalog_tmp_path(&path);
         if fs.exists(&tmp) {
             fs.remove_file(&tmp).map_err(|e| Error::io("remove", &tmp, e))?;
         }

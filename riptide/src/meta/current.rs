@@ -38,6 +38,12 @@ pub(crate) fn checkpoint_path(dir: &Path, n: u64) -> PathBuf {
     dir.join(format!("CHECKPOINT-{n:06}"))
 }
 
+/// True for the name of a file of the metadata directory (`CURRENT`, its temporary copy,
+/// `SLOG-N`, `CHECKPOINT-N`), for tools that delete a database.
+pub(crate) fn is_meta_file_name(name: &str) -> bool {
+    matches!(name, "CURRENT" | "CURRENT.tmp") || parse_number(name, "SLOG-").is_some() || parse_number(name, "CHECKPOINT-").is_some()
+}
+
 pub(super) fn parse_number(name: &str, prefix: &str) -> Option<u64> {
     let digits = name.strip_prefix(prefix)?;
     if digits.len() < 6 || !digits.bytes().all(|b| b.is_ascii_digit()) {

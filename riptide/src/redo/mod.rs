@@ -38,6 +38,11 @@ fn segment_path(dir: &Path, number: u64) -> PathBuf {
     dir.join(format!("{number:06}.log"))
 }
 
+/// True for the name of a redo segment (`NNNNNN.log`), for tools that delete a database.
+pub(crate) fn is_segment_name(name: &str) -> bool {
+    parse_segment_name(name).is_some()
+}
+
 fn parse_segment_name(name: &str) -> Option<u64> {
     let stem = name.strip_suffix(".log")?;
     if stem.len() < 6 || !stem.bytes().all(|b| b.is_ascii_digit()) {

@@ -102,6 +102,11 @@ pub(super) fn parse_name(name: &str, suffix: &str) -> Option<u32> {
     digits.parse().ok().filter(|&n| n >= 1)
 }
 
+/// True for the name of a data file (`NNNNNN.dat`), for tools that delete a database.
+pub(crate) fn is_data_file_name(name: &str) -> bool {
+    parse_name(name, ".dat").is_some()
+}
+
 pub(super) fn file_name(number: u32) -> String {
     format!("{number:06}.dat")
 }

@@ -41,6 +41,7 @@ mod tests;
 
 use crate::error::Error;
 use crate::fs::FileSystem;
+pub(crate) use file::is_data_file_name;
 use file::{file_name, Inner};
 use parking_lot::Mutex;
 use std::fmt;
