@@ -148,7 +148,7 @@ vm_run() {
         printf '> %q 2>&1\n' "$RET/xbench64-$e.txt"
         return
     fi
-    rm -rf -- "$db"
+    # The prefill's fresh start empties "$db" itself, refusing a database another process holds.
     "${prefill[@]}" >"$RET/xbench64-$e-prefill.txt" 2>&1 || echo "   prefill failed, see $RET/xbench64-$e-prefill.txt" >&2
     vmstat -n 1 >"$RET/vmstat-$e-xbench64.txt" &
     local vpid=$!

@@ -27,7 +27,7 @@
 //! is db_bench's format with one operation per input record (MB/s = bytes the merge wrote to
 //! data files); a `compact_reuse details:` line follows.
 
-use super::engine::{BenchEngine, EngineError};
+use super::engine::{load, BenchEngine, EngineError};
 use super::error::BenchError;
 use super::flags::{Config, Layout};
 use super::keys::{KeyBuf, Mt64, ValueSource};
@@ -37,7 +37,6 @@ use super::wipe_dir;
 use std::time::Instant;
 
 /// Records per write batch while loading the runs.
-const LOAD_BATCH: usize = 1000;
 /// The large run is this many times the small one (the seed's 500M vs 50M).
 const LARGE_FACTOR: u64 = 10;
 /// Average versions per hot key in the small run.
@@ -151,25 +150,4 @@ pub fn run<E: BenchEngine>(cfg: &Config, mut db: E, values: &ValueSource) -> Res
 fn sync_file_systems() {
     // SAFETY: sync(2) takes no arguments, touches no memory of ours and cannot fail.
     unsafe { libc::sync() }
-}
-
-/// Writes `n` records with key numbers from `next_key` in batches of [`LOAD_BATCH`].
-fn load<E: BenchEngine>(
-    db: &E,
-    n: u64,
-    key: &mut KeyBuf,
-    vals: &mut super::keys::ValueCursor<'_>,
-    mut next_key: impl FnMut() -> u64,
-) -> Result<(), EngineError> {
-    let mut left = n;
-    while left > 0 {
-        let ops = left.min(LOAD_BATCH as u64) as usize;
-        let mut batch = db.new_batch(ops);
-        for _ in 0..ops {
-            db.put(&mut batch, key.set(next_key()), vals.next_value())?;
-        }
-        db.write(batch)?;
-        left -= ops as u64;
-    }
-    Ok(())
 }

@@ -190,6 +190,9 @@ mod tests {
         if cfg!(target_os = "linux") {
             let c = cpu.expect("linux has /proc/self/stat");
             assert!(c.cores >= 1);
+            // 50 ms of spinning is about 5 clock ticks of user time (of this process, whose
+            // other test threads only add to it).
+            assert!(c.busy_cores > 0.0, "{c:?}");
             assert!((c.user_pct + c.system_pct + c.idle_pct - 100.0).abs() < 1e-6);
         }
     }

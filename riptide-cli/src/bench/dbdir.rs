@@ -4,8 +4,9 @@
 //! Invariants:
 //! - Nothing is deleted from a directory that is neither empty nor a database of one of the
 //!   engines ([`BenchError::NotADatabase`]).
-//! - Nothing is deleted while another process (or another instance in this one) has the
-//!   database open: a Riptide database goes through [`riptide::Db::destroy`], which takes its
+//! - Nothing is deleted while another process has the database open (for Riptide, nor while
+//!   another instance in this process has it; fjall directories are not checked: no lock
+//!   convention of fjall's is known here): a Riptide database goes through [`riptide::Db::destroy`], which takes its
 //!   `LOCK` first and deletes only Riptide's own files; a RocksDB database is removed only while
 //!   this process holds the fcntl lock on its `LOCK` file, as RocksDB itself takes it. Either
 //!   refusal is [`BenchError::Locked`], naming the directory.
@@ -16,13 +17,9 @@ use std::path::Path;
 /// True if `dir` holds a database of one of the bench's engines (so it may be wiped): Riptide's
 /// `CATALOG`, RocksDB's `CURRENT` + `IDENTITY`, or fjall's `version` + `keyspaces/`.
 pub fn is_bench_database(dir: &Path) -> bool {
-    is_riptide_database(dir)
+    crate::inspect::is_database(dir)
         || is_rocksdb_database(dir)
         || (dir.join("version").is_file() && dir.join("keyspaces").is_dir())
-}
-
-fn is_riptide_database(dir: &Path) -> bool {
-    dir.join("CATALOG").is_file()
 }
 
 fn is_rocksdb_database(dir: &Path) -> bool {
@@ -47,7 +44,7 @@ pub fn wipe_dir(dir: &Path) -> Result<(), BenchError> {
     if entries.next().is_none() {
         return Ok(());
     }
-    if is_riptide_database(dir) {
+    if crate::inspect::is_database(dir) {
         return riptide::Db::destroy(dir).map_err(|e| match e {
             riptide::Error::Locked(_) => BenchError::Locked(dir.to_path_buf()),
             riptide::Error::NotADatabase(_) => BenchError::NotADatabase(dir.to_path_buf()),

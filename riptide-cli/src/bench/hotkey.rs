@@ -2,7 +2,7 @@
 //!
 //! 1. Writes version 0 of one key (key number 0), then takes a snapshot
 //!    ([`BenchEngine::snapshot_reader`]; Riptide: `Db::snapshot`).
-//! 2. Writes `--num` newer versions of the same key, in write batches of [`LOAD_BATCH`] (one
+//! 2. Writes `--num` newer versions of the same key, in write batches of `engine::LOAD_BATCH` (one
 //!    LSN per version), so the memtable holds a chain of `--num` versions above the snapshot's.
 //! 3. **Timed**: `min(--reads, MAX_READS)` reads of the key at the snapshot, on the calling
 //!    thread (Riptide: `Table::get_opt` with `ReadOptions { snapshot }`). Every read must find
@@ -14,7 +14,7 @@
 //! Invariant: the snapshot is held from before the first newer version is written until the
 //! last timed read, so every read must see version 0.
 
-use super::engine::{BenchEngine, EngineError};
+use super::engine::{load, BenchEngine, EngineError};
 use super::error::BenchError;
 use super::flags::Config;
 use super::keys::{KeyBuf, ValueSource};
@@ -22,8 +22,6 @@ use super::report;
 use super::stats::Merged;
 use std::time::Instant;
 
-/// Versions per write batch while writing the newer versions.
-const LOAD_BATCH: u64 = 1000;
 /// Most timed reads: without a version index one read can take milliseconds.
 pub const MAX_READS: u64 = 10_000;
 
@@ -50,17 +48,8 @@ pub fn run<E: BenchEngine>(cfg: &Config, db: &E, values: &ValueSource) -> Result
     };
 
     let start = Instant::now();
-    let mut left = cfg.num;
-    while left > 0 {
-        let ops = left.min(LOAD_BATCH);
-        let mut batch = db.new_batch(ops as usize);
-        for _ in 0..ops {
-            db.put(&mut batch, &key, vals.next_value())
-                .map_err(fail("writing newer versions"))?;
-        }
-        db.write(batch).map_err(fail("writing newer versions"))?;
-        left -= ops;
-    }
+    let mut one_key = KeyBuf::new(cfg.key_size);
+    load(db, cfg.num, &mut one_key, &mut vals, || 0).map_err(fail("writing newer versions"))?;
     let write_secs = start.elapsed().as_secs_f64();
 
     let reads = cfg.reads.clamp(1, MAX_READS);

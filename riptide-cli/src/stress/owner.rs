@@ -34,15 +34,10 @@ pub fn expected_path(db: &Path) -> PathBuf {
     PathBuf::from(p)
 }
 
-/// True if `dir` holds a Riptide database (a `CATALOG`, what `Db::open` looks for).
-fn is_database(dir: &Path) -> bool {
-    dir.join("CATALOG").is_file()
-}
-
 /// Opens the database of `a` and its expected state by the rules above.
 pub fn open(a: &StressArgs) -> Result<(Db, Expected), StressError> {
     let exp_path = expected_path(&a.db);
-    let existing = is_database(&a.db);
+    let existing = crate::inspect::is_database(&a.db);
     // No database yet: an expected state left beside it (`rm -rf <db>` leaves `<db>.expected`
     // behind) describes writes this database never had, so it starts over. No acknowledged
     // write can be missing here: the expected state records a write only after `Db::open` has

@@ -85,8 +85,7 @@ fn child(
 /// that stress did not write stay, and so does `dir` then.
 fn clear(dir: &Path, db: &Path) -> Result<(), String> {
     riptide::Db::destroy(db).map_err(|e| format!("clearing {}: {e}", db.display()))?;
-    let mut exp = db.as_os_str().to_owned();
-    exp.push(".expected");
+    let exp = super::owner::expected_path(db);
     for r in [std::fs::remove_file(&exp), std::fs::remove_dir(dir)] {
         match r {
             Ok(()) => {}

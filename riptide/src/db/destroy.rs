@@ -18,9 +18,12 @@ use crate::space::{is_data_file_name, DATA_DIR};
 use std::io;
 use std::path::{Path, PathBuf};
 
+/// Tells whether a file name is one Riptide writes in a given directory.
+type OwnName = fn(&str) -> bool;
+
 /// The directories Riptide writes inside a database directory, each with the rule that
 /// recognises its files (owned by the module that writes them).
-fn subdirs(db: &Path) -> [(PathBuf, fn(&str) -> bool); 3] {
+fn subdirs(db: &Path) -> [(PathBuf, OwnName); 3] {
     [
         (meta_dir(db), is_meta_file_name),
         (redo_dir(db), is_segment_name),

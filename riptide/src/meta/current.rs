@@ -41,7 +41,9 @@ pub(crate) fn checkpoint_path(dir: &Path, n: u64) -> PathBuf {
 /// True for the name of a file of the metadata directory (`CURRENT`, its temporary copy,
 /// `SLOG-N`, `CHECKPOINT-N`), for tools that delete a database.
 pub(crate) fn is_meta_file_name(name: &str) -> bool {
-    matches!(name, "CURRENT" | "CURRENT.tmp") || parse_number(name, "SLOG-").is_some() || parse_number(name, "CHECKPOINT-").is_some()
+    matches!(name, "CURRENT" | "CURRENT.tmp")
+        || parse_number(name, "SLOG-").is_some()
+        || parse_number(name, "CHECKPOINT-").is_some()
 }
 
 pub(super) fn parse_number(name: &str, prefix: &str) -> Option<u64> {

@@ -32,6 +32,7 @@ pub use super::flags::{Compression, EngineKind};
 
 use super::error::BenchError;
 use super::flags::Config;
+use super::keys::{KeyBuf, ValueCursor};
 
 /// What an engine says about itself at the start of a run.
 #[derive(Debug, Clone)]
@@ -305,6 +306,30 @@ pub fn durability_options(cfg: &Config, wal_name: &str, sync_how: &str) -> Vec<(
             },
         ),
     ]
+}
+
+/// Write batch size of the bulk loads ([`load`]).
+pub const LOAD_BATCH: usize = 1000;
+
+/// Writes `n` records with key numbers from `next_key` in batches of [`LOAD_BATCH`].
+pub fn load<E: BenchEngine>(
+    db: &E,
+    n: u64,
+    key: &mut KeyBuf,
+    vals: &mut ValueCursor<'_>,
+    mut next_key: impl FnMut() -> u64,
+) -> Result<(), EngineError> {
+    let mut left = n;
+    while left > 0 {
+        let ops = left.min(LOAD_BATCH as u64) as usize;
+        let mut batch = db.new_batch(ops);
+        for _ in 0..ops {
+            db.put(&mut batch, key.set(next_key()), vals.next_value())?;
+        }
+        db.write(batch)?;
+        left -= ops as u64;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -573,7 +573,7 @@ struct RiptideSnapshot<'a> {
 
 impl SnapshotReader for RiptideSnapshot<'_> {
     fn get_len(&self, key: &[u8]) -> Result<Option<usize>, EngineError> {
-        Ok(self.table.get_opt(key, &self.ropts)?.map(|v| v.len()))
+        Ok(self.table.get_with_opt(key, &self.ropts, <[u8]>::len)?)
     }
 }
 

@@ -430,46 +430,46 @@ fn run_closed_loop<T: TxnEngine>(
     let next_insert = AtomicU64::new(first_insert);
     let stop = AtomicBool::new(false);
     let start = Instant::now();
-    let cpu_start = cpu::sample();
-    let results: Vec<Result<(XStats, Duration), BenchError>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = seeds
-            .iter()
-            .map(|&seed| {
-                let (next_insert, stop) = (&next_insert, &stop);
-                scope.spawn(move || {
-                    let mut w = Worker::new(engine, cfg, values, seed, next_insert);
-                    let mut s = XStats::new();
-                    let t0 = Instant::now();
-                    let mut n = 0u64;
-                    loop {
-                        if stop.load(Ordering::Relaxed) {
-                            break;
+    let (results, cpu_use): (Vec<Result<(XStats, Duration), BenchError>>, _) = cpu::measure(|| {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = seeds
+                .iter()
+                .map(|&seed| {
+                    let (next_insert, stop) = (&next_insert, &stop);
+                    scope.spawn(move || {
+                        let mut w = Worker::new(engine, cfg, values, seed, next_insert);
+                        let mut s = XStats::new();
+                        let t0 = Instant::now();
+                        let mut n = 0u64;
+                        loop {
+                            if stop.load(Ordering::Relaxed) {
+                                break;
+                            }
+                            match cfg.duration {
+                                Some(d) if t0.elapsed() >= d => break,
+                                None if n >= cfg.reads => break,
+                                _ => {}
+                            }
+                            if let Err(e) = w.transaction(&mut s, Instant::now()) {
+                                stop.store(true, Ordering::Relaxed);
+                                return Err(e);
+                            }
+                            n += 1;
                         }
-                        match cfg.duration {
-                            Some(d) if t0.elapsed() >= d => break,
-                            None if n >= cfg.reads => break,
-                            _ => {}
-                        }
-                        if let Err(e) = w.transaction(&mut s, Instant::now()) {
-                            stop.store(true, Ordering::Relaxed);
-                            return Err(e);
-                        }
-                        n += 1;
-                    }
-                    Ok((s, t0.elapsed()))
+                        Ok((s, t0.elapsed()))
+                    })
                 })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(BenchError::Usage("an xbench thread panicked".into())))
-            })
-            .collect()
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(BenchError::Usage("an xbench thread panicked".into())))
+                })
+                .collect()
+        })
     });
     let elapsed = start.elapsed();
-    let cpu_use = cpu_start.and_then(|b| cpu::sample()?.share_since(&b));
     let mut total = XStats::new();
     let mut thread_seconds = 0.0;
     for r in results {

@@ -28,6 +28,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+/// What one tsunami client thread hands back: its per-second counts and its totals.
+type ThreadOutcome = Result<(Vec<Second>, XStats), BenchError>;
+
 /// When each transaction is due.
 #[derive(Debug, Clone, Copy)]
 pub struct Schedule {
@@ -166,58 +169,58 @@ pub fn run<T: TxnEngine>(
     let txn_queries = cfg.xbench.txn_queries as u64;
     let stop = AtomicBool::new(false);
     let start = Instant::now();
-    let cpu_start = cpu::sample();
-    let per_thread: Vec<Result<(Vec<Second>, XStats), BenchError>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = seeds
-            .iter()
-            .map(|&seed| {
-                let (next, next_insert, stop, schedule) = (&next, &next_insert, &stop, &schedule);
-                scope.spawn(move || {
-                    let mut w = Worker::new(engine, cfg, values, seed, next_insert);
-                    let mut totals = XStats::new();
-                    let mut secs: Vec<Second> = Vec::new();
-                    while !stop.load(Ordering::Relaxed) {
-                        let Some(at) = schedule.due(next.fetch_add(1, Ordering::Relaxed)) else {
-                            break;
-                        };
-                        let due = start + Duration::from_secs_f64(at);
-                        let now = Instant::now();
-                        if due > now {
-                            std::thread::sleep(due - now);
-                        }
-                        let aborts = totals.aborts;
-                        let took = match w.transaction(&mut totals, due) {
-                            Ok(d) => d,
-                            Err(e) => {
-                                stop.store(true, Ordering::Relaxed);
-                                return Err(e);
+    let (per_thread, cpu_use): (Vec<ThreadOutcome>, _) = cpu::measure(|| {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = seeds
+                .iter()
+                .map(|&seed| {
+                    let (next, next_insert, stop, schedule) = (&next, &next_insert, &stop, &schedule);
+                    scope.spawn(move || {
+                        let mut w = Worker::new(engine, cfg, values, seed, next_insert);
+                        let mut totals = XStats::new();
+                        let mut secs: Vec<Second> = Vec::new();
+                        while !stop.load(Ordering::Relaxed) {
+                            let Some(at) = schedule.due(next.fetch_add(1, Ordering::Relaxed)) else {
+                                break;
+                            };
+                            let due = start + Duration::from_secs_f64(at);
+                            let now = Instant::now();
+                            if due > now {
+                                std::thread::sleep(due - now);
                             }
-                        };
-                        let sec = start.elapsed().as_secs() as usize;
-                        if secs.len() <= sec {
-                            secs.resize_with(sec + 1, Second::new);
+                            let aborts = totals.aborts;
+                            let took = match w.transaction(&mut totals, due) {
+                                Ok(d) => d,
+                                Err(e) => {
+                                    stop.store(true, Ordering::Relaxed);
+                                    return Err(e);
+                                }
+                            };
+                            let sec = start.elapsed().as_secs() as usize;
+                            if secs.len() <= sec {
+                                secs.resize_with(sec + 1, Second::new);
+                            }
+                            // A transaction returns only once committed, with all its queries.
+                            let s = &mut secs[sec];
+                            s.txns += 1;
+                            s.queries += txn_queries;
+                            s.aborts += totals.aborts - aborts;
+                            record_duration(&mut s.hist, took);
                         }
-                        // A transaction returns only once committed, with all its queries.
-                        let s = &mut secs[sec];
-                        s.txns += 1;
-                        s.queries += txn_queries;
-                        s.aborts += totals.aborts - aborts;
-                        record_duration(&mut s.hist, took);
-                    }
-                    Ok((secs, totals))
+                        Ok((secs, totals))
+                    })
                 })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(BenchError::Usage("a tsunami thread panicked".into())))
-            })
-            .collect()
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(BenchError::Usage("a tsunami thread panicked".into())))
+                })
+                .collect()
+        })
     });
     let elapsed = start.elapsed();
-    let cpu_use = cpu_start.and_then(|b| cpu::sample()?.share_since(&b));
     let mut seconds: Vec<Second> = Vec::new();
     let mut total = XStats::new();
     let mut thread_seconds = 0.0;
