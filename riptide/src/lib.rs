@@ -49,6 +49,7 @@ mod cache;
 mod catalog;
 mod coding;
 mod compaction;
+mod contention;
 mod db;
 mod error;
 mod extent;
@@ -77,6 +78,7 @@ mod write;
 
 pub use cache::CacheStats;
 pub use catalog::{DEFAULT_TABLE, MAX_TABLE_NAME};
+pub use contention::{LockClass, LockContention};
 pub use db::{Db, DbStats, LevelInfo, LevelStats, Table};
 pub use error::{Error, Result, QUOTED_NAME_BYTES};
 pub use extent_store::CacheCounters;

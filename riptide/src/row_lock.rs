@@ -17,13 +17,20 @@
 //!   a cycle at least the last one to register sees the whole cycle.
 //! - Lock order: a stripe mutex, then the graph mutex; never the other way round, and never two
 //!   stripes at once.
-//! - No thread per transaction: a waiting transaction sleeps on its stripe's condition variable
-//!   in the caller's thread.
+//! - No thread per transaction: a waiting transaction sleeps in the caller's thread on its row's
+//!   condition variable (created with the row's first waiter). A release wakes one waiter of
+//!   that row, not every waiter of the stripe; a woken waiter that finds the row free takes
+//!   it, and one that finds it taken again waits for the next release, which wakes one again.
+//! - Locks may be released before the holder's commit is durable (early lock release, see
+//!   `txn`): the lock manager does not know about durability; the transaction layer orders
+//!   the acknowledgements.
 
+use crate::contention::{Contention, LockClass};
 use parking_lot::{Condvar, Mutex};
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash, Hasher};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Transaction state shared by all transactions of one database instance.
@@ -35,6 +42,10 @@ pub(crate) struct TxnShared {
     pub(crate) committed: AtomicU64,
     pub(crate) rolled_back: AtomicU64,
     pub(crate) conflicts: AtomicU64,
+    /// Committed transactions that held row locks, and their total lock hold time (first
+    /// lock granted to release), in nanoseconds.
+    pub(crate) lock_holders: AtomicU64,
+    pub(crate) lock_hold_nanos: AtomicU64,
 }
 
 /// A transaction id (never 0, never reused within a process).
@@ -56,12 +67,13 @@ pub(crate) enum LockError {
 struct Entry {
     holder: Option<TxnId>,
     waiters: u32,
+    /// Where this row's waiters sleep (made by its first waiter).
+    cond: Option<Arc<Condvar>>,
 }
 
 #[derive(Default)]
 struct Stripe {
     locks: Mutex<HashMap<(u32, Vec<u8>), Entry>>,
-    cond: Condvar,
 }
 
 /// Who waits for whom: each waiting transaction waits for exactly one holder.
@@ -96,6 +108,16 @@ pub(crate) struct LockCounters {
     pub(crate) waits: u64,
     pub(crate) timeouts: u64,
     pub(crate) deadlocks: u64,
+    /// Total time spent waiting for rows, in nanoseconds.
+    pub(crate) wait_nanos: u64,
+}
+
+#[derive(Default)]
+struct AtomicLockCounters {
+    waits: AtomicU64,
+    timeouts: AtomicU64,
+    deadlocks: AtomicU64,
+    wait_nanos: AtomicU64,
 }
 
 /// The lock table of one database instance; see the module header.
@@ -103,7 +125,8 @@ pub(crate) struct LockManager {
     stripes: Box<[crossbeam_utils::CachePadded<Stripe>]>,
     graph: Mutex<WaitGraph>,
     hasher: std::collections::hash_map::RandomState,
-    counters: Mutex<LockCounters>,
+    counters: AtomicLockCounters,
+    contention: Contention,
 }
 
 impl Default for LockManager {
@@ -112,7 +135,8 @@ impl Default for LockManager {
             stripes: (0..STRIPES).map(|_| Default::default()).collect(),
             graph: Mutex::new(WaitGraph::default()),
             hasher: Default::default(),
-            counters: Mutex::new(LockCounters::default()),
+            counters: AtomicLockCounters::default(),
+            contention: Contention::default(),
         }
     }
 }
@@ -136,11 +160,11 @@ impl LockManager {
         detect_deadlocks: bool,
     ) -> Result<bool, LockError> {
         let stripe = self.stripe(table, key);
-        let mut locks = stripe.locks.lock();
+        let mut locks = self.contention.lock(LockClass::RowLockStripe, &stripe.locks);
         let owned = (table, key.to_vec());
         let mut deadline: Option<Instant> = None;
         let started = Instant::now();
-        loop {
+        let result = loop {
             let holder = match locks.get_mut(&owned) {
                 None => {
                     locks.insert(
@@ -148,67 +172,77 @@ impl LockManager {
                         Entry {
                             holder: Some(txn),
                             waiters: 0,
+                            cond: None,
                         },
                     );
-                    return Ok(true);
+                    break Ok(true);
                 }
                 Some(e) => match e.holder {
                     None => {
                         e.holder = Some(txn);
-                        return Ok(true);
+                        break Ok(true);
                     }
                     Some(h) if h == txn => return Ok(false),
                     Some(h) => h,
                 },
             };
             if timeout.is_zero() {
-                self.counters.lock().timeouts += 1;
+                self.counters.timeouts.fetch_add(1, Ordering::Relaxed);
                 return Err(LockError::Timeout(Duration::ZERO));
             }
             let deadline = *deadline.get_or_insert_with(|| {
-                self.counters.lock().waits += 1;
+                self.counters.waits.fetch_add(1, Ordering::Relaxed);
                 started
                     .checked_add(timeout)
                     .unwrap_or(started + Duration::from_secs(86_400 * 365))
             });
             {
-                let mut g = self.graph.lock();
+                let mut g = self.contention.lock(LockClass::WaitGraph, &self.graph);
                 if detect_deadlocks && g.closes_cycle(txn, holder) {
                     g.edges.remove(&txn);
                     drop(g);
-                    self.counters.lock().deadlocks += 1;
-                    return Err(LockError::Deadlock);
+                    self.counters.deadlocks.fetch_add(1, Ordering::Relaxed);
+                    break Err(LockError::Deadlock);
                 }
                 g.edges.insert(txn, holder);
             }
-            if let Some(e) = locks.get_mut(&owned) {
-                e.waiters += 1;
-            }
-            let timed_out = stripe.cond.wait_until(&mut locks, deadline).timed_out();
-            self.graph.lock().edges.remove(&txn);
-            let entry = locks.get_mut(&owned);
-            let Some(e) = entry else {
-                // Unreachable while we are counted as a waiter; treat as free.
-                continue;
+            let Some(e) = locks.get_mut(&owned) else {
+                continue; // unreachable: we saw the entry above, under the same stripe lock
+            };
+            e.waiters += 1;
+            let cond = e.cond.get_or_insert_with(Default::default).clone();
+            let timed_out = cond.wait_until(&mut locks, deadline).timed_out();
+            self.contention
+                .lock(LockClass::WaitGraph, &self.graph)
+                .edges
+                .remove(&txn);
+            let Some(e) = locks.get_mut(&owned) else {
+                continue; // unreachable while we are counted as a waiter; treat as free
             };
             e.waiters -= 1;
             if timed_out {
                 if e.holder.is_none() {
                     // Released just as the wait ended: take it rather than fail.
                     e.holder = Some(txn);
-                    return Ok(true);
+                    break Ok(true);
                 }
-                self.counters.lock().timeouts += 1;
-                return Err(LockError::Timeout(started.elapsed()));
+                self.counters.timeouts.fetch_add(1, Ordering::Relaxed);
+                break Err(LockError::Timeout(started.elapsed()));
             }
+        };
+        if deadline.is_some() {
+            self.counters
+                .wait_nanos
+                .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
         }
+        result
     }
 
-    /// Releases every lock in `keys` held by `txn` and wakes their waiters.
+    /// Releases every lock in `keys` held by `txn` and wakes one waiter of each.
     pub(crate) fn release_all(&self, txn: TxnId, keys: impl IntoIterator<Item = (u32, Vec<u8>)>) {
         for owned in keys {
             let stripe = self.stripe(owned.0, &owned.1);
-            let mut locks = stripe.locks.lock();
+            let mut locks = self.contention.lock(LockClass::RowLockStripe, &stripe.locks);
             let Some(e) = locks.get_mut(&owned) else {
                 continue;
             };
@@ -219,7 +253,9 @@ impl LockManager {
                 locks.remove(&owned);
             } else {
                 e.holder = None;
-                stripe.cond.notify_all();
+                if let Some(cond) = &e.cond {
+                    cond.notify_one();
+                }
             }
         }
     }
@@ -230,15 +266,26 @@ impl LockManager {
     }
 
     pub(crate) fn counters(&self) -> LockCounters {
-        *self.counters.lock()
+        let c = &self.counters;
+        LockCounters {
+            waits: c.waits.load(Ordering::Relaxed),
+            timeouts: c.timeouts.load(Ordering::Relaxed),
+            deadlocks: c.deadlocks.load(Ordering::Relaxed),
+            wait_nanos: c.wait_nanos.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The contention counters of the stripes and the wait-for graph.
+    pub(crate) fn contention(&self) -> &Contention {
+        &self.contention
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::{Arc, Barrier};
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::Barrier;
 
     const T: Duration = Duration::from_secs(5);
 

@@ -31,6 +31,7 @@ pub mod error;
 pub mod flags;
 pub mod hotkey;
 pub mod keys;
+pub mod profile;
 pub mod report;
 pub mod runner;
 pub mod stats;
@@ -124,7 +125,7 @@ fn run_on<E: BenchEngine>(cfg: &Config) -> Result<(), BenchError> {
             continue;
         }
         println!("DB path: [{}]", cfg.db.display());
-        let before = db.write_stats();
+        let before = db.profile();
         let (outcome, cpu_use) = cpu::measure(|| runner::run(bench, cfg, &db, &values, &mut seeds));
         let outcome = outcome?;
         let line = report::result_line(bench.name(), &outcome.result);
@@ -150,9 +151,11 @@ fn run_on<E: BenchEngine>(cfg: &Config) -> Result<(), BenchError> {
             if bench != Benchmark::ReadWhileWriting {
                 totals.user_bytes_written += outcome.result.bytes;
             }
-            if let (Some(before), Some(after)) = (before, db.write_stats()) {
-                let delta = report::write_stats_delta(&before, &after);
-                println!("{}", report::write_path_line(&delta));
+            if let (Some(before), Some(after)) = (before, db.profile()) {
+                println!("{}", report::write_path_line(&after.write_since(&before)));
+                for line in after.lines_since(&before) {
+                    println!("{line}");
+                }
             }
         }
     }

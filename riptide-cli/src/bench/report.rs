@@ -252,20 +252,6 @@ pub fn histogram_block(op: &str, h: &Histogram<u64>) -> String {
     s
 }
 
-/// The write path's counters over one benchmark: `after - before`.
-pub fn write_stats_delta(before: &WriteStats, after: &WriteStats) -> WriteStats {
-    WriteStats {
-        groups: after.groups.saturating_sub(before.groups),
-        writes: after.writes.saturating_sub(before.writes),
-        ops: after.ops.saturating_sub(before.ops),
-        log_writes: after.log_writes.saturating_sub(before.log_writes),
-        fsyncs: after.fsyncs.saturating_sub(before.fsyncs),
-        synced_writes: after.synced_writes.saturating_sub(before.synced_writes),
-        bytes_logged: after.bytes_logged.saturating_sub(before.bytes_logged),
-        stall_micros: after.stall_micros.saturating_sub(before.stall_micros),
-    }
-}
-
 /// One line of write-path figures for a benchmark.
 pub fn write_path_line(d: &WriteStats) -> String {
     format!(
@@ -547,6 +533,7 @@ mod tests {
             synced_writes: 20,
             bytes_logged: 1000,
             stall_micros: 0,
+            ..Default::default()
         };
         let after = WriteStats {
             groups: 35,
@@ -557,8 +544,9 @@ mod tests {
             synced_writes: 120,
             bytes_logged: 1000 + 3 * 1_048_576,
             stall_micros: 1_500_000,
+            ..Default::default()
         };
-        let d = write_stats_delta(&before, &after);
+        let d = crate::bench::profile::write_stats_delta(&before, &after);
         assert_eq!(
             write_path_line(&d),
             "Write path: 100 writes (200 ops) in 25 commit groups (4.00 writes/group), 25 log writes, \

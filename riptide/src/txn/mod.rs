@@ -8,15 +8,24 @@
 //!   batch goes through the write pipeline like any [`WriteBatch`] (atomic, all-or-nothing
 //!   after a crash).
 //! - Pessimistic: every key the transaction writes or reads for update is exclusively locked
-//!   (by the row-lock manager, module `row_lock`) before it is buffered or read, and stays locked until the
-//!   commit batch is visible (or the transaction rolls back). Under snapshot isolation, a key
-//!   is only buffered after its newest version was checked to be at or below the snapshot,
-//!   while holding its lock; a key whose check failed is checked again on every later use.
+//!   (by the row-lock manager, module `row_lock`) before it is buffered or read, and stays
+//!   locked until the commit batch is placed (or the transaction rolls back). Under snapshot
+//!   isolation, a key is only buffered after its newest version was checked to be at or below
+//!   the snapshot, while holding its lock; a key whose check failed is checked again on every
+//!   later use.
 //! - Optimistic: no lock while running; at commit every tracked key is locked (in key order, so
 //!   optimistic commits never deadlock each other), checked, and kept locked until the batch is
-//!   visible; so a later committer's check sees this commit's versions.
-//! - Locks are released only when the transaction ends (commit, rollback or drop), after its
-//!   batch is visible.
+//!   placed; so a later committer's check sees this commit's versions.
+//! - Early lock release: a committing transaction's locks are released once its batch is
+//!   *placed* — its LSNs allocated in log order and its versions in their memtables — without
+//!   waiting for its log write and fsync. The next holder of such a row sees the new version
+//!   in its locked reads (conflict checks, read-committed `get_for_update`). Acknowledgements
+//!   keep their order: a dependant that writes commits at a higher LSN, and the pipeline
+//!   acknowledges no LSN before every lower one is durable (a failed log write fails every
+//!   later group); a dependant that writes nothing waits, at commit, until the newest version
+//!   it read under a lock is visible, or fails with the error that stopped it.
+//! - Otherwise locks are released only when the transaction ends (rollback, drop or a failed
+//!   commit).
 //! - A transaction is driven by the caller's thread; there is no thread per transaction.
 
 mod buffer;
@@ -36,7 +45,7 @@ use buffer::{Limits, WriteBuffer};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub use iter::{TxnCursor, TxnIter};
 
@@ -131,6 +140,13 @@ pub struct TxnStats {
     pub deadlocks: u64,
     /// Rows locked or waited for right now.
     pub locked_rows: u64,
+    /// Total time spent waiting for row locks, in nanoseconds.
+    pub lock_wait_nanos: u64,
+    /// Committed transactions that held row locks.
+    pub lock_holders: u64,
+    /// Their total lock hold time, from the first lock granted to the release, in nanoseconds
+    /// (`lock_hold_nanos / lock_holders` is the average hold time of a committed writer).
+    pub lock_hold_nanos: u64,
 }
 
 impl Db {
@@ -189,6 +205,8 @@ impl Db {
             opts,
             buffer: WriteBuffer::default(),
             locks: Vec::new(),
+            first_lock_at: None,
+            depends_on: 0,
             unchecked: Vec::new(),
             tracked: HashMap::new(),
             tables: HashMap::new(),
@@ -211,6 +229,9 @@ impl Db {
             lock_timeouts: l.timeouts,
             deadlocks: l.deadlocks,
             locked_rows: s.locks.entries() as u64,
+            lock_wait_nanos: l.wait_nanos,
+            lock_holders: s.lock_holders.load(Ordering::Relaxed),
+            lock_hold_nanos: s.lock_hold_nanos.load(Ordering::Relaxed),
         }
     }
 }
@@ -233,6 +254,11 @@ pub struct Txn {
     buffer: WriteBuffer,
     /// Rows this transaction holds locks on.
     locks: Vec<(u32, Vec<u8>)>,
+    /// When its first lock was granted (for the lock hold time).
+    first_lock_at: Option<Instant>,
+    /// The newest LSN it read under a lock (read committed `get_for_update`), which may belong
+    /// to a commit still in flight; its own commit is acknowledged only after that LSN is.
+    depends_on: Lsn,
     /// Pessimistic, snapshot isolation: locked rows whose conflict check failed.
     unchecked: Vec<(u32, Vec<u8>)>,
     /// Optimistic: keys to validate at commit, with the LSN they were first used at.
@@ -320,6 +346,7 @@ impl Txn {
             Ok(new) => {
                 if new {
                     self.locks.push((id, key.to_vec()));
+                    self.first_lock_at.get_or_insert_with(Instant::now);
                 }
                 Ok(new)
             }
@@ -371,7 +398,16 @@ impl Txn {
         }
         let new = self.lock(table, id, key)?;
         let Some(snap) = self.snapshot_lsn() else {
-            return Ok(None);
+            if !want_value {
+                return Ok(None);
+            }
+            // Read committed: the newest version of the row we now hold, even one whose commit
+            // is still being logged (its locks were released early); we commit after it.
+            let latest = table.inner().latest_version(key, true)?;
+            return Ok(Some(latest.and_then(|(lsn, value)| {
+                self.depends_on = self.depends_on.max(lsn);
+                value
+            })));
         };
         let recheck = !new && self.unchecked.iter().any(|(t, k)| *t == id && k == key);
         if new || recheck {
@@ -583,28 +619,59 @@ impl Txn {
     }
 
     /// Commits: writes every buffered write as one atomic batch through the write pipeline,
-    /// waits until it is visible (and durable with `write_options.sync`), then releases the
-    /// locks. Optimistic: validates first and fails with [`Error::WriteConflict`], writing
-    /// nothing, if a tracked key changed. On any error the transaction is rolled back.
+    /// releases the locks as soon as the batch is placed in the log (early lock release, see
+    /// the module header), and returns once it is visible (and durable with
+    /// `write_options.sync`). Optimistic: validates first and fails with
+    /// [`Error::WriteConflict`], writing nothing, if a tracked key changed. On any error the
+    /// transaction is rolled back.
     pub fn commit(mut self) -> Result<()> {
         let batch = self.prepare_commit()?;
         let result = if batch.is_empty() {
-            Ok(())
+            self.commit_without_writes()
         } else {
-            self.db.write(batch, &self.opts.write_options)
+            let held = self.take_locks();
+            match self
+                .db
+                .write_placed(batch, &self.opts.write_options, false, held.into_hook())
+            {
+                Ok(Some(completion)) => completion.wait(),
+                Ok(None) => Ok(()),
+                Err(e) => Err(e),
+            }
         };
         if result.is_ok() {
             self.committed = true;
             self.shared.committed.fetch_add(1, Ordering::Relaxed);
         }
-        // Locks are released by drop, after the batch is visible.
         result
+    }
+
+    /// A commit with nothing to write: waits for the commits it read under a lock, then
+    /// releases its locks (by drop).
+    fn commit_without_writes(&mut self) -> Result<()> {
+        if self.depends_on > self.db.visible_lsn() {
+            self.db.wait_visible(self.depends_on)?;
+        }
+        self.take_locks().placed();
+        Ok(())
+    }
+
+    /// Moves the locks out of the transaction, to be released when the commit is placed.
+    fn take_locks(&mut self) -> HeldLocks {
+        HeldLocks {
+            shared: self.shared.clone(),
+            id: self.id,
+            locks: std::mem::take(&mut self.locks),
+            since: self.first_lock_at.take(),
+        }
     }
 
     /// Commits asynchronously: validates (optimistic), queues the batch and returns a handle
     /// that completes when the batch is visible (and durable with `write_options.sync`); the
-    /// locks are released at that moment, on the pipeline thread that completes the batch.
-    /// Errors (including validation failures) are reported through the handle.
+    /// locks are released once the batch is placed in the log (early lock release), on the
+    /// pipeline thread that places it. Errors (including validation failures) are reported
+    /// through the handle. A transaction that writes nothing but read, under a lock, a version
+    /// whose commit is still in flight waits for that commit here.
     ///
     /// ```
     /// # let dir = tempfile::tempdir()?;
@@ -622,37 +689,85 @@ impl Txn {
             Err(e) => return WriteHandle::failed(e),
         };
         if batch.is_empty() {
+            if let Err(e) = self.commit_without_writes() {
+                return WriteHandle::failed(e);
+            }
             self.committed = true;
             self.shared.committed.fetch_add(1, Ordering::Relaxed);
             let completion = Completion::new();
             completion.complete(Ok(()));
             return WriteHandle { completion };
         }
-        let locks = std::mem::take(&mut self.locks);
+        let held = self.take_locks();
         let shared = self.shared.clone();
-        let id = self.id;
-        let user = Completion::new();
-        let done = user.clone();
         // Counted when the outcome is known; drop must not count a rollback meanwhile.
         self.committed = true;
-        self.db
-            .write_async(batch, &self.opts.write_options)
-            .on_complete(move |result| {
-                shared.locks.release_all(id, locks);
-                let counter = if result.is_ok() {
-                    &shared.committed
-                } else {
-                    &shared.rolled_back
-                };
-                counter.fetch_add(1, Ordering::Relaxed);
-                done.complete(result);
-            });
+        let completion = match self
+            .db
+            .write_placed(batch, &self.opts.write_options, true, held.into_hook())
+        {
+            Ok(Some(c)) => c,
+            Ok(None) => {
+                let c = Completion::new();
+                c.complete(Ok(()));
+                c
+            }
+            Err(e) => {
+                shared.rolled_back.fetch_add(1, Ordering::Relaxed);
+                return WriteHandle::failed(e);
+            }
+        };
+        let user = Completion::new();
+        let done = user.clone();
+        WriteHandle { completion }.on_complete(move |result| {
+            let counter = if result.is_ok() {
+                &shared.committed
+            } else {
+                &shared.rolled_back
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
+            done.complete(result);
+        });
         WriteHandle { completion: user }
     }
 
     /// Discards every buffered write and releases the locks (as dropping does).
     pub fn rollback(self) {
         drop(self);
+    }
+}
+
+/// A committing transaction's row locks. They are released when this is dropped: right after
+/// the commit batch is placed (the pipeline runs the hook from [`HeldLocks::into_hook`]), or
+/// when the write fails before that (the hook is dropped without running).
+struct HeldLocks {
+    shared: Arc<TxnShared>,
+    id: TxnId,
+    locks: Vec<(u32, Vec<u8>)>,
+    since: Option<Instant>,
+}
+
+impl HeldLocks {
+    /// The commit is placed: counts the hold time and releases the locks.
+    fn placed(mut self) {
+        if let Some(since) = self.since.take() {
+            self.shared.lock_holders.fetch_add(1, Ordering::Relaxed);
+            self.shared
+                .lock_hold_nanos
+                .fetch_add(since.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        }
+    }
+
+    fn into_hook(self) -> crate::write::pipeline::OnPlaced {
+        Box::new(move || self.placed())
+    }
+}
+
+impl Drop for HeldLocks {
+    fn drop(&mut self) {
+        if !self.locks.is_empty() {
+            self.shared.locks.release_all(self.id, std::mem::take(&mut self.locks));
+        }
     }
 }
 

@@ -176,9 +176,10 @@ pub trait BenchEngine: Send + Sync + Sized {
     /// Closes the database cleanly.
     fn close(self) -> Result<(), EngineError>;
 
-    /// Write-path counters (commit groups, fsyncs, ...) for the "Write path:" line after each
-    /// write benchmark; `None` = the engine has no such line.
-    fn write_stats(&self) -> Option<::riptide::WriteStats> {
+    /// Write-path counters (commit groups, fsyncs, the commit-time split), row-lock and
+    /// mutex-contention counters, for the lines after each write benchmark; `None` = the engine
+    /// has no such lines.
+    fn profile(&self) -> Option<crate::bench::profile::Profile> {
         None
     }
 

@@ -15,9 +15,8 @@ use super::{
 use crate::bench::engine::Compression;
 use crate::bench::error::BenchError;
 use crate::bench::flags::Config;
-use ::riptide::{
-    CacheStats, Db, DbIterator, DbStats, ReadOptions, Table, WriteBatch, WriteHandle, WriteOptions, WriteStats,
-};
+use crate::bench::profile::Profile;
+use ::riptide::{CacheStats, Db, DbIterator, DbStats, ReadOptions, Table, WriteBatch, WriteHandle, WriteOptions};
 use std::fmt::Write as _;
 
 /// Bytes of one extent slot in Riptide's data files.
@@ -514,8 +513,8 @@ impl BenchEngine for RiptideEngine {
         Ok(self.db.close()?)
     }
 
-    fn write_stats(&self) -> Option<WriteStats> {
-        Some(self.db.write_stats())
+    fn profile(&self) -> Option<Profile> {
+        Some(Profile::of(&self.db))
     }
 
     fn end_of_run_stats(&self, totals: &RunTotals) -> Vec<String> {

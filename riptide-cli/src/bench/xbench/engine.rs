@@ -67,6 +67,11 @@ pub trait TxnEngine: Send + Sync + Sized {
     /// The engine's statistics (as the plain adapter prints them at the end of a run) and its
     /// transaction counters; `user_bytes_written` = keys and values the run put.
     fn stats_lines(&self, user_bytes_written: u64) -> Vec<String>;
+    /// The write-path, row-lock and contention counters now, for the lines of where a run's
+    /// time went (`None`: the engine has none).
+    fn profile(&self) -> Option<crate::bench::profile::Profile> {
+        None
+    }
     /// Closes the database.
     fn close_txn(self) -> Result<(), EngineError>;
 }
@@ -220,6 +225,10 @@ pub mod riptide_txn {
                 txn: self.engine.db().begin(self.opts.clone())?,
                 engine: &self.engine,
             })
+        }
+
+        fn profile(&self) -> Option<crate::bench::profile::Profile> {
+            Some(crate::bench::profile::Profile::of(self.engine.db()))
         }
 
         fn stats_lines(&self, user_bytes_written: u64) -> Vec<String> {

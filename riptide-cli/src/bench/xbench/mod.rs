@@ -325,10 +325,16 @@ fn run_txn<T: TxnEngine>(
     } else {
         first_insert_key(&engine, cfg)?
     };
+    let before = engine.profile();
     let result = match bench {
         super::flags::Benchmark::Tsunami => tsunami::run(&engine, cfg, values, &thread_seeds, first_insert),
         _ => run_closed_loop(&engine, cfg, values, &thread_seeds, first_insert),
     };
+    if let (Some(before), Some(after)) = (before, engine.profile()) {
+        for line in after.lines_since(&before) {
+            println!("{line}");
+        }
+    }
     let written = loaded + result.as_ref().map_or(0, |s| s.bytes_written);
     for line in engine.stats_lines(written) {
         println!("{line}");

@@ -10,7 +10,7 @@
 //!   identity of an existing file.
 
 use super::node::{new_node, Node, NodeRef};
-use super::state::{norm, Fault};
+use super::state::{norm, Fault, Hold};
 use super::{CrashMode, FaultFs, FaultOp};
 use parking_lot::Mutex;
 use rand::rngs::StdRng;
@@ -18,6 +18,7 @@ use rand::SeedableRng;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 impl FaultFs {
     /// An empty file system (only the root directory exists), with no faults registered.
@@ -55,6 +56,47 @@ impl FaultFs {
     /// Removes every registered fault (one-shot and permanent). [`FaultFs::faults_fired`] is kept.
     pub fn clear_faults(&self) {
         self.state.lock().faults.clear();
+    }
+
+    /// Makes every matching operation block, before fault injection, until
+    /// [`FaultFs::release_hold`]: for tests that need another thread to act while, say, an
+    /// fsync is in progress. Only [`FaultOp::Sync`] can be held. `path_contains` as for
+    /// [`FaultFs::fail_after`]. Returns the hold's id.
+    pub fn hold(&self, op: FaultOp, path_contains: Option<&str>) -> u64 {
+        let mut st = self.state.lock();
+        st.next_hold += 1;
+        let id = st.next_hold;
+        st.holds.push(Hold {
+            id,
+            op,
+            path_contains: path_contains.map(str::to_owned),
+            arrived: 0,
+        });
+        id
+    }
+
+    /// Waits up to `timeout` until an operation is blocked at hold `id`; true if one is.
+    pub fn wait_held(&self, id: u64, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut st = self.state.lock();
+        loop {
+            match st.holds.iter().find(|h| h.id == id) {
+                Some(h) if h.arrived > 0 => return true,
+                Some(_) => {}
+                None => return false,
+            }
+            let cond = st.hold_cond.clone();
+            if cond.wait_until(&mut st, deadline).timed_out() {
+                return st.holds.iter().any(|h| h.id == id && h.arrived > 0);
+            }
+        }
+    }
+
+    /// Removes hold `id`; the operations blocked at it go on (and may then meet a fault).
+    pub fn release_hold(&self, id: u64) {
+        let mut st = self.state.lock();
+        st.holds.retain(|h| h.id != id);
+        st.hold_cond.notify_all();
     }
 
     /// How many injected faults have fired so far.

@@ -45,6 +45,7 @@ impl WritableFile for FaultWritable {
     fn sync_data(&mut self) -> io::Result<()> {
         let mut st = self.state.lock();
         st.check_epoch(self.epoch)?;
+        State::wait_at_holds(&mut st, FaultOp::Sync, &[&self.path]);
         let node = &self.node;
         st.run(FaultOp::Sync, &[&self.path], |st| {
             node.lock().sync();
@@ -135,6 +136,7 @@ impl RandomRwFile for FaultRw {
     fn sync_data(&self) -> io::Result<()> {
         let mut st = self.state.lock();
         st.check_epoch(self.epoch)?;
+        State::wait_at_holds(&mut st, FaultOp::Sync, &[&self.path]);
         let node = &self.node;
         st.run(FaultOp::Sync, &[&self.path], |st| {
             node.lock().sync();

@@ -48,6 +48,16 @@ impl Fault {
     }
 }
 
+/// An operation made to block until the test releases it ([`FaultFs::hold`](super::FaultFs::hold)).
+#[derive(Debug)]
+pub(super) struct Hold {
+    pub(super) id: u64,
+    pub(super) op: FaultOp,
+    pub(super) path_contains: Option<String>,
+    /// Operations that arrived at it so far.
+    pub(super) arrived: u64,
+}
+
 /// Everything behind the [`FaultFs`] mutex.
 #[derive(Default)]
 pub(super) struct State {
@@ -58,6 +68,10 @@ pub(super) struct State {
     /// Existing directories (always durable).
     pub(super) dirs: BTreeSet<PathBuf>,
     pub(super) faults: Vec<Fault>,
+    /// Operations blocked until released, and where they (and `wait_held`) sleep.
+    pub(super) holds: Vec<Hold>,
+    pub(super) next_hold: u64,
+    pub(super) hold_cond: std::sync::Arc<parking_lot::Condvar>,
     /// Held locks: path to the token of the handle holding it.
     pub(super) locks: HashMap<PathBuf, u64>,
     pub(super) next_lock_token: u64,
@@ -88,6 +102,29 @@ impl fmt::Debug for State {
 }
 
 impl State {
+    /// Blocks the calling operation while a hold matches it; the state mutex is released while
+    /// it sleeps, so every other operation goes on.
+    pub(super) fn wait_at_holds(st: &mut parking_lot::MutexGuard<'_, State>, op: FaultOp, paths: &[&Path]) {
+        let mut counted = Vec::new();
+        loop {
+            let matching = st.holds.iter_mut().find(|h| {
+                h.op == op
+                    && match &h.path_contains {
+                        None => true,
+                        Some(s) => paths.iter().any(|p| p.to_string_lossy().contains(s.as_str())),
+                    }
+            });
+            let Some(hold) = matching else { return };
+            if !counted.contains(&hold.id) {
+                counted.push(hold.id);
+                hold.arrived += 1;
+            }
+            let cond = st.hold_cond.clone();
+            cond.notify_all();
+            cond.wait(st);
+        }
+    }
+
     /// Fires the first registered fault for `op` on `paths` that is due, if any.
     pub(super) fn inject(&mut self, op: FaultOp, paths: &[&Path]) -> io::Result<()> {
         let due = self

@@ -10,15 +10,17 @@
 //!   window in LSN order.
 
 use super::commit::{EntryState, GroupProgress, GroupState, GroupWork, Phase, WindowEntry};
+use super::stats::Counter;
 use super::{Pipeline, Writer};
 use crate::coding::RecordHeader;
+use crate::contention::LockClass;
 use crate::error::Error;
 use crate::key::Lsn;
 use crate::memtable::Memtable;
 use crate::redo::record::RECORD_GROUP;
 use crate::subtable::TableInner;
 use parking_lot::{Condvar, Mutex};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 pub(super) struct LogBuffer {
@@ -33,8 +35,8 @@ pub(super) struct LogBuffer {
 
 /// Outcome of stage 1.
 pub(super) enum Buffered {
-    /// The group has redo bytes and waits for a flush.
-    Logged(Arc<GroupState>),
+    /// The group has redo bytes and waits for a flush; its work is for stage 3.
+    Logged(Arc<GroupState>, GroupWork),
     /// The group has no redo bytes (`disable_wal`): its window seq and work.
     Unlogged(u64, GroupWork),
 }
@@ -69,7 +71,7 @@ impl Pipeline {
                 }
             }
         }
-        let mut log = self.log.lock();
+        let mut log = self.contention.lock(LockClass::LogBuffer, &self.log);
         // Only poison stops an accepted write; `close` waits for accepted writes to finish.
         if let Some(e) = self.poison_error() {
             return Err((Error::Poisoned(Arc::new(e)), group));
@@ -93,15 +95,16 @@ impl Pipeline {
             log.sync_needed |= sync_writes > 0;
         }
         let seq = {
-            let mut win = self.window.lock();
+            let mut win = self.contention.lock(LockClass::CommitWindow, &self.window);
             win.entries.push_back(WindowEntry {
                 last_lsn: first_lsn + ops - 1,
                 state: EntryState::Pending,
                 completions: Vec::new(),
+                ready_at: None,
             });
             win.front_seq + win.entries.len() as u64 - 1
         };
-        self.counters.ops.fetch_add(ops, Ordering::Relaxed);
+        self.counters.add(Counter::Ops, ops);
         let work = GroupWork {
             writers: group,
             bound,
@@ -117,11 +120,12 @@ impl Pipeline {
             flushed: AtomicBool::new(false),
             progress: Mutex::new(GroupProgress {
                 phase: Phase::Buffered,
-                work: Some(work),
+                flushed_at: None,
+                inserted: None,
             }),
             cond: Condvar::new(),
         });
         log.flush_queue.push(state.clone());
-        Ok(Buffered::Logged(state))
+        Ok(Buffered::Logged(state, work))
     }
 }

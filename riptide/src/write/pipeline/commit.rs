@@ -1,7 +1,11 @@
-//! Stages 3 and 4: memtable insertion (in parallel, by each group's leader or, for asynchronous
-//! leaders, by the driver) and commit through the commit window.
+//! Stages 3 and 4: memtable insertion (in parallel, each group by its own leader, while the
+//! driver writes the log) and commit through the commit window.
 //!
 //! Invariants:
+//! - A group's versions may be in their memtables before its log write ends, but at LSNs above
+//!   `visible_lsn`, so no snapshot read sees them; only the transaction layer's locked reads
+//!   (which see the newest version of a row they hold the lock on) do, and a transaction that
+//!   saw them commits after them (`docs/transactions.md`).
 //! - `visible_lsn` advances only over a contiguous prefix of done groups, so it never exposes
 //!   LSN n+1 before n, nor part of a group.
 //! - A writer is acknowledged only after its group's bytes were written to the log (and
@@ -10,14 +14,23 @@
 //!   last database handle, whose close waits for in-flight writes.
 
 use super::buffer::Bound;
+use super::stats::Counter;
 use super::{Pipeline, Writer};
+use crate::contention::LockClass;
 use crate::error::{Error, Result};
 use crate::key::Lsn;
 use crate::write::completion::Completion;
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
+
+/// A hook run once a writer's batch is placed: its LSNs are allocated in log order and its
+/// versions are in their memtables, but its log write (and fsync) may still be under way. The
+/// transaction layer releases row locks here (early lock release, `docs/transactions.md`).
+/// Dropped without running if the write fails before it is placed.
+pub(crate) type OnPlaced = Box<dyn FnOnce() + Send>;
 
 /// The work of stage 3 for one group: its batches and the memtables bound to it.
 pub(super) struct GroupWork {
@@ -32,18 +45,28 @@ pub(super) enum Phase {
     Failed(Error),
 }
 
-pub(super) struct GroupProgress {
-    pub(super) phase: Phase,
-    /// Taken by whoever inserts the group (its leader, or the driver for async leaders).
-    pub(super) work: Option<GroupWork>,
+/// A group whose batches are in their memtables (stage 3 done).
+pub(super) struct Inserted {
+    pub(super) completions: Vec<Arc<Completion>>,
+    pub(super) at: Instant,
 }
 
-/// A buffered group on its way through stages 2 and 3.
+pub(super) struct GroupProgress {
+    pub(super) phase: Phase,
+    /// When the driver set `phase` past `Buffered`.
+    pub(super) flushed_at: Option<Instant>,
+    /// Set by the leader after stage 3; taken by whoever finishes the group (stage 4).
+    pub(super) inserted: Option<Inserted>,
+}
+
+/// A buffered group on its way through stages 2 and 3, which run at the same time: its leader
+/// inserts its batches while the driver writes its bytes. Stage 4 starts when both are done:
+/// by the leader if it waits for its group, otherwise by whichever of the two finishes second.
 pub(super) struct GroupState {
     pub(super) seq: u64,
     /// Highest LSN of the group.
     pub(super) last_lsn: Lsn,
-    /// The leader sleeps until the group is flushed, then inserts it itself.
+    /// The leader sleeps until the group is flushed, then finishes it itself.
     pub(super) leader_waits: bool,
     /// Set (after `progress.phase` left `Buffered`) so a waiting leader can poll without locking.
     pub(super) flushed: AtomicBool,
@@ -61,6 +84,8 @@ pub(super) struct WindowEntry {
     pub(super) last_lsn: Lsn,
     pub(super) state: EntryState,
     pub(super) completions: Vec<Arc<Completion>>,
+    /// When the group became ready to commit (for the commit-time split).
+    pub(super) ready_at: Option<Instant>,
 }
 
 pub(super) struct CommitWindow {
@@ -78,34 +103,12 @@ impl Pipeline {
         }
     }
 
-    /// Takes a flushed (or failed) group's work and runs stages 3 and 4 for it.
-    pub(super) fn take_and_process(
-        &self,
-        state: &GroupState,
-        mut progress: parking_lot::MutexGuard<'_, GroupProgress>,
-    ) {
-        let phase = match &progress.phase {
-            Phase::Buffered => return,
-            Phase::Flushed => Ok(()),
-            Phase::Failed(e) => Err(e.clone()),
-        };
-        let Some(work) = progress.work.take() else {
-            return;
-        };
-        drop(progress);
-        match phase {
-            Ok(()) => self.insert_and_finish(state.seq, work),
-            Err(e) => {
-                let completions = work.writers.iter().map(|w| w.completion.clone()).collect();
-                self.finish(state.seq, EntryState::Failed(e), completions);
-            }
-        }
-    }
-
-    /// Stages 3 and 4 for one group.
-    pub(super) fn insert_and_finish(&self, seq: u64, work: GroupWork) {
+    /// Stage 3 for one group: inserts every batch into its bound memtable and runs each
+    /// writer's [`OnPlaced`] hook right after its own batch. Returns the completions.
+    pub(super) fn insert_group(&self, work: GroupWork) -> Vec<Arc<Completion>> {
         let mut lsn = work.first_lsn;
-        for w in &work.writers {
+        let mut completions = Vec::with_capacity(work.writers.len());
+        for mut w in work.writers {
             for op in w.batch.ops(lsn) {
                 if let Some(mem) = work.bound.get(op.table) {
                     if w.disable_wal {
@@ -115,25 +118,67 @@ impl Pipeline {
                 }
             }
             lsn += u64::from(w.batch.count);
+            if let Some(placed) = w.on_placed.take() {
+                placed();
+            }
+            completions.push(w.completion);
         }
-        let completions = work.writers.iter().map(|w| w.completion.clone()).collect();
-        drop(work);
-        self.finish(seq, EntryState::Done, completions);
+        completions
+    }
+
+    /// Stages 3 and 4 for a group without redo bytes.
+    pub(super) fn insert_and_finish(&self, seq: u64, work: GroupWork) {
+        let started = Instant::now();
+        let writers = work.writers.len() as u64;
+        let completions = self.insert_group(work);
+        let now = Instant::now();
+        self.counters.time(Counter::InsertNanos, writers, now - started);
+        self.finish(seq, EntryState::Done, completions, now);
+    }
+
+    /// Stage 4 for a logged group, once it is both flushed (or failed) and inserted; does
+    /// nothing if either is missing or someone already finished it.
+    pub(super) fn finish_group(&self, state: &GroupState, mut progress: MutexGuard<'_, GroupProgress>) {
+        let entry = match &progress.phase {
+            Phase::Buffered => return,
+            Phase::Flushed => EntryState::Done,
+            Phase::Failed(e) => EntryState::Failed(e.clone()),
+        };
+        let Some(inserted) = progress.inserted.take() else {
+            return;
+        };
+        let flushed_at = progress.flushed_at;
+        drop(progress);
+        let now = Instant::now();
+        if let Some(flushed_at) = flushed_at {
+            // Log time the group waited after its insertion ended (zero if the log was faster).
+            let waited = flushed_at.saturating_duration_since(inserted.at);
+            self.counters
+                .time(Counter::LogNanos, inserted.completions.len() as u64, waited);
+        }
+        self.finish(state.seq, entry, inserted.completions, now);
     }
 
     /// Stage 4: records the group's outcome and commits the done prefix of the window.
-    pub(super) fn finish(&self, seq: u64, state: EntryState, completions: Vec<Arc<Completion>>) {
+    pub(super) fn finish(&self, seq: u64, state: EntryState, completions: Vec<Arc<Completion>>, ready_at: Instant) {
         let mut ready: Vec<(Vec<Arc<Completion>>, Result<()>)> = Vec::new();
         {
-            let mut win = self.window.lock();
+            let mut win = self.contention.lock(LockClass::CommitWindow, &self.window);
             let idx = (seq - win.front_seq) as usize;
             if let Some(entry) = win.entries.get_mut(idx) {
                 entry.state = state;
                 entry.completions = completions;
+                entry.ready_at = Some(ready_at);
             }
+            let now = Instant::now();
             while matches!(win.entries.front(), Some(e) if !matches!(e.state, EntryState::Pending)) {
                 let Some(entry) = win.entries.pop_front() else { break };
                 win.front_seq += 1;
+                if let Some(at) = entry.ready_at {
+                    let writers = entry.completions.len() as u64;
+                    self.counters
+                        .time(Counter::VisibleNanos, writers, now.saturating_duration_since(at));
+                }
                 match entry.state {
                     EntryState::Done => {
                         self.visible_lsn.store(entry.last_lsn, Ordering::Release);

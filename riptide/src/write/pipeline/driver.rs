@@ -10,11 +10,14 @@
 //!   fail.
 
 use super::commit::{GroupState, Phase};
+use super::stats::Counter;
 use super::Pipeline;
+use crate::contention::LockClass;
 use crate::error::Error;
 use crate::redo::RedoLog;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Instant;
 
 #[derive(Default)]
 pub(super) struct DriverState {
@@ -36,7 +39,7 @@ impl Pipeline {
     /// is flushed and hands any remaining groups to the log-flush thread.
     pub(super) fn drive_if_idle(&self, own: &GroupState) {
         {
-            let mut d = self.driver.lock();
+            let mut d = self.contention.lock(LockClass::LogDriver, &self.driver);
             if d.active {
                 return;
             }
@@ -52,8 +55,13 @@ impl Pipeline {
         loop {
             self.flush_round();
             let own_flushed = !matches!(own.progress.lock().phase, Phase::Buffered);
-            let mut d = self.driver.lock();
-            if self.log.lock().flush_queue.is_empty() {
+            let mut d = self.contention.lock(LockClass::LogDriver, &self.driver);
+            if self
+                .contention
+                .lock(LockClass::LogBuffer, &self.log)
+                .flush_queue
+                .is_empty()
+            {
                 d.active = false;
                 return;
             }
@@ -70,7 +78,7 @@ impl Pipeline {
     pub(super) fn flush_thread_main(&self) {
         loop {
             {
-                let mut d = self.driver.lock();
+                let mut d = self.contention.lock(LockClass::LogDriver, &self.driver);
                 while !d.handoff && !d.shutdown {
                     self.driver_cond.wait(&mut d);
                 }
@@ -81,8 +89,13 @@ impl Pipeline {
             }
             loop {
                 self.flush_round();
-                let mut d = self.driver.lock();
-                if self.log.lock().flush_queue.is_empty() {
+                let mut d = self.contention.lock(LockClass::LogDriver, &self.driver);
+                if self
+                    .contention
+                    .lock(LockClass::LogBuffer, &self.log)
+                    .flush_queue
+                    .is_empty()
+                {
                     d.active = false;
                     break;
                 }
@@ -93,10 +106,10 @@ impl Pipeline {
     /// Stage 2 once: writes (and fsyncs, if asked) everything buffered, then hands each flushed
     /// group on: a waiting leader is woken to insert it; the driver inserts the others.
     pub(super) fn flush_round(&self) {
-        let mut fl = self.flusher.lock();
+        let mut fl = self.contention.lock(LockClass::LogFile, &self.flusher);
         let spare = std::mem::take(&mut fl.spare);
         let (mut buf, sync, synced_writes, groups) = {
-            let mut log = self.log.lock();
+            let mut log = self.contention.lock(LockClass::LogBuffer, &self.log);
             let buf = std::mem::replace(&mut log.buf, spare);
             let sync = std::mem::take(&mut log.sync_needed);
             let groups = std::mem::take(&mut log.flush_queue);
@@ -116,29 +129,31 @@ impl Pipeline {
                 .map_err(|e| self.poison_with(&e)),
         };
         if result.is_ok() {
-            self.counters.log_writes.fetch_add(1, Ordering::Relaxed);
-            self.counters
-                .bytes_logged
-                .fetch_add(buf.len() as u64, Ordering::Relaxed);
+            self.counters.add(Counter::LogWrites, 1);
+            self.counters.add(Counter::BytesLogged, buf.len() as u64);
             if sync {
-                self.counters.fsyncs.fetch_add(1, Ordering::Relaxed);
-                self.counters.synced_writes.fetch_add(synced_writes, Ordering::Relaxed);
+                self.counters.add(Counter::Fsyncs, 1);
+                self.counters.add(Counter::SyncedWrites, synced_writes);
             }
         }
         buf.clear();
         fl.spare = buf;
         drop(fl);
+        let flushed_at = Instant::now();
         for g in &groups {
             let mut progress = g.progress.lock();
             progress.phase = match &result {
                 Ok(()) => Phase::Flushed,
                 Err(e) => Phase::Failed(e.clone()),
             };
+            progress.flushed_at = Some(flushed_at);
             g.flushed.store(true, Ordering::Release);
             if g.leader_waits {
                 g.cond.notify_one();
             } else {
-                self.take_and_process(g, progress);
+                // An asynchronous leader's group: finished here if already inserted, else by
+                // its leader when its insertion ends.
+                self.finish_group(g, progress);
             }
         }
     }

@@ -10,12 +10,15 @@
 //!    the flush queue;
 //! 2. **log flushing** (one thread at a time: the *driver*): take the whole buffer — the groups
 //!    of every queue that arrived since the last flush — write it with one call and at most one
-//!    `fdatasync` (if any group in it asked for sync), then hand each flushed group on;
-//! 3. **memtable insertion**, in parallel: a synchronous leader wakes and inserts its own group;
-//!    the groups of asynchronous leaders (which returned at once) are inserted by the driver;
-//! 4. **commit**: mark the group done in the commit window; the visible LSN advances only over a
-//!    contiguous prefix of done groups, and the thread that advances it completes those groups'
-//!    writers (waking sync writers, running async callbacks).
+//!    `fdatasync` (if any group in it asked for sync), then mark each flushed group;
+//! 3. **memtable insertion**, in parallel with stage 2 and with other groups: right after stage
+//!    1 the leader inserts its own group, at LSNs no reader can see yet, and runs each writer's
+//!    [`OnPlaced`] hook (where transactions release their row locks early);
+//! 4. **commit**: once a group is both flushed and inserted, mark it done in the commit window;
+//!    the visible LSN advances only over a contiguous prefix of done groups, and the thread
+//!    that advances it completes those groups' writers (waking sync writers, running async
+//!    callbacks). A waiting leader finishes its own group; an asynchronous leader's group is
+//!    finished by whichever of the driver and the leader is done second.
 //!
 //! Who drives stage 2: a leader that finds no driver becomes it, flushes until its own group
 //! is flushed, and then, if more groups are waiting, hands driving to the pipeline's log-flush
@@ -23,13 +26,18 @@
 //! thread (no context switch), and under load one thread flushes back to back while writers
 //! sleep once per write. A waiting leader is woken only when its group is flushed.
 //!
+//! The time a write spends in each step is counted ([`WriteStats`]'s commit-time split), and
+//! so is the contention of each mutex here ([`crate::contention`]).
+//!
 //! Invariants:
 //! - LSNs are allocated in log-buffer order, so the redo log is in LSN order.
 //! - A memtable holds exactly the LSNs bound to it in stage 1; memtables of a table are
 //!   therefore ordered by LSN, newest first, and a read may stop at the first one that answers.
-//! - `visible_lsn` never exposes LSN n+1 before n, nor part of a group.
+//! - `visible_lsn` never exposes LSN n+1 before n, nor part of a group; versions inserted
+//!   before their log write ended sit above it.
 //! - A writer is acknowledged only after its group's bytes were written to the log (and
-//!   fsynced, for `sync`), and after its group is visible.
+//!   fsynced, for `sync`), and after its group is visible — so after every earlier group is
+//!   durable in the same sense.
 //! - Any failed log write or fsync poisons the pipeline: the failing and all later groups fail,
 //!   no later write is accepted, reads keep working.
 //! - Buffered groups are never stranded: the driver gives up driving only after seeing, under
@@ -41,15 +49,17 @@ mod commit;
 mod driver;
 mod stats;
 
+pub(crate) use commit::OnPlaced;
 pub use stats::WriteStats;
 
 use buffer::{Buffered, LogBuffer};
-use commit::{CommitWindow, Phase};
+use commit::{CommitWindow, Inserted, Phase};
 use driver::{DriverState, Flusher};
-use stats::Counters;
+use stats::{Counter, Counters};
 
 use super::batch::WriteBatch;
 use super::completion::Completion;
+use crate::contention::{Contention, LockClass};
 use crate::error::{Error, Result};
 use crate::key::Lsn;
 use crate::redo::RedoLog;
@@ -60,7 +70,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// One `write` call waiting in a queue.
 pub(crate) struct Writer {
@@ -70,6 +80,10 @@ pub(crate) struct Writer {
     /// `write_async`: the caller does not wait; the driver inserts the group if needed.
     pub(crate) asynchronous: bool,
     pub(crate) completion: Arc<Completion>,
+    /// Run once the batch is placed (see [`OnPlaced`]).
+    pub(crate) on_placed: Option<OnPlaced>,
+    /// When the writer was submitted (for the commit-time split).
+    pub(crate) queued_at: Instant,
 }
 
 #[derive(Default)]
@@ -110,6 +124,7 @@ pub(crate) struct Pipeline {
     closed: AtomicBool,
     inflight: AtomicUsize,
     counters: Counters,
+    contention: Contention,
     /// The log was taken by `close` and synced by the shutdown that took it.
     synced_at_close: AtomicBool,
 }
@@ -165,6 +180,7 @@ impl Pipeline {
             closed: AtomicBool::new(false),
             inflight: AtomicUsize::new(0),
             counters: Counters::default(),
+            contention: Contention::default(),
         });
         let worker = pipeline.clone();
         let handle = std::thread::Builder::new()
@@ -178,6 +194,11 @@ impl Pipeline {
     /// The newest LSN readers may see.
     pub(crate) fn visible_lsn(&self) -> Lsn {
         self.visible_lsn.load(Ordering::Acquire)
+    }
+
+    /// The contention counters of the pipeline's mutexes.
+    pub(crate) fn contention(&self) -> &Contention {
+        &self.contention
     }
 
     /// The error that poisoned the pipeline, if any.
@@ -211,8 +232,7 @@ impl Pipeline {
     /// Adds stall time to the counters.
     pub(crate) fn add_stall(&self, since: Instant) {
         self.counters
-            .stall_micros
-            .fetch_add(since.elapsed().as_micros() as u64, Ordering::Relaxed);
+            .add(Counter::StallMicros, since.elapsed().as_micros() as u64);
     }
 
     /// Submits a writer. Returns once the writer is queued as a follower, or after it led its
@@ -227,7 +247,7 @@ impl Pipeline {
         }
         let q = &self.queues[queue_hint() % self.queues.len()];
         let bytes = writer.batch.rep.len();
-        let mut st = q.state.lock();
+        let mut st = self.contention.lock(LockClass::WriteQueue, &q.state);
         while !st.pending.is_empty()
             && (st.pending.len() >= self.cfg.max_group_size || st.pending_bytes + bytes > self.cfg.max_group_bytes)
         {
@@ -247,16 +267,19 @@ impl Pipeline {
         st.busy = true;
         q.cond.notify_all();
         drop(st);
-        self.run_group(group, q);
+        let taken = Instant::now();
+        let joined: Duration = group.iter().map(|w| taken.saturating_duration_since(w.queued_at)).sum();
+        self.counters.time(Counter::JoinNanos, 1, joined);
+        self.run_group(group, q, taken);
     }
 
-    fn release_queue(q: &WriteQueue) {
-        let mut st = q.state.lock();
+    fn release_queue(&self, q: &WriteQueue) {
+        let mut st = self.contention.lock(LockClass::WriteQueue, &q.state);
         st.busy = false;
         q.cond.notify_all();
     }
 
-    fn run_group(&self, mut group: Vec<Writer>, q: &WriteQueue) {
+    fn run_group(&self, mut group: Vec<Writer>, q: &WriteQueue, taken: Instant) {
         // The leader (this thread) is the first writer of the group.
         let leader_waits = !group[0].asynchronous;
         // Order the group: logged batches first, so their LSNs are contiguous in one record.
@@ -268,15 +291,18 @@ impl Pipeline {
             payload_crc = crc32c::crc32c_append(payload_crc, &w.batch.rep);
             payload_len += w.batch.rep.len();
         }
-        self.counters.groups.fetch_add(1, Ordering::Relaxed);
-        self.counters.writes.fetch_add(group.len() as u64, Ordering::Relaxed);
+        let writers = group.len() as u64;
+        self.counters.add(Counter::Groups, 1);
+        self.counters.add(Counter::Writes, writers);
 
         // Stage 1: log buffering. Once the group is in the log buffer, the queue's next group may
         // form and buffer too, so one flush can carry several groups of every queue.
         let buffered = self.buffer_group(group, wal_writers, payload_crc, payload_len, leader_waits);
-        Self::release_queue(q);
-        let state = match buffered {
-            Ok(Buffered::Logged(state)) => state,
+        self.release_queue(q);
+        let buffered_at = Instant::now();
+        self.counters.time(Counter::BufferNanos, writers, buffered_at - taken);
+        let (state, work) = match buffered {
+            Ok(Buffered::Logged(state, work)) => (state, work),
             Ok(Buffered::Unlogged(seq, work)) => {
                 // No redo bytes: straight to stages 3 and 4.
                 self.insert_and_finish(seq, work);
@@ -288,12 +314,29 @@ impl Pipeline {
                 return;
             }
         };
+        // Stage 3, while the driver writes the log: our own group, by this thread.
+        let completions = self.insert_group(work);
+        let inserted_at = Instant::now();
+        self.counters
+            .time(Counter::InsertNanos, writers, inserted_at - buffered_at);
+        {
+            let mut progress = state.progress.lock();
+            progress.inserted = Some(Inserted {
+                completions,
+                at: inserted_at,
+            });
+            if !matches!(progress.phase, Phase::Buffered) {
+                // Flushed (or failed) while we inserted.
+                self.finish_group(&state, progress);
+                return;
+            }
+        }
         // Stage 2: log flushing, by this thread if no one else is driving.
         self.drive_if_idle(&state);
         if !state.leader_waits {
-            return; // the driver inserts the group and completes it
+            return; // whoever of the driver and this thread is done second finished the group
         }
-        // Stage 3 (parallel): wait until flushed, then insert our own group.
+        // Wait until flushed, then finish the group.
         // Yield a few times before sleeping: a flush usually ends within a few scheduling slices,
         // and a futex sleep and wake-up per write costs more than that on a busy machine
         // (measured: 32 threads, sync=1 on 2 cores, +40% writes/s; see docs/write-path.md).
@@ -307,7 +350,7 @@ impl Pipeline {
         while matches!(progress.phase, Phase::Buffered) {
             state.cond.wait(&mut progress);
         }
-        self.take_and_process(&state, progress);
+        self.finish_group(&state, progress);
     }
 
     /// Runs `f` under the stage-1 lock with the last LSN allocated so far: no group can bind a

@@ -1,24 +1,82 @@
 //! The write path's counters and their public snapshot, [`WriteStats`].
 //!
+//! The counters are striped: each thread adds to the stripe of its write queue hint, one cache
+//! line apart, so writers on many cores do not bounce one line between them; a snapshot sums
+//! the stripes.
+//!
 //! Invariant: counters only grow (relaxed atomics); a snapshot is not one atomic cut.
 
 use super::Pipeline;
+use crossbeam_utils::CachePadded;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
-/// Counters of the write path.
-#[derive(Debug, Default)]
+/// What the pipeline counts; an index into a stripe.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Counter {
+    Groups,
+    Writes,
+    Ops,
+    LogWrites,
+    Fsyncs,
+    SyncedWrites,
+    BytesLogged,
+    StallMicros,
+    /// Commit-time split, summed over writers, in nanoseconds (see [`WriteStats`]).
+    JoinNanos,
+    BufferNanos,
+    InsertNanos,
+    LogNanos,
+    VisibleNanos,
+}
+
+const COUNTERS: usize = Counter::VisibleNanos as usize + 1;
+const STRIPES: usize = 16;
+
+/// Counters of the write path; see the module header.
 pub(super) struct Counters {
-    pub(super) groups: AtomicU64,
-    pub(super) writes: AtomicU64,
-    pub(super) ops: AtomicU64,
-    pub(super) log_writes: AtomicU64,
-    pub(super) fsyncs: AtomicU64,
-    pub(super) synced_writes: AtomicU64,
-    pub(super) bytes_logged: AtomicU64,
-    pub(super) stall_micros: AtomicU64,
+    stripes: Box<[CachePadded<[AtomicU64; COUNTERS]>]>,
+}
+
+impl Default for Counters {
+    fn default() -> Self {
+        Counters {
+            stripes: (0..STRIPES)
+                .map(|_| CachePadded::new(std::array::from_fn(|_| AtomicU64::new(0))))
+                .collect(),
+        }
+    }
+}
+
+impl Counters {
+    /// Adds `n` to `counter` in this thread's stripe.
+    #[inline]
+    pub(super) fn add(&self, counter: Counter, n: u64) {
+        let stripe = &self.stripes[super::queue_hint() % STRIPES];
+        stripe[counter as usize].fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Adds `took` once per writer of a group of `writers` to a time counter.
+    #[inline]
+    pub(super) fn time(&self, counter: Counter, writers: u64, took: Duration) {
+        self.add(counter, writers * took.as_nanos() as u64);
+    }
+
+    fn sum(&self, counter: Counter) -> u64 {
+        self.stripes
+            .iter()
+            .map(|s| s[counter as usize].load(Ordering::Relaxed))
+            .sum()
+    }
 }
 
 /// A snapshot of the write path's counters ([`crate::Db::write_stats`]).
+///
+/// The five `*_nanos` fields split the time a write spends in the pipeline, summed over the
+/// writes (divide by `writes` for the average per write): waiting to join a group, stage 1
+/// (the log buffer), stage 3 (memtable insertion), waiting for the log write and fsync after
+/// its insertion ended (the two overlap; only the part not hidden behind the insertion counts),
+/// and waiting in the commit window until every earlier group is done (becoming visible).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct WriteStats {
     /// Commit groups formed.
@@ -37,6 +95,16 @@ pub struct WriteStats {
     pub bytes_logged: u64,
     /// Time writers spent stalled (slowed down or stopped), in microseconds.
     pub stall_micros: u64,
+    /// Time from a write's submission until its group's leader took the group.
+    pub join_nanos: u64,
+    /// Time in stage 1: waiting for and holding the log buffer.
+    pub buffer_nanos: u64,
+    /// Time in stage 3: inserting the group's batches into memtables.
+    pub insert_nanos: u64,
+    /// Time waiting for the group's log write (and fsync) after its insertion ended.
+    pub log_nanos: u64,
+    /// Time from a group being done until it was visible (earlier groups still running).
+    pub visible_nanos: u64,
 }
 
 impl WriteStats {
@@ -49,6 +117,18 @@ impl WriteStats {
     pub fn writes_per_fsync(&self) -> f64 {
         self.synced_writes as f64 / self.fsyncs.max(1) as f64
     }
+
+    /// The commit-time split per write, in microseconds: (join, buffer, insert, log, visible).
+    pub fn commit_split_micros(&self) -> [f64; 5] {
+        let per = |n: u64| n as f64 / 1000.0 / self.writes.max(1) as f64;
+        [
+            per(self.join_nanos),
+            per(self.buffer_nanos),
+            per(self.insert_nanos),
+            per(self.log_nanos),
+            per(self.visible_nanos),
+        ]
+    }
 }
 
 impl Pipeline {
@@ -56,14 +136,19 @@ impl Pipeline {
     pub(crate) fn stats(&self) -> WriteStats {
         let c = &self.counters;
         WriteStats {
-            groups: c.groups.load(Ordering::Relaxed),
-            writes: c.writes.load(Ordering::Relaxed),
-            ops: c.ops.load(Ordering::Relaxed),
-            log_writes: c.log_writes.load(Ordering::Relaxed),
-            fsyncs: c.fsyncs.load(Ordering::Relaxed),
-            synced_writes: c.synced_writes.load(Ordering::Relaxed),
-            bytes_logged: c.bytes_logged.load(Ordering::Relaxed),
-            stall_micros: c.stall_micros.load(Ordering::Relaxed),
+            groups: c.sum(Counter::Groups),
+            writes: c.sum(Counter::Writes),
+            ops: c.sum(Counter::Ops),
+            log_writes: c.sum(Counter::LogWrites),
+            fsyncs: c.sum(Counter::Fsyncs),
+            synced_writes: c.sum(Counter::SyncedWrites),
+            bytes_logged: c.sum(Counter::BytesLogged),
+            stall_micros: c.sum(Counter::StallMicros),
+            join_nanos: c.sum(Counter::JoinNanos),
+            buffer_nanos: c.sum(Counter::BufferNanos),
+            insert_nanos: c.sum(Counter::InsertNanos),
+            log_nanos: c.sum(Counter::LogNanos),
+            visible_nanos: c.sum(Counter::VisibleNanos),
         }
     }
 }
