@@ -42,6 +42,7 @@ pub(crate) struct TxnShared {
     pub(crate) committed: AtomicU64,
     pub(crate) rolled_back: AtomicU64,
     pub(crate) conflicts: AtomicU64,
+    pub(crate) snapshot_advances: AtomicU64,
     /// Committed transactions that held row locks, and their total lock hold time (first
     /// lock granted to release), in nanoseconds.
     pub(crate) lock_holders: AtomicU64,

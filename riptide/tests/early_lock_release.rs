@@ -179,24 +179,36 @@ fn a_failed_fsync_fails_every_dependant() {
 }
 
 #[test]
-fn a_snapshot_writer_conflicts_with_a_commit_still_being_logged() {
+fn a_snapshot_writer_conflicts_with_a_commit_still_being_logged_once_it_is_visible() {
     let fs = FaultFs::new();
     let db = open(&fs);
     let t = db.default_table();
     t.put(b"k", b"0").unwrap();
     let hold = fs.hold(FaultOp::Sync, Some("redo"));
-    // T2's snapshot is older than T1's commit.
+    // T2's snapshot is older than T1's commit, and fixed by an unlocked read.
     let mut t2 = db.begin(opts(Isolation::Snapshot, false)).unwrap();
+    assert_eq!(t2.get(&t, b"k").unwrap().as_deref(), Some(&b"0"[..]));
     let t1 = start_blocked_commit(&db, &t, &fs, hold, b"1");
-    // The lock is free at once, and the check sees T1's version though it is not visible.
-    match t2.put(&t, b"k", b"2") {
+    // The lock is free at once and the check sees T1's version though it is not visible; the
+    // conflict is reported once T1 is visible, so that a retry does not meet it again.
+    let t2 = {
+        let t = t.clone();
+        std::thread::spawn(move || t2.put(&t, b"k", b"2"))
+    };
+    assert!(
+        !finished_within(&t2, QUIET),
+        "the conflict was reported before T1 was visible"
+    );
+    fs.release_hold(hold);
+    match join(t2) {
         Err(Error::WriteConflict { .. }) => {}
         other => panic!("expected a write conflict with T1, got {other:?}"),
     }
-    drop(t2);
-    fs.release_hold(hold);
     join(t1).unwrap();
-    assert_eq!(t.get(b"k").unwrap().as_deref(), Some(&b"1"[..]));
+    let mut retry = db.begin(opts(Isolation::Snapshot, false)).unwrap();
+    retry.put(&t, b"k", b"2").unwrap();
+    retry.commit().unwrap();
+    assert_eq!(t.get(b"k").unwrap().as_deref(), Some(&b"2"[..]));
     db.close().unwrap();
 }
 
@@ -220,4 +232,76 @@ fn locks_are_released_when_the_commit_fails_before_it_is_placed() {
         assert_eq!(db.txn_stats().locked_rows, 0);
     }
     let _ = db.close();
+}
+
+#[test]
+fn without_early_release_the_lock_is_held_through_the_fsync() {
+    let fs = FaultFs::new();
+    let db = open(&fs);
+    let t = db.default_table();
+    t.put(b"k", b"0").unwrap();
+    let hold = fs.hold(FaultOp::Sync, Some("redo"));
+    let t1 = {
+        let (db, t) = (db.clone(), t.clone());
+        std::thread::spawn(move || {
+            let mut txn = db.begin(TxnOptions {
+                early_lock_release: false,
+                ..opts(Isolation::ReadCommitted, true)
+            })?;
+            txn.put(&t, b"k", b"1")?;
+            txn.commit()
+        })
+    };
+    assert!(fs.wait_held(hold, WAIT));
+    let mut t2 = db
+        .begin(TxnOptions {
+            lock_timeout: Duration::from_millis(100),
+            ..opts(Isolation::ReadCommitted, false)
+        })
+        .unwrap();
+    assert!(matches!(t2.get_for_update(&t, b"k"), Err(Error::LockTimeout { .. })));
+    fs.release_hold(hold);
+    join(t1).unwrap();
+    assert_eq!(t2.get_for_update(&t, b"k").unwrap().as_deref(), Some(&b"1"[..]));
+    drop(t2);
+    assert_eq!(db.txn_stats().lock_holders, 1);
+    db.close().unwrap();
+}
+
+#[test]
+fn a_snapshot_writer_that_read_nothing_moves_its_snapshot_past_the_commit() {
+    let fs = FaultFs::new();
+    let db = open(&fs);
+    let t = db.default_table();
+    t.put(b"k", b"0").unwrap();
+    t.put(b"other", b"x").unwrap();
+    let hold = fs.hold(FaultOp::Sync, Some("redo"));
+    let mut t2 = db.begin(opts(Isolation::Snapshot, false)).unwrap();
+    let old = t2.snapshot_lsn().unwrap();
+    // A locked read does not fix the snapshot: the row stays T2's.
+    assert_eq!(t2.get_for_update(&t, b"other").unwrap().as_deref(), Some(&b"x"[..]));
+    let t1 = start_blocked_commit(&db, &t, &fs, hold, b"1");
+    let t2 = {
+        let t = t.clone();
+        std::thread::spawn(move || {
+            let seen = t2.get_for_update(&t, b"k")?;
+            Ok::<_, Error>((t2, seen))
+        })
+    };
+    assert!(
+        !finished_within(&t2, QUIET),
+        "T2 went past T1's version before it was visible"
+    );
+    fs.release_hold(hold);
+    let (mut t2, seen) = join(t2).unwrap();
+    assert_eq!(seen.as_deref(), Some(&b"1"[..]), "T2 reads at its new snapshot");
+    assert!(t2.snapshot_lsn().unwrap() > old);
+    assert_eq!(t2.get(&t, b"other").unwrap().as_deref(), Some(&b"x"[..]));
+    t2.put(&t, b"k", b"2").unwrap();
+    t2.commit().unwrap();
+    join(t1).unwrap();
+    assert_eq!(t.get(b"k").unwrap().as_deref(), Some(&b"2"[..]));
+    let stats = db.txn_stats();
+    assert_eq!((stats.snapshot_advances, stats.conflicts), (1, 0));
+    db.close().unwrap();
 }

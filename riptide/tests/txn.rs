@@ -278,6 +278,19 @@ fn write_skew_allowed_under_snapshot_isolation() {
         Err(Error::LockTimeout { .. })
     ));
     a.commit().unwrap();
+    // b has read nothing unlocked: its snapshot moves past a's commit and it sees the
+    // withdrawal, so it would not withdraw again.
+    assert_eq!(num(b.get_for_update(&t, b"x").unwrap()), -50);
+    drop(b);
+    assert_eq!(num(t.get(b"x").unwrap()) + num(t.get(b"y").unwrap()), 0);
+
+    // The same after an unlocked read has fixed b's snapshot: a write conflict.
+    t.put(b"x", b"50").unwrap();
+    let mut a = db.begin(si()).unwrap();
+    let mut b = db.begin(si()).unwrap();
+    assert_eq!(num(b.get(&t, b"y").unwrap()), 50);
+    withdraw(&mut a, b"x", &for_update).unwrap();
+    a.commit().unwrap();
     assert!(matches!(
         withdraw(&mut b, b"y", &for_update),
         Err(Error::WriteConflict { .. })

@@ -348,9 +348,9 @@ impl Db {
         batch: WriteBatch,
         opts: &WriteOptions,
         asynchronous: bool,
-        on_placed: OnPlaced,
+        on_placed: Option<OnPlaced>,
     ) -> Result<Option<Arc<Completion>>> {
-        self.inner.enqueue(batch, opts, asynchronous, Some(on_placed))
+        self.inner.enqueue(batch, opts, asynchronous, on_placed)
     }
 
     /// Waits until every write up to `lsn` is visible (so logged, and durable as it asked),

@@ -43,7 +43,7 @@ use crate::write::completion::{Completion, WriteHandle};
 use crate::Table;
 use buffer::{Limits, WriteBuffer};
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -55,6 +55,12 @@ pub enum Isolation {
     /// Snapshot isolation: every read sees the database as of `begin`, plus the transaction's
     /// own writes; writing a key that another transaction committed after `begin` fails with
     /// [`Error::WriteConflict`] (first updater wins). Allows write skew.
+    ///
+    /// Until the transaction makes its first unlocked read (`get`, `multi_get`, an iterator),
+    /// its snapshot is not fixed: a pessimistic write or `get_for_update` that finds the row
+    /// changed after the snapshot moves the snapshot to now instead of failing, as if the
+    /// transaction had begun later ([`TxnStats::snapshot_advances`]); rows it read before
+    /// are locked by it and read the same at the new snapshot.
     #[default]
     Snapshot,
     /// Read committed: each read sees the latest committed state (an iterator: as of its
@@ -101,6 +107,11 @@ pub struct TxnOptions {
     /// Optimistic mode: also validate keys read with `get`/`multi_get` (not iterators) at
     /// commit, which rules out write skew among point reads. Default: false.
     pub validate_reads: bool,
+    /// Release the row locks as soon as the commit batch is placed in the log, before its log
+    /// write and fsync end (early lock release, `docs/transactions.md`); when false, hold them
+    /// until the batch is visible, as before issue 21. Either way, no transaction that saw
+    /// this one's writes is acknowledged before they are durable. Default: true.
+    pub early_lock_release: bool,
     /// How the commit batch is written (`sync` for durability against power loss).
     pub write_options: WriteOptions,
 }
@@ -115,6 +126,7 @@ impl Default for TxnOptions {
             max_bytes: 32 << 20,
             max_keys: 1_000_000,
             validate_reads: false,
+            early_lock_release: true,
             write_options: WriteOptions::default(),
         }
     }
@@ -132,6 +144,9 @@ pub struct TxnStats {
     pub rolled_back: u64,
     /// Write conflicts found (snapshot-isolation checks and optimistic validation).
     pub conflicts: u64,
+    /// Snapshot-isolation transactions that moved their snapshot forward past a change of a
+    /// row they locked instead of failing, because they had read nothing unlocked yet.
+    pub snapshot_advances: u64,
     /// Lock requests that had to wait.
     pub lock_waits: u64,
     /// Lock waits that timed out.
@@ -207,6 +222,7 @@ impl Db {
             locks: Vec::new(),
             first_lock_at: None,
             depends_on: 0,
+            snapshot_pinned: AtomicBool::new(false),
             unchecked: Vec::new(),
             tracked: HashMap::new(),
             tables: HashMap::new(),
@@ -225,6 +241,7 @@ impl Db {
             committed: s.committed.load(Ordering::Relaxed),
             rolled_back: s.rolled_back.load(Ordering::Relaxed),
             conflicts: s.conflicts.load(Ordering::Relaxed),
+            snapshot_advances: s.snapshot_advances.load(Ordering::Relaxed),
             lock_waits: l.waits,
             lock_timeouts: l.timeouts,
             deadlocks: l.deadlocks,
@@ -259,6 +276,9 @@ pub struct Txn {
     /// The newest LSN it read under a lock (read committed `get_for_update`), which may belong
     /// to a commit still in flight; its own commit is acknowledged only after that LSN is.
     depends_on: Lsn,
+    /// Snapshot isolation: an unlocked read was made at the snapshot, so it may no longer move
+    /// (see `Txn::advance_snapshot`).
+    snapshot_pinned: AtomicBool,
     /// Pessimistic, snapshot isolation: locked rows whose conflict check failed.
     unchecked: Vec<(u32, Vec<u8>)>,
     /// Optimistic: keys to validate at commit, with the LSN they were first used at.
@@ -371,20 +391,65 @@ impl Txn {
     /// [`Txn::check_unchanged`], also returning the key's value at the snapshot when
     /// `with_value` (the checked version is the newest, so it is the one the snapshot sees).
     fn check_unchanged_read(&self, table: &Table, key: &[u8], since: Lsn, with_value: bool) -> Result<Option<Vec<u8>>> {
-        let latest = table.inner().latest_version(key, with_value)?;
-        if let Some((found, value)) = latest {
-            if found > since {
-                self.shared.conflicts.fetch_add(1, Ordering::Relaxed);
-                return Err(Error::WriteConflict {
-                    table: table.name().to_string(),
-                    key: key.to_vec(),
-                    snapshot: since,
-                    found,
-                });
-            }
-            return Ok(value);
+        match self.newest_version_after(table, key, since, with_value)? {
+            Ok(value) => Ok(value),
+            Err(found) => Err(self.conflict(table, key, since, found)),
         }
-        Ok(None)
+    }
+
+    /// `Ok(value at the snapshot)` if `key` has no version newer than `since`, else
+    /// `Err(LSN of the newest version)` once that version is visible: a version whose commit is
+    /// still being logged (its locks were released early) is waited for, so that a retry's new
+    /// snapshot sees it instead of conflicting with it again.
+    fn newest_version_after(
+        &self,
+        table: &Table,
+        key: &[u8],
+        since: Lsn,
+        with_value: bool,
+    ) -> Result<std::result::Result<Option<Vec<u8>>, Lsn>> {
+        match table.inner().latest_version(key, with_value)? {
+            Some((found, _)) if found > since => {
+                if found > self.db.visible_lsn() {
+                    self.db.wait_visible(found)?;
+                }
+                Ok(Err(found))
+            }
+            Some((_, value)) => Ok(Ok(value)),
+            None => Ok(Ok(None)),
+        }
+    }
+
+    fn conflict(&self, table: &Table, key: &[u8], snapshot: Lsn, found: Lsn) -> Error {
+        self.shared.conflicts.fetch_add(1, Ordering::Relaxed);
+        Error::WriteConflict {
+            table: table.name().to_string(),
+            key: key.to_vec(),
+            snapshot,
+            found,
+        }
+    }
+
+    /// Snapshot isolation, pessimistic: moves the snapshot to now. Only while no unlocked read
+    /// was made: every read so far was of a row this transaction holds locked, whose newest
+    /// version it checked to be at or below the old snapshot and which no one else could
+    /// change since, so it reads the same at the new one. The transaction then is as if it
+    /// had begun now.
+    fn advance_snapshot(&mut self) -> Option<Lsn> {
+        if self.snapshot_pinned.load(Ordering::Relaxed) || self.snapshot.is_none() {
+            return None;
+        }
+        let snapshot = self.db.snapshot();
+        let lsn = snapshot.lsn();
+        self.read_opts.snapshot = Some(snapshot.clone());
+        self.snapshot = Some(snapshot);
+        self.shared.snapshot_advances.fetch_add(1, Ordering::Relaxed);
+        Some(lsn)
+    }
+
+    /// Fixes the snapshot: an unlocked read is about to be made at it.
+    fn pin_snapshot(&self) {
+        self.snapshot_pinned.store(true, Ordering::Relaxed);
     }
 
     /// Pessimistic: lock `key` and, under snapshot isolation, check it was not changed after
@@ -411,7 +476,18 @@ impl Txn {
         };
         let recheck = !new && self.unchecked.iter().any(|(t, k)| *t == id && k == key);
         if new || recheck {
-            match self.check_unchanged_read(table, key, snap, want_value) {
+            let mut checked = self.newest_version_after(table, key, snap, want_value)?;
+            let mut snap = snap;
+            if checked.is_err() {
+                // Changed after a snapshot nothing has read yet: move the snapshot past the
+                // change rather than fail (the version is visible by now).
+                if let Some(now) = self.advance_snapshot() {
+                    snap = now;
+                    checked = self.newest_version_after(table, key, snap, want_value)?;
+                }
+            }
+            let checked = checked.map_err(|found| self.conflict(table, key, snap, found));
+            match checked {
                 Ok(value) => {
                     if recheck {
                         self.unchecked.retain(|(t, k)| !(*t == id && k == key));
@@ -440,6 +516,7 @@ impl Txn {
         if let Some(v) = self.buffer.get(id, key) {
             return Ok(v.clone());
         }
+        self.pin_snapshot();
         if self.opts.validate_reads {
             self.track(id, key);
         }
@@ -483,6 +560,7 @@ impl Txn {
             }
         }
         if !rest.is_empty() {
+            self.pin_snapshot();
             let read: Vec<(&Table, &[u8])> = rest.iter().map(|(_, t, k)| (*t, *k)).collect();
             let got = self.db.multi_get(&self.read_opts, &read);
             for ((i, _, _), r) in rest.into_iter().zip(got) {
@@ -548,6 +626,7 @@ impl Txn {
                 reason: "a transaction's iterator reads at the transaction's own view".into(),
             });
         }
+        self.pin_snapshot();
         Ok(Some(match &self.snapshot {
             Some(s) => s.clone(),
             // Read committed: one statement, one view.
@@ -629,15 +708,16 @@ impl Txn {
         let result = if batch.is_empty() {
             self.commit_without_writes()
         } else {
-            let held = self.take_locks();
-            match self
-                .db
-                .write_placed(batch, &self.opts.write_options, false, held.into_hook())
-            {
+            let (early, late) = self.take_locks().split(self.opts.early_lock_release);
+            let result = match self.db.write_placed(batch, &self.opts.write_options, false, early) {
                 Ok(Some(completion)) => completion.wait(),
                 Ok(None) => Ok(()),
                 Err(e) => Err(e),
+            };
+            if let (Ok(()), Some(held)) = (&result, late) {
+                held.placed();
             }
+            result
         };
         if result.is_ok() {
             self.committed = true;
@@ -698,14 +778,11 @@ impl Txn {
             completion.complete(Ok(()));
             return WriteHandle { completion };
         }
-        let held = self.take_locks();
+        let (early, late) = self.take_locks().split(self.opts.early_lock_release);
         let shared = self.shared.clone();
         // Counted when the outcome is known; drop must not count a rollback meanwhile.
         self.committed = true;
-        let completion = match self
-            .db
-            .write_placed(batch, &self.opts.write_options, true, held.into_hook())
-        {
+        let completion = match self.db.write_placed(batch, &self.opts.write_options, true, early) {
             Ok(Some(c)) => c,
             Ok(None) => {
                 let c = Completion::new();
@@ -720,6 +797,9 @@ impl Txn {
         let user = Completion::new();
         let done = user.clone();
         WriteHandle { completion }.on_complete(move |result| {
+            if let (Ok(()), Some(held)) = (&result, late) {
+                held.placed();
+            }
             let counter = if result.is_ok() {
                 &shared.committed
             } else {
@@ -758,8 +838,14 @@ impl HeldLocks {
         }
     }
 
-    fn into_hook(self) -> crate::write::pipeline::OnPlaced {
-        Box::new(move || self.placed())
+    /// With early lock release, the hook that releases the locks when the batch is placed;
+    /// without, the locks themselves, for the caller to release once the batch is visible.
+    fn split(self, early: bool) -> (Option<crate::write::pipeline::OnPlaced>, Option<HeldLocks>) {
+        if early {
+            (Some(Box::new(move || self.placed())), None)
+        } else {
+            (None, Some(self))
+        }
     }
 }
 

@@ -444,6 +444,7 @@ fn xbench_config(f: &BenchFlags) -> Result<XbenchConfig, BenchError> {
         txn_queries,
         isolation: XIsolation::from_name(&f.isolation)?,
         lock_timeout: Duration::from_millis(lock_timeout_ms as u64),
+        early_lock_release: f.early_lock_release,
         tsunami: TsunamiConfig {
             base_tps: f.tsunami_base_tps,
             factor: f.tsunami_factor,

@@ -355,6 +355,11 @@ pub struct BenchFlags {
     )]
     pub lock_timeout_ms: i64,
 
+    /// xbench/tsunami on Riptide: release a transaction's row locks once its commit is placed
+    /// in the log, before its fsync (early lock release); false holds them until visible
+    #[arg(long = "early_lock_release", value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    pub early_lock_release: bool,
+
     /// tsunami: offered transactions per second before and after the spike
     #[arg(
         long = "tsunami_base_tps",

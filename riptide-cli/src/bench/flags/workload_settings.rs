@@ -146,6 +146,8 @@ pub struct XbenchConfig {
     pub isolation: XIsolation,
     /// `--lock_timeout_ms`.
     pub lock_timeout: Duration,
+    /// `--early_lock_release` (Riptide only).
+    pub early_lock_release: bool,
     /// tsunami's schedule and output.
     pub tsunami: TsunamiConfig,
 }

@@ -196,6 +196,7 @@ pub mod riptide_txn {
                 mode: TxnMode::Pessimistic,
                 lock_timeout: settings.lock_timeout,
                 deadlock_detect: true,
+                early_lock_release: cfg.xbench.early_lock_release,
                 write_options: engine.write_options().clone(),
                 ..TxnOptions::default()
             };
@@ -203,8 +204,11 @@ pub mod riptide_txn {
         }
 
         fn describe_txn(&self) -> String {
-            self.settings
-                .describe("Db::begin, one WriteBatch per commit through the write pipeline")
+            self.settings.describe(if self.opts.early_lock_release {
+                "Db::begin, one WriteBatch per commit through the write pipeline, early lock release"
+            } else {
+                "Db::begin, one WriteBatch per commit through the write pipeline, locks held until visible"
+            })
         }
 
         fn load(&self, pairs: &[(Vec<u8>, &[u8])]) -> Result<(), EngineError> {
@@ -235,9 +239,16 @@ pub mod riptide_txn {
             let s = self.engine.db().txn_stats();
             let mut lines = self.engine.end_of_run_stats(&RunTotals { user_bytes_written });
             lines.push(format!(
-                "Riptide transactions: {} begun, {} committed, {} rolled back; {} write conflicts, {} lock waits, \
-                 {} lock timeouts, {} deadlocks",
-                s.begun, s.committed, s.rolled_back, s.conflicts, s.lock_waits, s.lock_timeouts, s.deadlocks
+                "Riptide transactions: {} begun, {} committed, {} rolled back; {} write conflicts, {} snapshots moved \
+                 past a change instead of conflicting, {} lock waits, {} lock timeouts, {} deadlocks",
+                s.begun,
+                s.committed,
+                s.rolled_back,
+                s.conflicts,
+                s.snapshot_advances,
+                s.lock_waits,
+                s.lock_timeouts,
+                s.deadlocks
             ));
             lines
         }
