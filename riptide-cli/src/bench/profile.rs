@@ -91,6 +91,8 @@ pub fn write_stats_delta(before: &WriteStats, after: &WriteStats) -> WriteStats 
         bytes_logged: after.bytes_logged.saturating_sub(before.bytes_logged),
         stall_micros: after.stall_micros.saturating_sub(before.stall_micros),
         join_nanos: after.join_nanos.saturating_sub(before.join_nanos),
+        timed_joins: after.timed_joins.saturating_sub(before.timed_joins),
+        timed_writes: after.timed_writes.saturating_sub(before.timed_writes),
         buffer_nanos: after.buffer_nanos.saturating_sub(before.buffer_nanos),
         insert_nanos: after.insert_nanos.saturating_sub(before.insert_nanos),
         log_nanos: after.log_nanos.saturating_sub(before.log_nanos),
@@ -142,7 +144,9 @@ mod tests {
     #[test]
     fn the_split_line_sums_its_parts() {
         let w = WriteStats {
-            writes: 2,
+            writes: 16,
+            timed_joins: 2,
+            timed_writes: 2,
             join_nanos: 2_000,
             buffer_nanos: 4_000,
             insert_nanos: 6_000,

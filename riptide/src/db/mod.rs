@@ -49,7 +49,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use table::TableFactory;
 use workers::Workers;
 
@@ -441,7 +441,7 @@ impl DbInner {
             asynchronous,
             completion: completion.clone(),
             on_placed,
-            queued_at: Instant::now(),
+            queued_at: crate::write::pipeline::sampled_write_clock(),
         });
         Ok(Some(completion))
     }

@@ -60,6 +60,7 @@ impl Pipeline {
         payload_crc: u32,
         payload_len: usize,
         leader_waits: bool,
+        timed: bool,
     ) -> std::result::Result<Buffered, (Error, Vec<Writer>)> {
         let ops: u64 = group.iter().map(|w| u64::from(w.batch.count)).sum();
         let wal_ops: u64 = group[..wal_writers].iter().map(|w| u64::from(w.batch.count)).sum();
@@ -117,6 +118,7 @@ impl Pipeline {
             seq,
             last_lsn: first_lsn + ops - 1,
             leader_waits,
+            timed,
             flushed: AtomicBool::new(false),
             progress: Mutex::new(GroupProgress {
                 phase: Phase::Buffered,

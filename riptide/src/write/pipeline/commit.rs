@@ -48,7 +48,8 @@ pub(super) enum Phase {
 /// A group whose batches are in their memtables (stage 3 done).
 pub(super) struct Inserted {
     pub(super) completions: Vec<Arc<Completion>>,
-    pub(super) at: Instant,
+    /// When the insertion ended, if the group is one of the timed ones.
+    pub(super) at: Option<Instant>,
 }
 
 pub(super) struct GroupProgress {
@@ -68,6 +69,8 @@ pub(super) struct GroupState {
     pub(super) last_lsn: Lsn,
     /// The leader sleeps until the group is flushed, then finishes it itself.
     pub(super) leader_waits: bool,
+    /// One of the timed groups (the driver then records when it was flushed).
+    pub(super) timed: bool,
     /// Set (after `progress.phase` left `Buffered`) so a waiting leader can poll without locking.
     pub(super) flushed: AtomicBool,
     pub(super) progress: Mutex<GroupProgress>,
@@ -84,7 +87,7 @@ pub(super) struct WindowEntry {
     pub(super) last_lsn: Lsn,
     pub(super) state: EntryState,
     pub(super) completions: Vec<Arc<Completion>>,
-    /// When the group became ready to commit (for the commit-time split).
+    /// When the group became ready to commit, if it is one of the timed ones.
     pub(super) ready_at: Option<Instant>,
 }
 
@@ -126,13 +129,16 @@ impl Pipeline {
         completions
     }
 
-    /// Stages 3 and 4 for a group without redo bytes.
-    pub(super) fn insert_and_finish(&self, seq: u64, work: GroupWork) {
-        let started = Instant::now();
+    /// Stages 3 and 4 for a group without redo bytes; `timed` if it is one of the timed ones.
+    pub(super) fn insert_and_finish(&self, seq: u64, work: GroupWork, timed: bool) {
+        let started = timed.then(Instant::now);
         let writers = work.writers.len() as u64;
         let completions = self.insert_group(work);
-        let now = Instant::now();
-        self.counters.time(Counter::InsertNanos, writers, now - started);
+        let now = started.map(|started| {
+            let now = Instant::now();
+            self.counters.time(Counter::InsertNanos, writers, now - started);
+            now
+        });
         self.finish(seq, EntryState::Done, completions, now);
     }
 
@@ -149,18 +155,25 @@ impl Pipeline {
         };
         let flushed_at = progress.flushed_at;
         drop(progress);
-        let now = Instant::now();
-        if let Some(flushed_at) = flushed_at {
+        let mut ready_at = None;
+        if let (Some(flushed_at), Some(inserted_at)) = (flushed_at, inserted.at) {
             // Log time the group waited after its insertion ended (zero if the log was faster).
-            let waited = flushed_at.saturating_duration_since(inserted.at);
+            let waited = flushed_at.saturating_duration_since(inserted_at);
             self.counters
                 .time(Counter::LogNanos, inserted.completions.len() as u64, waited);
+            ready_at = Some(Instant::now());
         }
-        self.finish(state.seq, entry, inserted.completions, now);
+        self.finish(state.seq, entry, inserted.completions, ready_at);
     }
 
     /// Stage 4: records the group's outcome and commits the done prefix of the window.
-    pub(super) fn finish(&self, seq: u64, state: EntryState, completions: Vec<Arc<Completion>>, ready_at: Instant) {
+    pub(super) fn finish(
+        &self,
+        seq: u64,
+        state: EntryState,
+        completions: Vec<Arc<Completion>>,
+        ready_at: Option<Instant>,
+    ) {
         let mut ready: Vec<(Vec<Arc<Completion>>, Result<()>)> = Vec::new();
         {
             let mut win = self.contention.lock(LockClass::CommitWindow, &self.window);
@@ -168,13 +181,14 @@ impl Pipeline {
             if let Some(entry) = win.entries.get_mut(idx) {
                 entry.state = state;
                 entry.completions = completions;
-                entry.ready_at = Some(ready_at);
+                entry.ready_at = ready_at;
             }
-            let now = Instant::now();
+            let mut now = None;
             while matches!(win.entries.front(), Some(e) if !matches!(e.state, EntryState::Pending)) {
                 let Some(entry) = win.entries.pop_front() else { break };
                 win.front_seq += 1;
                 if let Some(at) = entry.ready_at {
+                    let now = *now.get_or_insert_with(Instant::now);
                     let writers = entry.completions.len() as u64;
                     self.counters
                         .time(Counter::VisibleNanos, writers, now.saturating_duration_since(at));

@@ -139,14 +139,16 @@ impl Pipeline {
         buf.clear();
         fl.spare = buf;
         drop(fl);
-        let flushed_at = Instant::now();
+        let flushed_at = groups.iter().any(|g| g.timed).then(Instant::now);
         for g in &groups {
             let mut progress = g.progress.lock();
             progress.phase = match &result {
                 Ok(()) => Phase::Flushed,
                 Err(e) => Phase::Failed(e.clone()),
             };
-            progress.flushed_at = Some(flushed_at);
+            if g.timed {
+                progress.flushed_at = flushed_at;
+            }
             g.flushed.store(true, Ordering::Release);
             if g.leader_waits {
                 g.cond.notify_one();
