@@ -12,9 +12,12 @@
 //!   never be part of a cycle.
 //! - A waiter records its edge `waiter -> holder` in the wait-for graph, under the stripe lock
 //!   (so `holder` is the current holder) and checks, before it sleeps, whether the edge closes
-//!   a cycle; if so it is the victim and gets [`LockError::Deadlock`] instead of waiting. Every
-//!   waiter re-registers its edge (and re-checks) each time it wakes, so of the transactions in
-//!   a cycle at least the last one to register sees the whole cycle.
+//!   a cycle; if so it is the victim and gets [`LockError::Deadlock`] instead of waiting. When
+//!   a row is granted while others wait for it, their edges are repointed to the new holder
+//!   under the same stripe lock (a release wakes only one of them, so the sleepers could not do
+//!   it themselves); so every edge names its row's current holder (or a holder that has just
+//!   released it), and of the transactions in a cycle the last one to register sees the whole
+//!   cycle.
 //! - Lock order: a stripe mutex, then the graph mutex; never the other way round, and never two
 //!   stripes at once.
 //! - No thread per transaction: a waiting transaction sleeps in the caller's thread on its row's
@@ -67,7 +70,8 @@ pub(crate) enum LockError {
 #[derive(Debug)]
 struct Entry {
     holder: Option<TxnId>,
-    waiters: u32,
+    /// The transactions waiting for this row.
+    waiting: Vec<TxnId>,
     /// Where this row's waiters sleep (made by its first waiter).
     cond: Option<Arc<Condvar>>,
 }
@@ -172,7 +176,7 @@ impl LockManager {
                         owned,
                         Entry {
                             holder: Some(txn),
-                            waiters: 0,
+                            waiting: Vec::new(),
                             cond: None,
                         },
                     );
@@ -181,6 +185,7 @@ impl LockManager {
                 Some(e) => match e.holder {
                     None => {
                         e.holder = Some(txn);
+                        self.repoint_waiters(e, txn);
                         break Ok(true);
                     }
                     Some(h) if h == txn => return Ok(false),
@@ -210,7 +215,7 @@ impl LockManager {
             let Some(e) = locks.get_mut(&owned) else {
                 continue; // unreachable: we saw the entry above, under the same stripe lock
             };
-            e.waiters += 1;
+            e.waiting.push(txn);
             let cond = e.cond.get_or_insert_with(Default::default).clone();
             let timed_out = cond.wait_until(&mut locks, deadline).timed_out();
             self.contention
@@ -220,11 +225,14 @@ impl LockManager {
             let Some(e) = locks.get_mut(&owned) else {
                 continue; // unreachable while we are counted as a waiter; treat as free
             };
-            e.waiters -= 1;
+            if let Some(i) = e.waiting.iter().position(|&w| w == txn) {
+                e.waiting.swap_remove(i);
+            }
             if timed_out {
                 if e.holder.is_none() {
                     // Released just as the wait ended: take it rather than fail.
                     e.holder = Some(txn);
+                    self.repoint_waiters(e, txn);
                     break Ok(true);
                 }
                 self.counters.timeouts.fetch_add(1, Ordering::Relaxed);
@@ -239,6 +247,20 @@ impl LockManager {
         result
     }
 
+    /// The row of `e` was just granted to `holder`: the edges of its other waiters, which
+    /// still name the previous holder (a release wakes only one waiter), now name `holder`, so
+    /// a cycle through this row is seen by the next requester that closes it. Called under the
+    /// row's stripe lock (lock order: stripe, then graph).
+    fn repoint_waiters(&self, e: &Entry, holder: TxnId) {
+        if e.waiting.is_empty() {
+            return;
+        }
+        let mut g = self.contention.lock(LockClass::WaitGraph, &self.graph);
+        for &w in &e.waiting {
+            g.edges.insert(w, holder);
+        }
+    }
+
     /// Releases every lock in `keys` held by `txn` and wakes one waiter of each.
     pub(crate) fn release_all(&self, txn: TxnId, keys: impl IntoIterator<Item = (u32, Vec<u8>)>) {
         for owned in keys {
@@ -250,7 +272,7 @@ impl LockManager {
             if e.holder != Some(txn) {
                 continue;
             }
-            if e.waiters == 0 {
+            if e.waiting.is_empty() {
                 locks.remove(&owned);
             } else {
                 e.holder = None;
@@ -359,6 +381,48 @@ mod tests {
             h.join().unwrap();
         }
         assert_eq!(victims.load(Ordering::SeqCst), 1);
+        assert_eq!(m.entries(), 0);
+    }
+
+    /// Two transactions, each holding its own row, wait for a third's row; its release wakes
+    /// only one of them, which then asks for the other's row: a deadlock that must be found at
+    /// once although the other one's edge was registered against the third.
+    #[test]
+    fn a_deadlock_through_a_row_handed_over_by_one_wakeup_is_found() {
+        let m = Arc::new(LockManager::default());
+        let timeout = Duration::from_secs(3);
+        m.acquire(9, 0, b"r", T, true).unwrap();
+        let barrier = Arc::new(Barrier::new(3));
+        let handles: Vec<_> = [(1u64, b"s1", b"s2"), (2u64, b"s2", b"s1")]
+            .into_iter()
+            .map(|(id, own, other)| {
+                let (m, barrier) = (m.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    m.acquire(id, 0, own, T, true).unwrap();
+                    barrier.wait();
+                    let started = Instant::now();
+                    let r = m
+                        .acquire(id, 0, b"r", timeout, true)
+                        .and_then(|_| m.acquire(id, 0, other, timeout, true));
+                    m.release_all(id, [(0, own.to_vec()), (0, other.to_vec()), (0, b"r".to_vec())]);
+                    (r, started.elapsed())
+                })
+            })
+            .collect();
+        barrier.wait();
+        // Both are waiting for `r` before it is released.
+        while m.counters().waits < 2 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        m.release_all(9, [(0, b"r".to_vec())]);
+        let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        let victims = results.iter().filter(|(r, _)| *r == Err(LockError::Deadlock)).count();
+        assert_eq!(victims, 1, "{results:?}");
+        assert!(
+            results.iter().all(|(r, waited)| r.is_ok() || *waited < timeout),
+            "{results:?}"
+        );
+        assert_eq!(m.counters().timeouts, 0, "{results:?}");
         assert_eq!(m.entries(), 0);
     }
 

@@ -305,3 +305,51 @@ fn a_snapshot_writer_that_read_nothing_moves_its_snapshot_past_the_commit() {
     assert_eq!((stats.snapshot_advances, stats.conflicts), (1, 0));
     db.close().unwrap();
 }
+
+/// Versions are in the memtables before their log write ends; when it fails, a later group
+/// that needs no log write (`disable_wal`) must not make them visible by committing past them.
+#[test]
+fn a_failed_group_stays_invisible_behind_a_later_unlogged_one() {
+    let fs = FaultFs::new();
+    let db = open(&fs);
+    let t = db.default_table();
+    let hold = fs.hold(FaultOp::Sync, Some("redo"));
+    let logged = {
+        let t = t.clone();
+        std::thread::spawn(move || {
+            t.put_opt(
+                b"a",
+                b"1",
+                &WriteOptions {
+                    sync: true,
+                    ..Default::default()
+                },
+            )
+        })
+    };
+    assert!(fs.wait_held(hold, WAIT));
+    let unlogged = {
+        let t = t.clone();
+        std::thread::spawn(move || {
+            t.put_opt(
+                b"b",
+                b"2",
+                &WriteOptions {
+                    disable_wal: true,
+                    ..Default::default()
+                },
+            )
+        })
+    };
+    assert!(
+        !finished_within(&unlogged, QUIET),
+        "acknowledged before the earlier group"
+    );
+    fs.fail_always(FaultOp::Sync, Some("redo"), libc::EIO);
+    fs.release_hold(hold);
+    assert!(matches!(join(logged), Err(Error::Poisoned(_))));
+    assert!(matches!(join(unlogged), Err(Error::Poisoned(_))));
+    assert_eq!(t.get(b"a").unwrap(), None, "a failed write became visible");
+    assert_eq!(t.get(b"b").unwrap(), None, "a write after a failed one became visible");
+    let _ = db.close();
+}

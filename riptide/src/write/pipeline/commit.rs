@@ -94,6 +94,11 @@ pub(super) struct WindowEntry {
 pub(super) struct CommitWindow {
     pub(super) front_seq: u64,
     pub(super) entries: VecDeque<WindowEntry>,
+    /// The error of the first failed group committed through the window. Every later group
+    /// fails with it, also one that is done (an unlogged group, or one logged before the
+    /// failure was known): its versions, and the failed group's below them, are in the
+    /// memtables, and advancing `visible_lsn` past the failed group would show them.
+    pub(super) failed: Option<Error>,
 }
 
 impl Pipeline {
@@ -193,13 +198,17 @@ impl Pipeline {
                     self.counters
                         .time(Counter::VisibleNanos, writers, now.saturating_duration_since(at));
                 }
-                match entry.state {
-                    EntryState::Done => {
+                match (entry.state, &win.failed) {
+                    (EntryState::Done, None) => {
                         self.visible_lsn.store(entry.last_lsn, Ordering::Release);
                         ready.push((entry.completions, Ok(())));
                     }
-                    EntryState::Failed(e) => ready.push((entry.completions, Err(e))),
-                    EntryState::Pending => {}
+                    (EntryState::Done, Some(e)) => ready.push((entry.completions, Err(e.clone()))),
+                    (EntryState::Failed(e), _) => {
+                        win.failed.get_or_insert_with(|| e.clone());
+                        ready.push((entry.completions, Err(e)));
+                    }
+                    (EntryState::Pending, _) => {}
                 }
             }
         }

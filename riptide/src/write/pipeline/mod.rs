@@ -175,6 +175,7 @@ impl Pipeline {
             window: CachePadded::new(Mutex::new(CommitWindow {
                 front_seq: 0,
                 entries: VecDeque::new(),
+                failed: None,
             })),
             visible_lsn: CachePadded::new(AtomicU64::new(last_lsn)),
             synced_at_close: AtomicBool::new(false),
