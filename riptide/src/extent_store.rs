@@ -14,6 +14,13 @@
 //!   and the others read just the block's tail and one restart region
 //!   ([`crate::extent::PointRead`]), or, when that cannot answer, the whole block without
 //!   caching it. With `partial_block_reads` off every miss fills.
+//! - Pointer swizzling (seed 001): an open extent keeps, per data block, a weak reference to
+//!   the block the cache holds; a read that finds it alive skips the cache's hash lookup and
+//!   shard lock. The reference is weak, so an evicted block's memory is freed as before (the
+//!   upgrade then fails and the read goes to the cache); extents are immutable and cache ids
+//!   never reused, so a live referenced block is always the right one. One swizzled hit in
+//!   [`SWIZZLED_TOUCH_ONE_IN`] per thread also looks the block up in the cache, so that the
+//!   cache's policy still sees the block used. Swizzled hits count as block cache hits.
 
 use crate::cache::{BlockCache, BlockKey, CacheStats, StripedCounter, TableCache};
 use crate::error::Result;
@@ -21,13 +28,46 @@ use crate::extent::{Block, ExtentReader, PointRead, PointScratch};
 use crate::fs::RandomRwFile;
 use crate::meta::edit::ExtentMeta;
 use crate::space::{ExtentId, ExtentSpace};
+use arc_swap::ArcSwapWeak;
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
-/// An extent reader with the file it reads from (what the table cache holds).
+/// One swizzled hit in this many (per thread) also looks the block up in the block cache.
+pub(crate) const SWIZZLED_TOUCH_ONE_IN: u32 = 16;
+
+thread_local! {
+    static SWIZZLED_HITS: Cell<u32> = const { Cell::new(0) };
+}
+
+/// An extent reader with the file it reads from (what the table cache holds), and a weak
+/// reference to each of its data blocks that the block cache holds (see the module header).
 pub(crate) struct OpenExtent {
     pub(crate) reader: ExtentReader,
     pub(crate) file: Arc<dyn RandomRwFile>,
+    swizzled: Box<[ArcSwapWeak<Block>]>,
+}
+
+impl OpenExtent {
+    pub(crate) fn new(reader: ExtentReader, file: Arc<dyn RandomRwFile>) -> Self {
+        let swizzled = (0..reader.index().len())
+            .map(|_| ArcSwapWeak::new(Weak::new()))
+            .collect();
+        OpenExtent { reader, file, swizzled }
+    }
+
+    /// Block `i` if the reference to it is still alive.
+    #[inline]
+    fn swizzled(&self, i: usize) -> Option<Arc<Block>> {
+        self.swizzled.get(i)?.load().upgrade()
+    }
+
+    /// Remembers the cached block `i`.
+    fn swizzle(&self, i: usize, block: &Arc<Block>) {
+        if let Some(slot) = self.swizzled.get(i) {
+            slot.store(Arc::downgrade(block));
+        }
+    }
 }
 
 /// One extent named by metadata, shared by every level set that contains it.
@@ -110,6 +150,9 @@ pub struct CacheCounters {
     /// Point lookups that missed the block cache and read only a block's tail and one restart
     /// region instead of the whole block.
     pub partial_block_reads: u64,
+    /// Block reads served through an open extent's reference to its cached block, without a
+    /// block cache lookup (also counted as block cache hits).
+    pub swizzled_block_hits: u64,
 }
 
 /// Extent space plus the caches that read it.
@@ -126,6 +169,10 @@ pub(crate) struct ExtentStore {
     block_cache_full: AtomicBool,
     /// Partial block reads since open.
     pub(crate) partial_block_reads: StripedCounter,
+    /// Reads take cached blocks through the extents' weak references first.
+    swizzling: bool,
+    /// Block reads served through those references since open.
+    pub(crate) swizzled_block_hits: StripedCounter,
 }
 
 impl ExtentStore {
@@ -139,6 +186,52 @@ impl ExtentStore {
             partial_reads: true,
             block_cache_full: AtomicBool::new(false),
             partial_block_reads: StripedCounter::default(),
+            swizzling: true,
+            swizzled_block_hits: StripedCounter::default(),
+        }
+    }
+
+    /// Turns pointer swizzling of cached blocks on or off (on by default).
+    pub(crate) fn with_swizzling(mut self, on: bool) -> Self {
+        self.swizzling = on;
+        self
+    }
+
+    /// Block `i` of `open` through its swizzled reference, if on and alive.
+    #[inline]
+    fn swizzled(&self, open: &OpenExtent, key: &BlockKey, i: usize) -> Option<Arc<Block>> {
+        if !self.swizzling {
+            return None;
+        }
+        let block = open.swizzled(i)?;
+        self.blocks.count_hit();
+        self.swizzled_block_hits.add(1);
+        let touch = SWIZZLED_HITS.with(|n| {
+            let v = n.get().wrapping_add(1);
+            n.set(v);
+            v % SWIZZLED_TOUCH_ONE_IN == 0
+        });
+        if touch {
+            self.blocks.touch(key);
+        }
+        Some(block)
+    }
+
+    /// Block `i` of `open` from the block cache (swizzling it on a hit).
+    #[inline]
+    fn cached(&self, open: &OpenExtent, key: &BlockKey, i: usize) -> Option<Arc<Block>> {
+        let block = self.blocks.get(key)?;
+        if self.swizzling {
+            open.swizzle(i, &block);
+        }
+        Some(block)
+    }
+
+    /// Caches block `i` of `open`.
+    fn fill(&self, open: &OpenExtent, key: BlockKey, i: usize, block: &Arc<Block>) {
+        self.blocks.insert(key, block.clone(), block.size());
+        if self.swizzling && self.blocks.enabled() {
+            open.swizzle(i, block);
         }
     }
 
@@ -169,7 +262,7 @@ impl ExtentStore {
         let open = self.readers.get_or_try_insert_with(e.cache_id, || {
             let (file, path, base) = self.space.locate(e.id)?;
             let reader = ExtentReader::open(file.as_ref(), &path, base, e.meta.slots)?;
-            Ok(Arc::new(OpenExtent { reader, file }))
+            Ok(Arc::new(OpenExtent::new(reader, file)))
         })?;
         Ok(e.open.get_or_init(|| open))
     }
@@ -190,11 +283,11 @@ impl ExtentStore {
             extent: e.cache_id,
             offset,
         };
-        if let Some(b) = self.blocks.get(&key) {
+        if let Some(b) = self.swizzled(open, &key, i).or_else(|| self.cached(open, &key, i)) {
             return Ok(b);
         }
         let block = Arc::new(open.reader.read_block(open.file.as_ref(), i)?);
-        self.blocks.insert(key, block.clone(), block.size());
+        self.fill(open, key, i, &block);
         Ok(block)
     }
 
@@ -252,7 +345,7 @@ impl ExtentStore {
             extent: e.cache_id,
             offset,
         };
-        if let Some(b) = self.blocks.get(&key) {
+        if let Some(b) = self.swizzled(open, &key, i).or_else(|| self.cached(open, &key, i)) {
             return Ok(Err(b));
         }
         let fill = self.point_miss_fills();
@@ -282,7 +375,7 @@ impl ExtentStore {
         }
         let block = Arc::new(open.reader.read_block(open.file.as_ref(), i)?);
         if fill {
-            self.blocks.insert(key, block.clone(), block.size());
+            self.fill(open, key, i, &block);
         }
         Ok(Err(block))
     }

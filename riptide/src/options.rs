@@ -98,6 +98,10 @@ pub struct Options {
     /// whole block, and only a random one miss in 8 caches the whole block. Off: every miss
     /// reads and caches the whole block (RocksDB's behaviour). Default: true.
     pub partial_block_reads: bool,
+    /// Pointer swizzling (seed 001): an open extent keeps a weak reference to each of its
+    /// blocks in the block cache, so a read of a cached block skips the cache's hash lookup and
+    /// lock; an evicted block is freed as without it. Default: true.
+    pub block_swizzling: bool,
     /// Capacity of the block cache (decoded data blocks, shared by all sub-tables), in bytes.
     /// 0 disables it. Default: 256 MiB.
     pub block_cache_size: usize,
@@ -201,6 +205,7 @@ impl Default for Options {
             block_restart_interval: 16,
             block_hash_index: true,
             partial_block_reads: true,
+            block_swizzling: true,
             bloom_bits_per_key: 10,
             compression: Compression::default(),
             block_cache_size: 256 << 20,
@@ -249,6 +254,7 @@ impl fmt::Debug for Options {
             .field("block_restart_interval", &self.block_restart_interval)
             .field("block_hash_index", &self.block_hash_index)
             .field("partial_block_reads", &self.partial_block_reads)
+            .field("block_swizzling", &self.block_swizzling)
             .field("bloom_bits_per_key", &self.bloom_bits_per_key)
             .field("compression", &self.compression)
             .field("block_cache_size", &self.block_cache_size)

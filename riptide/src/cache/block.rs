@@ -279,6 +279,17 @@ impl<V: Send + Sync + 'static> BlockCache<V> {
         r
     }
 
+    /// Counts a hit served without a lookup (a swizzled reference to a cached block).
+    #[inline]
+    pub(crate) fn count_hit(&self) {
+        self.counters.hit();
+    }
+
+    /// Looks a block up only so the cache's policy sees it used (counts nothing).
+    pub(crate) fn touch(&self, key: &BlockKey) {
+        let _ = self.backend.get(key);
+    }
+
     /// Inserts (or overwrites) a block charged `charge` bytes. A block heavier than a shard is
     /// refused silently (counted as an eviction).
     pub(crate) fn insert(&self, key: BlockKey, value: Arc<V>, charge: usize) {

@@ -84,7 +84,8 @@ impl Db {
             write_buffer_size: opts.write_buffer_size,
             store: Arc::new(
                 ExtentStore::new(space.clone(), opts.block_cache_size, opts.table_cache_size)
-                    .with_partial_reads(opts.partial_block_reads),
+                    .with_partial_reads(opts.partial_block_reads)
+                    .with_swizzling(opts.block_swizzling),
             ),
             row_cache: Arc::new(RowCache::new(opts.row_cache_size, 4 << 10)),
             flush_queue: Default::default(),

@@ -260,6 +260,7 @@ impl Db {
                 table_cache: inner.store.readers.stats(),
                 row_cache: inner.row_cache.stats(),
                 partial_block_reads: inner.store.partial_block_reads.get(),
+                swizzled_block_hits: inner.store.swizzled_block_hits.get(),
             },
         }
     }

@@ -115,6 +115,10 @@ impl RiptideEngine {
                 "partial block reads: {} (point lookups that missed the block cache and read only a block's tail and one restart region)",
                 s.caches.partial_block_reads
             ),
+            format!(
+                "swizzled block hits: {} (cached blocks read through their extent's reference, without a block cache lookup)",
+                s.caches.swizzled_block_hits
+            ),
             cache_line("row cache", &s.caches.row_cache, "bytes"),
             cache_line("table cache", &s.caches.table_cache, "open extents"),
             format!(

@@ -326,6 +326,9 @@ impl Config {
             if let Some(on) = f.partial_block_reads {
                 options.partial_block_reads = on;
             }
+            if let Some(on) = f.block_swizzling {
+                options.block_swizzling = on;
+            }
             if let Some(on) = f.level1_dynamic_trigger {
                 options.level1_dynamic_trigger = on;
             }
@@ -388,6 +391,7 @@ impl Config {
                 ("level0_extents_trigger", f.level0_extents_trigger.is_some()),
                 ("level1_extents_trigger", f.level1_extents_trigger.is_some()),
                 ("partial_block_reads", f.partial_block_reads.is_some()),
+                ("block_swizzling", f.block_swizzling.is_some()),
                 ("level1_dynamic_trigger", f.level1_dynamic_trigger.is_some()),
             ]
             .into_iter()

@@ -544,6 +544,16 @@ pub struct BenchFlags {
     )]
     pub partial_block_reads: Option<bool>,
 
+    /// Riptide only: open extents keep weak references to their cached blocks, so reads of a
+    /// cached block skip the block cache lookup (pointer swizzling) [default: true]
+    #[arg(
+        long = "block_swizzling",
+        alias = "block-swizzling",
+        value_name = "BOOL",
+        action = clap::ArgAction::Set
+    )]
+    pub block_swizzling: Option<bool>,
+
     /// Puts (or deletes) per WriteBatch in write benchmarks
     #[arg(
         long = "batch_size",
