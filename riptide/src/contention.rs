@@ -36,7 +36,7 @@ pub enum LockClass {
 }
 
 impl LockClass {
-    /// Every class, in the order of [`LockClass::index`].
+    /// Every class, in the order of the report of [`crate::Db::lock_contention`].
     pub const ALL: [LockClass; 7] = [
         LockClass::WriteQueue,
         LockClass::LogBuffer,

@@ -60,7 +60,10 @@ fn reads_of_cached_blocks_skip_the_lookup_and_count_as_hits() {
     assert!(on.swizzled_block_hits > 0, "{on:?}");
     assert_eq!(off.swizzled_block_hits, 0, "{off:?}");
     // Same reads, same hits and misses: a swizzled hit is a block cache hit.
-    assert_eq!(on.block_cache.hits + on.block_cache.misses, off.block_cache.hits + off.block_cache.misses);
+    assert_eq!(
+        on.block_cache.hits + on.block_cache.misses,
+        off.block_cache.hits + off.block_cache.misses
+    );
     assert_eq!(on.block_cache.misses, off.block_cache.misses);
     assert!(on.swizzled_block_hits <= on.block_cache.hits);
 }
@@ -70,10 +73,16 @@ fn an_evicted_block_is_read_again_not_served_from_its_reference() {
     // About 4.4 MB of blocks through a 256 KiB cache: blocks are evicted all the time.
     let small = read_back(true, 256 << 10, 2);
     assert!(small.block_cache.evictions > 0, "{small:?}");
-    assert!(small.block_cache.usage <= small.block_cache.capacity + (16 << 10), "{small:?}");
+    assert!(
+        small.block_cache.usage <= small.block_cache.capacity + (16 << 10),
+        "{small:?}"
+    );
     // Most reads miss: a reference that outlived its block's eviction would have answered
     // them instead. (With the whole table cached, almost every read is a hit; see above.)
     assert!(small.block_cache.misses > small.block_cache.hits, "{small:?}");
     let big = read_back(true, 64 << 20, 2);
-    assert!(big.block_cache.misses < small.block_cache.misses / 4, "{big:?} vs {small:?}");
+    assert!(
+        big.block_cache.misses < small.block_cache.misses / 4,
+        "{big:?} vs {small:?}"
+    );
 }

@@ -1,5 +1,5 @@
 //! Transactions: MVCC reads at a snapshot, a write buffer that reaches the engine only at commit
-//! as one atomic [`WriteBatch`], and either pessimistic row locks (two-phase locking with
+//! as one atomic [`crate::WriteBatch`], and either pessimistic row locks (two-phase locking with
 //! deadlock detection) or optimistic validation at commit. How it works inside:
 //! `docs/transactions.md`.
 //!
@@ -29,140 +29,27 @@
 //! - A transaction is driven by the caller's thread; there is no thread per transaction.
 
 mod buffer;
+mod claim;
+mod commit;
 mod iter;
 mod optimistic;
+mod options;
 
 use crate::db::Db;
 use crate::error::{Error, Result};
 use crate::key::Lsn;
-use crate::options::{ReadOptions, WriteOptions, MAX_BATCH_SIZE};
-use crate::row_lock::{LockError, TxnId, TxnShared};
+use crate::options::{ReadOptions, MAX_BATCH_SIZE};
+use crate::row_lock::{TxnId, TxnShared};
 use crate::snapshot::Snapshot;
-use crate::write::batch::WriteBatch;
-use crate::write::completion::{Completion, WriteHandle};
 use crate::Table;
 use buffer::{Limits, WriteBuffer};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 pub use iter::{TxnCursor, TxnIter};
-
-/// Isolation level of a transaction.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Isolation {
-    /// Snapshot isolation: every read sees the database as of `begin`, plus the transaction's
-    /// own writes; writing a key that another transaction committed after `begin` fails with
-    /// [`Error::WriteConflict`] (first updater wins). Allows write skew.
-    ///
-    /// Until the transaction makes its first unlocked read (`get`, `multi_get`, an iterator),
-    /// its snapshot is not fixed: a pessimistic write or `get_for_update` that finds the row
-    /// changed after the snapshot moves the snapshot to now instead of failing, as if the
-    /// transaction had begun later ([`TxnStats::snapshot_advances`]); rows it read before
-    /// are locked by it and read the same at the new snapshot.
-    #[default]
-    Snapshot,
-    /// Read committed: each read sees the latest committed state (an iterator: as of its
-    /// creation), plus the transaction's own writes. Allows non-repeatable reads and, for keys
-    /// read without `get_for_update`, lost updates.
-    ReadCommitted,
-}
-
-/// Concurrency control of a transaction.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum TxnMode {
-    /// Row locks taken on write and `get_for_update`, held until the end; conflicts surface
-    /// while the transaction runs ([`Error::LockTimeout`], [`Error::Deadlock`],
-    /// [`Error::WriteConflict`]).
-    #[default]
-    Pessimistic,
-    /// No locks while running; `commit` validates that no written (or read-for-update, or with
-    /// [`TxnOptions::validate_reads`], read) key changed since it was first used, and fails with
-    /// [`Error::WriteConflict`] writing nothing if one did.
-    Optimistic,
-}
-
-/// Options of one transaction ([`Db::begin`]). Build with `TxnOptions::default()` and struct
-/// update syntax.
-#[derive(Debug, Clone)]
-pub struct TxnOptions {
-    /// Isolation level. Default: [`Isolation::Snapshot`].
-    pub isolation: Isolation,
-    /// Pessimistic (row locks) or optimistic (validation at commit). Default: pessimistic.
-    pub mode: TxnMode,
-    /// How long to wait for a row lock held by another transaction before failing with
-    /// [`Error::LockTimeout`]; zero fails at once. Default: 5 s.
-    pub lock_timeout: Duration,
-    /// Detect deadlocks when a lock wait would close a cycle of waiting transactions (the one
-    /// closing it gets [`Error::Deadlock`]); when false, deadlocks end by lock timeout.
-    /// Default: true.
-    pub deadlock_detect: bool,
-    /// Largest size of the commit batch in bytes (keys + values + 21 bytes per key); a write
-    /// past it fails with [`Error::TxnTooLarge`]. Default: 32 MiB (X-Engine's limit); at most
-    /// [`crate::MAX_BATCH_SIZE`].
-    pub max_bytes: usize,
-    /// Most distinct keys the transaction may write. Default: 1,000,000.
-    pub max_keys: usize,
-    /// Optimistic mode: also validate keys read with `get`/`multi_get` (not iterators) at
-    /// commit, which rules out write skew among point reads. Default: false.
-    pub validate_reads: bool,
-    /// Release the row locks as soon as the commit batch is placed in the log, before its log
-    /// write and fsync end (early lock release, `docs/transactions.md`); when false, hold them
-    /// until the batch is visible, as before issue 21. Either way, no transaction that saw
-    /// this one's writes is acknowledged before they are durable. Default: true.
-    pub early_lock_release: bool,
-    /// How the commit batch is written (`sync` for durability against power loss).
-    pub write_options: WriteOptions,
-}
-
-impl Default for TxnOptions {
-    fn default() -> Self {
-        TxnOptions {
-            isolation: Isolation::Snapshot,
-            mode: TxnMode::Pessimistic,
-            lock_timeout: Duration::from_secs(5),
-            deadlock_detect: true,
-            max_bytes: 32 << 20,
-            max_keys: 1_000_000,
-            validate_reads: false,
-            early_lock_release: true,
-            write_options: WriteOptions::default(),
-        }
-    }
-}
-
-/// Counters of transactions since open ([`Db::txn_stats`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct TxnStats {
-    /// Transactions begun.
-    pub begun: u64,
-    /// Transactions whose commit succeeded.
-    pub committed: u64,
-    /// Transactions rolled back (explicitly, by drop, or by a failed commit).
-    pub rolled_back: u64,
-    /// Write conflicts found (snapshot-isolation checks and optimistic validation).
-    pub conflicts: u64,
-    /// Snapshot-isolation transactions that moved their snapshot forward past a change of a
-    /// row they locked instead of failing, because they had read nothing unlocked yet.
-    pub snapshot_advances: u64,
-    /// Lock requests that had to wait.
-    pub lock_waits: u64,
-    /// Lock waits that timed out.
-    pub lock_timeouts: u64,
-    /// Deadlock victims.
-    pub deadlocks: u64,
-    /// Rows locked or waited for right now.
-    pub locked_rows: u64,
-    /// Total time spent waiting for row locks, in nanoseconds.
-    pub lock_wait_nanos: u64,
-    /// Committed transactions that held row locks.
-    pub lock_holders: u64,
-    /// Their total lock hold time, from the first lock granted to the release, in nanoseconds
-    /// (`lock_hold_nanos / lock_holders` is the average hold time of a committed writer).
-    pub lock_hold_nanos: u64,
-}
+pub use options::{Isolation, TxnMode, TxnOptions, TxnStats};
 
 impl Db {
     /// Begins a transaction. It reads at a snapshot taken now (snapshot isolation) or at the
@@ -346,163 +233,6 @@ impl Txn {
             Some(s) => s.lsn(),
             None => self.db.visible_lsn(),
         }
-    }
-
-    /// Optimistic: remembers `key` for validation at commit (with the oldest LSN it was used at).
-    fn track(&mut self, table: u32, key: &[u8]) {
-        if self.opts.mode == TxnMode::Optimistic {
-            let lsn = self.read_lsn();
-            self.tracked.entry((table, key.to_vec())).or_insert(lsn);
-        }
-    }
-
-    /// Locks `key` for this transaction, mapping lock errors to typed errors.
-    fn lock(&mut self, table: &Table, id: u32, key: &[u8]) -> Result<bool> {
-        match self
-            .shared
-            .locks
-            .acquire(self.id, id, key, self.opts.lock_timeout, self.opts.deadlock_detect)
-        {
-            Ok(new) => {
-                if new {
-                    self.locks.push((id, key.to_vec()));
-                    self.first_lock_at.get_or_insert_with(Instant::now);
-                }
-                Ok(new)
-            }
-            Err(LockError::Timeout(waited)) => Err(Error::LockTimeout {
-                table: table.name().to_string(),
-                key: key.to_vec(),
-                waited,
-            }),
-            Err(LockError::Deadlock) => Err(Error::Deadlock {
-                txn: self.id,
-                table: table.name().to_string(),
-                key: key.to_vec(),
-            }),
-        }
-    }
-
-    /// [`Error::WriteConflict`] if `key` has a version newer than `since`.
-    fn check_unchanged(&self, table: &Table, key: &[u8], since: Lsn) -> Result<()> {
-        self.check_unchanged_read(table, key, since, false).map(|_| ())
-    }
-
-    /// [`Txn::check_unchanged`], also returning the key's value at the snapshot when
-    /// `with_value` (the checked version is the newest, so it is the one the snapshot sees).
-    fn check_unchanged_read(&self, table: &Table, key: &[u8], since: Lsn, with_value: bool) -> Result<Option<Vec<u8>>> {
-        match self.newest_version_after(table, key, since, with_value)? {
-            Ok(value) => Ok(value),
-            Err(found) => Err(self.conflict(table, key, since, found)),
-        }
-    }
-
-    /// `Ok(value at the snapshot)` if `key` has no version newer than `since`, else
-    /// `Err(LSN of the newest version)` once that version is visible: a version whose commit is
-    /// still being logged (its locks were released early) is waited for, so that a retry's new
-    /// snapshot sees it instead of conflicting with it again.
-    fn newest_version_after(
-        &self,
-        table: &Table,
-        key: &[u8],
-        since: Lsn,
-        with_value: bool,
-    ) -> Result<std::result::Result<Option<Vec<u8>>, Lsn>> {
-        match table.inner().latest_version(key, with_value)? {
-            Some((found, _)) if found > since => {
-                if found > self.db.visible_lsn() {
-                    self.db.wait_visible(found)?;
-                }
-                Ok(Err(found))
-            }
-            Some((_, value)) => Ok(Ok(value)),
-            None => Ok(Ok(None)),
-        }
-    }
-
-    fn conflict(&self, table: &Table, key: &[u8], snapshot: Lsn, found: Lsn) -> Error {
-        self.shared.conflicts.fetch_add(1, Ordering::Relaxed);
-        Error::WriteConflict {
-            table: table.name().to_string(),
-            key: key.to_vec(),
-            snapshot,
-            found,
-        }
-    }
-
-    /// Snapshot isolation, pessimistic: moves the snapshot to now. Only while no unlocked read
-    /// was made: every read so far was of a row this transaction holds locked, whose newest
-    /// version it checked to be at or below the old snapshot and which no one else could
-    /// change since, so it reads the same at the new one. The transaction then is as if it
-    /// had begun now.
-    fn advance_snapshot(&mut self) -> Option<Lsn> {
-        if self.snapshot_pinned.load(Ordering::Relaxed) || self.snapshot.is_none() {
-            return None;
-        }
-        let snapshot = self.db.snapshot();
-        let lsn = snapshot.lsn();
-        self.read_opts.snapshot = Some(snapshot.clone());
-        self.snapshot = Some(snapshot);
-        self.shared.snapshot_advances.fetch_add(1, Ordering::Relaxed);
-        Some(lsn)
-    }
-
-    /// Fixes the snapshot: an unlocked read is about to be made at it.
-    fn pin_snapshot(&self) {
-        self.snapshot_pinned.store(true, Ordering::Relaxed);
-    }
-
-    /// Pessimistic: lock `key` and, under snapshot isolation, check it was not changed after
-    /// the snapshot. Optimistic: track it for validation at commit. With `want_value`, returns
-    /// `Some(committed value at the snapshot)` when the check read it (so the caller need not
-    /// read again), `None` when it did not.
-    fn claim(&mut self, table: &Table, id: u32, key: &[u8], want_value: bool) -> Result<Option<Option<Vec<u8>>>> {
-        if self.opts.mode == TxnMode::Optimistic {
-            self.track(id, key);
-            return Ok(None);
-        }
-        let new = self.lock(table, id, key)?;
-        let Some(snap) = self.snapshot_lsn() else {
-            if !want_value {
-                return Ok(None);
-            }
-            // Read committed: the newest version of the row we now hold, even one whose commit
-            // is still being logged (its locks were released early); we commit after it.
-            let latest = table.inner().latest_version(key, true)?;
-            return Ok(Some(latest.and_then(|(lsn, value)| {
-                self.depends_on = self.depends_on.max(lsn);
-                value
-            })));
-        };
-        let recheck = !new && self.unchecked.iter().any(|(t, k)| *t == id && k == key);
-        if new || recheck {
-            let mut checked = self.newest_version_after(table, key, snap, want_value)?;
-            let mut snap = snap;
-            if checked.is_err() {
-                // Changed after a snapshot nothing has read yet: move the snapshot past the
-                // change rather than fail (the version is visible by now).
-                if let Some(now) = self.advance_snapshot() {
-                    snap = now;
-                    checked = self.newest_version_after(table, key, snap, want_value)?;
-                }
-            }
-            let checked = checked.map_err(|found| self.conflict(table, key, snap, found));
-            match checked {
-                Ok(value) => {
-                    if recheck {
-                        self.unchecked.retain(|(t, k)| !(*t == id && k == key));
-                    }
-                    return Ok(want_value.then_some(value));
-                }
-                Err(e) => {
-                    if new {
-                        self.unchecked.push((id, key.to_vec()));
-                    }
-                    return Err(e);
-                }
-            }
-        }
-        Ok(None)
     }
 
     fn read(&self, table: &Table, key: &[u8]) -> Result<Option<Vec<u8>>> {
@@ -689,171 +419,9 @@ impl Txn {
         self.buffer.savepoints()
     }
 
-    /// Optimistic validation (if any), then the commit batch.
-    fn prepare_commit(&mut self) -> Result<WriteBatch> {
-        if self.opts.mode == TxnMode::Optimistic {
-            self.validate()?;
-        }
-        self.buffer.to_batch()
-    }
-
-    /// Commits: writes every buffered write as one atomic batch through the write pipeline,
-    /// releases the locks as soon as the batch is placed in the log (early lock release, see
-    /// the module header), and returns once it is visible (and durable with
-    /// `write_options.sync`). Optimistic: validates first and fails with
-    /// [`Error::WriteConflict`], writing nothing, if a tracked key changed. On any error the
-    /// transaction is rolled back.
-    pub fn commit(mut self) -> Result<()> {
-        let batch = self.prepare_commit()?;
-        let result = if batch.is_empty() {
-            self.commit_without_writes()
-        } else {
-            let (early, late) = self.take_locks().split(self.opts.early_lock_release);
-            let result = match self.db.write_placed(batch, &self.opts.write_options, false, early) {
-                Ok(Some(completion)) => completion.wait(),
-                Ok(None) => Ok(()),
-                Err(e) => Err(e),
-            };
-            if let (Ok(()), Some(held)) = (&result, late) {
-                held.placed();
-            }
-            result
-        };
-        if result.is_ok() {
-            self.committed = true;
-            self.shared.committed.fetch_add(1, Ordering::Relaxed);
-        }
-        result
-    }
-
-    /// A commit with nothing to write: waits for the commits it read under a lock, then
-    /// releases its locks (by drop).
-    fn commit_without_writes(&mut self) -> Result<()> {
-        if self.depends_on > self.db.visible_lsn() {
-            self.db.wait_visible(self.depends_on)?;
-        }
-        self.take_locks().placed();
-        Ok(())
-    }
-
-    /// Moves the locks out of the transaction, to be released when the commit is placed.
-    fn take_locks(&mut self) -> HeldLocks {
-        HeldLocks {
-            shared: self.shared.clone(),
-            id: self.id,
-            locks: std::mem::take(&mut self.locks),
-            since: self.first_lock_at.take(),
-        }
-    }
-
-    /// Commits asynchronously: validates (optimistic), queues the batch and returns a handle
-    /// that completes when the batch is visible (and durable with `write_options.sync`); the
-    /// locks are released once the batch is placed in the log (early lock release), on the
-    /// pipeline thread that places it. Errors (including validation failures) are reported
-    /// through the handle. A transaction that writes nothing but read, under a lock, a version
-    /// whose commit is still in flight waits for that commit here.
-    ///
-    /// ```
-    /// # let dir = tempfile::tempdir()?;
-    /// # let db = riptide::Db::open(dir.path(), riptide::Options::default())?;
-    /// let t = db.default_table();
-    /// let mut txn = db.begin(Default::default())?;
-    /// txn.put(&t, b"k", b"v")?;
-    /// let handle = txn.commit_async();
-    /// handle.on_complete(|r| assert!(r.is_ok()));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn commit_async(mut self) -> WriteHandle {
-        let batch = match self.prepare_commit() {
-            Ok(b) => b,
-            Err(e) => return WriteHandle::failed(e),
-        };
-        if batch.is_empty() {
-            if let Err(e) = self.commit_without_writes() {
-                return WriteHandle::failed(e);
-            }
-            self.committed = true;
-            self.shared.committed.fetch_add(1, Ordering::Relaxed);
-            let completion = Completion::new();
-            completion.complete(Ok(()));
-            return WriteHandle { completion };
-        }
-        let (early, late) = self.take_locks().split(self.opts.early_lock_release);
-        let shared = self.shared.clone();
-        // Counted when the outcome is known; drop must not count a rollback meanwhile.
-        self.committed = true;
-        let completion = match self.db.write_placed(batch, &self.opts.write_options, true, early) {
-            Ok(Some(c)) => c,
-            Ok(None) => {
-                let c = Completion::new();
-                c.complete(Ok(()));
-                c
-            }
-            Err(e) => {
-                shared.rolled_back.fetch_add(1, Ordering::Relaxed);
-                return WriteHandle::failed(e);
-            }
-        };
-        let user = Completion::new();
-        let done = user.clone();
-        WriteHandle { completion }.on_complete(move |result| {
-            if let (Ok(()), Some(held)) = (&result, late) {
-                held.placed();
-            }
-            let counter = if result.is_ok() {
-                &shared.committed
-            } else {
-                &shared.rolled_back
-            };
-            counter.fetch_add(1, Ordering::Relaxed);
-            done.complete(result);
-        });
-        WriteHandle { completion: user }
-    }
-
     /// Discards every buffered write and releases the locks (as dropping does).
     pub fn rollback(self) {
         drop(self);
-    }
-}
-
-/// A committing transaction's row locks. They are released when this is dropped: right after
-/// the commit batch is placed (the pipeline runs the hook from [`HeldLocks::into_hook`]), or
-/// when the write fails before that (the hook is dropped without running).
-struct HeldLocks {
-    shared: Arc<TxnShared>,
-    id: TxnId,
-    locks: Vec<(u32, Vec<u8>)>,
-    since: Option<Instant>,
-}
-
-impl HeldLocks {
-    /// The commit is placed: counts the hold time and releases the locks.
-    fn placed(mut self) {
-        if let Some(since) = self.since.take() {
-            self.shared.lock_holders.fetch_add(1, Ordering::Relaxed);
-            self.shared
-                .lock_hold_nanos
-                .fetch_add(since.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        }
-    }
-
-    /// With early lock release, the hook that releases the locks when the batch is placed;
-    /// without, the locks themselves, for the caller to release once the batch is visible.
-    fn split(self, early: bool) -> (Option<crate::write::pipeline::OnPlaced>, Option<HeldLocks>) {
-        if early {
-            (Some(Box::new(move || self.placed())), None)
-        } else {
-            (None, Some(self))
-        }
-    }
-}
-
-impl Drop for HeldLocks {
-    fn drop(&mut self) {
-        if !self.locks.is_empty() {
-            self.shared.locks.release_all(self.id, std::mem::take(&mut self.locks));
-        }
     }
 }
 
