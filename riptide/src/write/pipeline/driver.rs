@@ -56,12 +56,7 @@ impl Pipeline {
             self.flush_round();
             let own_flushed = !matches!(own.progress.lock().phase, Phase::Buffered);
             let mut d = self.contention.lock(LockClass::LogDriver, &self.driver);
-            if self
-                .contention
-                .lock(LockClass::LogBuffer, &self.log)
-                .flush_queue
-                .is_empty()
-            {
+            if self.flush_queue_empty() {
                 d.active = false;
                 return;
             }
@@ -71,6 +66,14 @@ impl Pipeline {
                 return;
             }
         }
+    }
+
+    /// No buffered group waits for a flush (looked at under the log-buffer lock).
+    fn flush_queue_empty(&self) -> bool {
+        self.contention
+            .lock(LockClass::LogBuffer, &self.log)
+            .flush_queue
+            .is_empty()
     }
 
     /// The log-flush thread: drives stage 2 whenever a leader hands it over, until the buffer
@@ -90,12 +93,7 @@ impl Pipeline {
             loop {
                 self.flush_round();
                 let mut d = self.contention.lock(LockClass::LogDriver, &self.driver);
-                if self
-                    .contention
-                    .lock(LockClass::LogBuffer, &self.log)
-                    .flush_queue
-                    .is_empty()
-                {
+                if self.flush_queue_empty() {
                     d.active = false;
                     break;
                 }
