@@ -45,7 +45,7 @@ impl Txn {
                 Err(e) => Err(e),
             };
             if let (Ok(()), Some(held)) = (&result, late) {
-                held.placed();
+                held.release_committed();
             }
             result
         };
@@ -62,7 +62,7 @@ impl Txn {
         if self.depends_on > self.db.visible_lsn() {
             self.db.wait_visible(self.depends_on)?;
         }
-        self.take_locks().placed();
+        self.take_locks().release_committed();
         Ok(())
     }
 
@@ -128,7 +128,7 @@ impl Txn {
         let done = user.clone();
         WriteHandle { completion }.on_complete(move |result| {
             if let (Ok(()), Some(held)) = (&result, late) {
-                held.placed();
+                held.release_committed();
             }
             let counter = if result.is_ok() {
                 &shared.committed
@@ -153,8 +153,9 @@ struct HeldLocks {
 }
 
 impl HeldLocks {
-    /// The commit is placed: counts the hold time and releases the locks.
-    fn placed(mut self) {
+    /// The commit is placed (or, without early lock release, visible): counts the hold time of
+    /// a committed writer and releases the locks.
+    fn release_committed(mut self) {
         if let Some(since) = self.since.take() {
             self.shared.lock_holders.fetch_add(1, Ordering::Relaxed);
             self.shared
@@ -167,7 +168,7 @@ impl HeldLocks {
     /// without, the locks themselves, for the caller to release once the batch is visible.
     fn split(self, early: bool) -> (Option<crate::write::pipeline::OnPlaced>, Option<HeldLocks>) {
         if early {
-            (Some(Box::new(move || self.placed())), None)
+            (Some(Box::new(move || self.release_committed())), None)
         } else {
             (None, Some(self))
         }
