@@ -20,6 +20,11 @@
 #   WORK=${TMPDIR:-/tmp}/many-core   where compare.sh puts its databases (deleted after each run)
 #   DRY_RUN=1                   print every compare.sh invocation (environment and command) and the
 #                               vmstat runs, with the time estimate, instead of running them
+#   AB=1                        also two A/B blocks of Riptide against itself with one feature off
+#                               (engine riptide-base = the same binary with an extra flag), REPS2
+#                               runs each, about 1.5 more minutes: early lock release
+#                               (xbench zipf at 64 threads, --early_lock_release=false) and pointer
+#                               swizzling (readrandom warm at 16 threads, --block_swizzling=false)
 #
 # REPORT_DIR gets one compare.sh report per block (<block>.md, its stderr in <block>.err, its run
 # logs in logs/<block>/), vmstat-<engine>-xbench64.txt with the bench output next to it, and
@@ -72,12 +77,14 @@ count() { set -- $1; echo $#; }
 # block NAME NOTE PREFILL_SECONDS VAR=value ...: one compare.sh run, report to $RET/NAME.md.
 # Every setting is passed explicitly (defaults below, then the block's), so nothing leaks in
 # from the caller's environment and the dry run shows the whole invocation.
-KEYS=(BENCHMARKS THREADS SYNC ENGINES REPS NUM DURATION KEY_SIZE VALUE_SIZE CACHE_SIZE PREFILL EXTRA_FLAGS)
+KEYS=(BENCHMARKS THREADS SYNC ENGINES REPS NUM DURATION KEY_SIZE VALUE_SIZE CACHE_SIZE PREFILL EXTRA_FLAGS
+    RIPTIDE_BASE)
 block() {
     local name=$1 note=$2 pf=$3
     shift 3
     declare -A v=([SYNC]=0 [ENGINES]="riptide rocksdb" [REPS]=$REPS [DURATION]=5 [KEY_SIZE]=16
-        [VALUE_SIZE]=10 [CACHE_SIZE]=8388608 [PREFILL]=fillrandom,flush,waitforcompaction [EXTRA_FLAGS]=)
+        [VALUE_SIZE]=10 [CACHE_SIZE]=8388608 [PREFILL]=fillrandom,flush,waitforcompaction [EXTRA_FLAGS]=
+        [RIPTIDE_BASE]=)
     local kv
     for kv in "$@"; do v[${kv%%=*}]=${kv#*=}; done
     local envs=() k
@@ -123,6 +130,26 @@ block r-t64 "readrandom warm (1 GiB block cache), 2M keys" 7 BENCHMARKS=readrand
     CACHE_SIZE=1073741824 "${D2[@]}"
 block x-zipf "xbench 42:10:32:16 zipf 0.99, 500K rows" 3 "${X[@]}" THREADS="1 16 256" EXTRA_FLAGS="$ZIPF" "${D2[@]}"
 block x-uniform "xbench 42:10:32:16 uniform, 500K rows" 3 "${X[@]}" THREADS=64 EXTRA_FLAGS="--mix=42:10:32:16" "${D2[@]}"
+
+# Optional A/B blocks: engine riptide-base runs a wrapper that calls the same binary with one
+# feature turned off (the flag comes last, so it wins over nothing: compare.sh never passes it).
+flag_wrapper() { # NAME FLAG: prints the path of a wrapper running $RIPTIDE with FLAG appended
+    local w="$WORK/bin/riptide-$1"
+    if ! dry; then
+        mkdir -p "$WORK/bin"
+        printf '#!/bin/sh\nexec %q "$@" %q\n' "$(realpath -- "$RIPTIDE")" "$2" >"$w"
+        chmod +x "$w"
+    fi
+    echo "$w"
+}
+if [[ "${AB:-0}" != 0 ]]; then
+    block ab-elr "xbench 42:10:32:16 zipf 0.99, 500K rows, 64 threads: riptide-base = --early_lock_release=false" 3 \
+        "${X[@]}" THREADS=64 EXTRA_FLAGS="$ZIPF" ENGINES="riptide riptide-base" \
+        RIPTIDE_BASE="$(flag_wrapper no-elr --early_lock_release=false)" "${D2[@]}"
+    block ab-swizzle "readrandom warm (1 GiB block cache), 2M keys, 16 threads: riptide-base = --block_swizzling=false" 7 \
+        BENCHMARKS=readrandom THREADS=16 NUM=2000000 CACHE_SIZE=1073741824 ENGINES="riptide riptide-base" \
+        RIPTIDE_BASE="$(flag_wrapper no-swizzle --block_swizzling=false)" "${D2[@]}"
+fi
 
 # CPU use (vmstat 1) during a 64-thread Zipfian xbench of each engine: prefill as compare.sh
 # does (fillseq, flush, waitforcompaction, 1 thread), then vmstat only while the measured run lasts.
