@@ -16,7 +16,7 @@ use super::stats::LevelCounters;
 use super::DbInner;
 use crate::compaction::picker::{flush_triggers_delete_compaction, pick, Shape, TaskKind, Triggers};
 use crate::compaction::{compact, packable, purgeable, CompactionContext, CompactionKind, KeyRange, Units};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::extent::ExtentOptions;
 use crate::flush::{flush_oldest, FlushContext};
 use crate::key::Lsn;
@@ -244,15 +244,7 @@ impl DbInner {
 
 impl FlushContext for DbInner {
     fn wait_visible(&self, lsn: Lsn) -> Result<()> {
-        loop {
-            if self.pipeline.visible_lsn() >= lsn {
-                return Ok(());
-            }
-            if let Some(e) = self.pipeline.poison_error() {
-                return Err(Error::Poisoned(Arc::new(e)));
-            }
-            std::thread::sleep(Duration::from_micros(100));
-        }
+        self.pipeline.wait_visible(lsn, 0, Duration::from_micros(100))
     }
 
     fn gc_view(&self) -> (Lsn, Vec<Lsn>) {

@@ -357,24 +357,9 @@ impl Db {
     /// or fails with the error that poisoned the pipeline. For a transaction that read a
     /// version still being committed and writes nothing itself.
     pub(crate) fn wait_visible(&self, lsn: Lsn) -> Result<()> {
-        let pipeline = &self.inner.pipeline;
-        let mut spins = 0u32;
-        loop {
-            if pipeline.visible_lsn() >= lsn {
-                return Ok(());
-            }
-            if let Some(e) = pipeline.poison_error() {
-                return Err(Error::Poisoned(Arc::new(e)));
-            }
-            // Rare (a read-only transaction that read a version of a commit in flight): the
-            // commit is usually done within a few scheduling slices.
-            spins += 1;
-            if spins < 64 {
-                std::thread::yield_now();
-            } else {
-                std::thread::sleep(Duration::from_micros(50));
-            }
-        }
+        // Rare (a read-only transaction that read a version of a commit in flight): the
+        // commit is usually done within a few scheduling slices.
+        self.inner.pipeline.wait_visible(lsn, 63, Duration::from_micros(50))
     }
 
     /// How often each of the engine's hot mutexes was found taken, and how long threads

@@ -57,20 +57,8 @@ impl Txn {
 
     /// [`crate::Error::WriteConflict`] if `key` has a version newer than `since`.
     pub(super) fn check_unchanged(&self, table: &Table, key: &[u8], since: Lsn) -> Result<()> {
-        self.check_unchanged_read(table, key, since, false).map(|_| ())
-    }
-
-    /// [`Txn::check_unchanged`], also returning the key's value at the snapshot when
-    /// `with_value` (the checked version is the newest, so it is the one the snapshot sees).
-    pub(super) fn check_unchanged_read(
-        &self,
-        table: &Table,
-        key: &[u8],
-        since: Lsn,
-        with_value: bool,
-    ) -> Result<Option<Vec<u8>>> {
-        match self.newest_version_after(table, key, since, with_value)? {
-            Ok(value) => Ok(value),
+        match self.newest_version_after(table, key, since, false)? {
+            Ok(_) => Ok(()),
             Err(found) => Err(self.conflict(table, key, since, found)),
         }
     }

@@ -134,17 +134,24 @@ impl Pipeline {
         completions
     }
 
-    /// Stages 3 and 4 for a group without redo bytes; `timed` if it is one of the timed ones.
-    pub(super) fn insert_and_finish(&self, seq: u64, work: GroupWork, timed: bool) {
+    /// [`Pipeline::insert_group`], counting its time if the group is one of the timed ones;
+    /// also returns when the insertion ended (timed groups only).
+    pub(super) fn insert_group_timed(&self, work: GroupWork, timed: bool) -> (Vec<Arc<Completion>>, Option<Instant>) {
         let started = timed.then(Instant::now);
         let writers = work.writers.len() as u64;
         let completions = self.insert_group(work);
-        let now = started.map(|started| {
+        let ended = started.map(|started| {
             let now = Instant::now();
             self.counters.time(Counter::InsertNanos, writers, now - started);
             now
         });
-        self.finish(seq, EntryState::Done, completions, now);
+        (completions, ended)
+    }
+
+    /// Stages 3 and 4 for a group without redo bytes; `timed` if it is one of the timed ones.
+    pub(super) fn insert_and_finish(&self, seq: u64, work: GroupWork, timed: bool) {
+        let (completions, ended) = self.insert_group_timed(work, timed);
+        self.finish(seq, EntryState::Done, completions, ended);
     }
 
     /// Stage 4 for a logged group, once it is both flushed (or failed) and inserted; does

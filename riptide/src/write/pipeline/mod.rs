@@ -205,6 +205,26 @@ impl Pipeline {
         &self.contention
     }
 
+    /// Waits until `visible_lsn` reaches `lsn`, or fails with the error that poisoned the
+    /// pipeline: yields `yields` times, then sleeps `nap` between looks.
+    pub(crate) fn wait_visible(&self, lsn: Lsn, yields: u32, nap: Duration) -> Result<()> {
+        let mut looks = 0u32;
+        loop {
+            if self.visible_lsn() >= lsn {
+                return Ok(());
+            }
+            if let Some(e) = self.poison_error() {
+                return Err(Error::Poisoned(Arc::new(e)));
+            }
+            looks += 1;
+            if looks <= yields {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(nap);
+            }
+        }
+    }
+
     /// The error that poisoned the pipeline, if any.
     pub(crate) fn poison_error(&self) -> Option<Error> {
         if !self.poisoned.load(Ordering::Acquire) {
@@ -349,13 +369,7 @@ impl Pipeline {
             self.drive_if_idle(&state);
         }
         // Stage 3, while the driver writes the log: our own group, by this thread.
-        let insert_started = taken.map(|_| Instant::now());
-        let completions = self.insert_group(work);
-        let inserted_at = insert_started.map(|started| {
-            let now = Instant::now();
-            self.counters.time(Counter::InsertNanos, writers, now - started);
-            now
-        });
+        let (completions, inserted_at) = self.insert_group_timed(work, taken.is_some());
         {
             let mut progress = state.progress.lock();
             progress.inserted = Some(Inserted {
