@@ -1,6 +1,7 @@
 //! The `riptide` command: `riptide bench` (db_bench-compatible benchmarks), `riptide inspect`
-//! (levels, extents, slog, redo log, checksum verification) and `riptide stress` (random
-//! operations against an expected state, with a blackbox crash mode).
+//! (levels, extents, slog, redo log, checksum verification), `riptide stress` (random
+//! operations against an expected state, with a blackbox crash mode) and `riptide serve` (the
+//! MySQL-protocol server).
 //!
 //! Exit status, the same for every subcommand: 0 on success; 1 when the run failed (a runtime
 //! error, a failed verification, damage found by `inspect verify`); 2 for a usage error, both
@@ -8,6 +9,7 @@
 
 mod bench;
 mod inspect;
+mod serve;
 mod stress;
 
 use clap::{Parser, Subcommand};
@@ -28,6 +30,7 @@ struct Cli {
 enum Command {
     Bench(Box<bench::flags::BenchFlags>),
     Inspect(inspect::InspectArgs),
+    Serve(Box<serve::ServeArgs>),
     Stress(Box<stress::StressArgs>),
 }
 
@@ -55,6 +58,13 @@ fn main() -> ExitCode {
             Err(e) => {
                 eprintln!("riptide stress: error: {e}");
                 ExitCode::from(e.exit_code())
+            }
+        },
+        Command::Serve(args) => match serve::run(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("riptide serve: error: {e}");
+                ExitCode::from(RUNTIME_ERROR)
             }
         },
         Command::Inspect(args) => match inspect::run(&args) {

@@ -1,0 +1,395 @@
+//! One client connection: handshake, then a loop of commands, each answered in full before
+//! the next is read.
+//!
+//! Invariants:
+//! - a statement that may wait for a row lock or for DDL runs under `block_in_place`, so a
+//!   lock wait never stalls the other connections of its worker thread;
+//! - a commit is awaited asynchronously (the engine's `on_complete` callback), so a waiting
+//!   commit holds no thread;
+//! - no client input ends the process: malformed packets close this connection only, SQL
+//!   errors are ERR packets, and the session's open transaction is rolled back when the
+//!   connection ends.
+
+use crate::protocol::{self, capability, status, Command, Connection, OkInfo, ProtocolError};
+use crate::server::ServerShared;
+use crate::sql::error::SqlError;
+use crate::sql::parse::parse;
+use crate::sql::session::{Outcome, Reply, Session};
+use crate::sql::session_vars::{SessionView, SERVER_VERSION};
+use crate::value::Value;
+use sqlparser::ast::Statement;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use tokio::net::TcpStream;
+
+/// A prepared statement of a connection.
+struct Prepared {
+    stmt: Statement,
+    params: usize,
+    types: Vec<protocol::ParamType>,
+    long_data: HashMap<u16, Vec<u8>>,
+}
+
+fn may_block(stmt: &Statement) -> bool {
+    match stmt {
+        Statement::Query(q) => !q.locks.is_empty(),
+        Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) => true,
+        Statement::StartTransaction { .. }
+        | Statement::Commit { .. }
+        | Statement::Rollback { .. }
+        | Statement::Set(_)
+        | Statement::Use(_)
+        | Statement::ShowTables { .. }
+        | Statement::ShowDatabases { .. }
+        | Statement::ShowVariables { .. }
+        | Statement::ShowColumns { .. }
+        | Statement::ShowCreate { .. }
+        | Statement::ExplainTable { .. } => false,
+        // DDL: takes the DDL lock, may wait for statements and for an implicit commit.
+        _ => true,
+    }
+}
+
+fn status_of(s: &Session) -> u16 {
+    let mut st = 0;
+    if s.view.autocommit {
+        st |= status::SERVER_STATUS_AUTOCOMMIT;
+    }
+    if s.in_transaction() {
+        st |= status::SERVER_STATUS_IN_TRANS;
+    }
+    st
+}
+
+/// Runs a statement and waits for its commit without holding a thread.
+async fn run(session: &mut Session, stmt: &Statement, params: &[Value]) -> Result<Outcome, SqlError> {
+    let reply: Reply = if may_block(stmt) {
+        tokio::task::block_in_place(|| session.execute(stmt, params))?
+    } else {
+        session.execute(stmt, params)?
+    };
+    if let Some(handle) = reply.commit {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        handle.on_complete(move |r| {
+            let _ = tx.send(r);
+        });
+        match rx.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                let mut e = SqlError::from_engine(e);
+                e.rolled_back = true;
+                return Err(e);
+            }
+            Err(_) => return Err(SqlError::other("commit outcome lost")),
+        }
+    }
+    Ok(reply.outcome)
+}
+
+fn write_outcome<S>(
+    conn: &mut Connection<S>,
+    session: &Session,
+    out: Result<Outcome, SqlError>,
+    binary: bool,
+    shared: &ServerShared,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send,
+{
+    let st = status_of(session);
+    match out {
+        Ok(Outcome::Ok {
+            affected,
+            last_insert_id,
+            info,
+        }) => conn.write_ok(&OkInfo {
+            affected_rows: affected,
+            last_insert_id,
+            status: st,
+            warnings: 0,
+            info,
+        }),
+        Ok(Outcome::Rows { columns, rows }) => {
+            if binary {
+                conn.write_binary_resultset(&columns, &rows, st)
+            } else {
+                conn.write_text_resultset(&columns, &rows, st)
+            }
+        }
+        Err(e) => {
+            shared.metrics.error(e.code);
+            conn.write_err(e.code, e.state, &e.message)
+        }
+    }
+}
+
+/// Serves one connection until the client quits, the stream fails, or the server stops.
+pub async fn serve_connection(stream: TcpStream, shared: Arc<ServerShared>, id: u32) {
+    let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| "?".into());
+    if let Err(e) = stream.set_nodelay(true) {
+        tracing::warn!(connection = id, %peer, "set_nodelay failed: {e}");
+    }
+    let mut conn = Connection::new(stream, shared.config.max_allowed_packet);
+    let info = match conn.handshake(id, SERVER_VERSION, shared.users.as_ref()).await {
+        Ok(i) => i,
+        Err(e) => {
+            tracing::warn!(connection = id, %peer, "handshake failed: {e}");
+            return;
+        }
+    };
+    let view = SessionView {
+        db: None,
+        user: info.user.clone(),
+        connection_id: id,
+        last_insert_id: 0,
+        autocommit: true,
+        isolation: riptide::Isolation::Snapshot,
+        now: crate::value::DateTime::new(1970, 1, 1, 0, 0, 0, 0).expect("valid"),
+        version: SERVER_VERSION.to_string(),
+        max_allowed_packet: shared.config.max_allowed_packet,
+        lock_wait_timeout: shared.config.session.lock_wait_timeout.as_secs(),
+    };
+    let mut session = Session::new(shared.catalog.clone(), shared.config.session.clone(), view);
+    session.found_rows = info.capabilities & capability::CLIENT_FOUND_ROWS != 0;
+    if let Some(db) = info.database.filter(|d| !d.is_empty()) {
+        if !shared.catalog.state().databases.contains(&db) {
+            let e = SqlError::no_such_database(&db);
+            conn.write_err(e.code, e.state, &e.message);
+            let _ = conn.flush().await;
+            return;
+        }
+        session.view.db = Some(db);
+    }
+    conn.write_ok(&OkInfo {
+        affected_rows: 0,
+        last_insert_id: 0,
+        status: status_of(&session),
+        warnings: 0,
+        info: String::new(),
+    });
+    if let Err(e) = conn.flush().await {
+        tracing::warn!(connection = id, %peer, "write failed: {e}");
+        return;
+    }
+    let mut prepared: HashMap<u32, Prepared> = HashMap::new();
+    let mut next_stmt: u32 = 1;
+    let mut stop = shared.stop.subscribe();
+    loop {
+        let cmd = tokio::select! {
+            c = conn.read_command() => c,
+            _ = stop.changed() => break,
+        };
+        let cmd = match cmd {
+            Ok(Some(c)) => c,
+            Ok(None) => break,
+            Err(ProtocolError::PacketTooLarge { len, max }) => {
+                tracing::warn!(connection = id, %peer, "packet of {len} bytes over max_allowed_packet {max}: refused");
+                shared.metrics.error(1153);
+                continue;
+            }
+            Err(e) => {
+                tracing::warn!(connection = id, %peer, "connection closed: {e}");
+                break;
+            }
+        };
+        match cmd {
+            Command::Quit => break,
+            Command::Ping => conn.write_ok(&OkInfo {
+                affected_rows: 0,
+                last_insert_id: 0,
+                status: status_of(&session),
+                warnings: 0,
+                info: String::new(),
+            }),
+            Command::Query(sql) => {
+                let started = std::time::Instant::now();
+                let out = match std::str::from_utf8(&sql) {
+                    Err(_) => Err(SqlError::syntax("the statement is not valid UTF-8")),
+                    Ok(text) => match parse(text) {
+                        Err(e) => Err(e),
+                        Ok(stmts) if stmts.is_empty() => Err(SqlError::new(1065, "42000", "Query was empty")),
+                        Ok(stmts) if stmts.len() > 1 => Err(SqlError::syntax(
+                            "several statements in one query (multi-statements are off)",
+                        )),
+                        Ok(stmts) => {
+                            shared.metrics.statement(&stmts[0]);
+                            run(&mut session, &stmts[0], &[]).await
+                        }
+                    },
+                };
+                shared.metrics.latency(started.elapsed());
+                write_outcome(&mut conn, &session, out, false, &shared);
+            }
+            Command::InitDb(db) => {
+                let db = String::from_utf8_lossy(&db).into_owned();
+                if shared.catalog.state().databases.contains(&db) {
+                    session.view.db = Some(db);
+                    write_outcome(
+                        &mut conn,
+                        &session,
+                        Ok(Outcome::Ok {
+                            affected: 0,
+                            last_insert_id: 0,
+                            info: String::new(),
+                        }),
+                        false,
+                        &shared,
+                    );
+                } else {
+                    write_outcome(
+                        &mut conn,
+                        &session,
+                        Err(SqlError::no_such_database(&db)),
+                        false,
+                        &shared,
+                    );
+                }
+            }
+            Command::FieldList { table, .. } => {
+                let name = String::from_utf8_lossy(&table).into_owned();
+                let state = shared.catalog.state();
+                match session.view.db.as_deref().map(|d| state.table(d, &name)) {
+                    Some(Ok(h)) => {
+                        let cols: Vec<_> = (0..h.schema.columns.len())
+                            .map(|c| crate::sql::bind::query::column_info_of(h, c))
+                            .collect();
+                        conn.write_column_definitions_for_field_list(&cols);
+                    }
+                    Some(Err(e)) => write_outcome(&mut conn, &session, Err(e), false, &shared),
+                    None => write_outcome(&mut conn, &session, Err(SqlError::no_database()), false, &shared),
+                }
+            }
+            Command::StmtPrepare(sql) => {
+                let res = std::str::from_utf8(&sql)
+                    .map_err(|_| SqlError::syntax("the statement is not valid UTF-8"))
+                    .and_then(parse)
+                    .and_then(|mut stmts| {
+                        if stmts.len() != 1 {
+                            return Err(SqlError::syntax("PREPARE takes exactly one statement"));
+                        }
+                        let stmt = stmts.pop().expect("one statement");
+                        let bound = session.bind(&stmt)?;
+                        let columns = match &bound.plan {
+                            crate::sql::plan::Plan::Select(p) => p.columns.clone(),
+                            _ => Vec::new(),
+                        };
+                        Ok((stmt, bound.params, columns))
+                    });
+                match res {
+                    Ok((stmt, params, columns)) if params <= u16::MAX as usize => {
+                        let sid = next_stmt;
+                        next_stmt = next_stmt.wrapping_add(1).max(1);
+                        prepared.insert(
+                            sid,
+                            Prepared {
+                                stmt,
+                                params,
+                                types: Vec::new(),
+                                long_data: HashMap::new(),
+                            },
+                        );
+                        conn.write_prepare_ok(sid, params as u16, &columns);
+                    }
+                    Ok(_) => write_outcome(
+                        &mut conn,
+                        &session,
+                        Err(SqlError::new(
+                            1390,
+                            "HY000",
+                            "Prepared statement contains too many placeholders",
+                        )),
+                        false,
+                        &shared,
+                    ),
+                    Err(e) => write_outcome(&mut conn, &session, Err(e), false, &shared),
+                }
+            }
+            Command::StmtExecute(payload) => {
+                let started = std::time::Instant::now();
+                let out = match protocol::execute_stmt_id(&payload) {
+                    Err(e) => Err(SqlError::new(
+                        1835,
+                        "HY000",
+                        format!("Malformed communication packet: {e}"),
+                    )),
+                    Ok(sid) => match prepared.get_mut(&sid) {
+                        None => Err(SqlError::unknown_statement(sid)),
+                        Some(p) => match protocol::decode_execute(&payload, p.params, &mut p.types, &mut p.long_data) {
+                            Err(e) => Err(SqlError::new(
+                                1835,
+                                "HY000",
+                                format!("Malformed communication packet: {e}"),
+                            )),
+                            Ok(req) => {
+                                let stmt = p.stmt.clone();
+                                shared.metrics.statement(&stmt);
+                                run(&mut session, &stmt, &req.params).await
+                            }
+                        },
+                    },
+                };
+                shared.metrics.latency(started.elapsed());
+                write_outcome(&mut conn, &session, out, true, &shared);
+            }
+            Command::StmtClose(sid) => {
+                prepared.remove(&sid);
+                continue; // no reply
+            }
+            Command::StmtSendLongData { stmt_id, param, data } => {
+                if let Some(p) = prepared.get_mut(&stmt_id) {
+                    let buf = p.long_data.entry(param).or_default();
+                    if buf.len() + data.len() <= shared.config.max_allowed_packet {
+                        buf.extend_from_slice(&data);
+                    }
+                }
+                continue; // no reply
+            }
+            Command::StmtReset(sid) => {
+                let out = match prepared.get_mut(&sid) {
+                    Some(p) => {
+                        p.long_data.clear();
+                        Ok(Outcome::Ok {
+                            affected: 0,
+                            last_insert_id: 0,
+                            info: String::new(),
+                        })
+                    }
+                    None => Err(SqlError::unknown_statement(sid)),
+                };
+                write_outcome(&mut conn, &session, out, false, &shared);
+            }
+            Command::ResetConnection => {
+                session.rollback_open();
+                prepared.clear();
+                session.view.autocommit = true;
+                session.view.last_insert_id = 0;
+                write_outcome(
+                    &mut conn,
+                    &session,
+                    Ok(Outcome::Ok {
+                        affected: 0,
+                        last_insert_id: 0,
+                        info: String::new(),
+                    }),
+                    false,
+                    &shared,
+                );
+            }
+            Command::Other(code) => {
+                write_outcome(
+                    &mut conn,
+                    &session,
+                    Err(SqlError::new(1047, "08S01", format!("Unknown command {code:#04x}"))),
+                    false,
+                    &shared,
+                );
+            }
+        }
+        if let Err(e) = conn.flush().await {
+            tracing::warn!(connection = id, %peer, "write failed: {e}");
+            break;
+        }
+    }
+    session.rollback_open();
+    shared.connections.fetch_sub(1, Ordering::Relaxed);
+}

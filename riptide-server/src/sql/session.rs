@@ -1,0 +1,388 @@
+//! A client session: current database, autocommit, isolation, the open transaction, and the
+//! execution of one statement with MySQL's transaction rules.
+//!
+//! Invariants:
+//! - every statement is atomic: it runs under a savepoint of the transaction and a failed
+//!   statement leaves the transaction as it was before it;
+//! - a deadlock, write conflict or lock wait timeout (1213, 1205) rolls the whole transaction
+//!   back before the error is returned (sysbench retries the transaction);
+//! - with autocommit on and no BEGIN, a writing statement is its own transaction; its commit
+//!   is returned unfinished ([`Reply::commit`]) and the reply is sent only once the commit is
+//!   durable (`--sync`) and visible: a connection never holds a thread while it waits;
+//! - BEGIN inside a transaction and any DDL commit the open transaction first (MySQL's
+//!   implicit commit).
+
+use crate::protocol::ColumnInfo;
+use crate::sql::bind::{bind, Bound};
+use crate::sql::catalog::Catalog;
+use crate::sql::error::{SqlError, SqlResult};
+use crate::sql::exec::{ddl, rows::Reader, select, show, write};
+use crate::sql::expr::{truth, Ctx};
+use crate::sql::plan::{Plan, SetItem};
+use crate::sql::session_vars::SessionView;
+use crate::value::Value;
+use riptide::{Isolation, Txn, TxnOptions, WriteHandle, WriteOptions};
+use sqlparser::ast::Statement;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Server-wide settings a session uses.
+#[derive(Debug, Clone)]
+pub struct SessionConfig {
+    /// Commits wait for fsync.
+    pub sync: bool,
+    /// Row lock wait timeout.
+    pub lock_wait_timeout: Duration,
+}
+
+/// What a statement produced.
+pub enum Outcome {
+    /// An OK packet.
+    Ok {
+        /// Affected rows (as the client's FOUND_ROWS flag asks).
+        affected: u64,
+        /// LAST_INSERT_ID of this statement (0 if none).
+        last_insert_id: u64,
+        /// Info text (`Rows matched: ...`).
+        info: String,
+    },
+    /// A result set.
+    Rows {
+        /// Columns.
+        columns: Vec<ColumnInfo>,
+        /// Rows.
+        rows: Vec<Vec<Value>>,
+    },
+}
+
+/// A statement's reply, maybe waiting for a commit.
+pub struct Reply {
+    /// The outcome to send.
+    pub outcome: Outcome,
+    /// A commit to wait for before sending it.
+    pub commit: Option<WriteHandle>,
+}
+
+impl Reply {
+    fn ok(affected: u64) -> Reply {
+        Reply {
+            outcome: Outcome::Ok {
+                affected,
+                last_insert_id: 0,
+                info: String::new(),
+            },
+            commit: None,
+        }
+    }
+}
+
+/// One client session.
+pub struct Session {
+    catalog: Arc<Catalog>,
+    config: SessionConfig,
+    /// What binding sees.
+    pub view: SessionView,
+    txn: Option<Txn>,
+    /// The client asked for FOUND_ROWS (affected = matched rows on UPDATE).
+    pub found_rows: bool,
+}
+
+impl Session {
+    /// A new session.
+    pub fn new(catalog: Arc<Catalog>, config: SessionConfig, view: SessionView) -> Session {
+        Session {
+            catalog,
+            config,
+            view,
+            txn: None,
+            found_rows: false,
+        }
+    }
+
+    /// The catalog.
+    pub fn catalog(&self) -> &Arc<Catalog> {
+        &self.catalog
+    }
+
+    /// True inside a transaction.
+    pub fn in_transaction(&self) -> bool {
+        self.txn.is_some()
+    }
+
+    fn begin_txn(&self) -> SqlResult<Txn> {
+        Ok(self.catalog.db().begin(TxnOptions {
+            isolation: self.view.isolation,
+            lock_timeout: self.config.lock_wait_timeout,
+            write_options: WriteOptions {
+                sync: self.config.sync,
+                ..Default::default()
+            },
+            ..Default::default()
+        })?)
+    }
+
+    /// Commits the open transaction, if any; the handle to wait for.
+    fn commit_open(&mut self) -> Option<WriteHandle> {
+        self.txn.take().map(|t| t.commit_async())
+    }
+
+    /// Rolls back the open transaction, if any.
+    pub fn rollback_open(&mut self) {
+        if let Some(t) = self.txn.take() {
+            t.rollback();
+        }
+    }
+
+    /// Binds a statement (for PREPARE: its parameter count and result columns).
+    pub fn bind(&self, stmt: &Statement) -> SqlResult<Bound> {
+        let pin = self.catalog.begin_statement();
+        bind(stmt, &pin.state, &self.view)
+    }
+
+    /// Executes one parsed statement with `params` for its `?`s.
+    pub fn execute(&mut self, stmt: &Statement, params: &[Value]) -> SqlResult<Reply> {
+        self.view.now = now();
+        let catalog = self.catalog.clone();
+        let pin = catalog.begin_statement();
+        let bound = bind(stmt, &pin.state, &self.view)?;
+        if bound.params != params.len() {
+            return Err(SqlError::wrong_arguments("mysqld_stmt_execute"));
+        }
+        let plan = bound.plan;
+        match plan {
+            Plan::Select(p) => {
+                let columns = p.columns.clone();
+                let autocommit_only = self.txn.is_none() && self.view.autocommit;
+                if autocommit_only && !p.for_update {
+                    let mut reader = Reader::Snapshot(self.catalog.db().snapshot());
+                    let rows = select::run(&p, &mut reader, params)?;
+                    return Ok(Reply {
+                        outcome: Outcome::Rows { columns, rows },
+                        commit: None,
+                    });
+                }
+                let rows = self.in_txn(|txn| select::run(&p, &mut Reader::Txn(txn), params))?;
+                let commit = if autocommit_only { self.commit_open() } else { None };
+                Ok(Reply {
+                    outcome: Outcome::Rows { columns, rows },
+                    commit,
+                })
+            }
+            Plan::Insert(p) => {
+                let autocommit_only = self.txn.is_none() && self.view.autocommit;
+                let r = self.in_txn(|txn| write::insert(txn, &p, params))?;
+                if let Some(id) = r.first_id {
+                    self.view.last_insert_id = id;
+                }
+                let commit = if autocommit_only { self.commit_open() } else { None };
+                Ok(Reply {
+                    outcome: Outcome::Ok {
+                        affected: r.affected,
+                        last_insert_id: r.first_id.unwrap_or(0),
+                        info: if p.rows.len() > 1 {
+                            format!("Records: {}  Duplicates: 0  Warnings: 0", p.rows.len())
+                        } else {
+                            String::new()
+                        },
+                    },
+                    commit,
+                })
+            }
+            Plan::Modify(p) => {
+                let autocommit_only = self.txn.is_none() && self.view.autocommit;
+                let r = self.in_txn(|txn| write::modify(txn, &p, params))?;
+                let commit = if autocommit_only { self.commit_open() } else { None };
+                let affected = if self.found_rows && !p.delete {
+                    r.matched
+                } else {
+                    r.changed
+                };
+                Ok(Reply {
+                    outcome: Outcome::Ok {
+                        affected,
+                        last_insert_id: 0,
+                        info: if p.delete {
+                            String::new()
+                        } else {
+                            format!("Rows matched: {}  Changed: {}  Warnings: 0", r.matched, r.changed)
+                        },
+                    },
+                    commit,
+                })
+            }
+            Plan::Begin => {
+                let commit = self.commit_open();
+                self.txn = Some(self.begin_txn()?);
+                Ok(Reply {
+                    outcome: Reply::ok(0).outcome,
+                    commit,
+                })
+            }
+            Plan::Commit => Ok(Reply {
+                outcome: Reply::ok(0).outcome,
+                commit: self.commit_open(),
+            }),
+            Plan::Rollback => {
+                self.rollback_open();
+                Ok(Reply::ok(0))
+            }
+            Plan::Set(items) => {
+                let mut commit = None;
+                for item in items {
+                    match item {
+                        SetItem::Autocommit(e) => {
+                            let v = e.eval(&Ctx {
+                                row: &[],
+                                params,
+                                aggs: &[],
+                            })?;
+                            let on = match &v {
+                                Value::Bytes(b) if b.eq_ignore_ascii_case(b"on") => true,
+                                Value::Bytes(b) if b.eq_ignore_ascii_case(b"off") => false,
+                                other => match truth(other) {
+                                    Some(b) => b,
+                                    None => return Err(SqlError::wrong_variable_value("autocommit", "NULL")),
+                                },
+                            };
+                            if on && !self.view.autocommit {
+                                // Turning autocommit on commits the open transaction.
+                                commit = self.commit_open();
+                            }
+                            self.view.autocommit = on;
+                        }
+                        SetItem::Isolation(i) => self.view.isolation = i,
+                        SetItem::IsolationName(e) => {
+                            let v = e.eval(&Ctx {
+                                row: &[],
+                                params,
+                                aggs: &[],
+                            })?;
+                            let name = String::from_utf8_lossy(&v.to_text().unwrap_or_default())
+                                .to_ascii_uppercase()
+                                .replace(' ', "-");
+                            self.view.isolation = match name.as_str() {
+                                "READ-COMMITTED" => Isolation::ReadCommitted,
+                                "REPEATABLE-READ" => Isolation::Snapshot,
+                                _ => return Err(SqlError::wrong_variable_value("transaction_isolation", &name)),
+                            };
+                        }
+                        SetItem::Ignored => {}
+                    }
+                }
+                Ok(Reply {
+                    outcome: Reply::ok(0).outcome,
+                    commit,
+                })
+            }
+            Plan::Use(db) => {
+                self.view.db = Some(db);
+                Ok(Reply::ok(0))
+            }
+            Plan::Show(s) => {
+                let (columns, rows) = show::run(&s, &self.catalog, &self.view);
+                Ok(Reply {
+                    outcome: Outcome::Rows { columns, rows },
+                    commit: None,
+                })
+            }
+            Plan::Nothing => Ok(Reply::ok(0)),
+            ddl_plan => {
+                drop(pin);
+                self.ddl(ddl_plan)
+            }
+        }
+    }
+
+    fn ddl(&mut self, plan: Plan) -> SqlResult<Reply> {
+        // DDL commits the open transaction first and waits for it.
+        if let Some(h) = self.commit_open() {
+            h.wait()?;
+        }
+        let cat = self.catalog.clone();
+        let affected = match plan {
+            Plan::CreateDatabase { name, if_not_exists } => {
+                let _ddl = cat.lock_ddl();
+                cat.create_database(&name, if_not_exists)? as u64
+            }
+            Plan::DropDatabase { name, if_exists } => {
+                let _ddl = cat.lock_ddl();
+                let n = cat.drop_database(&name, if_exists)?;
+                if self.view.db.as_deref() == Some(name.as_str()) {
+                    self.view.db = None;
+                }
+                n as u64
+            }
+            Plan::CreateTable(p) => {
+                ddl::create_table(&cat, &p)?;
+                0
+            }
+            Plan::DropTable { tables, if_exists } => {
+                ddl::drop_tables(&cat, &tables, if_exists)?;
+                0
+            }
+            Plan::CreateIndex {
+                db,
+                table,
+                name,
+                columns,
+                unique,
+            } => {
+                ddl::create_index(&cat, &db, &table, &name, &columns, unique)?;
+                0
+            }
+            Plan::AddColumn { db, table, column } => {
+                ddl::add_column(&cat, &db, &table, column)?;
+                0
+            }
+            _ => return Err(SqlError::other("not a DDL statement")),
+        };
+        Ok(Reply::ok(affected))
+    }
+
+    /// Runs `f` inside the session's transaction (opening one if needed) under a savepoint;
+    /// on error undoes the statement, or the whole transaction for 1213/1205.
+    fn in_txn<T>(&mut self, f: impl FnOnce(&mut Txn) -> SqlResult<T>) -> SqlResult<T> {
+        let opened_here = self.txn.is_none();
+        if opened_here {
+            self.txn = Some(self.begin_txn()?);
+        }
+        let txn = self.txn.as_mut().expect("opened above");
+        txn.set_savepoint();
+        match f(txn) {
+            Ok(v) => {
+                txn.pop_savepoint()?;
+                Ok(v)
+            }
+            Err(e) => {
+                if e.rolled_back || (opened_here && self.view.autocommit) {
+                    self.rollback_open();
+                } else if let Some(t) = self.txn.as_mut() {
+                    t.rollback_to_savepoint()?;
+                }
+                Err(e)
+            }
+        }
+    }
+}
+
+/// The current time as a DATETIME (UTC).
+fn now() -> crate::value::DateTime {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u8;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u8;
+    let y = (yoe + era * 400 + (m <= 2) as i64) as u16;
+    crate::value::DateTime::new(y, m, d, (rem / 3600) as u8, (rem / 60 % 60) as u8, (rem % 60) as u8, 0)
+        .unwrap_or(crate::value::DateTime::new(1970, 1, 1, 0, 0, 0, 0).expect("valid"))
+}
