@@ -78,7 +78,7 @@ mod tests {
         );
         assert_eq!(
             expand_executable_comments("/*!40101 SET NAMES utf8 */"),
-            " SET NAMES utf8 "
+            " SET NAMES utf8  "
         );
         assert_eq!(expand_executable_comments("SELECT '/*!x*/'"), "SELECT '/*!x*/'");
         assert_eq!(expand_executable_comments("SELECT 'it\\'s /*!'"), "SELECT 'it\\'s /*!'");
