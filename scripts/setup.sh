@@ -21,6 +21,20 @@ if ! command -v cc >/dev/null 2>&1; then
     fi
 fi
 
+# The server's tests drive `riptide serve` with stock clients: sysbench 1.0.20 and the
+# MariaDB `mysql` client (Debian packages sysbench and mariadb-client).
+missing_clients=()
+command -v sysbench >/dev/null 2>&1 || missing_clients+=(sysbench)
+command -v mysql >/dev/null 2>&1 || missing_clients+=(mariadb-client)
+if [ ${#missing_clients[@]} -gt 0 ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing_clients[@]}" >/dev/null
+    else
+        echo "setup: install ${missing_clients[*]} (Debian package names) for the server's tests" >&2
+        exit 1
+    fi
+fi
+
 # `scripts/setup.sh --peers`: also what the peer engines of `riptide bench` need
 # (cargo features bench-rocksdb / bench-fjall): RocksDB compiles from C++ source and its
 # bindings run bindgen, which needs libclang; Debian's db_bench is the historical anchor.

@@ -77,6 +77,13 @@ fn read_users(path: &PathBuf) -> Result<Vec<(String, String)>, ServeError> {
 
 /// Runs the server until SIGTERM/SIGINT.
 pub fn run(args: &ServeArgs) -> Result<(), ServeError> {
+    // A server must outlive its clients: a write to a socket (or a stdout) whose reader is gone
+    // is an error to handle, not a signal that ends the process (main sets SIGPIPE to SIG_DFL
+    // for `riptide bench | head`).
+    // SAFETY: setting a signal disposition before the runtime's threads exist.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
     if args.max_allowed_packet < 1024 || args.max_allowed_packet > 1 << 30 {
         return Err(ServeError(
             "--max-allowed-packet must be between 1024 and 1073741824".into(),

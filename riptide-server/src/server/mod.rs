@@ -213,18 +213,20 @@ impl RunningServer {
 
 /// Runs the server until SIGTERM or SIGINT; prints the listening address first.
 pub async fn run_until_signal(config: ServerConfig) -> Result<(), ServerError> {
-    let server = start(config).await?;
-    println!("riptide serve: listening on {}", server.addr);
-    if let Some(m) = server.metrics_addr {
-        println!("riptide serve: metrics on http://{m}/metrics");
-    }
     use std::io::Write as _;
-    let _ = std::io::stdout().flush();
+    let server = start(config).await?;
+    // Printing must not fail the server when nobody reads its stdout any more.
+    let mut out = std::io::stdout();
+    let _ = writeln!(out, "riptide serve: listening on {}", server.addr);
+    if let Some(m) = server.metrics_addr {
+        let _ = writeln!(out, "riptide serve: metrics on http://{m}/metrics");
+    }
+    let _ = out.flush();
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {},
         _ = term.recv() => {},
     }
-    println!("riptide serve: shutting down");
+    let _ = writeln!(std::io::stdout(), "riptide serve: shutting down");
     server.shutdown(Duration::from_secs(10)).await
 }

@@ -1,0 +1,220 @@
+//! `riptide serve` driven by stock clients: the MariaDB `mysql` client and sysbench 1.0.20
+//! (both installed by `scripts/setup.sh`), on loopback, against the real binary.
+//!
+//! Each test starts its own server on a free port (`--listen 127.0.0.1:0`, the bound address
+//! is read from the server's first line) and stops it with SIGTERM, which must end it with
+//! exit status 0 after closing the database.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Server {
+    fn start(dir: &Path) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_riptide"))
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--create-database",
+                "sbtest",
+                "--sync",
+                "0",
+            ])
+            .arg("--data-dir")
+            .arg(dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn riptide serve");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("read the first line");
+        let addr = line
+            .trim()
+            .strip_prefix("riptide serve: listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
+        let port = addr.rsplit(':').next().unwrap().parse().unwrap();
+        Server { child, port }
+    }
+
+    /// Runs SQL through the `mysql` client in batch mode; returns (success, stdout, stderr).
+    fn mysql(&self, db: Option<&str>, sql: &str) -> (bool, String, String) {
+        let mut cmd = Command::new("mysql");
+        cmd.args(["-h", "127.0.0.1", "-u", "root", "--batch", "--skip-column-names"])
+            .arg(format!("-P{}", self.port))
+            .args(["-e", sql]);
+        if let Some(db) = db {
+            cmd.arg(db);
+        }
+        let out = cmd
+            .output()
+            .expect("run mysql (scripts/setup.sh installs mariadb-client)");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    fn stop(mut self) {
+        // SAFETY: kill(2) on our own child's pid, which has not been reaped yet.
+        let rc = unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        assert_eq!(rc, 0);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                assert!(status.success(), "riptide serve exited with {status} after SIGTERM");
+                return;
+            }
+            assert!(Instant::now() < deadline, "riptide serve did not stop after SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn the_mysql_client_creates_writes_reads_and_gets_mysql_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(dir.path());
+    let (ok, out, err) = s.mysql(
+        Some("sbtest"),
+        "CREATE TABLE t (id INT NOT NULL AUTO_INCREMENT, k INT NOT NULL DEFAULT 0, c VARCHAR(20), PRIMARY KEY (id), KEY k1 (k));
+         INSERT INTO t (k, c) VALUES (5, 'a'), (3, 'b'), (5, 'it\\'s');
+         UPDATE t SET k = k + 1 WHERE id = 2;
+         SELECT id, k, c FROM t WHERE k BETWEEN 4 AND 6 ORDER BY id DESC;
+         SELECT COUNT(*), SUM(k) FROM t;",
+    );
+    assert!(ok, "{err}");
+    assert_eq!(out, "3\t5\tit's\n2\t4\tb\n1\t5\ta\n3\t14\n");
+    let (ok, _, err) = s.mysql(Some("sbtest"), "INSERT INTO t VALUES (1, 1, 'dup')");
+    assert!(!ok);
+    assert!(err.contains("ERROR 1062 (23000)"), "{err}");
+    let (ok, _, err) = s.mysql(Some("sbtest"), "SELECT * FROM nope");
+    assert!(!ok && err.contains("ERROR 1146 (42S02)"), "{err}");
+    let (ok, _, err) = s.mysql(Some("sbtest"), "SELECT t.id FROM t JOIN t AS u ON t.id = u.id");
+    assert!(!ok && err.contains("ERROR 1235"), "{err}");
+    let (ok, _, err) = s.mysql(Some("sbtest"), "SELEC 1");
+    assert!(!ok && err.contains("ERROR 1064"), "{err}");
+    // A transaction rolled back leaves nothing; the data survives a clean restart.
+    let (ok, out, err) = s.mysql(
+        Some("sbtest"),
+        "BEGIN; DELETE FROM t; ROLLBACK; SELECT COUNT(*) FROM t;",
+    );
+    assert!(ok, "{err}");
+    assert_eq!(out, "3\n");
+    s.stop();
+    let s = Server::start(dir.path());
+    let (ok, out, err) = s.mysql(
+        Some("sbtest"),
+        "INSERT INTO t (k) VALUES (9); SELECT id, k FROM t WHERE k = 9;",
+    );
+    assert!(ok, "{err}");
+    assert_eq!(out, "4\t9\n", "AUTO_INCREMENT continues after a restart");
+    s.stop();
+}
+
+#[test]
+fn a_wrong_password_and_an_unknown_user_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(dir.path());
+    for args in [["-u", "root", "-pwrong"], ["-u", "nobody", "-p"]] {
+        let out = Command::new("mysql")
+            .args(["-h", "127.0.0.1", "--batch"])
+            .arg(format!("-P{}", s.port))
+            .args(&args[..if args[2] == "-p" { 2 } else { 3 }])
+            .args(["-e", "SELECT 1"])
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("ERROR 1045 (28000)"), "{err}");
+    }
+    // The server still serves others.
+    assert!(s.mysql(None, "SELECT 1").0);
+    s.stop();
+}
+
+/// Runs one sysbench phase; panics with sysbench's output unless it succeeded.
+fn sysbench(port: u16, script: &str, phase: &str, extra: &[&str]) -> String {
+    let out = Command::new("sysbench")
+        .args([
+            "--db-driver=mysql",
+            "--mysql-host=127.0.0.1",
+            "--mysql-user=root",
+            "--mysql-password=",
+            "--mysql-db=sbtest",
+            "--table-size=500",
+            "--time=0",
+            "--events=200",
+            "--threads=4",
+        ])
+        .arg(format!("--mysql-port={port}"))
+        .args(extra)
+        .arg(script)
+        .arg(phase)
+        .output()
+        .expect("run sysbench (scripts/setup.sh installs it)");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "sysbench {script} {phase} {extra:?} failed:\n{text}"
+    );
+    assert!(!text.contains("FATAL"), "sysbench {script} {phase}:\n{text}");
+    text
+}
+
+#[test]
+fn stock_sysbench_runs_every_bundled_oltp_script_with_and_without_prepared_statements() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(dir.path());
+    let scripts = [
+        "oltp_point_select",
+        "oltp_read_only",
+        "oltp_read_write",
+        "oltp_write_only",
+        "oltp_update_index",
+        "oltp_update_non_index",
+        "oltp_insert",
+        "oltp_delete",
+        "select_random_points",
+        "select_random_ranges",
+        "bulk_insert",
+    ];
+    for ps in ["--db-ps-mode=auto", "--db-ps-mode=disable"] {
+        for script in scripts {
+            let tables = if script.starts_with("select_random") {
+                "--tables=1"
+            } else {
+                "--tables=2"
+            };
+            sysbench(s.port, script, "prepare", &[tables, ps]);
+            let out = sysbench(s.port, script, "run", &[tables, ps]);
+            // Only the errors sysbench retries (1213, 1205) may appear; any other aborts the run.
+            assert!(out.contains("ignored errors:"), "{out}");
+            sysbench(s.port, script, "cleanup", &[tables, ps]);
+        }
+    }
+    let (ok, out, err) = s.mysql(Some("sbtest"), "SHOW TABLES");
+    assert!(ok, "{err}");
+    assert_eq!(out, "", "cleanup dropped every table");
+    s.stop();
+}
