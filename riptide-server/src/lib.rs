@@ -10,6 +10,7 @@
 //!
 //! The engine stays synchronous; this crate is the only place with network code.
 
+pub mod client;
 pub mod protocol;
 pub mod server;
 pub mod sql;

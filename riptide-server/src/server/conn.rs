@@ -125,6 +125,14 @@ fn write_outcome<S>(
 
 /// Serves one connection until the client quits, the stream fails, or the server stops.
 pub async fn serve_connection(stream: TcpStream, shared: Arc<ServerShared>, id: u32) {
+    /// Counts the connection out however the task ends.
+    struct Open(Arc<ServerShared>);
+    impl Drop for Open {
+        fn drop(&mut self) {
+            self.0.connections.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+    let _open = Open(shared.clone());
     let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| "?".into());
     if let Err(e) = stream.set_nodelay(true) {
         tracing::warn!(connection = id, %peer, "set_nodelay failed: {e}");
@@ -391,5 +399,4 @@ pub async fn serve_connection(stream: TcpStream, shared: Arc<ServerShared>, id: 
         }
     }
     session.rollback_open();
-    shared.connections.fetch_sub(1, Ordering::Relaxed);
 }

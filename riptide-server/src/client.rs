@@ -1,0 +1,261 @@
+//! A minimal blocking MySQL client: connect with mysql_native_password, run text queries,
+//! read OK, ERR and text result sets. For tests, crash checks and tools that talk to
+//! `riptide serve` (or any MySQL server) without a client library.
+//!
+//! Invariants: it speaks only the 4.1 protocol with classic EOF packets (what the server
+//! offers); every length from the server is bounds-checked; a server error is
+//! [`ClientError::Server`] with its code, never a panic.
+
+use crate::protocol::packet::PayloadReader;
+use crate::protocol::{capability as cap, native_password_token, ProtocolError};
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+/// What a query returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QueryResult {
+    /// An OK packet.
+    Ok {
+        /// Affected rows.
+        affected: u64,
+        /// LAST_INSERT_ID.
+        last_insert_id: u64,
+    },
+    /// A text result set: column names and rows (`None` for NULL).
+    Rows {
+        /// Column names.
+        columns: Vec<String>,
+        /// Rows of text values.
+        rows: Vec<Vec<Option<String>>>,
+    },
+}
+
+/// Client errors.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The connection failed.
+    #[error("I/O: {0}")]
+    Io(#[from] std::io::Error),
+    /// The server sent something this client cannot read.
+    #[error("protocol: {0}")]
+    Protocol(String),
+    /// The server answered with an ERR packet.
+    #[error("ERROR {code} ({state}): {message}")]
+    Server {
+        /// MySQL error code.
+        code: u16,
+        /// SQLSTATE.
+        state: String,
+        /// Message.
+        message: String,
+    },
+}
+
+impl From<ProtocolError> for ClientError {
+    fn from(e: ProtocolError) -> Self {
+        ClientError::Protocol(e.to_string())
+    }
+}
+
+impl ClientError {
+    /// The server's error code, if this is a server error.
+    pub fn code(&self) -> Option<u16> {
+        match self {
+            ClientError::Server { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+}
+
+/// A connection.
+pub struct Client {
+    stream: TcpStream,
+    seq: u8,
+}
+
+fn server_error(payload: &[u8]) -> ClientError {
+    let mut r = PayloadReader::new(payload);
+    let _ = r.u8();
+    let code = r.u16().unwrap_or(0);
+    let rest = r.rest();
+    let (state, msg) = if rest.first() == Some(&b'#') && rest.len() >= 6 {
+        (String::from_utf8_lossy(&rest[1..6]).into_owned(), &rest[6..])
+    } else {
+        (String::new(), rest)
+    };
+    ClientError::Server {
+        code,
+        state,
+        message: String::from_utf8_lossy(msg).into_owned(),
+    }
+}
+
+impl Client {
+    /// Connects and logs in; `db` is the database to use, if any.
+    pub fn connect(
+        addr: impl ToSocketAddrs,
+        user: &str,
+        password: &str,
+        db: Option<&str>,
+    ) -> Result<Client, ClientError> {
+        let stream = TcpStream::connect(addr)?;
+        stream.set_nodelay(true)?;
+        stream.set_read_timeout(Some(Duration::from_secs(120)))?;
+        let mut c = Client { stream, seq: 0 };
+        let greeting = c.read_packet()?;
+        if greeting.first() == Some(&0xFF) {
+            return Err(server_error(&greeting));
+        }
+        let mut r = PayloadReader::new(&greeting);
+        if r.u8()? != 10 {
+            return Err(ClientError::Protocol("not protocol version 10".into()));
+        }
+        r.nul_bytes()?; // server version
+        r.u32()?; // connection id
+        let part1 = r.bytes(8)?.to_vec();
+        r.u8()?;
+        r.bytes(2)?; // capabilities (low)
+        r.bytes(3)?; // charset, status
+        r.bytes(2)?; // capabilities (high)
+        r.u8()?; // auth data length
+        r.bytes(10)?;
+        let part2 = r.bytes(12)?.to_vec();
+        let mut scramble = [0u8; 20];
+        scramble[..8].copy_from_slice(&part1);
+        scramble[8..].copy_from_slice(&part2);
+        let token = if password.is_empty() {
+            Vec::new()
+        } else {
+            native_password_token(password.as_bytes(), &scramble)
+        };
+        let mut caps = cap::CLIENT_LONG_PASSWORD
+            | cap::CLIENT_PROTOCOL_41
+            | cap::CLIENT_SECURE_CONNECTION
+            | cap::CLIENT_TRANSACTIONS
+            | cap::CLIENT_PLUGIN_AUTH
+            | cap::CLIENT_MULTI_RESULTS;
+        if db.is_some() {
+            caps |= cap::CLIENT_CONNECT_WITH_DB;
+        }
+        let mut p = Vec::new();
+        p.extend_from_slice(&caps.to_le_bytes());
+        p.extend_from_slice(&(16u32 << 20).to_le_bytes());
+        p.push(45);
+        p.extend_from_slice(&[0; 23]);
+        p.extend_from_slice(user.as_bytes());
+        p.push(0);
+        p.push(token.len() as u8);
+        p.extend_from_slice(&token);
+        if let Some(db) = db {
+            p.extend_from_slice(db.as_bytes());
+            p.push(0);
+        }
+        p.extend_from_slice(b"mysql_native_password\0");
+        c.write_packet(&p)?;
+        let reply = c.read_packet()?;
+        match reply.first() {
+            Some(0x00) => Ok(c),
+            Some(0xFF) => Err(server_error(&reply)),
+            _ => Err(ClientError::Protocol("unexpected reply to the handshake".into())),
+        }
+    }
+
+    /// The underlying stream (for tests that then send raw bytes).
+    pub fn stream(&mut self) -> &mut TcpStream {
+        &mut self.stream
+    }
+
+    fn write_packet(&mut self, payload: &[u8]) -> Result<(), ClientError> {
+        let mut out = Vec::with_capacity(payload.len() + 4);
+        crate::protocol::packet::write_packet(&mut out, &mut self.seq, payload);
+        self.stream.write_all(&out)?;
+        Ok(())
+    }
+
+    fn read_packet(&mut self) -> Result<Vec<u8>, ClientError> {
+        let mut payload = Vec::new();
+        loop {
+            let mut head = [0u8; 4];
+            self.stream.read_exact(&mut head)?;
+            let len = u32::from_le_bytes([head[0], head[1], head[2], 0]) as usize;
+            self.seq = head[3].wrapping_add(1);
+            let start = payload.len();
+            payload.resize(start + len, 0);
+            self.stream.read_exact(&mut payload[start..])?;
+            if len < 0xFF_FFFF {
+                return Ok(payload);
+            }
+        }
+    }
+
+    /// Runs a text query.
+    pub fn query(&mut self, sql: &str) -> Result<QueryResult, ClientError> {
+        self.seq = 0;
+        let mut p = Vec::with_capacity(sql.len() + 1);
+        p.push(0x03);
+        p.extend_from_slice(sql.as_bytes());
+        self.write_packet(&p)?;
+        let first = self.read_packet()?;
+        match first.first() {
+            Some(0x00) => {
+                let mut r = PayloadReader::new(&first[1..]);
+                Ok(QueryResult::Ok {
+                    affected: r.lenenc_int()?,
+                    last_insert_id: r.lenenc_int()?,
+                })
+            }
+            Some(0xFF) => Err(server_error(&first)),
+            Some(_) => {
+                let ncols = PayloadReader::new(&first).lenenc_int()? as usize;
+                let mut columns = Vec::with_capacity(ncols.min(4096));
+                for _ in 0..ncols {
+                    let def = self.read_packet()?;
+                    let mut r = PayloadReader::new(&def);
+                    for _ in 0..4 {
+                        r.lenenc_bytes()?; // catalog, schema, table, org_table
+                    }
+                    columns.push(String::from_utf8_lossy(r.lenenc_bytes()?).into_owned());
+                }
+                self.read_packet()?; // EOF
+                let mut rows = Vec::new();
+                loop {
+                    let row = self.read_packet()?;
+                    match row.first() {
+                        Some(0xFE) if row.len() < 9 => break,
+                        Some(0xFF) => return Err(server_error(&row)),
+                        _ => {}
+                    }
+                    let mut r = PayloadReader::new(&row);
+                    let mut vals = Vec::with_capacity(ncols);
+                    for _ in 0..ncols {
+                        if r.peek() == Some(0xFB) {
+                            r.u8()?;
+                            vals.push(None);
+                        } else {
+                            vals.push(Some(String::from_utf8_lossy(r.lenenc_bytes()?).into_owned()));
+                        }
+                    }
+                    rows.push(vals);
+                }
+                Ok(QueryResult::Rows { columns, rows })
+            }
+            None => Err(ClientError::Protocol("empty reply".into())),
+        }
+    }
+
+    /// Runs a query that returns rows; their text values.
+    pub fn rows(&mut self, sql: &str) -> Result<Vec<Vec<Option<String>>>, ClientError> {
+        match self.query(sql)? {
+            QueryResult::Rows { rows, .. } => Ok(rows),
+            QueryResult::Ok { .. } => Ok(Vec::new()),
+        }
+    }
+
+    /// Sends COM_QUIT.
+    pub fn quit(mut self) -> Result<(), ClientError> {
+        self.seq = 0;
+        self.write_packet(&[0x01])?;
+        Ok(())
+    }
+}
