@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fuzzes Riptide's on-disk parsers: every cargo-fuzz target in fuzz/ (block decoder, extent
 # footer/index/filter/properties and whole extent images, redo segments, slog, checkpoint,
-# CURRENT/CATALOG/data-file headers; see riptide/src/fuzzing.rs) for a time bound each.
+# CURRENT/CATALOG/data-file headers; see riptide/src/fuzzing.rs), and riptide-server's protocol
+# decoders (server_packets) and SQL layer (sql_query), for a time bound each.
 #
 # Usage: scripts/fuzz.sh                 every target, FUZZ_SECONDS each
 #   FUZZ_SECONDS=30                      seconds per target
@@ -22,7 +23,7 @@ root=$(pwd)
 FUZZ_SECONDS=${FUZZ_SECONDS:-30}
 FUZZ_CHUNK=${FUZZ_CHUNK:-60}
 QUIET_FILE=${QUIET_FILE:-/tmp/riptide-quiet}
-TARGETS=${TARGETS:-"data_block extent redo slog checkpoint small_files"}
+TARGETS=${TARGETS:-"data_block extent redo slog checkpoint small_files server_packets sql_query"}
 FUZZ_ARGS=${FUZZ_ARGS:-}
 
 quiet_wait() {
