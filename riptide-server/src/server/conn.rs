@@ -25,7 +25,7 @@ use tokio::net::TcpStream;
 
 /// A prepared statement of a connection.
 struct Prepared {
-    stmt: Statement,
+    stmt: Arc<Statement>,
     params: usize,
     types: Vec<protocol::ParamType>,
     long_data: HashMap<u16, Vec<u8>>,
@@ -290,7 +290,7 @@ pub async fn serve_connection(stream: TcpStream, shared: Arc<ServerShared>, id: 
                         prepared.insert(
                             sid,
                             Prepared {
-                                stmt,
+                                stmt: Arc::new(stmt),
                                 params,
                                 types: Vec::new(),
                                 long_data: HashMap::new(),

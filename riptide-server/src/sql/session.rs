@@ -18,7 +18,7 @@ use crate::sql::catalog::Catalog;
 use crate::sql::error::{SqlError, SqlResult};
 use crate::sql::exec::{ddl, rows::Reader, select, show, write};
 use crate::sql::expr::{truth, Ctx};
-use crate::sql::plan::{Plan, SetItem};
+use crate::sql::plan::{Access, Plan, SetItem};
 use crate::sql::session_vars::SessionView;
 use crate::value::Value;
 use riptide::{Isolation, Txn, TxnOptions, WriteHandle, WriteOptions};
@@ -154,7 +154,13 @@ impl Session {
                 let columns = p.columns.clone();
                 let autocommit_only = self.txn.is_none() && self.view.autocommit;
                 if autocommit_only && !p.for_update {
-                    let mut reader = Reader::Snapshot(self.catalog.db().snapshot());
+                    let single_point = matches!(&p.access, Access::Key { index: None, ranges }
+                        if ranges.len() == 1 && p.table.as_ref().is_some_and(|h| ranges[0].eq.len() == h.schema.primary.len()));
+                    let mut reader = if single_point {
+                        Reader::Latest
+                    } else {
+                        Reader::Snapshot(self.catalog.db().snapshot())
+                    };
                     let rows = select::run(&p, &mut reader, params)?;
                     return Ok(Reply {
                         outcome: Outcome::Rows { columns, rows },

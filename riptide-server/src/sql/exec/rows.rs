@@ -30,6 +30,9 @@ pub enum Reader<'a> {
     Txn(&'a mut Txn),
     /// Outside a transaction: one snapshot for the statement.
     Snapshot(Snapshot),
+    /// Outside a transaction, for a statement that reads one key: the newest visible
+    /// version, with no snapshot to register (a single read is consistent by itself).
+    Latest,
 }
 
 /// A positioned cursor of either kind.
@@ -91,6 +94,7 @@ impl Reader<'_> {
                     ..Default::default()
                 },
             )?,
+            Reader::Latest => table.get(key)?,
         })
     }
 
@@ -107,6 +111,11 @@ impl Reader<'_> {
             )?),
             Reader::Snapshot(s) => Cursor::Db(table.raw_iter(&ReadOptions {
                 snapshot: Some(s.clone()),
+                lower_bound: lower,
+                upper_bound: upper,
+            })?),
+            Reader::Latest => Cursor::Db(table.raw_iter(&ReadOptions {
+                snapshot: None,
                 lower_bound: lower,
                 upper_bound: upper,
             })?),
@@ -263,7 +272,7 @@ pub fn candidates(
                             Some(v) => decode_row(h, &pk, &v)?,
                             // Read committed reads each key at its own moment: the row may
                             // have gone since the index was read.
-                            None if matches!(reader, Reader::Txn(_)) => continue,
+                            None if !matches!(reader, Reader::Snapshot(_)) => continue,
                             // At one snapshot an index entry without its row is damage.
                             None => {
                                 return Err(SqlError::new(
