@@ -93,7 +93,7 @@ run_mariadb() { # engine rep
     local engine=$1 rep=$2
     log "$engine rep $rep (through $ANCHOR)"
     ENGINES=$engine TESTS="$TESTS" THREADS="$THREADS" TIME="$TIME" TABLES="$TABLES" TABLE_SIZE="$TABLE_SIZE" \
-        SETTLE="$SETTLE" WARMUP="$WARMUP" PORT="$PORT" SKEW_RAND= BASE="$BASE/mariadb" \
+        SETTLE="$SETTLE" WARMUP="$WARMUP" PORT="$PORT" SKEW_TEST=none BASE="$BASE/mariadb" \
         RAW_LOG="$OUT/raw-$engine-$rep.log" bash "$ANCHOR" > /dev/null 2>&1 || log "$engine anchor exited with $?"
     grep '^RESULT' "$OUT/raw-$engine-$rep.log" | sort -u | sed "s/\$/ rep=$rep/" | tee -a "$RESULTS"
 }

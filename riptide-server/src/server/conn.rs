@@ -31,10 +31,21 @@ struct Prepared {
     long_data: HashMap<u16, Vec<u8>>,
 }
 
-fn may_block(stmt: &Statement) -> bool {
-    match stmt {
-        Statement::Query(q) => !q.locks.is_empty(),
-        Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) => true,
+/// Whether a statement may wait.
+enum Blocking {
+    /// Never waits.
+    Never,
+    /// Waits only for row locks.
+    OnRowLocks,
+    /// May wait for other things too (DDL: the DDL lock, running statements, a commit).
+    Always,
+}
+
+fn may_block(stmt: &Statement) -> Blocking {
+    let blocks = match stmt {
+        Statement::Query(q) if !q.locks.is_empty() => return Blocking::OnRowLocks,
+        Statement::Query(_) => false,
+        Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) => return Blocking::OnRowLocks,
         Statement::StartTransaction { .. }
         | Statement::Commit { .. }
         | Statement::Rollback { .. }
@@ -48,6 +59,11 @@ fn may_block(stmt: &Statement) -> bool {
         | Statement::ExplainTable { .. } => false,
         // DDL: takes the DDL lock, may wait for statements and for an implicit commit.
         _ => true,
+    };
+    if blocks {
+        Blocking::Always
+    } else {
+        Blocking::Never
     }
 }
 
@@ -64,10 +80,15 @@ fn status_of(s: &Session) -> u16 {
 
 /// Runs a statement and waits for its commit without holding a thread.
 async fn run(session: &mut Session, stmt: &Statement, params: &[Value]) -> Result<Outcome, SqlError> {
-    let reply: Reply = if may_block(stmt) {
-        tokio::task::block_in_place(|| session.execute(stmt, params))?
-    } else {
-        session.execute(stmt, params)?
+    let reply: Reply = match may_block(stmt) {
+        Blocking::Never => session.execute(stmt, params)?,
+        // Row locks are free almost always: try on this thread without waiting, and only a
+        // statement that found one held moves to a thread that may block.
+        Blocking::OnRowLocks => match session.execute_nowait(stmt, params) {
+            Err(e) if e.would_block => tokio::task::block_in_place(|| session.execute(stmt, params))?,
+            other => other?,
+        },
+        Blocking::Always => tokio::task::block_in_place(|| session.execute(stmt, params))?,
     };
     if let Some(handle) = reply.commit {
         let (tx, rx) = tokio::sync::oneshot::channel();

@@ -123,6 +123,25 @@ impl Metrics {
         for (n, v) in counters {
             let _ = writeln!(o, "# TYPE {n} counter\n{n} {v}");
         }
+        let caches = [
+            ("block", s.caches.block_cache),
+            ("row", s.caches.row_cache),
+            ("table", s.caches.table_cache),
+        ];
+        let _ = writeln!(o, "# TYPE riptide_cache_hits_total counter");
+        for (c, st) in &caches {
+            let _ = writeln!(o, "riptide_cache_hits_total{{cache=\"{c}\"}} {}", st.hits);
+        }
+        let _ = writeln!(o, "# TYPE riptide_cache_misses_total counter");
+        for (c, st) in &caches {
+            let _ = writeln!(o, "riptide_cache_misses_total{{cache=\"{c}\"}} {}", st.misses);
+        }
+        let _ = writeln!(o, "# TYPE riptide_cache_hit_ratio gauge");
+        for (c, st) in &caches {
+            let total = st.hits + st.misses;
+            let ratio = if total == 0 { 0.0 } else { st.hits as f64 / total as f64 };
+            let _ = writeln!(o, "riptide_cache_hit_ratio{{cache=\"{c}\"}} {ratio:.4}");
+        }
         o
     }
 }

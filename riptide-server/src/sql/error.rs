@@ -17,6 +17,9 @@ pub struct SqlError {
     pub message: String,
     /// The transaction was rolled back by this error (deadlock, conflict, lock wait timeout).
     pub rolled_back: bool,
+    /// A statement tried without waiting for row locks found one held: only the statement was
+    /// undone, and it should run again allowed to wait (never sent to a client).
+    pub would_block: bool,
 }
 
 impl fmt::Display for SqlError {
@@ -48,6 +51,7 @@ impl SqlError {
             state,
             message: message.into(),
             rolled_back: false,
+            would_block: false,
         }
     }
 
@@ -233,6 +237,7 @@ impl SqlError {
             state,
             message,
             rolled_back,
+            would_block: false,
         }
     }
 }

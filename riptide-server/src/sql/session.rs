@@ -85,6 +85,8 @@ pub struct Session {
     txn: Option<Txn>,
     /// The client asked for FOUND_ROWS (affected = matched rows on UPDATE).
     pub found_rows: bool,
+    /// The statement running now may not wait for row locks ([`Session::execute_nowait`]).
+    nowait: bool,
 }
 
 impl Session {
@@ -96,6 +98,7 @@ impl Session {
             view,
             txn: None,
             found_rows: false,
+            nowait: false,
         }
     }
 
@@ -110,8 +113,15 @@ impl Session {
     }
 
     fn begin_txn(&self) -> SqlResult<Txn> {
+        self.begin_txn_as(self.view.isolation)
+    }
+
+    /// A transaction of this session. A statement that is its own transaction (autocommit)
+    /// runs read committed: it reads the newest committed rows and locks what it changes, as
+    /// a single statement does under MySQL's REPEATABLE READ, and it registers no snapshot.
+    fn begin_txn_as(&self, isolation: Isolation) -> SqlResult<Txn> {
         Ok(self.catalog.db().begin(TxnOptions {
-            isolation: self.view.isolation,
+            isolation,
             lock_timeout: self.config.lock_wait_timeout,
             write_options: WriteOptions {
                 sync: self.config.sync,
@@ -137,6 +147,17 @@ impl Session {
     pub fn bind(&self, stmt: &Statement) -> SqlResult<Bound> {
         let pin = self.catalog.begin_statement();
         bind(stmt, &pin.state, &self.view)
+    }
+
+    /// Executes a statement without waiting for any row lock: when one is held by another
+    /// transaction the statement is undone and the error has `would_block` set, and the
+    /// caller runs it again with [`Session::execute`] where waiting is allowed (a server runs
+    /// the first on its network thread and only the second on a thread that may block).
+    pub fn execute_nowait(&mut self, stmt: &Statement, params: &[Value]) -> SqlResult<Reply> {
+        self.nowait = true;
+        let r = self.execute(stmt, params);
+        self.nowait = false;
+        r
     }
 
     /// Executes one parsed statement with `params` for its `?`s.
@@ -350,16 +371,32 @@ impl Session {
     fn in_txn<T>(&mut self, f: impl FnOnce(&mut Txn) -> SqlResult<T>) -> SqlResult<T> {
         let opened_here = self.txn.is_none();
         if opened_here {
-            self.txn = Some(self.begin_txn()?);
+            let isolation = if self.view.autocommit {
+                Isolation::ReadCommitted
+            } else {
+                self.view.isolation
+            };
+            self.txn = Some(self.begin_txn_as(isolation)?);
         }
+        let nowait = self.nowait;
         let txn = self.txn.as_mut().expect("opened above");
+        txn.set_lock_timeout(if nowait {
+            Duration::ZERO
+        } else {
+            self.config.lock_wait_timeout
+        });
         txn.set_savepoint();
         match f(txn) {
             Ok(v) => {
                 txn.pop_savepoint()?;
                 Ok(v)
             }
-            Err(e) => {
+            Err(mut e) => {
+                if nowait && e.code == 1205 {
+                    // Only this statement is undone; it runs again allowed to wait.
+                    e.rolled_back = false;
+                    e.would_block = true;
+                }
                 if e.rolled_back || (opened_here && self.view.autocommit) {
                     self.rollback_open();
                 } else if let Some(t) = self.txn.as_mut() {

@@ -199,6 +199,14 @@ impl Txn {
         self.snapshot.as_ref().map(Snapshot::lsn)
     }
 
+    /// Changes how long later lock requests of this transaction wait
+    /// ([`TxnOptions::lock_timeout`]); zero makes them fail at once with
+    /// [`Error::LockTimeout`] (a "nowait" attempt, counted as a timeout) instead of waiting.
+    /// Locks already held are kept.
+    pub fn set_lock_timeout(&mut self, timeout: std::time::Duration) {
+        self.opts.lock_timeout = timeout;
+    }
+
     /// Distinct keys written so far.
     pub fn len(&self) -> usize {
         self.buffer.keys()
