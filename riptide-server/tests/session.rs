@@ -986,3 +986,40 @@ fn show_describe_and_variables() {
     drop(s);
     close(db, cat);
 }
+
+/// A statement tried without waiting finds the row locked: only that statement is undone
+/// (the transaction's earlier write stays), and run again allowed to wait it completes once
+/// the holder commits, on the holder's newest value.
+#[test]
+fn a_nowait_attempt_undoes_only_its_statement_and_the_blocking_retry_sees_the_holders_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_db, cat) = open(dir.path());
+    let mut a = session(&cat, 1);
+    let mut b = session(&cat, 2);
+    ok(&mut a, "CREATE DATABASE d");
+    ok(&mut a, "USE d");
+    ok(&mut b, "USE d");
+    ok(&mut a, "CREATE TABLE t (id INT PRIMARY KEY, k INT NOT NULL)");
+    ok(&mut a, "INSERT INTO t VALUES (1, 10), (2, 20)");
+    ok(&mut a, "BEGIN");
+    ok(&mut a, "UPDATE t SET k = k + 1 WHERE id = 1");
+    ok(&mut b, "BEGIN");
+    ok(&mut b, "UPDATE t SET k = k + 100 WHERE id = 2");
+    let stmt = parse("UPDATE t SET k = k + 5 WHERE id = 1").unwrap().remove(0);
+    let err = b.execute_nowait(&stmt, &[]).err().expect("row 1 is locked by a");
+    assert!(err.would_block, "{err}");
+    assert!(b.in_transaction(), "only the statement was undone");
+    let committer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        ok(&mut a, "COMMIT");
+    });
+    // Allowed to wait: blocks until a commits, then updates a's value.
+    let reply = b.execute(&stmt, &[]).expect("the blocking retry succeeds");
+    assert!(reply.commit.is_none());
+    committer.join().unwrap();
+    ok(&mut b, "COMMIT");
+    assert_eq!(
+        trows(&mut b, "SELECT id, k FROM t ORDER BY id", &[]),
+        vec![strs(&["1", "16"]), strs(&["2", "120"])]
+    );
+}
