@@ -70,5 +70,6 @@ async fn a_password_user_queries_and_metrics_count_them() {
     assert!(body.contains("riptide_statements_total{kind=\"insert\"} 2"), "{body}");
     assert!(body.contains("riptide_errors_total{code=\"1062\"} 1"), "{body}");
     assert!(body.contains("riptide_txn_committed_total"), "{body}");
+    assert!(body.contains("riptide_commit_seconds_count 1"), "{body}");
     server.shutdown(Duration::from_secs(5)).await.unwrap();
 }

@@ -79,7 +79,12 @@ fn status_of(s: &Session) -> u16 {
 }
 
 /// Runs a statement and waits for its commit without holding a thread.
-async fn run(session: &mut Session, stmt: &Statement, params: &[Value]) -> Result<Outcome, SqlError> {
+async fn run(
+    session: &mut Session,
+    stmt: &Statement,
+    params: &[Value],
+    shared: &ServerShared,
+) -> Result<Outcome, SqlError> {
     let reply: Reply = match may_block(stmt) {
         Blocking::Never => session.execute(stmt, params)?,
         // Row locks are free almost always: try on this thread without waiting, and only a
@@ -91,11 +96,14 @@ async fn run(session: &mut Session, stmt: &Statement, params: &[Value]) -> Resul
         Blocking::Always => tokio::task::block_in_place(|| session.execute(stmt, params))?,
     };
     if let Some(handle) = reply.commit {
+        let started = std::time::Instant::now();
         let (tx, rx) = tokio::sync::oneshot::channel();
         handle.on_complete(move |r| {
             let _ = tx.send(r);
         });
-        match rx.await {
+        let outcome = rx.await;
+        shared.metrics.commit(started.elapsed());
+        match outcome {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
                 let mut e = SqlError::from_engine(e);
@@ -242,7 +250,7 @@ pub async fn serve_connection(stream: TcpStream, shared: Arc<ServerShared>, id: 
                         )),
                         Ok(stmts) => {
                             shared.metrics.statement(&stmts[0]);
-                            run(&mut session, &stmts[0], &[]).await
+                            run(&mut session, &stmts[0], &[], &shared).await
                         }
                     },
                 };
@@ -352,7 +360,7 @@ pub async fn serve_connection(stream: TcpStream, shared: Arc<ServerShared>, id: 
                             Ok(req) => {
                                 let stmt = p.stmt.clone();
                                 shared.metrics.statement(&stmt);
-                                run(&mut session, &stmt, &req.params).await
+                                run(&mut session, &stmt, &req.params, &shared).await
                             }
                         },
                     },

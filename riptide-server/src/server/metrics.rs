@@ -22,14 +22,45 @@ const BUCKETS: [f64; 12] = [
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0,
 ];
 
+/// A latency histogram with the fixed buckets above.
+#[derive(Default)]
+struct Histogram {
+    buckets: [AtomicU64; 12],
+    count: AtomicU64,
+    sum_nanos: AtomicU64,
+}
+
+impl Histogram {
+    fn record(&self, d: Duration) {
+        let s = d.as_secs_f64();
+        if let Some(i) = BUCKETS.iter().position(|&b| s <= b) {
+            self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.sum_nanos.fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    fn render(&self, o: &mut String, name: &str, help: &str) {
+        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} histogram");
+        let mut cum = 0;
+        for (i, b) in BUCKETS.iter().enumerate() {
+            cum += self.buckets[i].load(Ordering::Relaxed);
+            let _ = writeln!(o, "{name}_bucket{{le=\"{b}\"}} {cum}");
+        }
+        let count = self.count.load(Ordering::Relaxed);
+        let _ = writeln!(o, "{name}_bucket{{le=\"+Inf\"}} {count}");
+        let _ = writeln!(o, "{name}_sum {}", self.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9);
+        let _ = writeln!(o, "{name}_count {count}");
+    }
+}
+
 /// The server's counters.
 #[derive(Default)]
 pub struct Metrics {
     statements: [AtomicU64; 8],
     errors: Mutex<BTreeMap<u16, u64>>,
-    latency_buckets: [AtomicU64; 12],
-    latency_count: AtomicU64,
-    latency_sum_nanos: AtomicU64,
+    latency: Histogram,
+    commit_latency: Histogram,
     /// Connections accepted since start.
     pub connections_total: AtomicU64,
 }
@@ -57,12 +88,12 @@ impl Metrics {
 
     /// Records a statement's latency (including its commit).
     pub fn latency(&self, d: Duration) {
-        let s = d.as_secs_f64();
-        if let Some(i) = BUCKETS.iter().position(|&b| s <= b) {
-            self.latency_buckets[i].fetch_add(1, Ordering::Relaxed);
-        }
-        self.latency_count.fetch_add(1, Ordering::Relaxed);
-        self.latency_sum_nanos.fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
+        self.latency.record(d);
+    }
+
+    /// Records how long a commit took from its start to durable and visible.
+    pub fn commit(&self, d: Duration) {
+        self.commit_latency.record(d);
     }
 
     /// Prometheus text exposition.
@@ -80,20 +111,16 @@ impl Metrics {
         for (code, n) in self.errors.lock().iter() {
             let _ = writeln!(o, "riptide_errors_total{{code=\"{code}\"}} {n}");
         }
-        let _ = writeln!(o, "# TYPE riptide_statement_seconds histogram");
-        let mut cum = 0;
-        for (i, b) in BUCKETS.iter().enumerate() {
-            cum += self.latency_buckets[i].load(Ordering::Relaxed);
-            let _ = writeln!(o, "riptide_statement_seconds_bucket{{le=\"{b}\"}} {cum}");
-        }
-        let count = self.latency_count.load(Ordering::Relaxed);
-        let _ = writeln!(o, "riptide_statement_seconds_bucket{{le=\"+Inf\"}} {count}");
-        let _ = writeln!(
-            o,
-            "riptide_statement_seconds_sum {}",
-            self.latency_sum_nanos.load(Ordering::Relaxed) as f64 / 1e9
+        self.latency.render(
+            &mut o,
+            "riptide_statement_seconds",
+            "statement latency, its commit included",
         );
-        let _ = writeln!(o, "riptide_statement_seconds_count {count}");
+        self.commit_latency.render(
+            &mut o,
+            "riptide_commit_seconds",
+            "commit latency: from the commit's start to durable and visible",
+        );
         let _ = writeln!(o, "# TYPE riptide_connections gauge\nriptide_connections {connections}");
         let _ = writeln!(
             o,
