@@ -5,92 +5,15 @@
 //! is read from the server's first line) and stops it with SIGTERM, which must end it with
 //! exit status 0 after closing the database.
 
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+mod serve_common;
 
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Server {
-    fn start(dir: &Path) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_riptide"))
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--create-database",
-                "sbtest",
-                "--sync",
-                "0",
-            ])
-            .arg("--data-dir")
-            .arg(dir)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn riptide serve");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("read the first line");
-        let addr = line
-            .trim()
-            .strip_prefix("riptide serve: listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
-        let port = addr.rsplit(':').next().unwrap().parse().unwrap();
-        Server { child, port }
-    }
-
-    /// Runs SQL through the `mysql` client in batch mode; returns (success, stdout, stderr).
-    fn mysql(&self, db: Option<&str>, sql: &str) -> (bool, String, String) {
-        let mut cmd = Command::new("mysql");
-        cmd.args(["-h", "127.0.0.1", "-u", "root", "--batch", "--skip-column-names"])
-            .arg(format!("-P{}", self.port))
-            .args(["-e", sql]);
-        if let Some(db) = db {
-            cmd.arg(db);
-        }
-        let out = cmd
-            .output()
-            .expect("run mysql (scripts/setup.sh installs mariadb-client)");
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-
-    fn stop(mut self) {
-        // SAFETY: kill(2) on our own child's pid, which has not been reaped yet.
-        let rc = unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        assert_eq!(rc, 0);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                assert!(status.success(), "riptide serve exited with {status} after SIGTERM");
-                return;
-            }
-            assert!(Instant::now() < deadline, "riptide serve did not stop after SIGTERM");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use serve_common::Server;
+use std::process::Command;
 
 #[test]
 fn the_mysql_client_creates_writes_reads_and_gets_mysql_errors() {
     let dir = tempfile::tempdir().unwrap();
-    let s = Server::start(dir.path());
+    let s = Server::start(dir.path(), false);
     let (ok, out, err) = s.mysql(
         Some("sbtest"),
         "CREATE TABLE t (id INT NOT NULL AUTO_INCREMENT, k INT NOT NULL DEFAULT 0, c VARCHAR(20), PRIMARY KEY (id), KEY k1 (k));
@@ -118,7 +41,7 @@ fn the_mysql_client_creates_writes_reads_and_gets_mysql_errors() {
     assert!(ok, "{err}");
     assert_eq!(out, "3\n");
     s.stop();
-    let s = Server::start(dir.path());
+    let s = Server::start(dir.path(), false);
     let (ok, out, err) = s.mysql(
         Some("sbtest"),
         "INSERT INTO t (k) VALUES (9); SELECT id, k FROM t WHERE k = 9;",
@@ -131,7 +54,7 @@ fn the_mysql_client_creates_writes_reads_and_gets_mysql_errors() {
 #[test]
 fn a_wrong_password_and_an_unknown_user_are_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let s = Server::start(dir.path());
+    let s = Server::start(dir.path(), false);
     for args in [["-u", "root", "-pwrong"], ["-u", "nobody", "-p"]] {
         let out = Command::new("mysql")
             .args(["-h", "127.0.0.1", "--batch"])
@@ -185,7 +108,7 @@ fn sysbench(port: u16, script: &str, phase: &str, extra: &[&str]) -> String {
 #[test]
 fn stock_sysbench_runs_every_bundled_oltp_script_with_and_without_prepared_statements() {
     let dir = tempfile::tempdir().unwrap();
-    let s = Server::start(dir.path());
+    let s = Server::start(dir.path(), false);
     let scripts = [
         "oltp_point_select",
         "oltp_read_only",

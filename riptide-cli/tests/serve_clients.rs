@@ -2,71 +2,15 @@
 //! with pip into the test's own virtual environment, cached under `target/test-venv`) and an
 //! interactive-style `mysql` session reading its commands from stdin.
 
-use std::io::{BufRead, BufReader, Write};
+mod serve_common;
+
+use serve_common::Server;
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
 /// The PyMySQL release the test installs.
 const PYMYSQL: &str = "PyMySQL==1.1.1";
-
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Server {
-    fn start(dir: &Path) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_riptide"))
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--create-database",
-                "sbtest",
-                "--sync",
-                "0",
-            ])
-            .arg("--data-dir")
-            .arg(dir)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn riptide serve");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("read the first line");
-        let addr = line
-            .trim()
-            .strip_prefix("riptide serve: listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
-        let port = addr.rsplit(':').next().unwrap().parse().unwrap();
-        Server { child, port }
-    }
-
-    fn stop(mut self) {
-        // SAFETY: kill(2) on our own child's pid, which has not been reaped yet.
-        let rc = unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        assert_eq!(rc, 0);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                assert!(status.success(), "riptide serve exited with {status} after SIGTERM");
-                return;
-            }
-            assert!(Instant::now() < deadline, "riptide serve did not stop after SIGTERM");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn text(out: &std::process::Output) -> String {
     format!(
@@ -198,7 +142,7 @@ fn a_pymysql_script_uses_parameters_transactions_and_gets_error_1062() {
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("check.py");
     std::fs::write(&script, PY_SCRIPT).unwrap();
-    let s = Server::start(&dir.path().join("data"));
+    let s = Server::start(&dir.path().join("data"), false);
     let out = Command::new(venv.join("bin/python"))
         .arg(&script)
         .arg(s.port.to_string())
@@ -213,7 +157,7 @@ fn a_pymysql_script_uses_parameters_transactions_and_gets_error_1062() {
 #[test]
 fn an_interactive_mysql_session_creates_inserts_selects_updates_commits_and_errors() {
     let dir = tempfile::tempdir().unwrap();
-    let s = Server::start(dir.path());
+    let s = Server::start(dir.path(), false);
     // Commands as a person types them, one per line; no -e, no --batch. stdin is not a tty, so
     // the client prints tab-separated output with headers; --force goes on after the error.
     let session = "use sbtest

@@ -10,12 +10,13 @@
 //! `ROUNDS` kill/restart rounds by default; `LONG_ROUNDS` in the `#[ignore]`d long run
 //! (`cargo test -p riptide-cli --test serve_crash -- --ignored`), cited in docs/RELIABILITY.md.
 
+mod serve_common;
+
 use rand::Rng;
 use riptide_server::client::{Client, ClientError, QueryResult};
+use serve_common::Server;
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -32,75 +33,10 @@ const TABLE_SIZE: u32 = 2000;
 /// sbtest tables.
 const TABLES: u32 = 2;
 
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Server {
-    fn start(dir: &Path) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_riptide"))
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--create-database",
-                "sbtest",
-                "--sync",
-                "1",
-            ])
-            .arg("--data-dir")
-            .arg(dir)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn riptide serve");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("read the first line");
-        let addr = line
-            .trim()
-            .strip_prefix("riptide serve: listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?} (did the server fail to recover?)"));
-        let port = addr.rsplit(':').next().unwrap().parse().unwrap();
-        Server { child, port }
-    }
-
-    fn connect(&self) -> Client {
-        Client::connect(("127.0.0.1", self.port), "root", "", Some("sbtest"))
-            .unwrap_or_else(|e| panic!("connect to riptide serve on port {}: {e}", self.port))
-    }
-
-    /// kill -9, then reap.
-    fn kill9(mut self) {
-        // SAFETY: kill(2) on our own child's pid, which has not been reaped yet.
-        let rc = unsafe { libc::kill(self.child.id() as i32, libc::SIGKILL) };
-        assert_eq!(rc, 0, "kill -9 riptide serve");
-        self.child.wait().expect("wait for the killed server");
-    }
-
-    fn stop(mut self) {
-        // SAFETY: kill(2) on our own child's pid, which has not been reaped yet.
-        let rc = unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        assert_eq!(rc, 0);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                assert!(status.success(), "riptide serve exited with {status} after SIGTERM");
-                return;
-            }
-            assert!(Instant::now() < deadline, "riptide serve did not stop after SIGTERM");
-            thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// A client of the server's `sbtest` database.
+fn connect(s: &Server) -> Client {
+    Client::connect(("127.0.0.1", s.port), "root", "", Some("sbtest"))
+        .unwrap_or_else(|e| panic!("connect to riptide serve on port {}: {e}", s.port))
 }
 
 fn sysbench_cmd(port: u16, threads: u32, args: &[&str]) -> Command {
@@ -221,7 +157,7 @@ fn assert_same(what: &str, scan: &[(i64, i64)], index: &[(i64, i64)]) {
 /// Then resolves the in-doubt ids: present ones must stay (they count as acknowledged from
 /// now on), absent ones must never appear (they count as rolled back).
 fn check(s: &Server, round: usize, ledger: &mut Ledger) {
-    let mut c = s.connect();
+    let mut c = connect(s);
     // (a) acknowledged commits are present with their value; acknowledged rollbacks are not.
     let present: BTreeMap<u64, (usize, String)> = rows(&mut c, "SELECT id, round, v FROM acked")
         .into_iter()
@@ -295,7 +231,7 @@ fn crash_rounds(rounds: usize) {
     let started = Instant::now();
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let s = Server::start(&data);
+    let s = Server::start(&data, true);
     let out = sysbench_cmd(s.port, 4, &["oltp_write_only", "prepare"])
         .output()
         .expect("run sysbench (scripts/setup.sh installs it)");
@@ -305,7 +241,7 @@ fn crash_rounds(rounds: usize) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    let mut c = s.connect();
+    let mut c = connect(&s);
     c.query("CREATE TABLE acked (id BIGINT PRIMARY KEY, round INT NOT NULL, v VARCHAR(40) NOT NULL, KEY r (round))")
         .expect("CREATE TABLE acked");
     // sbtest2 is written by sysbench only: it must differ at the end, or sysbench never ran.
@@ -340,7 +276,7 @@ fn crash_rounds(rounds: usize) {
         }
         let _ = bench.kill();
         let _ = bench.wait();
-        let restarted = Server::start(&data);
+        let restarted = Server::start(&data, true);
         let mut l = ledger.lock().unwrap();
         let in_doubt = l.in_doubt.len();
         check(&restarted, round, &mut l);
@@ -360,7 +296,7 @@ fn crash_rounds(rounds: usize) {
         l.acked.len()
     );
     let s = s.take().unwrap();
-    let mut c = s.connect();
+    let mut c = connect(&s);
     assert_ne!(
         pairs(&mut c, "SELECT id, k FROM sbtest2"),
         sbtest2_before,

@@ -47,6 +47,16 @@ impl Value {
         Value::Bytes(s.into_bytes())
     }
 
+    /// An integer or DECIMAL as a DECIMAL; `None` for any other value.
+    pub fn as_decimal(&self) -> Option<Decimal> {
+        match self {
+            Value::Int(i) => Some(Decimal::integer(*i as i128)),
+            Value::UInt(u) => Some(Decimal::integer(*u as i128)),
+            Value::Decimal(d) => Some(*d),
+            _ => None,
+        }
+    }
+
     /// The value in MySQL's text protocol (`None` for NULL): integers in decimal, DOUBLE in
     /// the shortest form that reads back the same, DECIMAL with exactly its scale, DATETIME as
     /// `YYYY-MM-DD HH:MM:SS[.ffffff]`.
@@ -83,6 +93,11 @@ pub struct Decimal {
 }
 
 impl Decimal {
+    /// An integer as a DECIMAL of scale 0.
+    pub fn integer(mantissa: i128) -> Decimal {
+        Decimal { mantissa, scale: 0 }
+    }
+
     /// Parses `[-+]digits[.digits]` (no exponent). `None` on anything else or overflow.
     pub fn parse(s: &str) -> Option<Decimal> {
         let s = s.trim();

@@ -3,9 +3,10 @@
 //! statement inside a transaction. Each case gets an ERR packet or a closed connection, the
 //! server keeps serving other clients, and nothing acknowledged is lost.
 
+mod common;
+
 use riptide_server::client::{Client, QueryResult};
 use riptide_server::server::{start, RunningServer, ServerConfig};
-use riptide_server::sql::session::SessionConfig;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
@@ -15,19 +16,7 @@ const MAX_PACKET: usize = 1 << 20;
 const ROWS: usize = 50;
 
 fn config(dir: &std::path::Path) -> ServerConfig {
-    ServerConfig {
-        data_dir: dir.to_path_buf(),
-        listen: "127.0.0.1:0".parse().unwrap(),
-        metrics_listen: Some("127.0.0.1:0".parse().unwrap()),
-        users: vec![("root".into(), "".into()), ("app".into(), "s3cret".into())],
-        max_allowed_packet: MAX_PACKET,
-        session: SessionConfig {
-            sync: false,
-            lock_wait_timeout: Duration::from_secs(5),
-        },
-        create_databases: vec!["d".into()],
-        engine: riptide::Options::default(),
-    }
+    common::config(dir, MAX_PACKET)
 }
 
 /// Starts a server with `d.t (id, k, c)` holding rows 1..=ROWS.

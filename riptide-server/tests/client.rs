@@ -1,24 +1,13 @@
 //! The crate's minimal client against an in-process server: login, queries, errors.
 
+mod common;
+
 use riptide_server::client::{Client, QueryResult};
 use riptide_server::server::{start, ServerConfig};
-use riptide_server::sql::session::SessionConfig;
 use std::time::Duration;
 
 fn config(dir: &std::path::Path) -> ServerConfig {
-    ServerConfig {
-        data_dir: dir.to_path_buf(),
-        listen: "127.0.0.1:0".parse().unwrap(),
-        metrics_listen: Some("127.0.0.1:0".parse().unwrap()),
-        users: vec![("root".into(), "".into()), ("app".into(), "s3cret".into())],
-        max_allowed_packet: 1 << 20,
-        session: SessionConfig {
-            sync: false,
-            lock_wait_timeout: Duration::from_secs(5),
-        },
-        create_databases: vec!["d".into()],
-        engine: riptide::Options::default(),
-    }
+    common::config(dir, 1 << 20)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -200,7 +200,7 @@ pub mod charset {
     pub const UTF8MB4_0900_AI_CI: u16 = 255;
 }
 
-/// Error codes (`ER_*`); [`sqlstate`] gives each one's SQLSTATE.
+/// Error codes (`ER_*`); [`sqlstate`](error::sqlstate) gives each one's SQLSTATE.
 pub mod error {
     /// Can't create database; database exists.
     pub const ER_DB_CREATE_EXISTS: u16 = 1007;

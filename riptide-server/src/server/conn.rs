@@ -261,17 +261,7 @@ pub async fn serve_connection(stream: TcpStream, shared: Arc<ServerShared>, id: 
                 let db = String::from_utf8_lossy(&db).into_owned();
                 if shared.catalog.state().databases.contains(&db) {
                     session.view.db = Some(db);
-                    write_outcome(
-                        &mut conn,
-                        &session,
-                        Ok(Outcome::Ok {
-                            affected: 0,
-                            last_insert_id: 0,
-                            info: String::new(),
-                        }),
-                        false,
-                        &shared,
-                    );
+                    write_outcome(&mut conn, &session, Ok(Outcome::ok(0)), false, &shared);
                 } else {
                     write_outcome(
                         &mut conn,
@@ -385,11 +375,7 @@ pub async fn serve_connection(stream: TcpStream, shared: Arc<ServerShared>, id: 
                 let out = match prepared.get_mut(&sid) {
                     Some(p) => {
                         p.long_data.clear();
-                        Ok(Outcome::Ok {
-                            affected: 0,
-                            last_insert_id: 0,
-                            info: String::new(),
-                        })
+                        Ok(Outcome::ok(0))
                     }
                     None => Err(SqlError::unknown_statement(sid)),
                 };
@@ -400,17 +386,7 @@ pub async fn serve_connection(stream: TcpStream, shared: Arc<ServerShared>, id: 
                 prepared.clear();
                 session.view.autocommit = true;
                 session.view.last_insert_id = 0;
-                write_outcome(
-                    &mut conn,
-                    &session,
-                    Ok(Outcome::Ok {
-                        affected: 0,
-                        last_insert_id: 0,
-                        info: String::new(),
-                    }),
-                    false,
-                    &shared,
-                );
+                write_outcome(&mut conn, &session, Ok(Outcome::ok(0)), false, &shared);
             }
             Command::Other(code) => {
                 write_outcome(

@@ -12,7 +12,7 @@
 //! - DDL is serialized by one mutex. A statement pins the state it started with for its
 //!   whole run ([`Catalog::begin_statement`]); a DDL that must know no statement still uses an
 //!   older state (a new index that every writer must maintain, a dropped table) waits for the
-//!   statements that began before its change ([`Catalog::wait_for_older_statements`]).
+//!   statements that began before its change (`Catalog::wait_for_older_statements`).
 
 use crate::sql::error::{SqlError, SqlResult};
 use crate::sql::rowcodec::{put_varint, Reader};

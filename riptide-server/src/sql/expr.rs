@@ -205,18 +205,7 @@ fn arith(op: BinOp, a: Value, b: Value) -> SqlResult<Value> {
     if let (Value::Decimal(_) | Value::Int(_) | Value::UInt(_), Value::Decimal(_) | Value::Int(_) | Value::UInt(_)) =
         (&a, &b)
     {
-        let dec = |v: &Value| match v {
-            Value::Decimal(d) => *d,
-            Value::Int(i) => Decimal {
-                mantissa: *i as i128,
-                scale: 0,
-            },
-            Value::UInt(u) => Decimal {
-                mantissa: *u as i128,
-                scale: 0,
-            },
-            _ => unreachable!("matched above"),
-        };
+        let dec = |v: &Value| v.as_decimal().expect("matched above");
         let (x, y) = (dec(&a), dec(&b));
         let s = x.scale.max(y.scale);
         if let (Some(x), Some(y)) = (x.rescale(s), y.rescale(s)) {
@@ -411,6 +400,15 @@ impl Expr {
                 }
             }
             Expr::Func(f, args) => eval_func(*f, args, ctx)?,
+        })
+    }
+
+    /// Evaluates an expression that reads no row (a constant or parameter).
+    pub fn eval_const(&self, params: &[Value]) -> SqlResult<Value> {
+        self.eval(&Ctx {
+            row: &[],
+            params,
+            aggs: &[],
         })
     }
 

@@ -141,21 +141,21 @@ pub struct ModifyPlan {
 /// SHOW and DESCRIBE.
 #[derive(Debug, Clone)]
 pub enum ShowPlan {
-    /// SHOW DATABASES [LIKE].
+    /// `SHOW DATABASES [LIKE]`.
     Databases(Option<String>),
-    /// SHOW TABLES [FROM db] [LIKE].
+    /// `SHOW TABLES [FROM db] [LIKE]`.
     Tables(String, Option<String>),
     /// SHOW CREATE TABLE.
     CreateTable(Arc<TableHandle>),
     /// DESCRIBE / SHOW COLUMNS.
     Columns(Arc<TableHandle>),
-    /// SHOW [SESSION|GLOBAL] VARIABLES [LIKE].
+    /// `SHOW [SESSION|GLOBAL] VARIABLES [LIKE]`.
     Variables(Option<String>),
     /// SHOW INDEX FROM t.
     Index(Arc<TableHandle>),
     /// SHOW WARNINGS / ERRORS: always empty.
     Warnings,
-    /// SHOW [GLOBAL] STATUS [LIKE]: engine counters.
+    /// `SHOW [GLOBAL] STATUS [LIKE]`: engine counters.
     Status(Option<String>),
     /// SHOW ENGINES.
     Engines,

@@ -17,7 +17,7 @@ use crate::sql::bind::{bind, Bound};
 use crate::sql::catalog::Catalog;
 use crate::sql::error::{SqlError, SqlResult};
 use crate::sql::exec::{ddl, rows::Reader, select, show, write};
-use crate::sql::expr::{truth, Ctx};
+use crate::sql::expr::truth;
 use crate::sql::plan::{Access, Plan, SetItem};
 use crate::sql::session_vars::SessionView;
 use crate::value::Value;
@@ -63,14 +63,21 @@ pub struct Reply {
     pub commit: Option<WriteHandle>,
 }
 
+impl Outcome {
+    /// An OK with `affected` rows and nothing else.
+    pub fn ok(affected: u64) -> Outcome {
+        Outcome::Ok {
+            affected,
+            last_insert_id: 0,
+            info: String::new(),
+        }
+    }
+}
+
 impl Reply {
     fn ok(affected: u64) -> Reply {
         Reply {
-            outcome: Outcome::Ok {
-                affected,
-                last_insert_id: 0,
-                info: String::new(),
-            },
+            outcome: Outcome::ok(affected),
             commit: None,
         }
     }
@@ -258,11 +265,7 @@ impl Session {
                 for item in items {
                     match item {
                         SetItem::Autocommit(e) => {
-                            let v = e.eval(&Ctx {
-                                row: &[],
-                                params,
-                                aggs: &[],
-                            })?;
+                            let v = e.eval_const(params)?;
                             let on = match &v {
                                 Value::Bytes(b) if b.eq_ignore_ascii_case(b"on") => true,
                                 Value::Bytes(b) if b.eq_ignore_ascii_case(b"off") => false,
@@ -279,11 +282,7 @@ impl Session {
                         }
                         SetItem::Isolation(i) => self.view.isolation = i,
                         SetItem::IsolationName(e) => {
-                            let v = e.eval(&Ctx {
-                                row: &[],
-                                params,
-                                aggs: &[],
-                            })?;
+                            let v = e.eval_const(params)?;
                             let name = String::from_utf8_lossy(&v.to_text().unwrap_or_default())
                                 .to_ascii_uppercase()
                                 .replace(' ', "-");

@@ -131,14 +131,7 @@ impl ColumnType {
             )),
             TypeKind::Decimal => {
                 let d = match &v {
-                    Value::Int(i) => Decimal {
-                        mantissa: *i as i128,
-                        scale: 0,
-                    },
-                    Value::UInt(u) => Decimal {
-                        mantissa: *u as i128,
-                        scale: 0,
-                    },
+                    Value::Int(_) | Value::UInt(_) => v.as_decimal().expect("an integer"),
                     Value::Double(f) => {
                         Decimal::parse(&format!("{:.*}", self.scale as usize, f)).ok_or_else(out_of_range)?
                     }

@@ -19,11 +19,7 @@ use std::collections::HashSet;
 /// Evaluates a LIMIT or OFFSET.
 pub fn count_of(e: &Option<Expr>, params: &[Value], what: &str) -> SqlResult<Option<u64>> {
     let Some(e) = e else { return Ok(None) };
-    let v = e.eval(&Ctx {
-        row: &[],
-        params,
-        aggs: &[],
-    })?;
+    let v = e.eval_const(params)?;
     match v {
         Value::Int(i) if i >= 0 => Ok(Some(i as u64)),
         Value::UInt(u) => Ok(Some(u)),
@@ -60,18 +56,7 @@ fn add(a: &Value, b: &Value) -> Value {
             Value::Double(to_f64(a).unwrap_or(0.0) + to_f64(b).unwrap_or(0.0))
         }
         _ => {
-            let d = |v: &Value| match v {
-                Value::Int(i) => Decimal {
-                    mantissa: *i as i128,
-                    scale: 0,
-                },
-                Value::UInt(u) => Decimal {
-                    mantissa: *u as i128,
-                    scale: 0,
-                },
-                Value::Decimal(d) => *d,
-                _ => Decimal { mantissa: 0, scale: 0 },
-            };
+            let d = |v: &Value| v.as_decimal().unwrap_or(Decimal::integer(0));
             let (x, y) = (d(a), d(b));
             let s = x.scale.max(y.scale);
             match (x.rescale(s), y.rescale(s)) {
