@@ -1023,3 +1023,97 @@ fn a_nowait_attempt_undoes_only_its_statement_and_the_blocking_retry_sees_the_ho
         vec![strs(&["1", "16"]), strs(&["2", "120"])]
     );
 }
+
+/// Review findings, each a regression test: REPLACE against two unique conflicts, ON DUPLICATE
+/// KEY UPDATE on a unique conflict, rounded and cross-type range bounds.
+#[test]
+fn replace_upsert_and_range_bounds_keep_indexes_and_answers_right() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_db, cat) = open(dir.path());
+    let mut s = session(&cat, 1);
+    ok(&mut s, "CREATE DATABASE d");
+    ok(&mut s, "USE d");
+    ok(
+        &mut s,
+        "CREATE TABLE t (id INT PRIMARY KEY, a INT, b INT, UNIQUE KEY ua (a), UNIQUE KEY ub (b))",
+    );
+    ok(&mut s, "INSERT INTO t VALUES (1, 10, 20), (2, 11, 21)");
+    // Row 3 conflicts with row 1 on a and with row 2 on b: both go (MySQL: 3 affected).
+    assert_eq!(affected(&mut s, "REPLACE INTO t VALUES (3, 10, 21)", &[]), 3);
+    assert_eq!(
+        trows(&mut s, "SELECT id, a, b FROM t", &[]),
+        vec![strs(&["3", "10", "21"])]
+    );
+    assert_eq!(trows(&mut s, "SELECT id FROM t WHERE b = 21", &[]), vec![strs(&["3"])]);
+    assert!(trows(&mut s, "SELECT id FROM t WHERE a = 11", &[]).is_empty());
+    ok(&mut s, "DELETE FROM t WHERE id = 3");
+    assert!(trows(&mut s, "SELECT id FROM t WHERE b = 21", &[]).is_empty());
+
+    ok(
+        &mut s,
+        "CREATE TABLE u (id INT PRIMARY KEY, v INT, n INT NOT NULL, UNIQUE KEY uv (v))",
+    );
+    ok(&mut s, "INSERT INTO u VALUES (1, 5, 0)");
+    assert_eq!(
+        affected(
+            &mut s,
+            "INSERT INTO u VALUES (2, 5, 0) ON DUPLICATE KEY UPDATE n = n + 1",
+            &[]
+        ),
+        2
+    );
+    assert_eq!(
+        trows(&mut s, "SELECT id, v, n FROM u", &[]),
+        vec![strs(&["1", "5", "1"])]
+    );
+
+    ok(
+        &mut s,
+        "CREATE TABLE r (id INT PRIMARY KEY, k INT NOT NULL, c VARCHAR(10), KEY kk (k), KEY kc (c))",
+    );
+    ok(&mut s, "INSERT INTO r VALUES (1, 2, '01'), (2, 3, 'x'), (3, 4, '1')");
+    assert_eq!(
+        trows(&mut s, "SELECT id FROM r WHERE k > 2.5 ORDER BY id", &[]),
+        vec![strs(&["2"]), strs(&["3"])]
+    );
+    assert_eq!(trows(&mut s, "SELECT id FROM r WHERE k < 2.4", &[]), vec![strs(&["1"])]);
+    assert_eq!(
+        trows(&mut s, "SELECT id FROM r WHERE id > 1.5 AND id < 2.5", &[]),
+        vec![strs(&["2"])]
+    );
+    // A text column against a number compares as numbers: '01' and '1' are both 1.
+    assert_eq!(
+        trows(&mut s, "SELECT id FROM r WHERE c = 1 ORDER BY id", &[]),
+        vec![strs(&["1"]), strs(&["3"])]
+    );
+}
+
+/// A row a transaction inserted before CREATE INDEX began, and committed while the build
+/// waits, is in the index.
+#[test]
+fn create_index_waits_for_transactions_that_began_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_db, cat) = open(dir.path());
+    let mut a = session(&cat, 1);
+    let mut b = session(&cat, 2);
+    ok(&mut a, "CREATE DATABASE d");
+    ok(&mut a, "USE d");
+    ok(&mut b, "USE d");
+    ok(&mut a, "CREATE TABLE t (id INT PRIMARY KEY, c VARCHAR(10))");
+    ok(&mut a, "INSERT INTO t VALUES (1, 'a')");
+    ok(&mut a, "BEGIN");
+    ok(&mut a, "INSERT INTO t VALUES (5, 'x')");
+    let builder = std::thread::spawn(move || {
+        ok(&mut b, "CREATE INDEX ic ON t (c)");
+        b
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        !builder.is_finished(),
+        "CREATE INDEX must wait for the open transaction"
+    );
+    ok(&mut a, "COMMIT");
+    let mut b = builder.join().unwrap();
+    assert_eq!(trows(&mut b, "SELECT id FROM t WHERE c = 'x'", &[]), vec![strs(&["5"])]);
+    assert_eq!(trows(&mut b, "SELECT id FROM t WHERE c = 'a'", &[]), vec![strs(&["1"])]);
+}

@@ -95,8 +95,10 @@ async fn run(
         },
         Blocking::Always => tokio::task::block_in_place(|| session.execute(stmt, params))?,
     };
-    if let Some(handle) = reply.commit {
+    if let Some(pending) = reply.commit {
         let started = std::time::Instant::now();
+        // The transaction's catalog pin goes when this function returns, after the commit.
+        let (handle, _pin) = (pending.handle, pending.pin);
         let (tx, rx) = tokio::sync::oneshot::channel();
         handle.on_complete(move |r| {
             let _ = tx.send(r);

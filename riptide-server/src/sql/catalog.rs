@@ -10,9 +10,12 @@
 //!   leaves at most orphan sub-tables, which [`Catalog::open`] drops; an index still being
 //!   built (write-only) at a crash is dropped too (its `CREATE INDEX` never returned).
 //! - DDL is serialized by one mutex. A statement pins the state it started with for its
-//!   whole run ([`Catalog::begin_statement`]); a DDL that must know no statement still uses an
-//!   older state (a new index that every writer must maintain, a dropped table) waits for the
-//!   statements that began before its change (`Catalog::wait_for_older_statements`).
+//!   whole run ([`Catalog::begin_statement`]), and a transaction keeps the pin of its first
+//!   statement until its commit (or rollback) has completed; a DDL that must know that no one
+//!   still uses an older state (a new index that every writer must maintain, a dropped table)
+//!   waits for the statements and transactions that began before its change
+//!   (`Catalog::wait_for_older_statements`): a row written without the new index's entry is
+//!   then visible (committed) when the index build scans.
 
 use crate::sql::error::{SqlError, SqlResult};
 use crate::sql::rowcodec::{put_varint, Reader};
@@ -91,15 +94,16 @@ struct Epochs {
     running: [AtomicUsize; 2],
 }
 
-/// A running statement's pin on the catalog; drop it when the statement ends.
-pub struct StatementPin<'a> {
-    epochs: &'a Epochs,
+/// A pin on the catalog, held by a running statement and, from its first statement until
+/// its commit or rollback has completed, by a transaction; dropping it unpins.
+pub struct StatementPin {
+    epochs: Arc<Epochs>,
     slot: usize,
     /// The catalog as of the statement's start.
     pub state: Arc<CatalogState>,
 }
 
-impl Drop for StatementPin<'_> {
+impl Drop for StatementPin {
     fn drop(&mut self) {
         self.epochs.running[self.slot].fetch_sub(1, Ordering::Release);
     }
@@ -111,7 +115,7 @@ pub struct Catalog {
     meta: Table,
     state: ArcSwap<CatalogState>,
     ddl: Mutex<()>,
-    epochs: Epochs,
+    epochs: Arc<Epochs>,
     next_table_id: AtomicU64,
 }
 
@@ -196,7 +200,7 @@ impl Catalog {
             meta,
             state: ArcSwap::from_pointee(state),
             ddl: Mutex::new(()),
-            epochs: Epochs::default(),
+            epochs: Arc::new(Epochs::default()),
             next_table_id: AtomicU64::new(next_id),
         })
     }
@@ -212,14 +216,14 @@ impl Catalog {
     }
 
     /// Pins the catalog for one statement.
-    pub fn begin_statement(&self) -> StatementPin<'_> {
+    pub fn begin_statement(&self) -> StatementPin {
         loop {
             let e = self.epochs.current.load(Ordering::Acquire);
             let slot = (e & 1) as usize;
             self.epochs.running[slot].fetch_add(1, Ordering::AcqRel);
             if self.epochs.current.load(Ordering::Acquire) == e {
                 return StatementPin {
-                    epochs: &self.epochs,
+                    epochs: self.epochs.clone(),
                     slot,
                     state: self.state.load_full(),
                 };

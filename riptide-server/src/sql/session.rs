@@ -14,7 +14,7 @@
 
 use crate::protocol::ColumnInfo;
 use crate::sql::bind::{bind, Bound};
-use crate::sql::catalog::Catalog;
+use crate::sql::catalog::{Catalog, StatementPin};
 use crate::sql::error::{SqlError, SqlResult};
 use crate::sql::exec::{ddl, rows::Reader, select, show, write};
 use crate::sql::expr::truth;
@@ -55,12 +55,28 @@ pub enum Outcome {
     },
 }
 
+/// A commit under way: the reply waits for it.
+pub struct PendingCommit {
+    /// The engine's handle.
+    pub handle: WriteHandle,
+    /// The transaction's catalog pin: drop it only once the commit has completed, so that a
+    /// DDL waiting for older transactions sees their rows committed.
+    pub pin: Option<StatementPin>,
+}
+
+impl PendingCommit {
+    /// Blocks until the commit is durable and visible, then unpins.
+    pub fn wait(self) -> riptide::Result<()> {
+        self.handle.wait()
+    }
+}
+
 /// A statement's reply, maybe waiting for a commit.
 pub struct Reply {
     /// The outcome to send.
     pub outcome: Outcome,
     /// A commit to wait for before sending it.
-    pub commit: Option<WriteHandle>,
+    pub commit: Option<PendingCommit>,
 }
 
 impl Outcome {
@@ -90,6 +106,8 @@ pub struct Session {
     /// What binding sees.
     pub view: SessionView,
     txn: Option<Txn>,
+    /// The open transaction's catalog pin (taken by its first statement).
+    txn_pin: Option<StatementPin>,
     /// The client asked for FOUND_ROWS (affected = matched rows on UPDATE).
     pub found_rows: bool,
     /// The statement running now may not wait for row locks ([`Session::execute_nowait`]).
@@ -104,6 +122,7 @@ impl Session {
             config,
             view,
             txn: None,
+            txn_pin: None,
             found_rows: false,
             nowait: false,
         }
@@ -139,8 +158,19 @@ impl Session {
     }
 
     /// Commits the open transaction, if any; the handle to wait for.
-    fn commit_open(&mut self) -> Option<WriteHandle> {
-        self.txn.take().map(|t| t.commit_async())
+    fn commit_open(&mut self) -> Option<PendingCommit> {
+        let pin = self.txn_pin.take();
+        self.txn.take().map(|t| PendingCommit {
+            handle: t.commit_async(),
+            pin,
+        })
+    }
+
+    /// Keeps a statement's pin as its transaction's when the statement opened the transaction.
+    fn keep_pin(&mut self, pin: StatementPin) {
+        if self.txn.is_some() && self.txn_pin.is_none() {
+            self.txn_pin = Some(pin);
+        }
     }
 
     /// Rolls back the open transaction, if any.
@@ -148,6 +178,7 @@ impl Session {
         if let Some(t) = self.txn.take() {
             t.rollback();
         }
+        self.txn_pin = None;
     }
 
     /// Binds a statement (for PREPARE: its parameter count and result columns).
@@ -195,7 +226,9 @@ impl Session {
                         commit: None,
                     });
                 }
-                let rows = self.in_txn(|txn| select::run(&p, &mut Reader::Txn(txn), params))?;
+                let rows = self.in_txn(|txn| select::run(&p, &mut Reader::Txn(txn), params));
+                self.keep_pin(pin);
+                let rows = rows?;
                 let commit = if autocommit_only { self.commit_open() } else { None };
                 Ok(Reply {
                     outcome: Outcome::Rows { columns, rows },
@@ -204,7 +237,9 @@ impl Session {
             }
             Plan::Insert(p) => {
                 let autocommit_only = self.txn.is_none() && self.view.autocommit;
-                let r = self.in_txn(|txn| write::insert(txn, &p, params))?;
+                let r = self.in_txn(|txn| write::insert(txn, &p, params));
+                self.keep_pin(pin);
+                let r = r?;
                 if let Some(id) = r.first_id {
                     self.view.last_insert_id = id;
                 }
@@ -224,7 +259,9 @@ impl Session {
             }
             Plan::Modify(p) => {
                 let autocommit_only = self.txn.is_none() && self.view.autocommit;
-                let r = self.in_txn(|txn| write::modify(txn, &p, params))?;
+                let r = self.in_txn(|txn| write::modify(txn, &p, params));
+                self.keep_pin(pin);
+                let r = r?;
                 let commit = if autocommit_only { self.commit_open() } else { None };
                 let affected = if self.found_rows && !p.delete {
                     r.matched
@@ -247,6 +284,7 @@ impl Session {
             Plan::Begin => {
                 let commit = self.commit_open();
                 self.txn = Some(self.begin_txn()?);
+                self.txn_pin = Some(pin);
                 Ok(Reply {
                     outcome: Reply::ok(0).outcome,
                     commit,
@@ -321,8 +359,8 @@ impl Session {
 
     fn ddl(&mut self, plan: Plan) -> SqlResult<Reply> {
         // DDL commits the open transaction first and waits for it.
-        if let Some(h) = self.commit_open() {
-            h.wait()?;
+        if let Some(p) = self.commit_open() {
+            p.wait()?;
         }
         let cat = self.catalog.clone();
         let affected = match plan {

@@ -4,8 +4,9 @@
 //! Invariants:
 //! - every DDL runs under the catalog's DDL lock;
 //! - CREATE INDEX: the index is first added write-only and published, then the build waits
-//!   for every statement that still used the old schema; from then on every writer
-//!   maintains the index. The build then walks the rows, locking each (read committed, so it
+//!   for every statement and transaction that began under the old schema (a transaction
+//!   holds its catalog pin until its commit has completed); from then on every writer
+//!   maintains the index, and every row written without it is committed. The build then walks the rows, locking each (read committed, so it
 //!   reads the newest committed version and waits for any writer still holding the row) and
 //!   writing its entry. A row a transaction changed before the index existed is therefore
 //!   seen after that transaction ends. The index turns public only when the walk is done; a
@@ -163,8 +164,11 @@ pub fn create_index(
 fn build_index(cat: &Catalog, h: &crate::sql::catalog::TableHandle, pos: usize) -> SqlResult<()> {
     let ix = &h.schema.indexes[pos];
     let table = &h.indexes[pos];
+    // The build waits for writers that hold rows it reaches; it must not give up on a busy
+    // row after the default 5 s.
     let opts = TxnOptions {
         isolation: Isolation::ReadCommitted,
+        lock_timeout: std::time::Duration::from_secs(3600),
         ..Default::default()
     };
     let mut last: Option<Vec<u8>> = None;

@@ -142,23 +142,31 @@ fn range_bounds(h: &TableHandle, cols: &[usize], r: &KeyRange, params: &[Value])
         aggs: &[],
     };
     let schema = &h.schema;
-    let encode = |out: &mut Vec<u8>, col: usize, e: &Expr| -> SqlResult<bool> {
+    // Encodes a bound value as a key column; returns whether the stored value is exactly the
+    // SQL value (an inexact one, like 2.5 for an INT column, can only bound inclusively), or
+    // None when the value has no place in the key order (then the walk is a scan).
+    let encode = |out: &mut Vec<u8>, col: usize, e: &Expr| -> SqlResult<Option<bool>> {
         let c = &schema.columns[col];
         let v = e.eval(&ctx)?;
         if v.is_null() {
-            return Ok(false);
+            return Ok(None);
         }
-        match c.ty.coerce(v, &c.name) {
-            Ok(v) => {
-                keycodec::encode(out, &v, &c.ty, c.nullable);
-                Ok(true)
+        // A text column against a number compares as numbers ('01' = 1): no key order.
+        if c.ty.is_text() && !matches!(v, Value::Bytes(_)) {
+            return Ok(None);
+        }
+        match c.ty.coerce(v.clone(), &c.name) {
+            Ok(stored) => {
+                let exact = crate::sql::expr::compare(&v, &stored) == std::cmp::Ordering::Equal;
+                keycodec::encode(out, &stored, &c.ty, c.nullable);
+                Ok(Some(exact))
             }
-            Err(_) => Ok(false),
+            Err(_) => Ok(None),
         }
     };
     let mut prefix = Vec::new();
     for (i, e) in r.eq.iter().enumerate() {
-        if !encode(&mut prefix, cols[i], e)? {
+        if encode(&mut prefix, cols[i], e)?.is_none() {
             return Ok(None);
         }
     }
@@ -168,11 +176,13 @@ fn range_bounds(h: &TableHandle, cols: &[usize], r: &KeyRange, params: &[Value])
             return Ok(Some(None));
         };
         let mut k = prefix.clone();
-        if !encode(&mut k, col, &b.value)? {
+        let Some(exact) = encode(&mut k, col, &b.value)? else {
             return Ok(None);
-        }
-        // Keys of the bound value itself all start with `k`.
-        Ok(Some(Some(match (lower, b.inclusive) {
+        };
+        // Keys of the bound value itself all start with `k`. A rounded bound is made
+        // inclusive: the range then holds a superset, which the filter trims.
+        let inclusive = b.inclusive || !exact;
+        Ok(Some(Some(match (lower, inclusive) {
             (true, true) | (false, false) => k,
             _ => match prefix_successor(&k) {
                 Some(s) => s,

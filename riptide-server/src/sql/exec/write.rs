@@ -172,19 +172,42 @@ pub fn insert(txn: &mut Txn, p: &InsertPlan, params: &[Value]) -> SqlResult<Inse
                 return Err(SqlError::duplicate_key(&key_text(h, &schema.primary, &row), "PRIMARY"));
             }
         }
-        if let Some((i, owner)) = unique_conflict(txn, h, &row, &pk)? {
+        // Every unique index may name another row: REPLACE removes each of them (MySQL
+        // deletes all rows that conflict), ON DUPLICATE KEY UPDATE updates the first.
+        let mut skip = false;
+        while let Some((i, owner)) = unique_conflict(txn, h, &row, &pk)? {
             if p.ignore {
-                continue;
+                skip = true;
+                break;
             }
-            if !p.replace {
+            let owner_row = match txn.get_for_update(&h.primary, &owner)? {
+                Some(v) => decode_row(h, &owner, &v)?,
+                None => {
+                    let ix = &schema.indexes[i];
+                    return Err(SqlError::new(
+                        1030,
+                        "HY000",
+                        format!(
+                            "Got error from storage engine: unique index {} names a missing row",
+                            ix.name
+                        ),
+                    ));
+                }
+            };
+            if p.replace {
+                delete_row(txn, h, &owner, &owner_row)?;
+                res.affected += 1;
+            } else if !p.on_duplicate.is_empty() {
+                res.affected += update_row(txn, h, &owner, owner_row, &p.on_duplicate, params)? as u64 * 2;
+                skip = true;
+                break;
+            } else {
                 let ix = &schema.indexes[i];
                 return Err(SqlError::duplicate_key(&key_text(h, &ix.columns, &row), &ix.name));
             }
-            if let Some(v) = txn.get_for_update(&h.primary, &owner)? {
-                let old_row = decode_row(h, &owner, &v)?;
-                delete_row(txn, h, &owner, &old_row)?;
-                res.affected += 1;
-            }
+        }
+        if skip {
+            continue;
         }
         put_row(txn, h, &pk, &row)?;
         res.affected += 1;
