@@ -987,6 +987,16 @@ fn show_describe_and_variables() {
     close(db, cat);
 }
 
+/// Two sessions using a fresh database `d`.
+fn two_sessions_in_d(cat: &Arc<Catalog>) -> (Session, Session) {
+    let mut a = session(cat, 1);
+    let mut b = session(cat, 2);
+    ok(&mut a, "CREATE DATABASE d");
+    ok(&mut a, "USE d");
+    ok(&mut b, "USE d");
+    (a, b)
+}
+
 /// A statement tried without waiting finds the row locked: only that statement is undone
 /// (the transaction's earlier write stays), and run again allowed to wait it completes once
 /// the holder commits, on the holder's newest value.
@@ -994,11 +1004,7 @@ fn show_describe_and_variables() {
 fn a_nowait_attempt_undoes_only_its_statement_and_the_blocking_retry_sees_the_holders_commit() {
     let dir = tempfile::tempdir().unwrap();
     let (_db, cat) = open(dir.path());
-    let mut a = session(&cat, 1);
-    let mut b = session(&cat, 2);
-    ok(&mut a, "CREATE DATABASE d");
-    ok(&mut a, "USE d");
-    ok(&mut b, "USE d");
+    let (mut a, mut b) = two_sessions_in_d(&cat);
     ok(&mut a, "CREATE TABLE t (id INT PRIMARY KEY, k INT NOT NULL)");
     ok(&mut a, "INSERT INTO t VALUES (1, 10), (2, 20)");
     ok(&mut a, "BEGIN");
@@ -1094,11 +1100,7 @@ fn replace_upsert_and_range_bounds_keep_indexes_and_answers_right() {
 fn create_index_waits_for_transactions_that_began_before_it() {
     let dir = tempfile::tempdir().unwrap();
     let (_db, cat) = open(dir.path());
-    let mut a = session(&cat, 1);
-    let mut b = session(&cat, 2);
-    ok(&mut a, "CREATE DATABASE d");
-    ok(&mut a, "USE d");
-    ok(&mut b, "USE d");
+    let (mut a, mut b) = two_sessions_in_d(&cat);
     ok(&mut a, "CREATE TABLE t (id INT PRIMARY KEY, c VARCHAR(10))");
     ok(&mut a, "INSERT INTO t VALUES (1, 'a')");
     ok(&mut a, "BEGIN");
