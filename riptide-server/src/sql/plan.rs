@@ -151,8 +151,6 @@ pub enum ShowPlan {
     Columns(Arc<TableHandle>),
     /// `SHOW [SESSION|GLOBAL] VARIABLES [LIKE]`.
     Variables(Option<String>),
-    /// SHOW INDEX FROM t.
-    Index(Arc<TableHandle>),
     /// SHOW WARNINGS / ERRORS: always empty.
     Warnings,
     /// `SHOW [GLOBAL] STATUS [LIKE]`: engine counters.

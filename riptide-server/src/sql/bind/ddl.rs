@@ -5,7 +5,7 @@
 //! the first column of a key); defaults are coerced to their column's type here, so a bad
 //! default fails the CREATE, not a later INSERT.
 
-use crate::sql::bind::expr::{number, truncate, ExprBinder};
+use crate::sql::bind::expr::{truncate, ExprBinder};
 use crate::sql::bind::query::table_name;
 use crate::sql::catalog::CatalogState;
 use crate::sql::error::{SqlError, SqlResult};
@@ -580,9 +580,4 @@ pub fn use_db(u: &ast::Use, state: &CatalogState) -> SqlResult<Plan> {
         return Err(SqlError::no_such_database(&name));
     }
     Ok(Plan::Use(name))
-}
-
-/// Parses a number literal for the SET of a numeric variable.
-pub fn parse_number(s: &str) -> SqlResult<Value> {
-    number(s)
 }

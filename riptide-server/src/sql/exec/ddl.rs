@@ -201,12 +201,7 @@ fn build_index(cat: &Catalog, h: &crate::sql::catalog::TableHandle, pos: usize) 
             if ix.unique && ix.columns.iter().all(|&c| !row[c].is_null()) {
                 if let Some(owner) = txn.get_for_update(table, &k)? {
                     if &owner != pk {
-                        let text = ix
-                            .columns
-                            .iter()
-                            .map(|&c| crate::sql::expr::display(&row[c]))
-                            .collect::<Vec<_>>()
-                            .join("-");
+                        let text = crate::sql::exec::write::key_text(&ix.columns, &row);
                         return Err(SqlError::duplicate_key(&text, &ix.name));
                     }
                 }

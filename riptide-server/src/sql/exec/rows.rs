@@ -216,7 +216,7 @@ pub fn candidates(
 ) -> SqlResult<()> {
     let (index, ranges) = match access {
         Access::NoTable => return Ok(()),
-        Access::Scan => return scan(reader, h, None, None, f),
+        Access::Scan => return scan(reader, h, f),
         Access::Key { index, ranges } => (*index, ranges),
     };
     let cols: &[usize] = match index {
@@ -227,7 +227,7 @@ pub fn candidates(
     for r in ranges {
         match range_bounds(h, cols, r, params)? {
             Some(b) => bounds.push((r.eq.len() == cols.len() && r.lo.is_none() && r.hi.is_none(), b)),
-            None => return scan(reader, h, None, None, f),
+            None => return scan(reader, h, f),
         }
     }
     let mut seen: Option<HashSet<Vec<u8>>> = (ranges.len() > 1).then(HashSet::new);
@@ -306,14 +306,9 @@ pub fn candidates(
     Ok(())
 }
 
-fn scan(
-    reader: &mut Reader<'_>,
-    h: &TableHandle,
-    lower: Option<Vec<u8>>,
-    upper: Option<Vec<u8>>,
-    f: &mut RowVisitor<'_>,
-) -> SqlResult<()> {
-    let mut c = reader.cursor(&h.primary, lower, upper)?;
+/// Every row of the table.
+fn scan(reader: &mut Reader<'_>, h: &TableHandle, f: &mut RowVisitor<'_>) -> SqlResult<()> {
+    let mut c = reader.cursor(&h.primary, None, None)?;
     while c.valid() {
         if !f(c.key(), decode_row(h, c.key(), c.value())?)? {
             return Ok(());

@@ -140,34 +140,6 @@ pub fn run(p: &ShowPlan, cat: &Catalog, session: &SessionView) -> (Vec<ColumnInf
                 .collect();
             (cols, rows)
         }
-        ShowPlan::Index(h) => {
-            let cols = ["Table", "Non_unique", "Key_name", "Seq_in_index", "Column_name"]
-                .map(text_column)
-                .to_vec();
-            let s = &h.schema;
-            let mut rows = Vec::new();
-            for (i, &c) in s.primary.iter().enumerate() {
-                rows.push(vec![
-                    Value::str(&s.name),
-                    Value::Int(0),
-                    Value::str("PRIMARY"),
-                    Value::Int(i as i64 + 1),
-                    Value::str(&s.columns[c].name),
-                ]);
-            }
-            for ix in &s.indexes {
-                for (i, &c) in ix.columns.iter().enumerate() {
-                    rows.push(vec![
-                        Value::str(&s.name),
-                        Value::Int(!ix.unique as i64),
-                        Value::str(&ix.name),
-                        Value::Int(i as i64 + 1),
-                        Value::str(&s.columns[c].name),
-                    ]);
-                }
-            }
-            (cols, rows)
-        }
         ShowPlan::Variables(pat) => (
             vec![text_column("Variable_name"), text_column("Value")],
             VARIABLES

@@ -46,7 +46,7 @@ pub fn locking_candidates(
 }
 
 /// The key text of a duplicate-key message: the key columns' values joined by `-`.
-fn key_text(_h: &TableHandle, cols: &[usize], row: &[Value]) -> String {
+pub fn key_text(cols: &[usize], row: &[Value]) -> String {
     cols.iter().map(|&c| display(&row[c])).collect::<Vec<_>>().join("-")
 }
 
@@ -169,7 +169,7 @@ pub fn insert(txn: &mut Txn, p: &InsertPlan, params: &[Value]) -> SqlResult<Inse
                 res.affected += update_row(txn, h, &pk, old_row, &p.on_duplicate, params)? as u64 * 2;
                 continue;
             } else {
-                return Err(SqlError::duplicate_key(&key_text(h, &schema.primary, &row), "PRIMARY"));
+                return Err(SqlError::duplicate_key(&key_text(&schema.primary, &row), "PRIMARY"));
             }
         }
         // Every unique index may name another row: REPLACE removes each of them (MySQL
@@ -203,7 +203,7 @@ pub fn insert(txn: &mut Txn, p: &InsertPlan, params: &[Value]) -> SqlResult<Inse
                 break;
             } else {
                 let ix = &schema.indexes[i];
-                return Err(SqlError::duplicate_key(&key_text(h, &ix.columns, &row), &ix.name));
+                return Err(SqlError::duplicate_key(&key_text(&ix.columns, &row), &ix.name));
             }
         }
         if skip {
@@ -251,7 +251,7 @@ fn update_row(
     };
     if new_pk != pk {
         if txn.get_for_update(&h.primary, &new_pk)?.is_some() {
-            return Err(SqlError::duplicate_key(&key_text(h, &schema.primary, &new), "PRIMARY"));
+            return Err(SqlError::duplicate_key(&key_text(&schema.primary, &new), "PRIMARY"));
         }
         txn.delete(&h.primary, pk)?;
     }
@@ -266,7 +266,7 @@ fn update_row(
             if ix.unique && ix.columns.iter().all(|&c| !new[c].is_null()) {
                 if let Some(owner) = txn.get_for_update(table, &nk)? {
                     if owner != new_pk {
-                        return Err(SqlError::duplicate_key(&key_text(h, &ix.columns, &new), &ix.name));
+                        return Err(SqlError::duplicate_key(&key_text(&ix.columns, &new), &ix.name));
                     }
                 }
             }
