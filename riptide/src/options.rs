@@ -67,6 +67,12 @@ pub struct Options {
     pub max_group_size: usize,
     /// Most bytes of batches in one commit group (the first batch is always taken). Default: 4 MiB.
     pub max_group_bytes: usize,
+    /// Parallel memtable insertion (X-Engine's stage 3): a commit group's leader invites up
+    /// to this many of its waiting followers to insert their own batches while it inserts the
+    /// rest; a follower not scheduled in time costs nothing (the leader inserts its batch).
+    /// 0: the leader inserts the whole group. Default: the machine's cores minus one, at most
+    /// 63. Range: 0 ..= 1024.
+    pub parallel_insert_helpers: usize,
     /// Size at which the redo log rolls over to a new segment. Default: 64 MiB. Min: 64 KiB.
     pub redo_segment_size: u64,
     /// How recovery treats redo-log damage. Default: [`RecoveryMode::TolerateCorruptedTail`].
@@ -197,6 +203,7 @@ impl Default for Options {
             write_queues: 4,
             max_group_size: 128,
             max_group_bytes: 4 << 20,
+            parallel_insert_helpers: std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 64) - 1,
             redo_segment_size: 64 << 20,
             recovery_mode: RecoveryMode::default(),
             flush_on_close: true,
@@ -246,6 +253,7 @@ impl fmt::Debug for Options {
             .field("write_queues", &self.write_queues)
             .field("max_group_size", &self.max_group_size)
             .field("max_group_bytes", &self.max_group_bytes)
+            .field("parallel_insert_helpers", &self.parallel_insert_helpers)
             .field("redo_segment_size", &self.redo_segment_size)
             .field("recovery_mode", &self.recovery_mode)
             .field("flush_on_close", &self.flush_on_close)
@@ -318,6 +326,12 @@ impl Options {
             return Err(invalid(
                 "write_queues",
                 format!("{} is outside 1 ..= 256", self.write_queues),
+            ));
+        }
+        if self.parallel_insert_helpers > 1024 {
+            return Err(invalid(
+                "parallel_insert_helpers",
+                format!("{} is over 1024", self.parallel_insert_helpers),
             ));
         }
         if self.max_group_size == 0 {
@@ -481,6 +495,13 @@ mod tests {
                     ..Default::default()
                 },
                 "write_queues",
+            ),
+            (
+                Options {
+                    parallel_insert_helpers: 1025,
+                    ..Default::default()
+                },
+                "parallel_insert_helpers",
             ),
             (
                 Options {

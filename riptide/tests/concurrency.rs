@@ -16,7 +16,8 @@
 //!
 //! Variants: blocking `write` on the real file system; `write_async` with a window of in-flight
 //! handles, most completed through `on_complete` callbacks; and mixed `sync: true` / `false`
-//! writes over `write_queues` (1, 4, 16) × `max_group_size` (1, 2, 128), on the real file system
+//! writes over `write_queues` (1, 4, 16) × `max_group_size` (1, 2, 128) (with 8, 0 and 1
+//! followers invited to insert in parallel), on the real file system
 //! (fsync latency makes commit groups form) and on `FaultFs` with a power cut in the middle of
 //! the run, after which the recovered state must be a consistent prefix holding every
 //! acknowledged synced batch.
@@ -663,6 +664,8 @@ fn options() -> Options {
         immutable_slowdown_trigger: 100_000,
         immutable_stop_trigger: 100_000,
         redo_segment_size: 256 << 10,
+        // Leaders invite followers to insert their own batches (parallel stage 3).
+        parallel_insert_helpers: 8,
         ..Default::default()
     }
 }
@@ -735,11 +738,18 @@ fn async_writes_with_callbacks_complete_in_order() {
 /// statistics. With a `FaultFs`, ends with a power cut after which the recovered state must be a
 /// consistent prefix holding every acknowledged synced batch.
 fn mixed_sync_case(queues: usize, group: usize, n: u64, fault: Option<(FaultFs, CrashMode)>) {
-    let what = format!("write_queues={queues} max_group_size={group}");
+    // The leader inserts whole groups, or with one helper, or with many.
+    let helpers = match queues {
+        1 => 8,
+        4 => 0,
+        _ => 1,
+    };
+    let what = format!("write_queues={queues} max_group_size={group} parallel_insert_helpers={helpers}");
     let dir = tempfile::tempdir().unwrap();
     let mut opts = Options {
         write_queues: queues,
         max_group_size: group,
+        parallel_insert_helpers: helpers,
         // Larger memtables for some runs: many versions of a key in one memtable.
         write_buffer_size: if group == 2 { 2 << 20 } else { 64 << 10 },
         ..options()

@@ -97,6 +97,7 @@ pub fn write_stats_delta(before: &WriteStats, after: &WriteStats) -> WriteStats 
         insert_nanos: after.insert_nanos.saturating_sub(before.insert_nanos),
         log_nanos: after.log_nanos.saturating_sub(before.log_nanos),
         visible_nanos: after.visible_nanos.saturating_sub(before.visible_nanos),
+        helped_inserts: after.helped_inserts.saturating_sub(before.helped_inserts),
     }
 }
 
@@ -109,8 +110,10 @@ pub fn commit_split_line(w: &WriteStats) -> String {
     let [join, buffer, insert, log, visible] = w.commit_split_micros();
     format!(
         "Commit split (us per write): join a group {join:.2}, log buffer {buffer:.2}, memtable insert {insert:.2}, \
-         log write/fsync after insert {log:.2}, becoming visible {visible:.2}; total {:.2}",
-        join + buffer + insert + log + visible
+         log write/fsync after insert {log:.2}, becoming visible {visible:.2}; total {:.2}; \
+         {:.1}% of batches inserted by their followers",
+        join + buffer + insert + log + visible,
+        100.0 * w.helped_inserts as f64 / w.writes.max(1) as f64
     )
 }
 

@@ -151,6 +151,7 @@ impl Db {
             queues: opts.write_queues,
             max_group_size: opts.max_group_size,
             max_group_bytes: opts.max_group_bytes,
+            parallel_insert_helpers: opts.parallel_insert_helpers,
         };
         let by_name = tables.values().map(|t| (t.name.clone(), t.clone())).collect();
         let workers = Workers::new(factory.flush_queue.clone());

@@ -2,18 +2,22 @@
 //!
 //! Invariants: a completion is completed exactly once; a callback runs exactly once, either on
 //! the thread that completes the write or, if registered after completion, on the registering
-//! thread.
+//! thread. An invitation runs at most once, on a thread waiting in [`Completion::wait`], and
+//! never after completion (completing drops it; nothing depends on it running).
 
 use crate::error::{Error, Result};
 use parking_lot::{Condvar, Mutex};
 use std::sync::Arc;
 
 type Callback = Box<dyn FnOnce(Result<()>) + Send>;
+/// Work a waiter is invited to do while it waits (inserting batches of its commit group).
+pub(crate) type Invitation = Box<dyn FnOnce() + Send>;
 
 #[derive(Default)]
 struct State {
     result: Option<Result<()>>,
     callback: Option<Callback>,
+    invitation: Option<Invitation>,
 }
 
 /// Shared between a writer and the pipeline.
@@ -30,7 +34,7 @@ impl Completion {
 
     /// Records the outcome, wakes a waiter and runs the callback (outside the lock).
     pub(crate) fn complete(&self, result: Result<()>) {
-        let callback = {
+        let (callback, _invitation) = {
             let mut st = self.state.lock();
             if st.result.is_some() {
                 return;
@@ -38,19 +42,36 @@ impl Completion {
             let cb = st.callback.take();
             st.result = Some(result.clone());
             self.cond.notify_all();
-            cb
+            // Dropped outside the lock: it may hold the last reference to a commit group.
+            (cb, st.invitation.take())
         };
         if let Some(cb) = callback {
             cb(result);
         }
     }
 
-    /// Blocks until completed.
+    /// Offers `work` to the thread waiting (or about to wait) on this completion, waking it.
+    /// Returns false, dropping `work`, if the write already completed.
+    pub(crate) fn invite(&self, work: Invitation) -> bool {
+        let mut st = self.state.lock();
+        if st.result.is_some() {
+            return false;
+        }
+        st.invitation = Some(work);
+        self.cond.notify_one();
+        true
+    }
+
+    /// Blocks until completed, doing the work it is invited to meanwhile.
     pub(crate) fn wait(&self) -> Result<()> {
         let mut st = self.state.lock();
         loop {
             if let Some(r) = &st.result {
                 return r.clone();
+            }
+            if let Some(work) = st.invitation.take() {
+                parking_lot::MutexGuard::unlocked(&mut st, work);
+                continue;
             }
             self.cond.wait(&mut st);
         }

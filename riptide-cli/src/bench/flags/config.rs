@@ -329,6 +329,9 @@ impl Config {
             if let Some(on) = f.block_swizzling {
                 options.block_swizzling = on;
             }
+            if let Some(n) = f.parallel_insert_helpers {
+                options.parallel_insert_helpers = n;
+            }
             if let Some(on) = f.level1_dynamic_trigger {
                 options.level1_dynamic_trigger = on;
             }
@@ -392,6 +395,7 @@ impl Config {
                 ("level1_extents_trigger", f.level1_extents_trigger.is_some()),
                 ("partial_block_reads", f.partial_block_reads.is_some()),
                 ("block_swizzling", f.block_swizzling.is_some()),
+                ("parallel_insert_helpers", f.parallel_insert_helpers.is_some()),
                 ("level1_dynamic_trigger", f.level1_dynamic_trigger.is_some()),
             ]
             .into_iter()

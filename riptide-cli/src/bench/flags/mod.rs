@@ -554,6 +554,16 @@ pub struct BenchFlags {
     )]
     pub block_swizzling: Option<bool>,
 
+    /// Riptide only: most waiting followers a commit group's leader invites to insert their
+    /// own batches into the memtables in parallel (X-Engine's stage 3); 0 turns it off
+    /// [default: the machine's cores minus one]
+    #[arg(
+        long = "parallel_insert_helpers",
+        alias = "parallel-insert-helpers",
+        value_name = "N"
+    )]
+    pub parallel_insert_helpers: Option<usize>,
+
     /// Puts (or deletes) per WriteBatch in write benchmarks
     #[arg(
         long = "batch_size",

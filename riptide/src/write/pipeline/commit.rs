@@ -1,5 +1,5 @@
-//! Stages 3 and 4: memtable insertion (in parallel, each group by its own leader, while the
-//! driver writes the log) and commit through the commit window.
+//! Stage 4, commit through the commit window, and the state a group carries through stages 2
+//! and 3 (memtable insertion, `insert.rs`, runs while the driver writes the log).
 //!
 //! Invariants:
 //! - A group's versions may be in their memtables before its log write ends, but at LSNs above
@@ -56,13 +56,14 @@ pub(super) struct GroupProgress {
     pub(super) phase: Phase,
     /// When the driver set `phase` past `Buffered`.
     pub(super) flushed_at: Option<Instant>,
-    /// Set by the leader after stage 3; taken by whoever finishes the group (stage 4).
+    /// Set by whoever ends stage 3; taken by whoever finishes the group (stage 4).
     pub(super) inserted: Option<Inserted>,
 }
 
 /// A buffered group on its way through stages 2 and 3, which run at the same time: its leader
-/// inserts its batches while the driver writes its bytes. Stage 4 starts when both are done:
-/// by the leader if it waits for its group, otherwise by whichever of the two finishes second.
+/// (and the followers it invites) insert its batches while the driver writes its bytes. Stage
+/// 4 starts when both are done: by the last inserter if the log write ended first, otherwise
+/// by the waiting leader the driver wakes, or (an asynchronous leader) by the driver.
 pub(super) struct GroupState {
     pub(super) seq: u64,
     /// Highest LSN of the group.
@@ -109,49 +110,6 @@ impl Pipeline {
         for c in completions {
             c.complete(result.clone());
         }
-    }
-
-    /// Stage 3 for one group: inserts every batch into its bound memtable and runs each
-    /// writer's [`OnPlaced`] hook right after its own batch. Returns the completions.
-    pub(super) fn insert_group(&self, work: GroupWork) -> Vec<Arc<Completion>> {
-        let mut lsn = work.first_lsn;
-        let mut completions = Vec::with_capacity(work.writers.len());
-        for mut w in work.writers {
-            for op in w.batch.ops(lsn) {
-                if let Some(mem) = work.bound.get(op.table) {
-                    if w.disable_wal {
-                        mem.mark_unlogged();
-                    }
-                    mem.insert(op.key, op.lsn, op.kind, op.value);
-                }
-            }
-            lsn += u64::from(w.batch.count);
-            if let Some(placed) = w.on_placed.take() {
-                placed();
-            }
-            completions.push(w.completion);
-        }
-        completions
-    }
-
-    /// [`Pipeline::insert_group`], counting its time if the group is one of the timed ones;
-    /// also returns when the insertion ended (timed groups only).
-    pub(super) fn insert_group_timed(&self, work: GroupWork, timed: bool) -> (Vec<Arc<Completion>>, Option<Instant>) {
-        let started = timed.then(Instant::now);
-        let writers = work.writers.len() as u64;
-        let completions = self.insert_group(work);
-        let ended = started.map(|started| {
-            let now = Instant::now();
-            self.counters.time(Counter::InsertNanos, writers, now - started);
-            now
-        });
-        (completions, ended)
-    }
-
-    /// Stages 3 and 4 for a group without redo bytes; `timed` if it is one of the timed ones.
-    pub(super) fn insert_and_finish(&self, seq: u64, work: GroupWork, timed: bool) {
-        let (completions, ended) = self.insert_group_timed(work, timed);
-        self.finish(seq, EntryState::Done, completions, ended);
     }
 
     /// Stage 4 for a logged group, once it is both flushed (or failed) and inserted; does

@@ -49,6 +49,7 @@
 mod buffer;
 mod commit;
 mod driver;
+mod insert;
 mod stats;
 
 pub(crate) use commit::OnPlaced;
@@ -56,8 +57,9 @@ pub(crate) use stats::sampled_write_clock;
 pub use stats::WriteStats;
 
 use buffer::{Buffered, LogBuffer};
-use commit::{CommitWindow, Inserted, Phase};
+use commit::{CommitWindow, Phase};
 use driver::{DriverState, Flusher};
+use insert::{InsertJob, InsertTarget};
 use stats::{Counter, Counters};
 
 use super::batch::WriteBatch;
@@ -71,7 +73,7 @@ use parking_lot::{Condvar, Mutex};
 use std::cell::Cell;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -109,10 +111,15 @@ pub(crate) struct PipelineConfig {
     pub(crate) queues: usize,
     pub(crate) max_group_size: usize,
     pub(crate) max_group_bytes: usize,
+    /// Most followers a leader invites to insert their own batches (0: the leader inserts
+    /// the whole group).
+    pub(crate) parallel_insert_helpers: usize,
 }
 
 /// The write pipeline of one database instance; see the module header.
 pub(crate) struct Pipeline {
+    /// This pipeline, for the invitations a leader hands its followers.
+    me: Weak<Pipeline>,
     cfg: PipelineConfig,
     queues: Vec<CachePadded<WriteQueue>>,
     log: CachePadded<Mutex<LogBuffer>>,
@@ -153,7 +160,8 @@ impl Pipeline {
     /// A pipeline appending to `log`, whose last recovered LSN is `last_lsn`, with its
     /// log-flush thread running.
     pub(crate) fn start(cfg: PipelineConfig, log: RedoLog, last_lsn: Lsn) -> Result<Arc<Self>> {
-        let pipeline = Arc::new(Pipeline {
+        let pipeline = Arc::new_cyclic(|me| Pipeline {
+            me: me.clone(),
             cfg,
             queues: (0..cfg.queues)
                 .map(|_| CachePadded::new(WriteQueue::default()))
@@ -317,6 +325,8 @@ impl Pipeline {
     fn run_group(&self, mut group: Vec<Writer>, q: &WriteQueue, taken: Option<Instant>) {
         // The leader (this thread) is the first writer of the group.
         let leader_waits = !group[0].asynchronous;
+        let leader = group[0].completion.clone();
+        let timed = taken.is_some();
         // Order the group: logged batches first, so their LSNs are contiguous in one record.
         group.sort_by_key(|w| w.disable_wal);
         let wal_writers = group.iter().filter(|w| !w.disable_wal).count();
@@ -333,14 +343,7 @@ impl Pipeline {
 
         // Stage 1: log buffering. Once the group is in the log buffer, the queue's next group may
         // form and buffer too, so one flush can carry several groups of every queue.
-        let buffered = self.buffer_group(
-            group,
-            wal_writers,
-            payload_crc,
-            payload_len,
-            leader_waits,
-            taken.is_some(),
-        );
+        let buffered = self.buffer_group(group, wal_writers, payload_crc, payload_len, leader_waits, timed);
         self.release_queue(q);
         if let Some(taken) = taken {
             self.counters.add(Counter::TimedWrites, writers);
@@ -350,7 +353,14 @@ impl Pipeline {
             Ok(Buffered::Logged(state, work)) => (state, work),
             Ok(Buffered::Unlogged(seq, work)) => {
                 // No redo bytes: straight to stages 3 and 4.
-                self.insert_and_finish(seq, work, taken.is_some());
+                let (job, invitable) = InsertJob::new(
+                    work.writers,
+                    work.bound,
+                    work.first_lsn,
+                    InsertTarget::Unlogged(seq),
+                    timed,
+                );
+                self.insert_job(&job, invitable, &leader);
                 return;
             }
             Err((e, writers)) => {
@@ -368,16 +378,22 @@ impl Pipeline {
         if !group_syncs {
             self.drive_if_idle(&state);
         }
-        // Stage 3, while the driver writes the log: our own group, by this thread.
-        let (completions, inserted_at) = self.insert_group_timed(work, taken.is_some());
+        // Stage 3, while the driver writes the log: our own group, by this thread and the
+        // followers it invites. Whoever inserts last runs stage 4 if the log write is done.
+        let (job, invitable) = InsertJob::new(
+            work.writers,
+            work.bound,
+            work.first_lsn,
+            InsertTarget::Logged(state.clone()),
+            timed,
+        );
+        self.insert_job(&job, invitable, &leader);
+        drop(job);
         {
-            let mut progress = state.progress.lock();
-            progress.inserted = Some(Inserted {
-                completions,
-                at: inserted_at,
-            });
+            let progress = state.progress.lock();
             if !matches!(progress.phase, Phase::Buffered) {
-                // Flushed (or failed) meanwhile.
+                // Flushed (or failed) meanwhile: stage 4 is ours if the insertion ended
+                // (finish_group does nothing otherwise: the last inserter then runs it).
                 self.finish_group(&state, progress);
                 return;
             }
@@ -388,7 +404,7 @@ impl Pipeline {
         if !state.leader_waits {
             return; // whoever of the driver and this thread is done second finished the group
         }
-        // Wait until flushed, then finish the group.
+        // Wait until flushed, then finish the group (unless a helper still inserting will).
         // Yield a few times before sleeping: a flush usually ends within a few scheduling slices,
         // and a futex sleep and wake-up per write costs more than that on a busy machine
         // (measured: 32 threads, sync=1 on 2 cores, +40% writes/s; see docs/write-path.md).

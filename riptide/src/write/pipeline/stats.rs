@@ -63,9 +63,11 @@ pub(super) enum Counter {
     TimedJoins,
     /// Writes in groups whose stages were timed.
     TimedWrites,
+    /// Batches inserted by the follower that wrote them or another invited follower.
+    HelpedInserts,
 }
 
-const COUNTERS: usize = Counter::TimedWrites as usize + 1;
+const COUNTERS: usize = Counter::HelpedInserts as usize + 1;
 const STRIPES: usize = 16;
 
 /// Counters of the write path; see the module header.
@@ -145,6 +147,9 @@ pub struct WriteStats {
     pub timed_joins: u64,
     /// Writes in the groups whose stages were timed (one group in eight per leading thread).
     pub timed_writes: u64,
+    /// Batches inserted by invited followers instead of their group's leader (parallel stage
+    /// 3, [`crate::Options::parallel_insert_helpers`]).
+    pub helped_inserts: u64,
 }
 
 impl WriteStats {
@@ -193,6 +198,7 @@ impl Pipeline {
             visible_nanos: c.sum(Counter::VisibleNanos),
             timed_joins: c.sum(Counter::TimedJoins),
             timed_writes: c.sum(Counter::TimedWrites),
+            helped_inserts: c.sum(Counter::HelpedInserts),
         }
     }
 }
