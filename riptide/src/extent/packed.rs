@@ -16,7 +16,7 @@ use super::cmp_ikey;
 /// The first 8 bytes of `ikey`'s user key as a big-endian integer, zero-padded; `None` if the
 /// key is shorter than 8 bytes (malformed).
 #[inline]
-fn user_prefix(ikey: &[u8]) -> Option<u64> {
+pub(super) fn user_prefix(ikey: &[u8]) -> Option<u64> {
     let user = &ikey[..ikey.len().checked_sub(8)?];
     let mut b = [0u8; 8];
     let n = user.len().min(8);

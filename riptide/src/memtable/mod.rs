@@ -12,7 +12,8 @@
 //! - Nodes and versions live in the memtable's [`Arena`] and are immutable once published
 //!   except for their atomic links. Publication is a `Release` CAS; readers load links with
 //!   `Acquire`, so a reader that reaches a node or version sees it fully initialised.
-//! - Reads take no lock. Writers take no lock either, except the arena's short bump mutex.
+//! - Reads take no lock. Writers take no lock either, except the short bump mutex of their
+//!   thread's arena shard.
 //! - Readers must filter versions by their snapshot LSN: versions newer than the visible LSN can
 //!   be present while their write group is still being inserted.
 //! - Nothing is freed until the whole memtable drops (O(1) free, exact accounting).
@@ -22,6 +23,7 @@ mod versions;
 
 use crate::key::{Lsn, ValueKind};
 use arena::Arena;
+use crossbeam_utils::CachePadded;
 use std::cell::Cell;
 use std::cmp::Ordering as CmpOrdering;
 use std::mem::{align_of, offset_of, size_of};
@@ -97,18 +99,25 @@ pub(crate) enum Lookup<'a> {
 pub(crate) struct Memtable {
     arena: Arena,
     head: *const Node,
+    /// Read by every search, written only when a taller node arrives.
     max_height: AtomicUsize,
-    entries: AtomicU64,
-    /// Oldest LSN inserted (u64::MAX while empty).
-    min_lsn: AtomicU64,
-    /// Newest LSN inserted.
-    max_lsn: AtomicU64,
+    /// Written once per inserted batch: on a cache line of its own, away from `max_height`.
+    counts: CachePadded<Counts>,
     /// Last LSN that may be inserted here, set when the memtable becomes immutable
     /// (u64::MAX while it takes writes).
     sealed_lsn: AtomicU64,
     /// Holds a write made without the redo log (`WriteOptions::disable_wal`): only a flush
     /// keeps it across a close.
     unlogged: AtomicBool,
+}
+
+/// What a memtable counts of its versions.
+struct Counts {
+    entries: AtomicU64,
+    /// Oldest LSN inserted (u64::MAX while empty).
+    min_lsn: AtomicU64,
+    /// Newest LSN inserted.
+    max_lsn: AtomicU64,
 }
 
 // SAFETY: the raw pointers point into `arena`, which the memtable owns and never frees before
@@ -176,9 +185,11 @@ impl Memtable {
             arena,
             head,
             max_height: AtomicUsize::new(1),
-            entries: AtomicU64::new(0),
-            min_lsn: AtomicU64::new(u64::MAX),
-            max_lsn: AtomicU64::new(0),
+            counts: CachePadded::new(Counts {
+                entries: AtomicU64::new(0),
+                min_lsn: AtomicU64::new(u64::MAX),
+                max_lsn: AtomicU64::new(0),
+            }),
             sealed_lsn: AtomicU64::new(u64::MAX),
             unlogged: AtomicBool::new(false),
         }
@@ -216,7 +227,7 @@ impl Memtable {
 
     /// Number of versions inserted.
     pub(crate) fn entries(&self) -> u64 {
-        self.entries.load(Ordering::Relaxed)
+        self.counts.entries.load(Ordering::Relaxed)
     }
 
     /// True if nothing was ever inserted.
@@ -227,12 +238,12 @@ impl Memtable {
     /// Newest LSN inserted so far (0 while empty).
     #[cfg(test)]
     pub(crate) fn max_lsn(&self) -> Lsn {
-        self.max_lsn.load(Ordering::Relaxed)
+        self.counts.max_lsn.load(Ordering::Relaxed)
     }
 
     /// Oldest LSN inserted so far (`u64::MAX` while empty).
     pub(crate) fn min_lsn(&self) -> Lsn {
-        self.min_lsn.load(Ordering::Relaxed)
+        self.counts.min_lsn.load(Ordering::Relaxed)
     }
 
     /// `node.key` compared with `key`; the head and null (end) are handled by callers.
@@ -326,11 +337,30 @@ impl Memtable {
         unsafe { (*node).versions.insert(&self.arena, v) }
     }
 
-    /// Inserts a version of `key`. Safe to call from many threads at once.
+    /// Inserts a version of `key` and counts it. Safe to call from many threads at once.
     pub(crate) fn insert(&self, key: &[u8], lsn: Lsn, kind: ValueKind, value: &[u8]) {
-        self.entries.fetch_add(1, Ordering::Relaxed);
-        self.min_lsn.fetch_min(lsn, Ordering::Relaxed);
-        self.max_lsn.fetch_max(lsn, Ordering::Relaxed);
+        self.note_inserted(1, lsn, lsn);
+        self.insert_uncounted(key, lsn, kind, value);
+    }
+
+    /// Counts `n` versions with LSNs in `min ..= max` inserted by [`Self::insert_uncounted`]
+    /// (the write pipeline counts once per batch, not per version: these are shared cache
+    /// lines). Must happen before the batch is placed (before any locked read may need the
+    /// memtable's LSN range); snapshot reads never need it earlier, since the versions sit
+    /// above the visible LSN until their group commits.
+    pub(crate) fn note_inserted(&self, n: u64, min: Lsn, max: Lsn) {
+        let c = &self.counts;
+        c.entries.fetch_add(n, Ordering::Relaxed);
+        if min < c.min_lsn.load(Ordering::Relaxed) {
+            c.min_lsn.fetch_min(min, Ordering::Relaxed);
+        }
+        if max > c.max_lsn.load(Ordering::Relaxed) {
+            c.max_lsn.fetch_max(max, Ordering::Relaxed);
+        }
+    }
+
+    /// Inserts a version of `key` without counting it (see [`Self::note_inserted`]).
+    pub(crate) fn insert_uncounted(&self, key: &[u8], lsn: Lsn, kind: ValueKind, value: &[u8]) {
         let version = Version::alloc(&self.arena, lsn, kind, value, random_height(MAX_VERSION_HEIGHT));
 
         let mut prev = [ptr::null(); MAX_HEIGHT];
@@ -356,7 +386,9 @@ impl Memtable {
         // The node is not published yet: this only links the version (and, if it is taller
         // than 1, the chain's upper heads) into our own node.
         self.insert_version(node, version);
-        self.max_height.fetch_max(height, Ordering::AcqRel);
+        if height > self.max_height.load(Ordering::Relaxed) {
+            self.max_height.fetch_max(height, Ordering::AcqRel);
+        }
 
         // Level 0 decides whether our node or a racing node for the same key wins.
         loop {

@@ -1,5 +1,6 @@
-//! Iterating one decoded data block: seeks (hash index, then binary search over restart
-//! points), forward and backward steps, and the entry decoder they share.
+//! Iterating one decoded data block: seeks (hash index; else the restart heads, then binary
+//! search over the remaining restart points), forward and backward steps, and the entry
+//! decoder they share.
 //!
 //! Invariants:
 //! - Every entry is bounds-checked as it is decoded; any inconsistency becomes a sticky
@@ -282,6 +283,9 @@ impl BlockIter {
                 Ordering::Greater => right = self.restart_index,
             }
         }
+        // First level: the restart heads, integers in a few cache lines, leave only the
+        // restarts whose head equals the target's (usually none or one) to decode.
+        (left, right) = block.narrow_by_heads(target, left, right);
         // The binary search's probes are dependent cache misses: start loading the first line
         // of every candidate restart entry at once (a 16 KiB block has about 30) so they overlap.
         if right - left < SEEK_PREFETCH_RESTARTS {

@@ -373,3 +373,52 @@ fn corruption_is_reported_and_sticky() {
     assert!(!it.valid());
     assert!(it.status().is_err());
 }
+
+/// The restart heads' first level must not change any seek's answer where heads are equal or
+/// ambiguous: user keys sharing their first 8 bytes across several restart regions, keys
+/// shorter than 8 bytes, and keys that differ only by trailing zero bytes (which pad equally).
+#[test]
+fn seeks_with_equal_restart_heads_match_a_vec() {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(2026);
+    let prefixes: [&[u8]; 5] = [b"", b"ab", b"ab\0", b"order:00", b"order:01"];
+    for &interval in &[1usize, 2, 4, 16] {
+        for round in 0..20 {
+            let mut keys: Vec<Vec<u8>> = (0..200)
+                .map(|_| {
+                    let mut user = prefixes[rng.random_range(0..prefixes.len())].to_vec();
+                    for _ in 0..rng.random_range(0..4) {
+                        user.push(*[0u8, b'a', b'z'].get(rng.random_range(0..3)).unwrap_or(&0));
+                    }
+                    ikey(&user, rng.random_range(0..50))
+                })
+                .collect();
+            keys.sort_by(|a, b| compare_internal_keys(a, b));
+            keys.dedup();
+            let entries: Vec<(Vec<u8>, Vec<u8>)> = keys.into_iter().map(|k| (k, vec![round as u8])).collect();
+            let block = build(&entries, interval);
+            let heads = block.heads.as_ref().expect("a well-formed block has heads");
+            assert_eq!(heads.len(), block.num_restarts);
+            assert!(heads.windows(2).all(|w| w[0] <= w[1]), "heads are sorted");
+            let mut it = BlockIter::new(block.clone());
+            for _ in 0..300 {
+                let mut user = prefixes[rng.random_range(0..prefixes.len())].to_vec();
+                for _ in 0..rng.random_range(0..4) {
+                    user.push(*[0u8, b'a', b'm', b'z'].get(rng.random_range(0..4)).unwrap_or(&0));
+                }
+                let t = ikey(&user, rng.random_range(0..60));
+                let want = entries.partition_point(|(k, _)| compare_internal_keys(k, &t) == Ordering::Less);
+                let mut fresh = BlockIter::new(block.clone());
+                fresh.seek(&t);
+                it.seek(&t);
+                for i in [&fresh, &it] {
+                    if want == entries.len() {
+                        assert!(!i.valid(), "interval {interval}: seek past the end");
+                    } else {
+                        assert_eq!(i.key(), &entries[want].0[..], "interval {interval}");
+                    }
+                }
+            }
+            it.status().unwrap();
+        }
+    }
+}

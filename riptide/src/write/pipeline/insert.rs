@@ -25,6 +25,7 @@ use super::commit::{EntryState, GroupState, Inserted, OnPlaced};
 use super::stats::Counter;
 use super::{Pipeline, Writer};
 use crate::key::Lsn;
+use crate::memtable::Memtable;
 use crate::write::batch::WriteBatch;
 use crate::write::completion::Completion;
 use parking_lot::Mutex;
@@ -107,11 +108,6 @@ impl InsertJob {
         (job, invitable)
     }
 
-    /// Number of batches in the job.
-    pub(super) fn len(&self) -> usize {
-        self.slots.len()
-    }
-
     /// Inserts slots until none is left to claim: first `own` (an invited follower's slot),
     /// then in group order. Ends stage 3 if this thread inserts the last slot.
     pub(super) fn help(&self, pipeline: &Pipeline, own: Option<usize>) {
@@ -159,52 +155,100 @@ impl InsertJob {
     /// Stage 3 is over: records the group as inserted, and runs stage 4 if it may.
     fn end(&self, pipeline: &Pipeline) {
         let completions = std::mem::take(&mut *self.completions.lock());
-        let writers = completions.len() as u64;
         let helped = self.helped.load(Ordering::Relaxed) as u64;
         if helped > 0 {
             pipeline.counters.add(Counter::HelpedInserts, helped);
         }
-        let ended = self.started.map(|started| {
+        pipeline.end_stage3(&self.target, completions, self.started);
+    }
+}
+
+/// Inserts one batch, whose LSNs start at `first_lsn`, into its bound memtables, counting the
+/// versions once per run of ops on one table.
+fn insert_batch(bound: &Bound, batch: &WriteBatch, first_lsn: Lsn, disable_wal: bool) {
+    // (table, memtable, versions, first LSN, last LSN) of the current run.
+    let mut run: Option<(u32, &Memtable, u64, Lsn, Lsn)> = None;
+    for op in batch.ops(first_lsn) {
+        let mem = match run {
+            Some((table, mem, ref mut n, _, ref mut last)) if table == op.table => {
+                *n += 1;
+                *last = op.lsn;
+                mem
+            }
+            _ => {
+                let Some(mem) = bound.get(op.table) else { continue };
+                if let Some((_, done, n, first, last)) = run.take() {
+                    done.note_inserted(n, first, last);
+                }
+                if disable_wal {
+                    mem.mark_unlogged();
+                }
+                run = Some((op.table, mem, 1, op.lsn, op.lsn));
+                mem
+            }
+        };
+        mem.insert_uncounted(op.key, op.lsn, op.kind, op.value);
+    }
+    if let Some((_, mem, n, first, last)) = run {
+        mem.note_inserted(n, first, last);
+    }
+}
+
+impl Pipeline {
+    /// Stage 3 for a group: by this thread alone if it is a single batch or no follower may be
+    /// invited (no job to share, nothing allocated), else through an [`InsertJob`].
+    pub(super) fn insert_group(&self, writers: Vec<Writer>, bound: Bound, first_lsn: Lsn, target: InsertTarget, timed: bool) {
+        if writers.len() > 1 && self.cfg.parallel_insert_helpers > 0 {
+            let leader = writers[0].completion.clone();
+            let (job, invitable) = InsertJob::new(writers, bound, first_lsn, target, timed);
+            self.insert_job(&job, invitable, &leader);
+            return;
+        }
+        let started = timed.then(Instant::now);
+        let mut lsn = first_lsn;
+        let mut completions = Vec::with_capacity(writers.len());
+        for mut w in writers {
+            insert_batch(&bound, &w.batch, lsn, w.disable_wal);
+            lsn += u64::from(w.batch.count);
+            if let Some(placed) = w.on_placed.take() {
+                placed();
+            }
+            completions.push(w.completion);
+        }
+        drop(bound);
+        self.end_stage3(&target, completions, started);
+    }
+
+    /// Stage 3 of a group is over: records it as inserted, and runs stage 4 if it may.
+    fn end_stage3(&self, target: &InsertTarget, completions: Vec<Arc<Completion>>, started: Option<Instant>) {
+        let writers = completions.len() as u64;
+        let ended = started.map(|started| {
             let now = Instant::now();
-            pipeline.counters.time(Counter::InsertNanos, writers, now - started);
+            self.counters.time(Counter::InsertNanos, writers, now - started);
             now
         });
-        match &self.target {
-            InsertTarget::Unlogged(seq) => pipeline.finish(*seq, EntryState::Done, completions, ended),
+        match target {
+            InsertTarget::Unlogged(seq) => self.finish(*seq, EntryState::Done, completions, ended),
             InsertTarget::Logged(state) => {
                 let mut progress = state.progress.lock();
                 progress.inserted = Some(Inserted { completions, at: ended });
                 // Flushed (or failed) already: stage 4 is ours. Otherwise the driver (or the
                 // waiting leader it wakes) runs it.
-                pipeline.finish_group(state, progress);
+                self.finish_group(state, progress);
             }
         }
     }
-}
 
-/// Inserts one batch, whose LSNs start at `first_lsn`, into its bound memtables.
-fn insert_batch(bound: &Bound, batch: &WriteBatch, first_lsn: Lsn, disable_wal: bool) {
-    for op in batch.ops(first_lsn) {
-        if let Some(mem) = bound.get(op.table) {
-            if disable_wal {
-                mem.mark_unlogged();
-            }
-            mem.insert(op.key, op.lsn, op.kind, op.value);
-        }
-    }
-}
-
-impl Pipeline {
     /// Stage 3 for a group: invites up to the configured number of its waiting followers to
     /// insert with this thread (the last ones of the group, since this thread starts at the
     /// front), then inserts until no slot is left.
-    pub(super) fn insert_job(
+    fn insert_job(
         &self,
         job: &Arc<InsertJob>,
         invitable: Vec<(Arc<Completion>, bool)>,
         leader: &Arc<Completion>,
     ) {
-        if self.cfg.parallel_insert_helpers > 0 && job.len() > 1 {
+        {
             if let Some(me) = self.me.upgrade() {
                 let mut invited = 0;
                 for (i, (completion, waits)) in invitable.into_iter().enumerate().rev() {

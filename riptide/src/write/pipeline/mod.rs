@@ -59,7 +59,7 @@ pub use stats::WriteStats;
 use buffer::{Buffered, LogBuffer};
 use commit::{CommitWindow, Phase};
 use driver::{DriverState, Flusher};
-use insert::{InsertJob, InsertTarget};
+use insert::InsertTarget;
 use stats::{Counter, Counters};
 
 use super::batch::WriteBatch;
@@ -325,7 +325,6 @@ impl Pipeline {
     fn run_group(&self, mut group: Vec<Writer>, q: &WriteQueue, taken: Option<Instant>) {
         // The leader (this thread) is the first writer of the group.
         let leader_waits = !group[0].asynchronous;
-        let leader = group[0].completion.clone();
         let timed = taken.is_some();
         // Order the group: logged batches first, so their LSNs are contiguous in one record.
         group.sort_by_key(|w| w.disable_wal);
@@ -353,14 +352,7 @@ impl Pipeline {
             Ok(Buffered::Logged(state, work)) => (state, work),
             Ok(Buffered::Unlogged(seq, work)) => {
                 // No redo bytes: straight to stages 3 and 4.
-                let (job, invitable) = InsertJob::new(
-                    work.writers,
-                    work.bound,
-                    work.first_lsn,
-                    InsertTarget::Unlogged(seq),
-                    timed,
-                );
-                self.insert_job(&job, invitable, &leader);
+                self.insert_group(work.writers, work.bound, work.first_lsn, InsertTarget::Unlogged(seq), timed);
                 return;
             }
             Err((e, writers)) => {
@@ -380,15 +372,7 @@ impl Pipeline {
         }
         // Stage 3, while the driver writes the log: our own group, by this thread and the
         // followers it invites. Whoever inserts last runs stage 4 if the log write is done.
-        let (job, invitable) = InsertJob::new(
-            work.writers,
-            work.bound,
-            work.first_lsn,
-            InsertTarget::Logged(state.clone()),
-            timed,
-        );
-        self.insert_job(&job, invitable, &leader);
-        drop(job);
+        self.insert_group(work.writers, work.bound, work.first_lsn, InsertTarget::Logged(state.clone()), timed);
         {
             let progress = state.progress.lock();
             if !matches!(progress.phase, Phase::Buffered) {
