@@ -17,7 +17,8 @@
 //! Variants: blocking `write` on the real file system; `write_async` with a window of in-flight
 //! handles, most completed through `on_complete` callbacks; and mixed `sync: true` / `false`
 //! writes over `write_queues` (1, 4, 16) × `max_group_size` (1, 2, 128) (with 8, 0 and 1
-//! followers invited to insert in parallel), on the real file system
+//! followers invited to insert in parallel; waiters polling 200 µs before they sleep with 16
+//! queues), on the real file system
 //! (fsync latency makes commit groups form) and on `FaultFs` with a power cut in the middle of
 //! the run, after which the recovered state must be a consistent prefix holding every
 //! acknowledged synced batch.
@@ -744,12 +745,17 @@ fn mixed_sync_case(queues: usize, group: usize, n: u64, fault: Option<(FaultFs, 
         4 => 0,
         _ => 1,
     };
-    let what = format!("write_queues={queues} max_group_size={group} parallel_insert_helpers={helpers}");
+    // Waiters sleep at once, or poll first (with many queues: most groups commit meanwhile).
+    let spin = if queues == 16 { 200 } else { 0 };
+    let what = format!(
+        "write_queues={queues} max_group_size={group} parallel_insert_helpers={helpers} write_wait_spin_micros={spin}"
+    );
     let dir = tempfile::tempdir().unwrap();
     let mut opts = Options {
         write_queues: queues,
         max_group_size: group,
         parallel_insert_helpers: helpers,
+        write_wait_spin_micros: spin,
         // Larger memtables for some runs: many versions of a key in one memtable.
         write_buffer_size: if group == 2 { 2 << 20 } else { 64 << 10 },
         ..options()

@@ -29,6 +29,8 @@ fn options() -> Options {
     Options {
         write_queues: 1,
         parallel_insert_helpers: 8,
+        // Followers poll before they sleep, so invitations also reach polling waiters.
+        write_wait_spin_micros: 100,
         ..Default::default()
     }
 }

@@ -418,7 +418,7 @@ impl DbInner {
         if let Some(started) = self.stall.wait(self, &batch.tables, opts.no_slowdown)? {
             self.pipeline.add_stall(started);
         }
-        let completion = Completion::new();
+        let completion = self.pipeline.new_completion();
         self.pipeline.submit(Writer {
             batch,
             sync: opts.sync,

@@ -332,6 +332,9 @@ impl Config {
             if let Some(n) = f.parallel_insert_helpers {
                 options.parallel_insert_helpers = n;
             }
+            if let Some(n) = f.write_wait_spin_micros {
+                options.write_wait_spin_micros = n;
+            }
             if let Some(on) = f.level1_dynamic_trigger {
                 options.level1_dynamic_trigger = on;
             }
@@ -396,6 +399,7 @@ impl Config {
                 ("partial_block_reads", f.partial_block_reads.is_some()),
                 ("block_swizzling", f.block_swizzling.is_some()),
                 ("parallel_insert_helpers", f.parallel_insert_helpers.is_some()),
+                ("write_wait_spin_micros", f.write_wait_spin_micros.is_some()),
                 ("level1_dynamic_trigger", f.level1_dynamic_trigger.is_some()),
             ]
             .into_iter()

@@ -114,6 +114,8 @@ pub(crate) struct PipelineConfig {
     /// Most followers a leader invites to insert their own batches (0: the leader inserts
     /// the whole group).
     pub(crate) parallel_insert_helpers: usize,
+    /// How long a waiting writer polls before it sleeps (see `Completion`).
+    pub(crate) write_wait_spin: Duration,
 }
 
 /// The write pipeline of one database instance; see the module header.
@@ -206,6 +208,11 @@ impl Pipeline {
     /// The newest LSN readers may see.
     pub(crate) fn visible_lsn(&self) -> Lsn {
         self.visible_lsn.load(Ordering::Acquire)
+    }
+
+    /// A completion for a writer about to be submitted (with the configured spin budget).
+    pub(crate) fn new_completion(&self) -> Arc<Completion> {
+        Completion::with_spin(self.cfg.write_wait_spin)
     }
 
     /// The contention counters of the pipeline's mutexes.
