@@ -74,9 +74,9 @@ pub struct Options {
     /// 63. Range: 0 ..= 1024.
     pub parallel_insert_helpers: usize,
     /// How long a writer waiting for its commit polls (yielding the CPU between looks) before
-    /// it sleeps: a commit that lands meanwhile costs neither a sleep nor a wake-up. Default:
-    /// 50 µs on machines with 8 or more cores, else 0 (on a few cores the poller would only
-    /// take time from the threads it waits for). Range: 0 ..= 10,000 µs.
+    /// it sleeps: a commit that lands meanwhile costs neither a futex sleep nor a wake-up, and
+    /// the poller's core does not go idle. 0: sleep at once. Default: 50 µs (2 cores, 64
+    /// threads of zipf xbench: +40 % transactions/s against 0). Range: 0 ..= 10,000 µs.
     pub write_wait_spin_micros: u64,
     /// Size at which the redo log rolls over to a new segment. Default: 64 MiB. Min: 64 KiB.
     pub redo_segment_size: u64,
@@ -195,11 +195,6 @@ pub struct Options {
     pub free_slots_kept: u32,
 }
 
-/// The machine's cores (1 if unknown), for defaults that depend on them.
-fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
 impl Default for Options {
     fn default() -> Self {
         Options {
@@ -213,8 +208,11 @@ impl Default for Options {
             write_queues: 4,
             max_group_size: 128,
             max_group_bytes: 4 << 20,
-            parallel_insert_helpers: cores().clamp(1, 64) - 1,
-            write_wait_spin_micros: if cores() >= 8 { 50 } else { 0 },
+            parallel_insert_helpers: std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .clamp(1, 64)
+                - 1,
+            write_wait_spin_micros: 50,
             redo_segment_size: 64 << 20,
             recovery_mode: RecoveryMode::default(),
             flush_on_close: true,

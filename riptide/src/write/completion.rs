@@ -5,7 +5,7 @@
 //! thread. An invitation runs at most once, on a thread waiting in [`Completion::wait`], and
 //! never after completion (completing drops it; nothing depends on it running).
 //!
-//! A waiter may first poll for a while (its spin budget, set on machines with many cores)
+//! A waiter may first poll for a while (its spin budget, `Options::write_wait_spin_micros`)
 //! instead of sleeping at once: when its group commits within the budget, neither side makes a
 //! futex call, and the waiter does not pay a wake-up's latency (RocksDB's writers poll the
 //! same way before they block). `done` and `invited` are set after the state they announce,

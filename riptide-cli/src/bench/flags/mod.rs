@@ -565,7 +565,7 @@ pub struct BenchFlags {
     pub parallel_insert_helpers: Option<usize>,
 
     /// Riptide only: how long a writer waiting for its commit polls before it sleeps
-    /// [default: 50 on machines with 8 or more cores, else 0]
+    /// [default: 50]
     #[arg(long = "write_wait_spin_micros", alias = "write-wait-spin-micros", value_name = "MICROS")]
     pub write_wait_spin_micros: Option<u64>,
 
