@@ -20,11 +20,14 @@
 #   WORK=${TMPDIR:-/tmp}/many-core   where compare.sh puts its databases (deleted after each run)
 #   DRY_RUN=1                   print every compare.sh invocation (environment and command) and the
 #                               vmstat runs, with the time estimate, instead of running them
-#   AB=1                        also two A/B blocks of Riptide against itself with one feature off
+#   AB=1                        also four A/B blocks of Riptide against itself with one feature off
 #                               (engine riptide-base = the same binary with an extra flag), REPS2
-#                               runs each, about 1.5 more minutes: early lock release
-#                               (xbench zipf at 64 threads, --early_lock_release=false) and pointer
-#                               swizzling (readrandom warm at 16 threads, --block_swizzling=false)
+#                               runs each, about 3 more minutes: early lock release
+#                               (xbench zipf at 64 threads, --early_lock_release=false), pointer
+#                               swizzling (readrandom warm at 16 threads, --block_swizzling=false),
+#                               parallel insertion (fillrandom at 16 threads,
+#                               --parallel_insert_helpers=0) and polling waiters (xbench zipf at 64
+#                               threads, --write_wait_spin_micros=0)
 #
 # REPORT_DIR gets one compare.sh report per block (<block>.md, its stderr in <block>.err, its run
 # logs in logs/<block>/), vmstat-<engine>-xbench64.txt with the bench output next to it, and
@@ -149,6 +152,12 @@ if [[ "${AB:-0}" != 0 ]]; then
     block ab-swizzle "readrandom warm (1 GiB block cache), 2M keys, 16 threads: riptide-base = --block_swizzling=false" 7 \
         BENCHMARKS=readrandom THREADS=16 NUM=2000000 CACHE_SIZE=1073741824 ENGINES="riptide riptide-base" \
         RIPTIDE_BASE="$(flag_wrapper no-swizzle --block_swizzling=false)" "${D2[@]}"
+    block ab-helpers "fillrandom sync=0, 4M keys, 16 threads: riptide-base = --parallel_insert_helpers=0" 0 \
+        BENCHMARKS=fillrandom THREADS=16 NUM=4000000 ENGINES="riptide riptide-base" \
+        RIPTIDE_BASE="$(flag_wrapper no-helpers --parallel_insert_helpers=0)" "${D2[@]}"
+    block ab-poll "xbench 42:10:32:16 zipf 0.99, 500K rows, 64 threads: riptide-base = --write_wait_spin_micros=0" 3 \
+        "${X[@]}" THREADS=64 EXTRA_FLAGS="$ZIPF" ENGINES="riptide riptide-base" \
+        RIPTIDE_BASE="$(flag_wrapper no-poll --write_wait_spin_micros=0)" "${D2[@]}"
 fi
 
 # CPU use (vmstat 1) during a 64-thread Zipfian xbench of each engine: prefill as compare.sh

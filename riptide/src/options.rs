@@ -208,10 +208,7 @@ impl Default for Options {
             write_queues: 4,
             max_group_size: 128,
             max_group_bytes: 4 << 20,
-            parallel_insert_helpers: std::thread::available_parallelism()
-                .map_or(1, |n| n.get())
-                .clamp(1, 64)
-                - 1,
+            parallel_insert_helpers: std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 64) - 1,
             write_wait_spin_micros: 50,
             redo_segment_size: 64 << 20,
             recovery_mode: RecoveryMode::default(),

@@ -98,6 +98,8 @@ pub fn write_stats_delta(before: &WriteStats, after: &WriteStats) -> WriteStats 
         log_nanos: after.log_nanos.saturating_sub(before.log_nanos),
         visible_nanos: after.visible_nanos.saturating_sub(before.visible_nanos),
         helped_inserts: after.helped_inserts.saturating_sub(before.helped_inserts),
+        wake_nanos: after.wake_nanos.saturating_sub(before.wake_nanos),
+        timed_wakes: after.timed_wakes.saturating_sub(before.timed_wakes),
     }
 }
 
@@ -107,12 +109,12 @@ fn micros_per(nanos: u64, n: u64) -> f64 {
 
 /// `Commit split (us per write): ...` from the write path's counters over a run.
 pub fn commit_split_line(w: &WriteStats) -> String {
-    let [join, buffer, insert, log, visible] = w.commit_split_micros();
+    let [join, buffer, insert, log, visible, wake] = w.commit_split_micros();
     format!(
         "Commit split (us per write): join a group {join:.2}, log buffer {buffer:.2}, memtable insert {insert:.2}, \
-         log write/fsync after insert {log:.2}, becoming visible {visible:.2}; total {:.2}; \
+         log write/fsync after insert {log:.2}, becoming visible {visible:.2}, waking up {wake:.2}; total {:.2}; \
          {:.1}% of batches inserted by their followers",
-        join + buffer + insert + log + visible,
+        join + buffer + insert + log + visible + wake,
         100.0 * w.helped_inserts as f64 / w.writes.max(1) as f64
     )
 }
@@ -155,12 +157,16 @@ mod tests {
             insert_nanos: 6_000,
             log_nanos: 8_000,
             visible_nanos: 10_000,
+            timed_wakes: 4,
+            wake_nanos: 24_000,
+            helped_inserts: 4,
             ..Default::default()
         };
         assert_eq!(
             commit_split_line(&w),
             "Commit split (us per write): join a group 1.00, log buffer 2.00, memtable insert 3.00, \
-             log write/fsync after insert 4.00, becoming visible 5.00; total 15.00"
+             log write/fsync after insert 4.00, becoming visible 5.00, waking up 6.00; total 21.00; \
+             25.0% of batches inserted by their followers"
         );
     }
 }

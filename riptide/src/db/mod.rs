@@ -203,7 +203,11 @@ impl Db {
     /// `opts.sync`, is durable).
     pub fn write(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
         match self.inner.enqueue(batch, opts, false, None)? {
-            Some(c) => c.wait(),
+            Some(c) => {
+                let result = c.wait();
+                self.inner.pipeline.note_wake(&c);
+                result
+            }
             None => Ok(()),
         }
     }
@@ -353,6 +357,11 @@ impl Db {
         self.inner.enqueue(batch, opts, asynchronous, on_placed)
     }
 
+    /// Counts a timed writer's wake-up after its completion (the commit-time split).
+    pub(crate) fn note_wake(&self, completion: &Completion) {
+        self.inner.pipeline.note_wake(completion);
+    }
+
     /// Waits until every write up to `lsn` is visible (so logged, and durable as it asked),
     /// or fails with the error that poisoned the pipeline. For a transaction that read a
     /// version still being committed and writes nothing itself.
@@ -418,7 +427,8 @@ impl DbInner {
         if let Some(started) = self.stall.wait(self, &batch.tables, opts.no_slowdown)? {
             self.pipeline.add_stall(started);
         }
-        let completion = self.pipeline.new_completion();
+        let queued_at = crate::write::pipeline::sampled_write_clock();
+        let completion = self.pipeline.new_completion(queued_at.is_some() && !asynchronous);
         self.pipeline.submit(Writer {
             batch,
             sync: opts.sync,
@@ -426,7 +436,7 @@ impl DbInner {
             asynchronous,
             completion: completion.clone(),
             on_placed,
-            queued_at: crate::write::pipeline::sampled_write_clock(),
+            queued_at,
         });
         Ok(Some(completion))
     }

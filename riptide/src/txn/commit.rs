@@ -40,7 +40,11 @@ impl Txn {
         } else {
             let (early, late) = self.take_locks().split(self.opts.early_lock_release);
             let result = match self.db.write_placed(batch, &self.opts.write_options, false, early) {
-                Ok(Some(completion)) => completion.wait(),
+                Ok(Some(completion)) => {
+                    let result = completion.wait();
+                    self.db.note_wake(&completion);
+                    result
+                }
                 Ok(None) => Ok(()),
                 Err(e) => Err(e),
             };

@@ -26,6 +26,8 @@ struct State {
     result: Option<Result<()>>,
     callback: Option<Callback>,
     invitation: Option<Invitation>,
+    /// When it was completed, if `timed`.
+    completed_at: Option<Instant>,
 }
 
 /// Shared between a writer and the pipeline.
@@ -39,6 +41,8 @@ pub(crate) struct Completion {
     invited: AtomicBool,
     /// How long [`Completion::wait`] polls before it sleeps.
     spin: Duration,
+    /// One of the timed writes of the commit-time split: completing records when.
+    timed: bool,
 }
 
 impl Completion {
@@ -46,12 +50,20 @@ impl Completion {
         Arc::new(Self::default())
     }
 
-    /// A completion whose waiter polls for up to `spin` before sleeping.
-    pub(crate) fn with_spin(spin: Duration) -> Arc<Self> {
+    /// A completion whose waiter polls for up to `spin` before sleeping; a `timed` one
+    /// records when it completed ([`Completion::woke_after`]).
+    pub(crate) fn with_spin(spin: Duration, timed: bool) -> Arc<Self> {
         Arc::new(Completion {
             spin,
+            timed,
             ..Self::default()
         })
+    }
+
+    /// For a timed completion that was completed: how long ago that was (called right after
+    /// [`Completion::wait`] returns, the time its waiter took to resume).
+    pub(crate) fn woke_after(&self) -> Option<Duration> {
+        self.state.lock().completed_at.map(|at| at.elapsed())
     }
 
     /// Records the outcome, wakes a waiter and runs the callback (outside the lock).
@@ -63,6 +75,9 @@ impl Completion {
             }
             let cb = st.callback.take();
             st.result = Some(result.clone());
+            if self.timed {
+                st.completed_at = Some(Instant::now());
+            }
             self.done.store(true, Ordering::Release);
             self.cond.notify_all();
             // Dropped outside the lock: it may hold the last reference to a commit group.
@@ -198,15 +213,19 @@ mod tests {
     #[test]
     fn a_polling_waiter_sees_completion_in_and_after_its_budget() {
         for (spin, delay) in [(5_000, 1), (200, 20_000), (0, 1_000)] {
-            let c = Completion::with_spin(Duration::from_micros(spin));
+            let c = Completion::with_spin(Duration::from_micros(spin), true);
             let done = c.clone();
             let t = std::thread::spawn(move || {
                 std::thread::sleep(Duration::from_micros(delay));
                 done.complete(Err(Error::Closed));
             });
-            assert!(matches!(c.wait(), Err(Error::Closed)), "spin {spin} µs, delay {delay} µs");
+            assert!(
+                matches!(c.wait(), Err(Error::Closed)),
+                "spin {spin} µs, delay {delay} µs"
+            );
             t.join().unwrap();
             assert!(c.is_done());
+            assert!(c.woke_after().is_some());
         }
     }
 
@@ -215,7 +234,7 @@ mod tests {
     #[test]
     fn an_invitation_runs_on_the_waiting_thread_then_it_waits_on() {
         for spin in [0, 10_000] {
-            let c = Completion::with_spin(Duration::from_micros(spin));
+            let c = Completion::with_spin(Duration::from_micros(spin), false);
             let (inviter, ran_on) = (c.clone(), Arc::new(Mutex::new(None)));
             let ran = ran_on.clone();
             let t = std::thread::spawn(move || {
@@ -231,6 +250,7 @@ mod tests {
             t.join().unwrap();
             assert_eq!(*ran_on.lock(), Some(std::thread::current().id()), "spin {spin}");
             assert!(!c.invite(Box::new(|| unreachable!("completed"))));
+            assert_eq!(c.woke_after(), None, "not a timed completion");
         }
     }
 }

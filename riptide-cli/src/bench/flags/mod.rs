@@ -566,7 +566,11 @@ pub struct BenchFlags {
 
     /// Riptide only: how long a writer waiting for its commit polls before it sleeps
     /// [default: 50]
-    #[arg(long = "write_wait_spin_micros", alias = "write-wait-spin-micros", value_name = "MICROS")]
+    #[arg(
+        long = "write_wait_spin_micros",
+        alias = "write-wait-spin-micros",
+        value_name = "MICROS"
+    )]
     pub write_wait_spin_micros: Option<u64>,
 
     /// Puts (or deletes) per WriteBatch in write benchmarks

@@ -197,7 +197,14 @@ fn insert_batch(bound: &Bound, batch: &WriteBatch, first_lsn: Lsn, disable_wal: 
 impl Pipeline {
     /// Stage 3 for a group: by this thread alone if it is a single batch or no follower may be
     /// invited (no job to share, nothing allocated), else through an [`InsertJob`].
-    pub(super) fn insert_group(&self, writers: Vec<Writer>, bound: Bound, first_lsn: Lsn, target: InsertTarget, timed: bool) {
+    pub(super) fn insert_group(
+        &self,
+        writers: Vec<Writer>,
+        bound: Bound,
+        first_lsn: Lsn,
+        target: InsertTarget,
+        timed: bool,
+    ) {
         if writers.len() > 1 && self.cfg.parallel_insert_helpers > 0 {
             let leader = writers[0].completion.clone();
             let (job, invitable) = InsertJob::new(writers, bound, first_lsn, target, timed);
@@ -242,12 +249,7 @@ impl Pipeline {
     /// Stage 3 for a group: invites up to the configured number of its waiting followers to
     /// insert with this thread (the last ones of the group, since this thread starts at the
     /// front), then inserts until no slot is left.
-    fn insert_job(
-        &self,
-        job: &Arc<InsertJob>,
-        invitable: Vec<(Arc<Completion>, bool)>,
-        leader: &Arc<Completion>,
-    ) {
+    fn insert_job(&self, job: &Arc<InsertJob>, invitable: Vec<(Arc<Completion>, bool)>, leader: &Arc<Completion>) {
         {
             if let Some(me) = self.me.upgrade() {
                 let mut invited = 0;

@@ -210,9 +210,19 @@ impl Pipeline {
         self.visible_lsn.load(Ordering::Acquire)
     }
 
-    /// A completion for a writer about to be submitted (with the configured spin budget).
-    pub(crate) fn new_completion(&self) -> Arc<Completion> {
-        Completion::with_spin(self.cfg.write_wait_spin)
+    /// A completion for a writer about to be submitted (with the configured spin budget);
+    /// `timed` if the write is one of the timed ones (then [`Pipeline::note_wake`] counts it).
+    pub(crate) fn new_completion(&self, timed: bool) -> Arc<Completion> {
+        Completion::with_spin(self.cfg.write_wait_spin, timed)
+    }
+
+    /// Counts the time a timed writer took to resume after its completion (the last part of
+    /// the commit-time split); call right after its `wait` returned.
+    pub(crate) fn note_wake(&self, completion: &Completion) {
+        if let Some(woke) = completion.woke_after() {
+            self.counters.add(Counter::TimedWakes, 1);
+            self.counters.time(Counter::WakeNanos, 1, woke);
+        }
     }
 
     /// The contention counters of the pipeline's mutexes.
@@ -359,7 +369,13 @@ impl Pipeline {
             Ok(Buffered::Logged(state, work)) => (state, work),
             Ok(Buffered::Unlogged(seq, work)) => {
                 // No redo bytes: straight to stages 3 and 4.
-                self.insert_group(work.writers, work.bound, work.first_lsn, InsertTarget::Unlogged(seq), timed);
+                self.insert_group(
+                    work.writers,
+                    work.bound,
+                    work.first_lsn,
+                    InsertTarget::Unlogged(seq),
+                    timed,
+                );
                 return;
             }
             Err((e, writers)) => {
@@ -379,7 +395,13 @@ impl Pipeline {
         }
         // Stage 3, while the driver writes the log: our own group, by this thread and the
         // followers it invites. Whoever inserts last runs stage 4 if the log write is done.
-        self.insert_group(work.writers, work.bound, work.first_lsn, InsertTarget::Logged(state.clone()), timed);
+        self.insert_group(
+            work.writers,
+            work.bound,
+            work.first_lsn,
+            InsertTarget::Logged(state.clone()),
+            timed,
+        );
         {
             let progress = state.progress.lock();
             if !matches!(progress.phase, Phase::Buffered) {

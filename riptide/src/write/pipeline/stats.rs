@@ -65,9 +65,12 @@ pub(super) enum Counter {
     TimedWrites,
     /// Batches inserted by the follower that wrote them or another invited follower.
     HelpedInserts,
+    /// Time timed writers took to resume after their completion, and how many.
+    WakeNanos,
+    TimedWakes,
 }
 
-const COUNTERS: usize = Counter::HelpedInserts as usize + 1;
+const COUNTERS: usize = Counter::TimedWakes as usize + 1;
 const STRIPES: usize = 16;
 
 /// Counters of the write path; see the module header.
@@ -109,12 +112,13 @@ impl Counters {
 
 /// A snapshot of the write path's counters ([`crate::Db::write_stats`]).
 ///
-/// The five `*_nanos` fields split the time a write spends in the pipeline, summed over the
+/// The six `*_nanos` fields split the time a write spends in the pipeline, summed over the
 /// sampled writes ([`WriteStats::commit_split_micros`] gives the averages): waiting to join a
 /// group (over `timed_joins` writes), and over `timed_writes`: stage 1 (the log buffer),
 /// stage 3 (memtable insertion), waiting for the log write and fsync after its insertion ended
 /// (the two overlap; only the part not hidden behind the insertion counts), and waiting in the
-/// commit window until every earlier group is done (becoming visible).
+/// commit window until every earlier group is done (becoming visible); then, over
+/// `timed_wakes`, the time a waiting writer took to resume once its write was complete.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct WriteStats {
     /// Commit groups formed.
@@ -150,6 +154,11 @@ pub struct WriteStats {
     /// Batches inserted by invited followers instead of their group's leader (parallel stage
     /// 3, [`crate::Options::parallel_insert_helpers`]).
     pub helped_inserts: u64,
+    /// Time from a write's completion until its waiting thread resumed (the wake-up, or the
+    /// end of its poll), over `timed_wakes` waiting writes.
+    pub wake_nanos: u64,
+    /// Waiting writes whose wake-up was measured.
+    pub timed_wakes: u64,
 }
 
 impl WriteStats {
@@ -163,9 +172,9 @@ impl WriteStats {
         self.synced_writes as f64 / self.fsyncs.max(1) as f64
     }
 
-    /// The commit-time split per write, in microseconds: (join, buffer, insert, log, visible),
-    /// averaged over the sampled writes.
-    pub fn commit_split_micros(&self) -> [f64; 5] {
+    /// The commit-time split per write, in microseconds: (join, buffer, insert, log, visible,
+    /// wake), averaged over the sampled writes.
+    pub fn commit_split_micros(&self) -> [f64; 6] {
         let per = |n: u64, of: u64| n as f64 / 1000.0 / of.max(1) as f64;
         let timed = self.timed_writes;
         [
@@ -174,6 +183,7 @@ impl WriteStats {
             per(self.insert_nanos, timed),
             per(self.log_nanos, timed),
             per(self.visible_nanos, timed),
+            per(self.wake_nanos, self.timed_wakes),
         ]
     }
 }
@@ -199,6 +209,8 @@ impl Pipeline {
             timed_joins: c.sum(Counter::TimedJoins),
             timed_writes: c.sum(Counter::TimedWrites),
             helped_inserts: c.sum(Counter::HelpedInserts),
+            wake_nanos: c.sum(Counter::WakeNanos),
+            timed_wakes: c.sum(Counter::TimedWakes),
         }
     }
 }
