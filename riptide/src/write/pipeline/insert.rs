@@ -21,7 +21,7 @@
 //!   stage 4, which needs this job's end.
 
 use super::buffer::Bound;
-use super::commit::{EntryState, GroupState, Inserted, OnPlaced};
+use super::commit::{EntryState, GroupState, GroupWork, Inserted, OnPlaced};
 use super::stats::Counter;
 use super::{Pipeline, Writer};
 use crate::key::Lsn;
@@ -195,20 +195,18 @@ fn insert_batch(bound: &Bound, batch: &WriteBatch, first_lsn: Lsn, disable_wal: 
 }
 
 impl Pipeline {
-    /// Stage 3 for a group: by this thread alone if it is a single batch or no follower may be
-    /// invited (no job to share, nothing allocated), else through an [`InsertJob`].
-    pub(super) fn insert_group(
-        &self,
-        writers: Vec<Writer>,
-        bound: Bound,
-        first_lsn: Lsn,
-        target: InsertTarget,
-        timed: bool,
-    ) {
+    /// Stage 3 for a group led by the writer of `leader` (this thread): by this thread alone
+    /// if it is a single batch or no follower may be invited (no job to share, nothing
+    /// allocated), else through an [`InsertJob`].
+    pub(super) fn insert_group(&self, work: GroupWork, target: InsertTarget, leader: &Arc<Completion>, timed: bool) {
+        let GroupWork {
+            writers,
+            bound,
+            first_lsn,
+        } = work;
         if writers.len() > 1 && self.cfg.parallel_insert_helpers > 0 {
-            let leader = writers[0].completion.clone();
             let (job, invitable) = InsertJob::new(writers, bound, first_lsn, target, timed);
-            self.insert_job(&job, invitable, &leader);
+            self.insert_job(&job, invitable, leader);
             return;
         }
         let started = timed.then(Instant::now);

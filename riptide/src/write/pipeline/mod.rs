@@ -342,6 +342,7 @@ impl Pipeline {
     fn run_group(&self, mut group: Vec<Writer>, q: &WriteQueue, taken: Option<Instant>) {
         // The leader (this thread) is the first writer of the group.
         let leader_waits = !group[0].asynchronous;
+        let leader = group[0].completion.clone();
         let timed = taken.is_some();
         // Order the group: logged batches first, so their LSNs are contiguous in one record.
         group.sort_by_key(|w| w.disable_wal);
@@ -369,13 +370,7 @@ impl Pipeline {
             Ok(Buffered::Logged(state, work)) => (state, work),
             Ok(Buffered::Unlogged(seq, work)) => {
                 // No redo bytes: straight to stages 3 and 4.
-                self.insert_group(
-                    work.writers,
-                    work.bound,
-                    work.first_lsn,
-                    InsertTarget::Unlogged(seq),
-                    timed,
-                );
+                self.insert_group(work, InsertTarget::Unlogged(seq), &leader, timed);
                 return;
             }
             Err((e, writers)) => {
@@ -395,13 +390,7 @@ impl Pipeline {
         }
         // Stage 3, while the driver writes the log: our own group, by this thread and the
         // followers it invites. Whoever inserts last runs stage 4 if the log write is done.
-        self.insert_group(
-            work.writers,
-            work.bound,
-            work.first_lsn,
-            InsertTarget::Logged(state.clone()),
-            timed,
-        );
+        self.insert_group(work, InsertTarget::Logged(state.clone()), &leader, timed);
         {
             let progress = state.progress.lock();
             if !matches!(progress.phase, Phase::Buffered) {
