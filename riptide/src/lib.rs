@@ -72,6 +72,7 @@ mod row_lock;
 mod snapshot;
 mod space;
 mod subtable;
+mod thread_index;
 mod txn;
 mod version;
 mod write;

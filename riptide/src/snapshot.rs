@@ -13,28 +13,11 @@
 use crate::key::Lsn;
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
-use std::cell::Cell;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Stripes of the list.
 const STRIPES: usize = 16;
-
-thread_local! {
-    static STRIPE: Cell<usize> = const { Cell::new(usize::MAX) };
-}
-static NEXT_STRIPE: AtomicUsize = AtomicUsize::new(0);
-
-/// This thread's stripe.
-fn stripe_index() -> usize {
-    STRIPE.with(|s| {
-        if s.get() == usize::MAX {
-            s.set(NEXT_STRIPE.fetch_add(1, Ordering::Relaxed) % STRIPES);
-        }
-        s.get()
-    })
-}
 
 /// Live snapshots, counted per LSN, in stripes.
 pub(crate) struct SnapshotList {
@@ -52,7 +35,7 @@ impl Default for SnapshotList {
 impl SnapshotList {
     /// Registers a snapshot at the LSN `visible` returns (called under the stripe's lock).
     pub(crate) fn acquire(self: &Arc<Self>, db_id: u64, visible: impl FnOnce() -> Lsn) -> Snapshot {
-        let stripe = stripe_index();
+        let stripe = crate::thread_index::thread_index() % STRIPES;
         let mut counts = self.stripes[stripe].lock();
         let lsn = visible();
         *counts.entry(lsn).or_insert(0) += 1;
@@ -77,12 +60,11 @@ impl SnapshotList {
         }
     }
 
-    /// The oldest live snapshot's LSN.
+    /// The oldest live snapshot's LSN (every stripe locked at once, so the answer is one
+    /// moment's).
     pub(crate) fn oldest(&self) -> Option<Lsn> {
-        self.stripes
-            .iter()
-            .filter_map(|s| s.lock().keys().next().copied())
-            .min()
+        let locked: Vec<_> = self.stripes.iter().map(|s| s.lock()).collect();
+        locked.iter().filter_map(|c| c.keys().next().copied()).min()
     }
 
     /// The visible LSN (from `visible`) and the sorted LSNs of live snapshots, atomically with

@@ -27,9 +27,8 @@ pub(crate) use row::{RowCache, RowEntry};
 pub(crate) use table::TableCache;
 
 use crossbeam_utils::CachePadded;
-use std::cell::Cell;
 use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A point-in-time view of one cache's counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -56,23 +55,10 @@ pub struct CacheStats {
 
 const STRIPES: usize = 16;
 
-thread_local! {
-    static STRIPE: Cell<usize> = const { Cell::new(usize::MAX) };
-}
-
-/// This thread's stripe index, assigned round-robin on first use.
+/// This thread's stripe index.
 #[inline]
 fn stripe() -> usize {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    STRIPE.with(|s| {
-        let v = s.get();
-        if v != usize::MAX {
-            return v;
-        }
-        let v = NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES;
-        s.set(v);
-        v
-    })
+    crate::thread_index::thread_index() % STRIPES
 }
 
 #[derive(Default)]

@@ -12,7 +12,6 @@
 
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
-use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Size of a regular arena block, unless the memtable is small (see [`Arena::with_block_size`]).
@@ -77,21 +76,6 @@ unsafe impl Send for Arena {}
 // SAFETY: all mutation goes through the mutexes or atomics (see `Send` above).
 unsafe impl Sync for Arena {}
 
-thread_local! {
-    static SHARD: Cell<usize> = const { Cell::new(usize::MAX) };
-}
-static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
-
-/// This thread's shard.
-fn shard_index() -> usize {
-    SHARD.with(|s| {
-        if s.get() == usize::MAX {
-            s.set(NEXT_SHARD.fetch_add(1, Ordering::Relaxed) % SHARDS);
-        }
-        s.get()
-    })
-}
-
 impl Arena {
     #[cfg(test)]
     pub(crate) fn new() -> Self {
@@ -125,7 +109,7 @@ impl Arena {
         if size > self.chunk / 4 {
             return self.alloc_from_block(size);
         }
-        let mut shard = self.shards[shard_index()].lock();
+        let mut shard = self.shards[crate::thread_index::thread_index() % SHARDS].lock();
         if let Some(ptr) = shard.take(size) {
             return ptr;
         }

@@ -12,8 +12,8 @@
 //! - Nodes and versions live in the memtable's [`Arena`] and are immutable once published
 //!   except for their atomic links. Publication is a `Release` CAS; readers load links with
 //!   `Acquire`, so a reader that reaches a node or version sees it fully initialised.
-//! - Reads take no lock. Writers take no lock either, except the short bump mutex of their
-//!   thread's arena shard.
+//! - Reads take no lock. Writers take no lock either, except the arena's short bump mutexes
+//!   (their thread's shard; the shared block's when a shard refills or for a large version).
 //! - Readers must filter versions by their snapshot LSN: versions newer than the visible LSN can
 //!   be present while their write group is still being inserted.
 //! - Nothing is freed until the whole memtable drops (O(1) free, exact accounting).

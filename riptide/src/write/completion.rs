@@ -2,8 +2,9 @@
 //!
 //! Invariants: a completion is completed exactly once; a callback runs exactly once, either on
 //! the thread that completes the write or, if registered after completion, on the registering
-//! thread. An invitation runs at most once, on a thread waiting in [`Completion::wait`], and
-//! never after completion (completing drops it; nothing depends on it running).
+//! thread. An invitation runs at most once, on a thread waiting in [`Completion::wait`];
+//! completing drops one not yet taken (one taken just before may still run, and then finds
+//! nothing left to do; nothing depends on it running).
 //!
 //! A waiter may first poll for a while (its spin budget, `Options::write_wait_spin_micros`)
 //! instead of sleeping at once: when its group commits within the budget, neither side makes a
@@ -191,7 +192,9 @@ impl WriteHandle {
     }
 
     /// Runs `f` with the outcome when the batch commits (at once, on this thread, if it already
-    /// has). `f` runs on a pipeline thread: keep it short and never block in it.
+    /// has). `f` runs on whichever thread commits the batch's group: the log-flush thread or
+    /// another writer's thread, possibly one inside its own `write` or `commit` call. Keep it
+    /// short, never block in it, and take no lock that a writing thread may hold.
     pub fn on_complete(self, f: impl FnOnce(Result<()>) + Send + 'static) {
         self.completion.set_callback(Box::new(f));
     }

@@ -104,7 +104,8 @@ pub(crate) struct Block {
     /// restart point, the first 8 bytes of its user key as a big-endian integer, zero-padded
     /// (`packed::user_prefix`), in one dense array, so a seek compares integers in a few cache
     /// lines and decodes only the restart keys whose head equals the target's. `None` if a
-    /// restart entry is malformed (the seek then decodes every probe, and reports the damage).
+    /// restart entry is malformed or the heads are out of order (the seek then probes exactly
+    /// as without heads).
     heads: Option<Box<[u64]>>,
     /// File the block came from, for errors.
     path: Arc<Path>,
@@ -288,9 +289,10 @@ impl Block {
         Ok(block)
     }
 
-    /// The heads of the restart keys (see `heads`), or `None` if a restart entry is malformed.
+    /// The heads of the restart keys (see `heads`), or `None` if a restart entry is malformed
+    /// or the heads are out of order (a damaged block: the search then probes as before).
     fn restart_heads(&self) -> Option<Box<[u64]>> {
-        (0..self.num_restarts)
+        let heads: Box<[u64]> = (0..self.num_restarts)
             .map(|i| {
                 let p = self.restart_point(i);
                 let (shared, non_shared, _, key_start) = decode_entry(&self.data, p, self.entries_end)?;
@@ -300,7 +302,8 @@ impl Block {
                 }
                 super::packed::user_prefix(key)
             })
-            .collect()
+            .collect::<Option<_>>()?;
+        heads.windows(2).all(|w| w[0] <= w[1]).then_some(heads)
     }
 
     /// Narrows a seek's restart range `left ..= right`, where `left` is 0 or a restart whose key

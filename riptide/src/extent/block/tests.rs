@@ -422,3 +422,40 @@ fn seeks_with_equal_restart_heads_match_a_vec() {
         }
     }
 }
+
+/// A block whose restart keys are out of order (damaged, yet every entry decodes) gets no
+/// heads, so a seek probes exactly as it did without them; a sorted one gets them.
+#[test]
+fn out_of_order_restart_keys_get_no_heads() {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(99);
+    for round in 0..50 {
+        let mut entries = sorted_entries(&mut rng, 60);
+        let sorted = build(&entries, 2);
+        assert!(sorted.heads.is_some() || entries.iter().any(|(k, _)| k.len() < 8));
+        // Move a late key to the front: the first restart's head is now too high.
+        let moved = entries.remove(entries.len() - 1 - round % 5);
+        entries.insert(0, moved);
+        let damaged = build(&entries, 2);
+        let heads_sorted = damaged.heads.as_ref().map(|h| h.windows(2).all(|w| w[0] <= w[1]));
+        assert_ne!(heads_sorted, Some(false), "round {round}: unsorted heads kept");
+    }
+    // The reviewer's case: restart keys aaaaaaaaX, aaaaaaaaY, AAAAAAAA (interval 2).
+    let entries: Vec<(Vec<u8>, Vec<u8>)> = [
+        &b"aaaaaaaaX"[..],
+        b"aaaaaaaaX1",
+        b"aaaaaaaaY",
+        b"aaaaaaaaZZ",
+        b"AAAAAAAA",
+    ]
+    .iter()
+    .map(|u| (ikey(u, 1), b"v".to_vec()))
+    .collect();
+    let block = build(&entries, 2);
+    assert!(block.heads.is_none());
+    let mut it = BlockIter::new(block);
+    it.seek(&ikey(b"aaaaaaaaZ", 1));
+    assert!(
+        !it.valid(),
+        "the search without heads ends past the last restart region"
+    );
+}

@@ -68,7 +68,8 @@ pub(super) struct GroupState {
     pub(super) seq: u64,
     /// Highest LSN of the group.
     pub(super) last_lsn: Lsn,
-    /// The leader sleeps until the group is flushed, then finishes it itself.
+    /// The leader sleeps until the group is flushed, then finishes it (unless an invited
+    /// follower is still inserting: then that follower does, when it ends stage 3).
     pub(super) leader_waits: bool,
     /// One of the timed groups (the driver then records when it was flushed).
     pub(super) timed: bool,

@@ -101,8 +101,9 @@ impl Pipeline {
         }
     }
 
-    /// Stage 2 once: writes (and fsyncs, if asked) everything buffered, then hands each flushed
-    /// group on: a waiting leader is woken to insert it; the driver inserts the others.
+    /// Stage 2 once: writes (and fsyncs, if asked) everything buffered, then marks each group
+    /// flushed (or failed): a waiting leader is woken to finish it; an asynchronous leader's
+    /// group is finished here if its insertion already ended.
     pub(super) fn flush_round(&self) {
         let mut fl = self.contention.lock(LockClass::LogFile, &self.flusher);
         let spare = std::mem::take(&mut fl.spare);

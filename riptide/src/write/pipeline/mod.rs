@@ -11,16 +11,18 @@
 //! 2. **log flushing** (one thread at a time: the *driver*): take the whole buffer — the groups
 //!    of every queue that arrived since the last flush — write it with one call and at most one
 //!    `fdatasync` (if any group in it asked for sync), then mark each flushed group;
-//! 3. **memtable insertion**, in parallel with stage 2 and with other groups: the leader
-//!    inserts its own group, at LSNs no reader can see yet, and runs each writer's
-//!    [`OnPlaced`] hook (where transactions release their row locks early) — right after stage
-//!    1 if the group needs an fsync, so no lock waits for it; otherwise after starting the log
-//!    write if no one was driving (then the insert follows a write call, which is short);
+//! 3. **memtable insertion**, in parallel with stage 2 and with other groups: the leader and
+//!    the waiting followers it invites insert the group (`insert.rs`), at LSNs no reader can
+//!    see yet, each writer's [`OnPlaced`] hook (where transactions release their row locks
+//!    early) running right after its batch — right after stage 1 if the group needs an fsync,
+//!    so no lock waits for it; otherwise after starting the log write if no one was driving
+//!    (then the insert follows a write call, which is short);
 //! 4. **commit**: once a group is both flushed and inserted, mark it done in the commit window;
 //!    the visible LSN advances only over a contiguous prefix of done groups, and the thread
 //!    that advances it completes those groups' writers (waking sync writers, running async
-//!    callbacks). A waiting leader finishes its own group; an asynchronous leader's group is
-//!    finished by whichever of the driver and the leader is done second.
+//!    callbacks). Whichever of stages 2 and 3 ends second runs it: the last inserter if the
+//!    flush ended first; otherwise the waiting leader, whom the driver wakes, or (for an
+//!    asynchronous leader's group) the driver itself.
 //!
 //! Who drives stage 2: a leader that finds no driver becomes it, flushes until its own group
 //! is flushed, and then, if more groups are waiting, hands driving to the pipeline's log-flush
@@ -70,7 +72,6 @@ use crate::key::Lsn;
 use crate::redo::RedoLog;
 use crossbeam_utils::CachePadded;
 use parking_lot::{Condvar, Mutex};
-use std::cell::Cell;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
@@ -139,20 +140,6 @@ pub(crate) struct Pipeline {
     contention: Contention,
     /// The log was taken by `close` and synced by the shutdown that took it.
     synced_at_close: AtomicBool,
-}
-
-thread_local! {
-    static QUEUE_HINT: Cell<usize> = const { Cell::new(usize::MAX) };
-}
-static NEXT_QUEUE_HINT: AtomicUsize = AtomicUsize::new(0);
-
-fn queue_hint() -> usize {
-    QUEUE_HINT.with(|h| {
-        if h.get() == usize::MAX {
-            h.set(NEXT_QUEUE_HINT.fetch_add(1, Ordering::Relaxed));
-        }
-        h.get()
-    })
 }
 
 /// How often a waiting leader yields its time slice before sleeping on its group.
@@ -294,7 +281,7 @@ impl Pipeline {
             self.complete_all(std::slice::from_ref(&writer.completion), Err(e));
             return;
         }
-        let q = &self.queues[queue_hint() % self.queues.len()];
+        let q = &self.queues[crate::thread_index::thread_index() % self.queues.len()];
         let bytes = writer.batch.rep.len();
         let mut st = self.contention.lock(LockClass::WriteQueue, &q.state);
         while !st.pending.is_empty()
@@ -404,7 +391,7 @@ impl Pipeline {
             self.drive_if_idle(&state);
         }
         if !state.leader_waits {
-            return; // whoever of the driver and this thread is done second finished the group
+            return; // the driver or the last inserter, whichever is done second, finishes it
         }
         // Wait until flushed, then finish the group (unless a helper still inserting will).
         // Yield a few times before sleeping: a flush usually ends within a few scheduling slices,

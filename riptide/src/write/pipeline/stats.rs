@@ -1,6 +1,6 @@
 //! The write path's counters and their public snapshot, [`WriteStats`].
 //!
-//! The counters are striped: each thread adds to the stripe of its write queue hint, one cache
+//! The counters are striped: each thread adds to the stripe of its `thread_index`, one cache
 //! line apart, so writers on many cores do not bounce one line between them; a snapshot sums
 //! the stripes.
 //!
@@ -92,7 +92,7 @@ impl Counters {
     /// Adds `n` to `counter` in this thread's stripe.
     #[inline]
     pub(super) fn add(&self, counter: Counter, n: u64) {
-        let stripe = &self.stripes[super::queue_hint() % STRIPES];
+        let stripe = &self.stripes[crate::thread_index::thread_index() % STRIPES];
         stripe[counter as usize].fetch_add(n, Ordering::Relaxed);
     }
 
