@@ -63,14 +63,18 @@ impl SnapshotList {
     /// The oldest live snapshot's LSN (every stripe locked at once, so the answer is one
     /// moment's).
     pub(crate) fn oldest(&self) -> Option<Lsn> {
-        let locked: Vec<_> = self.stripes.iter().map(|s| s.lock()).collect();
-        locked.iter().filter_map(|c| c.keys().next().copied()).min()
+        self.lock_all().iter().filter_map(|c| c.keys().next().copied()).min()
+    }
+
+    /// Every stripe, locked in order.
+    fn lock_all(&self) -> Vec<parking_lot::MutexGuard<'_, BTreeMap<Lsn, usize>>> {
+        self.stripes.iter().map(|s| s.lock()).collect()
     }
 
     /// The visible LSN (from `visible`) and the sorted LSNs of live snapshots, atomically with
     /// respect to new snapshots: every stripe is locked (in order) while `visible` runs.
     pub(crate) fn gc_view(&self, visible: impl FnOnce() -> Lsn) -> (Lsn, Vec<Lsn>) {
-        let locked: Vec<_> = self.stripes.iter().map(|s| s.lock()).collect();
+        let locked = self.lock_all();
         let lsn = visible();
         let mut live: Vec<Lsn> = locked.iter().flat_map(|c| c.keys().copied()).collect();
         drop(locked);

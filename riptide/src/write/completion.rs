@@ -64,6 +64,9 @@ impl Completion {
     /// For a timed completion that was completed: how long ago that was (called right after
     /// [`Completion::wait`] returns, the time its waiter took to resume).
     pub(crate) fn woke_after(&self) -> Option<Duration> {
+        if !self.timed {
+            return None; // the usual case: no lock on the write path
+        }
         self.state.lock().completed_at.map(|at| at.elapsed())
     }
 

@@ -42,7 +42,7 @@ pub(crate) use iter::BlockIter;
 
 use std::cmp::Ordering;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::coding::{get_u32, mask_crc};
 use crate::error::{Error, Result};
@@ -103,10 +103,11 @@ pub(crate) struct Block {
     /// The two-level search's first level (seed 001's cache-friendly in-block search): per
     /// restart point, the first 8 bytes of its user key as a big-endian integer, zero-padded
     /// (`packed::user_prefix`), in one dense array, so a seek compares integers in a few cache
-    /// lines and decodes only the restart keys whose head equals the target's. `None` if a
-    /// restart entry is malformed or the heads are out of order (the seek then probes exactly
-    /// as without heads).
-    heads: Option<Box<[u64]>>,
+    /// lines and decodes only the restart keys whose head equals the target's. Built by the
+    /// block's first seek (point lookups answered by the hash index and sequential scans never
+    /// need them). `None` if a restart entry is malformed or the heads are out of order (the
+    /// seek then probes exactly as without heads).
+    heads: OnceLock<Option<Box<[u64]>>>,
     /// File the block came from, for errors.
     path: Arc<Path>,
     /// Absolute file offset of the stored block, for errors.
@@ -275,18 +276,22 @@ impl Block {
     /// (absolute offset of the stored block) are used in errors.
     pub(crate) fn new(data: Vec<u8>, path: Arc<Path>, offset: u64) -> Result<Block> {
         let l = BlockLayout::of(&data, &path, offset)?;
-        let mut block = Block {
+        Ok(Block {
             data,
             restarts_offset: l.restarts_offset,
             entries_end: l.entries_end,
             buckets: l.buckets,
             num_restarts: l.num_restarts,
-            heads: None,
+            heads: OnceLock::new(),
             path,
             offset,
-        };
-        block.heads = block.restart_heads();
-        Ok(block)
+        })
+    }
+
+    /// The restart heads (see `heads`), built on first use.
+    #[inline]
+    fn heads(&self) -> Option<&[u64]> {
+        self.heads.get_or_init(|| self.restart_heads()).as_deref()
     }
 
     /// The heads of the restart keys (see `heads`), or `None` if a restart entry is malformed
@@ -312,7 +317,7 @@ impl Block {
     /// lies in the returned range. Unchanged without heads.
     #[inline]
     fn narrow_by_heads(&self, target: &[u8], left: usize, right: usize) -> (usize, usize) {
-        let (Some(heads), Some(t)) = (&self.heads, super::packed::user_prefix(target)) else {
+        let (Some(heads), Some(t)) = (self.heads(), super::packed::user_prefix(target)) else {
             return (left, right);
         };
         let Some(range) = heads.get(left..=right) else {
@@ -357,9 +362,9 @@ impl Block {
         Ok(())
     }
 
-    /// Bytes charged for this block in a cache.
+    /// Bytes charged for this block in a cache (its restart heads included, built or not).
     pub fn size(&self) -> usize {
-        self.data.capacity() + std::mem::size_of::<Self>() + self.heads.as_ref().map_or(0, |h| 8 * h.len())
+        self.data.capacity() + std::mem::size_of::<Self>() + 8 * self.num_restarts
     }
 
     /// The decoded block contents.

@@ -396,7 +396,7 @@ fn seeks_with_equal_restart_heads_match_a_vec() {
             keys.dedup();
             let entries: Vec<(Vec<u8>, Vec<u8>)> = keys.into_iter().map(|k| (k, vec![round as u8])).collect();
             let block = build(&entries, interval);
-            let heads = block.heads.as_ref().expect("a well-formed block has heads");
+            let heads = block.heads().expect("a well-formed block has heads");
             assert_eq!(heads.len(), block.num_restarts);
             assert!(heads.windows(2).all(|w| w[0] <= w[1]), "heads are sorted");
             let mut it = BlockIter::new(block.clone());
@@ -431,12 +431,12 @@ fn out_of_order_restart_keys_get_no_heads() {
     for round in 0..50 {
         let mut entries = sorted_entries(&mut rng, 60);
         let sorted = build(&entries, 2);
-        assert!(sorted.heads.is_some() || entries.iter().any(|(k, _)| k.len() < 8));
+        assert!(sorted.heads().is_some() || entries.iter().any(|(k, _)| k.len() < 8));
         // Move a late key to the front: the first restart's head is now too high.
         let moved = entries.remove(entries.len() - 1 - round % 5);
         entries.insert(0, moved);
         let damaged = build(&entries, 2);
-        let heads_sorted = damaged.heads.as_ref().map(|h| h.windows(2).all(|w| w[0] <= w[1]));
+        let heads_sorted = damaged.heads().map(|h| h.windows(2).all(|w| w[0] <= w[1]));
         assert_ne!(heads_sorted, Some(false), "round {round}: unsorted heads kept");
     }
     // The reviewer's case: restart keys aaaaaaaaX, aaaaaaaaY, AAAAAAAA (interval 2).
@@ -451,7 +451,7 @@ fn out_of_order_restart_keys_get_no_heads() {
     .map(|u| (ikey(u, 1), b"v".to_vec()))
     .collect();
     let block = build(&entries, 2);
-    assert!(block.heads.is_none());
+    assert!(block.heads().is_none());
     let mut it = BlockIter::new(block);
     it.seek(&ikey(b"aaaaaaaaZ", 1));
     assert!(

@@ -141,11 +141,7 @@ impl InsertJob {
     fn insert_slot(&self, pipeline: &Pipeline, i: usize) {
         let slot = &self.slots[i];
         if let Some((batch, on_placed)) = slot.work.lock().take() {
-            insert_batch(&self.bound, &batch, slot.first_lsn, slot.disable_wal);
-            drop(batch);
-            if let Some(placed) = on_placed {
-                placed();
-            }
+            place(&self.bound, &batch, slot.first_lsn, slot.disable_wal, on_placed);
         }
         if self.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
             self.end(pipeline);
@@ -160,6 +156,14 @@ impl InsertJob {
             pipeline.counters.add(Counter::HelpedInserts, helped);
         }
         pipeline.end_stage3(&self.target, completions, self.started);
+    }
+}
+
+/// Inserts one batch at `first_lsn` (see [`insert_batch`]), then runs its writer's hook.
+fn place(bound: &Bound, batch: &WriteBatch, first_lsn: Lsn, disable_wal: bool, on_placed: Option<OnPlaced>) {
+    insert_batch(bound, batch, first_lsn, disable_wal);
+    if let Some(placed) = on_placed {
+        placed();
     }
 }
 
@@ -212,12 +216,9 @@ impl Pipeline {
         let started = timed.then(Instant::now);
         let mut lsn = first_lsn;
         let mut completions = Vec::with_capacity(writers.len());
-        for mut w in writers {
-            insert_batch(&bound, &w.batch, lsn, w.disable_wal);
+        for w in writers {
+            place(&bound, &w.batch, lsn, w.disable_wal, w.on_placed);
             lsn += u64::from(w.batch.count);
-            if let Some(placed) = w.on_placed.take() {
-                placed();
-            }
             completions.push(w.completion);
         }
         drop(bound);
@@ -248,20 +249,18 @@ impl Pipeline {
     /// insert with this thread (the last ones of the group, since this thread starts at the
     /// front), then inserts until no slot is left.
     fn insert_job(&self, job: &Arc<InsertJob>, invitable: Vec<(Arc<Completion>, bool)>, leader: &Arc<Completion>) {
-        {
-            if let Some(me) = self.me.upgrade() {
-                let mut invited = 0;
-                for (i, (completion, waits)) in invitable.into_iter().enumerate().rev() {
-                    if invited == self.cfg.parallel_insert_helpers {
-                        break;
-                    }
-                    if !waits || Arc::ptr_eq(&completion, leader) {
-                        continue;
-                    }
-                    let (job, me) = (job.clone(), me.clone());
-                    if completion.invite(Box::new(move || job.help(&me, Some(i)))) {
-                        invited += 1;
-                    }
+        if let Some(me) = self.me.upgrade() {
+            let mut invited = 0;
+            for (i, (completion, waits)) in invitable.into_iter().enumerate().rev() {
+                if invited == self.cfg.parallel_insert_helpers {
+                    break;
+                }
+                if !waits || Arc::ptr_eq(&completion, leader) {
+                    continue;
+                }
+                let (job, me) = (job.clone(), me.clone());
+                if completion.invite(Box::new(move || job.help(&me, Some(i)))) {
+                    invited += 1;
                 }
             }
         }
