@@ -476,8 +476,8 @@ fn engine_options_are_printed_and_missing_engines_explained() {
     assert!(stdout.find("Engine options:").unwrap() < stdout.find("DB path:").unwrap());
     // Riptide refuses peer-only settings instead of ignoring them.
     for (args, needle) in [
-        (&["--compression_type=zstd"][..], "lz4 only"),
-        (&["--compression_type=snappy"], "expected none, lz4 or zstd"),
+        (&["--compression_type=snappy"][..], "expected none, lz4 or zstd"),
+        (&["--compression_level=30"], "must be in -7..=22"),
         (&["--max_write_buffer_number=4"], "RocksDB option"),
         (&["--engine=leveldb"], "unknown engine"),
     ] {
@@ -653,7 +653,10 @@ fn compact_and_waitforcompaction_leave_one_sorted_level() {
     };
     assert_eq!((extents("L0 "), extents("L1 ")), (0, 0), "{levels:?}");
     assert!(extents("L2 ") >= 1, "{levels:?}");
-    assert!(stdout.contains("  compression: lz4 (data blocks"), "{stdout}");
+    assert!(
+        stdout.contains("  compression: lz4, lz4, lz4 in L0, L1, L2 (data blocks"),
+        "{stdout}"
+    );
     assert!(stdout.contains("  bloom_bits_per_key: 0 (no filter)"), "{stdout}");
     assert!(stdout.contains("  block_size: 4096 (4.0 KiB)"), "{stdout}");
 }

@@ -1,4 +1,4 @@
-//! The table catalog: which sub-tables exist, by id and name.
+//! The table catalog: which sub-tables exist, by id and name, and each one's options.
 //!
 //! Invariants:
 //! - Table ids are never reused: `next_id` only grows, so redo records of a dropped table can
@@ -10,10 +10,13 @@
 use crate::coding::{crc_tail_ok, get_u16, get_u32, put_u16, put_u32, seal_crc_tail};
 use crate::error::{Error, Result};
 use crate::fs::FileSystem;
+use crate::table_options::TableOptions;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// Current catalog format version.
-pub(crate) const CATALOG_FORMAT_VERSION: u32 = 1;
+/// Current catalog format version. Version 2 added each table's options (a u32 length and
+/// [`TableOptions`]' encoding after its name); this build reads versions 1 and 2.
+pub(crate) const CATALOG_FORMAT_VERSION: u32 = 2;
 const CATALOG_MAGIC: &[u8; 8] = b"RPTCATLG";
 /// Name of the default table.
 pub const DEFAULT_TABLE: &str = "default";
@@ -26,6 +29,8 @@ pub(crate) struct Catalog {
     /// `(id, name)`, sorted by id.
     pub(crate) tables: Vec<(u32, String)>,
     pub(crate) next_id: u32,
+    /// Options of the tables that set any (by id; absent = all defaults).
+    pub(crate) options: BTreeMap<u32, TableOptions>,
 }
 
 /// The temporary file a new `CATALOG` is written to before its rename.
@@ -43,7 +48,13 @@ impl Catalog {
         Catalog {
             tables: vec![(0, DEFAULT_TABLE.to_string())],
             next_id: 1,
+            options: BTreeMap::new(),
         }
+    }
+
+    /// The options of table `id` (defaults if it set none).
+    pub(crate) fn options_of(&self, id: u32) -> TableOptions {
+        self.options.get(&id).cloned().unwrap_or_default()
     }
 
     pub(crate) fn encode(&self) -> Vec<u8> {
@@ -56,6 +67,9 @@ impl Catalog {
             put_u32(&mut out, *id);
             put_u16(&mut out, name.len() as u16);
             out.extend_from_slice(name.as_bytes());
+            let opts = self.options.get(id).map(TableOptions::encode).unwrap_or_default();
+            put_u32(&mut out, opts.len() as u32);
+            out.extend_from_slice(&opts);
         }
         put_u32(&mut out, 0);
         seal_crc_tail(&mut out);
@@ -90,6 +104,7 @@ impl Catalog {
         let next_id = u32_at(16)?;
         let mut off = 20;
         let mut tables = Vec::with_capacity(count.min(1 << 16));
+        let mut options = BTreeMap::new();
         for _ in 0..count {
             let id = u32_at(off)?;
             let len = get_u16(body, off + 4).ok_or_else(|| bad(off, "truncated catalog"))? as usize;
@@ -107,6 +122,17 @@ impl Catalog {
             }
             tables.push((id, name));
             off += 6 + len;
+            if version >= 2 {
+                let olen = u32_at(off)? as usize;
+                let bytes = body
+                    .get(off + 4..(off + 4).saturating_add(olen))
+                    .ok_or_else(|| bad(off, "truncated table options"))?;
+                let o = TableOptions::decode(bytes).map_err(|why| bad(off, &format!("table {id}: {why}")))?;
+                if !o.is_default() {
+                    options.insert(id, o);
+                }
+                off += 4 + olen;
+            }
         }
         if off != body.len() {
             return Err(bad(off, "trailing bytes in catalog"));
@@ -117,7 +143,11 @@ impl Catalog {
         if tables.iter().any(|(id, _)| *id >= next_id) {
             return Err(bad(16, "a table id is not below the next table id"));
         }
-        Ok(Catalog { tables, next_id })
+        Ok(Catalog {
+            tables,
+            next_id,
+            options,
+        })
     }
 
     /// Reads the catalog of the database at `db`; `None` if there is none.
@@ -153,6 +183,7 @@ mod tests {
         let c = Catalog {
             tables: vec![(1, "t".into())],
             next_id: 2,
+            options: BTreeMap::new(),
         };
         assert!(Catalog::decode(Path::new("CATALOG"), &c.encode())
             .unwrap_err()
@@ -160,6 +191,7 @@ mod tests {
         let reused = Catalog {
             tables: vec![(0, DEFAULT_TABLE.into()), (5, "t".into())],
             next_id: 3,
+            options: BTreeMap::new(),
         };
         assert!(Catalog::decode(Path::new("CATALOG"), &reused.encode())
             .unwrap_err()
@@ -182,7 +214,11 @@ mod tests {
             vec![(0, DEFAULT_TABLE.into()), (1, String::new())],
             vec![(0, DEFAULT_TABLE.into()), (1, "x".repeat(MAX_TABLE_NAME + 1))],
         ] {
-            let c = Catalog { tables, next_id: 9 };
+            let c = Catalog {
+                tables,
+                next_id: 9,
+                options: BTreeMap::new(),
+            };
             assert!(Catalog::decode(p, &c.encode()).unwrap_err().is_corruption(), "{c:?}");
         }
     }
@@ -193,6 +229,14 @@ mod tests {
         c.tables.push((3, "orders".into()));
         c.tables.push((7, "ÿ-utf8".into()));
         c.next_id = 8;
+        c.options.insert(
+            7,
+            TableOptions {
+                block_size: Some(4096),
+                compression_per_level: Some([crate::Compression::Zstd { level: 9 }; 3]),
+                ..Default::default()
+            },
+        );
         let enc = c.encode();
         let p = Path::new("CATALOG");
         assert_eq!(Catalog::decode(p, &enc).unwrap(), c);
@@ -202,5 +246,27 @@ mod tests {
             assert!(Catalog::decode(p, &bad).unwrap_err().is_corruption(), "byte {i}");
         }
         assert!(Catalog::decode(p, &enc[..10]).unwrap_err().is_corruption());
+    }
+
+    /// Catalogs written before table options (version 1) still open, every table with
+    /// default options.
+    #[test]
+    fn version_1_catalogs_open_with_default_options() {
+        let mut v1 = Vec::new();
+        v1.extend_from_slice(CATALOG_MAGIC);
+        put_u32(&mut v1, 1);
+        put_u32(&mut v1, 2);
+        put_u32(&mut v1, 5);
+        for (id, name) in [(0u32, DEFAULT_TABLE), (4, "users")] {
+            put_u32(&mut v1, id);
+            put_u16(&mut v1, name.len() as u16);
+            v1.extend_from_slice(name.as_bytes());
+        }
+        put_u32(&mut v1, 0);
+        seal_crc_tail(&mut v1);
+        let c = Catalog::decode(Path::new("CATALOG"), &v1).unwrap();
+        assert_eq!(c.tables, vec![(0, DEFAULT_TABLE.to_string()), (4, "users".to_string())]);
+        assert!(c.options.is_empty());
+        assert_eq!(c.options_of(4), TableOptions::default());
     }
 }

@@ -41,7 +41,8 @@ pub(crate) trait FlushContext {
     /// Commits one slog transaction (durable on return).
     fn commit_meta(&self, entries: Vec<SlogEntry>) -> Result<()>;
     /// Options for new extents.
-    fn extent_options(&self) -> ExtentOptions;
+    /// How table `t`'s extents are built in `level`.
+    fn extent_options(&self, t: &TableInner, level: usize) -> ExtentOptions;
 }
 
 /// Counters of one flush.
@@ -79,7 +80,7 @@ pub(crate) fn flush_oldest(ctx: &dyn FlushContext, t: &Arc<TableInner>) -> Resul
     let mut written: Vec<Written> = Vec::new();
     let result = (|| -> Result<FlushOutcome> {
         let mut outcome = FlushOutcome::default();
-        build_extents(ctx, &mem, &snapshots, &mut |built| {
+        build_extents(ctx, t, &mem, &snapshots, &mut |built| {
             let id = store.space.allocate(built.slots)?;
             let w = Written { id, built };
             written.push(w);
@@ -176,7 +177,7 @@ fn install_flush(
 
 /// Replaces cached rows of every key in `mem` by their newest version (now in L0).
 fn refresh_row_cache(t: &TableInner, mem: &Arc<Memtable>) {
-    if !t.row_cache.enabled() {
+    if !t.row_cache_enabled() {
         return;
     }
     let mut c = mem.cursor();
@@ -204,11 +205,12 @@ fn refresh_row_cache(t: &TableInner, mem: &Arc<Memtable>) {
 /// hands each finished extent to `emit`, which returns a byte buffer for a later extent.
 fn build_extents(
     ctx: &dyn FlushContext,
+    t: &TableInner,
     mem: &Arc<Memtable>,
     snapshots: &[Lsn],
     emit: &mut dyn FnMut(BuiltExtent) -> Result<Vec<u8>>,
 ) -> Result<()> {
-    let opts = ctx.extent_options();
+    let opts = ctx.extent_options(t, 0);
     let mut builder = ExtentBuilder::new(opts.clone());
     let mut spare = Vec::new();
     let mut ikey = Vec::new();

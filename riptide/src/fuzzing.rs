@@ -21,10 +21,11 @@ use std::sync::Arc;
 use crate::catalog::Catalog;
 use crate::coding::{get_u32, mask_crc, seal_crc_tail, RECORD_HEADER_SIZE};
 use crate::error::{Error, Result};
-use crate::extent::format::{check_block, decode_index, decompress_lz4, trailer, Footer, FOOTER_SIZE, TRAILER_SIZE};
+use crate::extent::codec::decompress;
+use crate::extent::format::{check_block, decode_index, trailer, Footer, FOOTER_SIZE, TRAILER_SIZE};
 use crate::extent::{
-    filter_hash, scan_entries, verify_extent, Block, BlockIter, ExtentBuilder, ExtentOptions, ExtentReader, PointRead,
-    PointScratch, EXTENT_SIZE,
+    filter_hash, scan_entries, verify_extent, Block, BlockIter, Compression, ExtentBuilder, ExtentOptions,
+    ExtentReader, PointRead, PointScratch, EXTENT_SIZE,
 };
 use crate::fs::{FaultFs, FileSystem, ReadableFile};
 use crate::key::{compare_internal_keys, encode_internal_key, ValueKind};
@@ -118,8 +119,8 @@ fn walk_block(block: Block) -> Result<usize> {
 }
 
 /// Data block decoding. `data[0]` selects the mode: bit 0 set = `data[1..]` are stored block
-/// contents whose trailer the harness appends with a correct CRC (type: bit 1 = LZ4), so the
-/// LZ4 path and then the decoder are reached; bit 0 clear = `data[1..]` are decoded block
+/// contents whose trailer the harness appends with a correct CRC (type: bits 1-2, 0 none, 1
+/// LZ4, 2 zstd, 3 an unknown type), so the decompressors and then the decoder are reached; bit 0 clear = `data[1..]` are decoded block
 /// contents handed straight to the decoder. Returns the number of entries read.
 pub fn data_block(data: &[u8]) -> Result<usize> {
     let path: Arc<Path> = Arc::from(Path::new("fuzz.dat"));
@@ -127,15 +128,13 @@ pub fn data_block(data: &[u8]) -> Result<usize> {
         return Ok(0);
     };
     let contents = if mode & 1 == 1 {
-        let ctype = (mode >> 1) & 1;
+        let ctype = (mode >> 1) & 3;
         let mut stored = rest.to_vec();
         stored.extend_from_slice(&trailer(rest, ctype));
         let (body, ctype) = check_block(&stored).map_err(|r| Error::corruption(&*path, 0, r))?;
-        if ctype == 1 {
-            decompress_lz4(body).map_err(|r| Error::corruption(&*path, 0, r))?
-        } else {
-            body.to_vec()
-        }
+        let codec = Compression::from_u8(ctype)
+            .ok_or_else(|| Error::corruption(&*path, 0, format!("unknown block compression type {ctype}")))?;
+        decompress(codec, body).map_err(|r| Error::corruption(&*path, 0, r))?
     } else {
         rest.to_vec()
     };

@@ -103,6 +103,7 @@ fn ikey_text(ik: &[u8]) -> String {
 pub fn levels(fs: &dyn FileSystem, db: &Path, table: Option<&str>) -> Result<String> {
     let (state, notes) = load_meta(fs, db)?;
     let names = table_names(fs, db);
+    let catalog = Catalog::load(fs, db).ok().flatten();
     let mut out = String::new();
     for (id, name) in &names {
         if table.is_some_and(|t| t != name) {
@@ -114,6 +115,10 @@ pub fn levels(fs: &dyn FileSystem, db: &Path, table: Option<&str>) -> Result<Str
             "table {name} (id {id}): recovery point LSN {}, next L0 layer {}",
             meta.flushed_lsn, meta.next_layer
         );
+        let options = catalog.as_ref().map(|c| c.options_of(*id)).unwrap_or_default();
+        for line in options.describe() {
+            let _ = writeln!(out, "  option {line}");
+        }
         for (level, layers) in meta.levels.iter().enumerate() {
             let extents: usize = layers.values().map(|v| v.len()).sum();
             let bytes: u64 = layers.values().flatten().map(|e| e.data_size).sum();

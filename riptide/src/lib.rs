@@ -72,6 +72,7 @@ mod row_lock;
 mod snapshot;
 mod space;
 mod subtable;
+mod table_options;
 mod thread_index;
 mod txn;
 mod version;
@@ -86,9 +87,11 @@ pub use extent_store::CacheCounters;
 pub use iter::{DbIterator, Iter};
 pub use key::{Lsn, MAX_LSN};
 pub use options::{
-    Compression, Options, ReadOptions, RecoveryMode, WriteOptions, MAX_BATCH_SIZE, MAX_KEY_SIZE, MAX_VALUE_SIZE,
+    Compression, Options, ReadOptions, RecoveryMode, WriteOptions, DEFAULT_COMPRESSION_PER_LEVEL, MAX_BATCH_SIZE,
+    MAX_KEY_SIZE, MAX_VALUE_SIZE,
 };
 pub use snapshot::Snapshot;
+pub use table_options::{TableOptions, DEFAULT_ZSTD_LEVEL};
 pub use txn::{Isolation, Txn, TxnCursor, TxnIter, TxnMode, TxnOptions, TxnStats};
 pub use write::batch::WriteBatch;
 pub use write::completion::WriteHandle;

@@ -5,6 +5,7 @@
 
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, PosixFs};
+pub use crate::table_options::{Compression, DEFAULT_COMPRESSION_PER_LEVEL};
 use crate::Snapshot;
 use std::fmt;
 use std::sync::Arc;
@@ -28,17 +29,6 @@ pub enum RecoveryMode {
     /// Recover up to the first damaged record anywhere and drop everything after it (later
     /// segments too). The result is a consistent prefix; writes after the damage are lost.
     PointInTime,
-}
-
-/// How data blocks of extents are compressed. A block is stored compressed only if that saves
-/// at least 12.5%; the block cache holds blocks uncompressed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Compression {
-    /// Stored as is.
-    None,
-    /// LZ4 (block format), fast to decompress.
-    #[default]
-    Lz4,
 }
 
 /// Options of a database instance. Build with `Options::default()` and struct update syntax.
@@ -92,8 +82,12 @@ pub struct Options {
     /// Target size of a data block inside an extent, before compression. Default: 16 KiB.
     /// Range: 1 KiB ..= 1 MiB.
     pub block_size: usize,
-    /// Compression of data blocks in extents. Default: [`Compression::Lz4`].
-    pub compression: Compression,
+    /// Compression of the data blocks of extents in each level (L0, L1, L2). A compaction
+    /// into a level whose codec differs from its inputs' recompresses the blocks it copies
+    /// (`DbStats::compaction_blocks_recompressed`). Default:
+    /// [`DEFAULT_COMPRESSION_PER_LEVEL`] (LZ4, LZ4, zstd level 3). Tables may override it
+    /// ([`crate::TableOptions`]).
+    pub compression_per_level: [Compression; crate::table_options::LEVELS],
     /// Entries between restart points in a data block (a seek binary-searches the restart
     /// points, then decodes at most this many entries). Default: 16. Range: 1 ..= 128.
     pub block_restart_interval: usize,
@@ -221,7 +215,7 @@ impl Default for Options {
             partial_block_reads: true,
             block_swizzling: true,
             bloom_bits_per_key: 10,
-            compression: Compression::default(),
+            compression_per_level: DEFAULT_COMPRESSION_PER_LEVEL,
             block_cache_size: 256 << 20,
             table_cache_size: 8192,
             row_cache_size: 0,
@@ -245,6 +239,11 @@ impl Default for Options {
             free_slots_kept: 64,
         }
     }
+}
+
+/// `lz4,lz4,zstd:3`: codecs as [`Compression::parse`] reads them, comma-separated.
+fn codec_names(codecs: &[Compression]) -> String {
+    codecs.iter().map(Compression::name).collect::<Vec<_>>().join(",")
 }
 
 impl fmt::Debug for Options {
@@ -272,7 +271,10 @@ impl fmt::Debug for Options {
             .field("partial_block_reads", &self.partial_block_reads)
             .field("block_swizzling", &self.block_swizzling)
             .field("bloom_bits_per_key", &self.bloom_bits_per_key)
-            .field("compression", &self.compression)
+            .field(
+                "compression_per_level",
+                &format_args!("{}", codec_names(&self.compression_per_level)),
+            )
             .field("block_cache_size", &self.block_cache_size)
             .field("table_cache_size", &self.table_cache_size)
             .field("row_cache_size", &self.row_cache_size)
@@ -434,6 +436,9 @@ impl Options {
                 "extents_per_file",
                 format!("{} is outside 2 ..= 65536", self.extents_per_file),
             ));
+        }
+        for c in &self.compression_per_level {
+            c.validate("compression_per_level")?;
         }
         if self.free_slots_kept > 1 << 20 {
             return Err(invalid(

@@ -24,6 +24,7 @@ use crate::extent_store::ExtentStore;
 use crate::key::{Lsn, ValueKind, MAX_LSN};
 use crate::memtable::{Lookup, Memtable};
 use crate::read::get_from_levels;
+use crate::table_options::TableOptions;
 use crate::version::{LevelSet, MetaSnapshot};
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
@@ -59,6 +60,8 @@ pub(crate) struct TableInner {
     pub(crate) delete_triggered: AtomicBool,
     pub(crate) store: Arc<ExtentStore>,
     pub(crate) row_cache: Arc<RowCache>,
+    /// The table's own options (fields left `None` follow the database's).
+    pub(crate) options: TableOptions,
     /// Called (without locks held) when a memtable became immutable.
     pub(crate) on_switch: Arc<dyn Fn(u32) + Send + Sync>,
 }
@@ -74,6 +77,7 @@ impl TableInner {
         state: TableState,
         store: Arc<ExtentStore>,
         row_cache: Arc<RowCache>,
+        options: TableOptions,
         on_switch: Arc<dyn Fn(u32) + Send + Sync>,
     ) -> Self {
         TableInner {
@@ -96,8 +100,15 @@ impl TableInner {
             delete_triggered: AtomicBool::new(false),
             store,
             row_cache,
+            options,
             on_switch,
         }
+    }
+
+    /// True if reads of this table use the row cache: the database has one and the table did
+    /// not turn it off.
+    pub(crate) fn row_cache_enabled(&self) -> bool {
+        self.row_cache.enabled() && self.options.row_cache != Some(false)
     }
 
     /// The current snapshot of memtables and levels.
@@ -221,7 +232,7 @@ impl TableInner {
             return Ok(None);
         }
         let mut read = Some(read);
-        let cache_on = self.row_cache.enabled();
+        let cache_on = self.row_cache_enabled();
         if cache_on {
             // Some(Some(r)): a cached value; Some(None): a cached tombstone; None: no usable row.
             let hit = self

@@ -80,6 +80,12 @@ fn no_option_value_aborts_the_process() {
         ("block_size", |o| o.block_size = usize::MAX),
         ("block_restart_interval", |o| o.block_restart_interval = usize::MAX),
         ("bloom_bits_per_key", |o| o.bloom_bits_per_key = u32::MAX),
+        ("compression_per_level", |o| {
+            o.compression_per_level = [riptide::Compression::Zstd { level: i32::MAX }; 3]
+        }),
+        ("compression_per_level", |o| {
+            o.compression_per_level[2] = riptide::Compression::Zstd { level: i32::MIN }
+        }),
         ("slowdown_delay_micros", |o| o.slowdown_delay_micros = u64::MAX),
         ("immutable_slowdown_trigger", |o| {
             o.immutable_slowdown_trigger = usize::MAX;

@@ -4,25 +4,28 @@
 //!
 //! What is frozen (`tests/fixtures/README.md` lists every file):
 //!
-//! - `db-v3/`: a closed database with four tables (`default`, `users`, `orders`, `empty`; a
-//!   fifth, `scratch`, was dropped), LZ4-compressed and uncompressed data blocks, bloom filters
-//!   and block hash indexes; table `users` has data in L0, L1 and L2 at once, and every table
-//!   has writes that live only in the redo log (the database was closed without a flush). Its
-//!   metadata is a CHECKPOINT plus a slog with transactions after it (including a table drop).
-//! - `db-v3-plain/`: the same workload without compression, bloom filters or hash indexes.
-//! - `db-v1/`, `db-v2/`: the same workload with the options of `db-v3`, written by the last
-//!   commits whose code wrote extent v1 (`d80cfdb`) and v2 (`6a1c119`); this build reads those
-//!   extent versions but cannot write them, so these are never regenerated here (the README
-//!   names the generator and the commands).
+//! - `db-v4/`: a closed database with four tables (`default`, `users`, `orders`, `empty`; a
+//!   fifth, `scratch`, was dropped), LZ4 in L0 and L1 and zstd in L2, compressed and
+//!   uncompressed data blocks, bloom filters and block hash indexes; `orders` has its own
+//!   options in the catalog (zstd everywhere, 2 KiB blocks); table `users` has data in L0, L1
+//!   and L2 at once, and every table has writes that live only in the redo log (the database
+//!   was closed without a flush). Its metadata is a CHECKPOINT plus a slog with transactions
+//!   after it (including a table drop).
+//! - `db-v4-plain/`: the same workload without compression, bloom filters or hash indexes.
+//! - `db-v1/`, `db-v2/`, `db-v3/`, `db-v3-plain/`: the same workload written by the builds
+//!   that wrote extent v1, v2 and v3 (catalog v1); this build reads those versions but cannot
+//!   write them, so these are never regenerated here (the README names the generator and the
+//!   commands).
 //! - `corrupt/<case>/`: one file each, laid over a copy of `db-v3/` with one flipped byte in a
 //!   checksummed region (CATALOG, CURRENT, checkpoint, slog, redo segment, an extent's data
-//!   block, one data-file header copy); `corrupt/extent-v1/` and `corrupt/extent-v2/` flip a
-//!   byte of a data block of a v1 / v2 extent, laid over `db-v1/` / `db-v2/`.
+//!   block, one data-file header copy); `corrupt/extent-v1/`, `corrupt/extent-v2/` and
+//!   `corrupt/extent-v4/` flip a byte of a data block of a v1 / v2 / v4 (zstd) extent, laid
+//!   over `db-v1/` / `db-v2/` / `db-v4/`.
 //!
-//! Format versions covered: catalog v1, redo v1, data file v1, meta v1 (CURRENT, slog,
-//! checkpoint) and extent v1, v2 and v3. For the old extent versions the test also checks that
+//! Format versions covered: catalog v1 and v2, redo v1, data file v1, meta v1 (CURRENT, slog,
+//! checkpoint) and extent v1 to v4. For the old extent versions the test also checks that
 //! `inspect` reports them, and that compacting every table with this build (which writes only
-//! v3 extents, copying or decoding old blocks) keeps every key and value exact.
+//! v4 extents, copying, recompressing or decoding old blocks) keeps every key and value exact.
 //!
 //! Data files (`data/NNNNNN.dat`) are 2 MiB slots, mostly zeros; they are stored as
 //! `NNNNNN.dat.sparse` (the non-zero byte ranges, lossless; layout in `Sparse` below) and
@@ -40,7 +43,7 @@
 //! cargo test -p riptide --test format_fixtures -- --ignored regenerate
 //! ```
 
-use riptide::{inspect, Compression, Db, Error, Options, ReadOptions, RecoveryMode};
+use riptide::{inspect, Compression, Db, Error, Options, ReadOptions, RecoveryMode, TableOptions};
 use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::FileExt;
@@ -310,47 +313,87 @@ struct Variant {
     dir: &'static str,
     /// The extent format version every extent of the fixture has.
     extent_version: u64,
-    compression: Compression,
+    /// Codec per level.
+    compression: [Compression; 3],
     bloom_bits_per_key: u32,
     block_hash_index: bool,
+    /// Table `orders` is created with [`orders_options`] (catalog v2).
+    table_options: bool,
 }
 
+const ZSTD1: Compression = Compression::Zstd { level: 1 };
+
+/// The fixtures this build writes ([`regenerate`]).
 const VARIANTS: [Variant; 2] = [
     Variant {
-        dir: "db-v3",
-        extent_version: 3,
-        compression: Compression::Lz4,
+        dir: "db-v4",
+        extent_version: 4,
+        compression: [Compression::Lz4, Compression::Lz4, ZSTD1],
         bloom_bits_per_key: 10,
         block_hash_index: true,
+        table_options: true,
     },
     Variant {
-        dir: "db-v3-plain",
-        extent_version: 3,
-        compression: Compression::None,
+        dir: "db-v4-plain",
+        extent_version: 4,
+        compression: [Compression::None; 3],
         bloom_bits_per_key: 0,
         block_hash_index: false,
+        table_options: false,
     },
 ];
 
-/// Fixtures written by older builds, with the same [`workload`] and the options of `db-v3`
-/// (`tests/fixtures/README.md` names the commit and command of each). Never regenerated here:
-/// this build cannot write these extent versions.
-const OLD_VARIANTS: [Variant; 2] = [
+/// The options `orders` is created with in `db-v4` (zstd in every level, small blocks, no
+/// row cache); persisted in the catalog.
+fn orders_options() -> TableOptions {
+    TableOptions {
+        compression_per_level: Some([ZSTD1; 3]),
+        block_size: Some(2048),
+        row_cache: Some(false),
+        ..Default::default()
+    }
+}
+
+/// Fixtures written by older builds, with the same [`workload`] (`tests/fixtures/README.md`
+/// names the commit and command of each). Never regenerated here: this build cannot write
+/// these extent versions.
+const OLD_VARIANTS: [Variant; 4] = [
     Variant {
         dir: "db-v1",
         extent_version: 1,
-        compression: Compression::Lz4,
+        compression: [Compression::Lz4; 3],
         bloom_bits_per_key: 10,
         block_hash_index: true,
+        table_options: false,
     },
     Variant {
         dir: "db-v2",
         extent_version: 2,
-        compression: Compression::Lz4,
+        compression: [Compression::Lz4; 3],
         bloom_bits_per_key: 10,
         block_hash_index: true,
+        table_options: false,
+    },
+    Variant {
+        dir: "db-v3",
+        extent_version: 3,
+        compression: [Compression::Lz4; 3],
+        bloom_bits_per_key: 10,
+        block_hash_index: true,
+        table_options: false,
+    },
+    Variant {
+        dir: "db-v3-plain",
+        extent_version: 3,
+        compression: [Compression::None; 3],
+        bloom_bits_per_key: 0,
+        block_hash_index: false,
+        table_options: false,
     },
 ];
+
+/// The variant the corrupt copies are laid over (`db-v3`).
+const CORRUPT_BASE: Variant = OLD_VARIANTS[2];
 
 /// Small buffers and blocks (several data blocks and restart points per extent), no background
 /// compaction (every move between levels is an explicit step), a checkpoint after 4 KiB of slog,
@@ -361,7 +404,7 @@ fn options(v: Variant) -> Options {
         redo_segment_size: 64 << 10,
         block_size: 1 << 10,
         block_restart_interval: 4,
-        compression: v.compression,
+        compression_per_level: v.compression,
         bloom_bits_per_key: v.bloom_bits_per_key,
         block_hash_index: v.block_hash_index,
         block_cache_size: 0,
@@ -496,7 +539,11 @@ fn run_workload(dir: &Path, v: Variant) {
     for s in workload() {
         match s {
             Step::Create(n) => {
-                db.create_table(n).unwrap();
+                if v.table_options && n == "orders" {
+                    db.create_table_with(n, orders_options()).unwrap();
+                } else {
+                    db.create_table(n).unwrap();
+                }
             }
             Step::Drop(n) => db.drop_table(n).unwrap(),
             Step::Put(n, k, val) => db.table(n).unwrap().put(&k, &val).unwrap(),
@@ -644,6 +691,11 @@ fn regenerate() {
         }
     }
 
+    // db-v4's first L2 extent of `users` holds zstd blocks: one flipped byte in block 0.
+    let _ = fs::remove_dir_all(root.join("corrupt").join("extent-v4"));
+    let (file, at) = users_l2_block0_byte(VARIANTS[0].dir);
+    write_corrupt_of(VARIANTS[0].dir, "extent-v4", &file, at);
+
     // Corrupt copies of files of db-v3, one flipped byte each.
     // (Only the cases written here: `extent-v1` and `extent-v2` come from the old fixtures.)
     for case in [
@@ -702,7 +754,8 @@ fn users_l2_block0_byte(db: &str) -> (PathBuf, usize) {
 #[test]
 #[ignore = "writes tests/fixtures/corrupt/extent-v{1,2}; run by hand only"]
 fn regenerate_old_corrupt() {
-    for v in OLD_VARIANTS {
+    // db-v3's own damaged extent is the `extent` case, written with the other cases.
+    for v in &OLD_VARIANTS[..2] {
         let case = format!("extent-v{}", v.extent_version);
         let _ = fs::remove_dir_all(fixtures_dir().join("corrupt").join(&case));
         let (file, at) = users_l2_block0_byte(v.dir);
@@ -822,14 +875,43 @@ fn check_fixture(v: Variant) {
         }
     }
     assert_eq!(report.extents, extents, "{}: extents verified", v.dir);
-    // db-v3 holds LZ4 blocks (`users`) and stored ones (`orders`, `default`); plain none.
-    match v.compression {
-        Compression::Lz4 => assert!(
+    // db-v3 and db-v4 hold compressed blocks (`users`) and stored ones (`orders`,
+    // `default`); plain none.
+    if v.compression[0] == Compression::None {
+        assert_eq!(lz4_blocks, 0, "{}", v.dir);
+    } else {
+        assert!(
             0 < lz4_blocks && lz4_blocks < blocks,
             "{}: {lz4_blocks}/{blocks}",
             v.dir
-        ),
-        _ => assert_eq!(lz4_blocks, 0, "{}", v.dir),
+        );
+    }
+    // From v4 on each extent records the codec of its level (of its table's options).
+    if v.extent_version >= 4 {
+        for (name, levels) in &by_level {
+            for (level, ids) in levels.iter().enumerate() {
+                let codec = if v.table_options && name == "orders" {
+                    ZSTD1
+                } else {
+                    v.compression[level]
+                };
+                let want = match codec {
+                    Compression::None => 0,
+                    Compression::Lz4 => 1,
+                    Compression::Zstd { .. } => 2,
+                };
+                for id in ids {
+                    let (props, _) = extent_rows(dir, id);
+                    assert_eq!(props["compression"], want, "{}: {name} L{level} extent {id}", v.dir);
+                }
+            }
+        }
+        let text = inspect::levels(&*fs_, dir, Some("orders")).unwrap();
+        assert_eq!(
+            text.contains("option compression_per_level = zstd:1,zstd:1,zstd:1"),
+            v.table_options,
+            "{text}"
+        );
     }
     // Every level of `users` holds data.
     assert!(
@@ -899,13 +981,22 @@ fn check_fixture(v: Variant) {
 }
 
 #[test]
-fn db_v3_reads_exactly() {
+fn db_v4_reads_exactly() {
     check_fixture(VARIANTS[0]);
 }
 
 #[test]
-fn db_v3_plain_reads_exactly() {
+fn db_v4_plain_reads_exactly() {
     check_fixture(VARIANTS[1]);
+}
+
+#[test]
+fn db_v4_keeps_table_options() {
+    let tmp = fixture_copy(VARIANTS[0].dir, None);
+    let db = Db::open(tmp.path(), options(VARIANTS[0])).unwrap();
+    assert_eq!(db.table("orders").unwrap().options(), &orders_options());
+    assert!(db.table("users").unwrap().options().is_default());
+    db.close().unwrap();
 }
 
 #[test]
@@ -919,18 +1010,39 @@ fn db_v2_reads_exactly() {
 }
 
 #[test]
-fn db_v1_compacts_to_v3_exactly() {
+fn db_v3_reads_exactly() {
+    check_fixture(OLD_VARIANTS[2]);
+}
+
+#[test]
+fn db_v3_plain_reads_exactly() {
+    check_fixture(OLD_VARIANTS[3]);
+}
+
+#[test]
+fn db_v1_compacts_to_current_exactly() {
     check_compacted(OLD_VARIANTS[0]);
 }
 
 #[test]
-fn db_v2_compacts_to_v3_exactly() {
+fn db_v2_compacts_to_current_exactly() {
     check_compacted(OLD_VARIANTS[1]);
 }
 
+/// With this build's default codecs: L2 is zstd, so the old LZ4 blocks copied into L2 are
+/// recompressed.
+#[test]
+fn db_v3_compacts_to_current_exactly() {
+    check_compacted(Variant {
+        compression: riptide::DEFAULT_COMPRESSION_PER_LEVEL,
+        ..OLD_VARIANTS[2]
+    });
+}
+
 /// Opens a copy of old fixture `v`, compacts every table with this build (old blocks are
-/// copied or rewritten into v3 extents), and checks the contents are still exact, before and
-/// after a reopen, that every extent left is v3 and that verify finds no problem.
+/// copied, recompressed or rewritten into current extents), and checks the contents are still
+/// exact, before and after a reopen, that every extent left is of the current version and
+/// that verify finds no problem.
 fn check_compacted(v: Variant) {
     let model = Model::run(&workload());
     let tmp = fixture_copy(v.dir, None);
@@ -963,16 +1075,28 @@ fn check_compacted(v: Variant) {
         let live = t.visible().len() as u64;
         assert_eq!(info.entries, [0, 0, live], "{}: {name} entries per level", v.dir);
     }
+    // The old extents are LZ4; into a zstd L2 their copied blocks are recompressed (and no
+    // extent of theirs is re-linked there).
+    let recompressed = db.stats().levels[2].blocks_recompressed;
+    if matches!(v.compression[2], Compression::Zstd { .. }) {
+        assert!(recompressed > 0, "{}: no block recompressed into L2", v.dir);
+    } else {
+        assert_eq!(recompressed, 0, "{}", v.dir);
+    }
     db.close().unwrap();
 
-    // Offline: only v3 extents are left, and they verify.
+    // Offline: only current extents are left, and they verify.
     let report = inspect::verify(&*inspect::posix(), dir).unwrap();
     assert!(report.ok(), "{}: verify after compaction: {:?}", v.dir, report.problems);
     let mut extents = 0;
     for (name, levels) in extents_by_level(dir) {
         for id in levels.iter().flatten() {
             let (props, _) = extent_rows(dir, id);
-            assert_eq!(props["format_version"], 3, "{}: {name} extent {id}", v.dir);
+            assert_eq!(
+                props["format_version"], VARIANTS[0].extent_version,
+                "{}: {name} extent {id}",
+                v.dir
+            );
             extents += 1;
         }
     }
@@ -989,10 +1113,10 @@ fn check_compacted(v: Variant) {
 
 /// Opens `db-v3` with `corrupt/<case>` laid over it in `mode`.
 fn open_corrupt(case: &str, mode: RecoveryMode) -> (tempfile::TempDir, Result<Db, Error>) {
-    let tmp = fixture_copy("db-v3", Some(case));
+    let tmp = fixture_copy(CORRUPT_BASE.dir, Some(case));
     let opts = Options {
         recovery_mode: mode,
-        ..options(VARIANTS[0])
+        ..options(CORRUPT_BASE)
     };
     let db = Db::open(tmp.path(), opts);
     (tmp, db)
@@ -1074,7 +1198,17 @@ fn corrupt_redo_fails_open_or_recovers_a_prefix() {
 
 #[test]
 fn corrupt_extent_block_is_reported_never_returned() {
-    check_corrupt_extent(VARIANTS[0], "extent", EXTENT_DAMAGED_BLOCK);
+    check_corrupt_extent(CORRUPT_BASE, "extent", EXTENT_DAMAGED_BLOCK);
+}
+
+/// A damaged zstd block (db-v4's L2) is a corruption error, never wrong data.
+#[test]
+fn corrupt_v4_zstd_extent_block_is_reported_never_returned() {
+    let tmp = fixture_copy(VARIANTS[0].dir, None);
+    let ext = extents_by_level(tmp.path())["users"][2][0].clone();
+    let regions = inspect::extent_regions(&*inspect::posix(), tmp.path(), &ext).unwrap();
+    let (_, _, block0, _) = regions.iter().find(|r| r.0 == "data block 0").unwrap();
+    check_corrupt_extent(VARIANTS[0], "extent-v4", *block0);
 }
 
 #[test]

@@ -1071,7 +1071,12 @@ fn sparse_keys_merge_only_the_blocks_they_fall_in() {
 #[test]
 fn sparse_merge_never_splits_a_user_key_across_extents() {
     let fs = FaultFs::new();
-    let db = Db::open(Path::new("/db"), opts(&fs)).unwrap();
+    // One codec in every level: copied blocks keep their bytes (none is recompressed).
+    let o = Options {
+        compression_per_level: [riptide::Compression::Lz4; 3],
+        ..opts(&fs)
+    };
+    let db = Db::open(Path::new("/db"), o).unwrap();
     let t = db.default_table();
     // Incompressible, so the blocks and extents hold what the sizes say.
     let random = |seed: u64, len: usize| {
@@ -1112,8 +1117,8 @@ fn sparse_merge_never_splits_a_user_key_across_extents() {
         after.blocks_reused > before.blocks_reused,
         "no block was copied: {after:?}"
     );
-    // Every extent is format 3 with the same bloom bits: copies take index entries and filter
-    // lines as they are.
+    // Every extent is of the current format with the same bloom bits and codec: copies take
+    // index entries and filter lines as they are.
     assert_eq!(after.blocks_reused_decoded, 0, "{after:?}");
     assert_eq!(t.level_info().extents[..2], [0, 0]);
     check(&t, &model);
@@ -1148,7 +1153,7 @@ fn partial_block_reads_serve_point_lookups_when_the_block_cache_is_full() {
         let o = Options {
             block_cache_size: 64 << 10,
             partial_block_reads: partial,
-            compression: riptide::Compression::None,
+            compression_per_level: [riptide::Compression::None; 3],
             ..opts(&fs)
         };
         let db = Db::open(Path::new("/db"), o).unwrap();
@@ -1201,7 +1206,7 @@ fn level1_trigger_grows_with_level2() {
             level1_extents_trigger: 1,
             level1_dynamic_trigger: dynamic,
             // Uncompressed, so the values below fill 8 or more extents.
-            compression: riptide::Compression::None,
+            compression_per_level: [riptide::Compression::None; 3],
             ..opts(&fs)
         };
         let db = Db::open("/db", o).unwrap();

@@ -615,7 +615,7 @@ mod tests {
         assert!(h.contains("Read keys:  uniform\n"));
         assert!(h.contains(" block_cache_size=8388608 "), "{h}");
         assert!(h.contains(" row_cache_size=0 "), "{h}");
-        assert!(h.contains(" compression=None "), "{h}");
+        assert!(h.contains(" compression_per_level=none,none,none "), "{h}");
         assert!(!h.contains(" fs="), "{h}");
         let line = riptide_options_line(&riptide::Options::default());
         assert!(

@@ -92,7 +92,8 @@ pub(crate) trait CompactionContext {
     /// Commits one slog transaction (durable on return).
     fn commit_meta(&self, entries: Vec<SlogEntry>) -> Result<()>;
     /// Options for new extents.
-    fn extent_options(&self) -> ExtentOptions;
+    /// How table `t`'s extents are built in `level`.
+    fn extent_options(&self, t: &TableInner, level: usize) -> ExtentOptions;
     /// Compactions may re-link extents and copy blocks (data reuse).
     fn reuse(&self) -> bool;
     /// How compaction jobs are split into tasks and run on units.
@@ -202,7 +203,7 @@ pub(crate) fn compact(
     let ran = job::run(
         &store,
         &plan,
-        ctx.extent_options(),
+        ctx.extent_options(t, usize::from(plan.out_level)),
         &snapshots,
         ctx.units(),
         &mut result,

@@ -21,6 +21,7 @@ use crate::extent::ExtentOptions;
 use crate::flush::{flush_oldest, FlushContext};
 use crate::key::Lsn;
 use crate::meta::edit::SlogEntry;
+use crate::options::Compression;
 use crate::subtable::TableInner;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -224,16 +225,24 @@ impl DbInner {
         needed
     }
 
-    fn extent_options(&self) -> ExtentOptions {
+    /// How table `t`'s extents are built in `level`: its own options where it set them, the
+    /// database's otherwise.
+    fn extent_options(&self, t: &TableInner, level: usize) -> ExtentOptions {
+        let o = &t.options;
+        let codecs = o.compression_per_level.unwrap_or(self.opts.compression_per_level);
+        let codec = codecs[level.min(codecs.len() - 1)];
+        let (compression, compression_level) = match codec {
+            Compression::None => (crate::extent::Compression::None, 0),
+            Compression::Lz4 => (crate::extent::Compression::Lz4, 0),
+            Compression::Zstd { level } => (crate::extent::Compression::Zstd, level),
+        };
         ExtentOptions {
-            block_size: self.opts.block_size,
+            block_size: o.block_size.unwrap_or(self.opts.block_size),
             restart_interval: self.opts.block_restart_interval,
             hash_index: self.opts.block_hash_index,
-            bloom_bits_per_key: self.opts.bloom_bits_per_key,
-            compression: match self.opts.compression {
-                crate::options::Compression::None => crate::extent::Compression::None,
-                crate::options::Compression::Lz4 => crate::extent::Compression::Lz4,
-            },
+            bloom_bits_per_key: o.bloom_bits_per_key.unwrap_or(self.opts.bloom_bits_per_key),
+            compression,
+            compression_level,
         }
     }
 
@@ -259,8 +268,8 @@ impl FlushContext for DbInner {
         DbInner::commit_meta(self, entries)
     }
 
-    fn extent_options(&self) -> ExtentOptions {
-        DbInner::extent_options(self)
+    fn extent_options(&self, t: &TableInner, level: usize) -> ExtentOptions {
+        DbInner::extent_options(self, t, level)
     }
 }
 
@@ -273,8 +282,8 @@ impl CompactionContext for DbInner {
         DbInner::commit_meta(self, entries)
     }
 
-    fn extent_options(&self) -> ExtentOptions {
-        DbInner::extent_options(self)
+    fn extent_options(&self, t: &TableInner, level: usize) -> ExtentOptions {
+        DbInner::extent_options(self, t, level)
     }
 
     fn reuse(&self) -> bool {

@@ -104,7 +104,10 @@ impl Db {
                 flushed_lsn: meta.flushed_lsn,
                 next_layer: meta.next_layer.max(1),
             };
-            tables.insert(*tid, factory.build(*tid, name, levels, table_state));
+            tables.insert(
+                *tid,
+                factory.build(*tid, name, catalog.options_of(*tid), levels, table_state),
+            );
         }
         space.finish_recovery(&looks_like_footer)?;
         // Metadata of tables dropped from the catalog (a crash between the two updates).

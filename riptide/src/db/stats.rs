@@ -43,6 +43,7 @@ pub(super) struct LevelCounters {
     extents_reused: AtomicU64,
     blocks_reused: AtomicU64,
     blocks_reused_decoded: AtomicU64,
+    blocks_recompressed: AtomicU64,
     blocks_merged: AtomicU64,
     bytes_read: AtomicU64,
     bytes_written: AtomicU64,
@@ -61,6 +62,8 @@ impl LevelCounters {
         self.blocks_reused.fetch_add(s.blocks_reused, Ordering::Relaxed);
         self.blocks_reused_decoded
             .fetch_add(s.blocks_reused_decoded, Ordering::Relaxed);
+        self.blocks_recompressed
+            .fetch_add(s.blocks_recompressed, Ordering::Relaxed);
         self.blocks_merged.fetch_add(s.blocks_merged, Ordering::Relaxed);
         self.bytes_read.fetch_add(s.bytes_read, Ordering::Relaxed);
         self.bytes_written.fetch_add(s.bytes_written, Ordering::Relaxed);
@@ -78,6 +81,7 @@ impl LevelCounters {
             extents_reused: l(&self.extents_reused),
             blocks_reused: l(&self.blocks_reused),
             blocks_reused_decoded: l(&self.blocks_reused_decoded),
+            blocks_recompressed: l(&self.blocks_recompressed),
             blocks_merged: l(&self.blocks_merged),
             bytes_read: l(&self.bytes_read),
             bytes_written: l(&self.bytes_written),
@@ -111,6 +115,11 @@ pub struct LevelStats {
     /// extents written before format 3 (or with other bloom bits per key). 0 once a database's
     /// extents are all format 3; the others are copied without being decoded.
     pub blocks_reused_decoded: u64,
+    /// Of `blocks_reused`, blocks copied from an extent written with another codec than this
+    /// level's ([`crate::Options::compression_per_level`]): decompressed and compressed again
+    /// with this level's codec (their entries are not re-encoded). An extent of another codec
+    /// is never re-linked into a level; its blocks are copied this way instead.
+    pub blocks_recompressed: u64,
     /// Data blocks decoded and merged.
     pub blocks_merged: u64,
     /// Bytes of input blocks read.

@@ -19,6 +19,7 @@ use crate::iter::{DbIterator, Iter};
 use crate::meta::edit::SlogEntry;
 use crate::options::{ReadOptions, WriteOptions};
 use crate::subtable::{TableInner, TableState};
+use crate::table_options::TableOptions;
 use crate::version::{LevelSet, MetaSnapshot};
 use crate::write::batch::WriteBatch;
 use std::sync::atomic::Ordering;
@@ -59,7 +60,14 @@ pub(super) struct TableFactory {
 }
 
 impl TableFactory {
-    pub(super) fn build(&self, id: u32, name: &str, levels: LevelSet, state: TableState) -> Arc<TableInner> {
+    pub(super) fn build(
+        &self,
+        id: u32,
+        name: &str,
+        options: TableOptions,
+        levels: LevelSet,
+        state: TableState,
+    ) -> Arc<TableInner> {
         let queue = self.flush_queue.clone();
         Arc::new(TableInner::new(
             id,
@@ -70,17 +78,28 @@ impl TableFactory {
             state,
             self.store.clone(),
             self.row_cache.clone(),
+            options,
             Arc::new(move |t| queue.push(t)),
         ))
     }
 }
 
 impl Db {
-    /// Creates a sub-table (durably) and returns it.
+    /// Creates a sub-table (durably) with the database's options and returns it.
     ///
     /// Errors: [`Error::TableExists`], [`Error::InvalidTableName`], [`Error::Io`].
     pub fn create_table(&self, name: &str) -> Result<Table> {
+        self.create_table_with(name, TableOptions::default())
+    }
+
+    /// Creates a sub-table (durably) with its own options, kept in the catalog (shown by
+    /// `riptide inspect`), and returns it.
+    ///
+    /// Errors: [`Error::TableExists`], [`Error::InvalidTableName`], [`Error::InvalidOption`],
+    /// [`Error::Io`].
+    pub fn create_table_with(&self, name: &str, options: TableOptions) -> Result<Table> {
         validate_table_name(name)?;
+        options.validate()?;
         self.inner.check_open()?;
         let _ddl = self.inner.ddl.lock();
         let mut catalog = {
@@ -93,12 +112,15 @@ impl Db {
         let id = catalog.next_id;
         catalog.next_id += 1;
         catalog.tables.push((id, name.to_string()));
+        if !options.is_default() {
+            catalog.options.insert(id, options.clone());
+        }
         catalog.store(self.inner.opts.fs.as_ref(), &self.inner.path)?;
         let state = TableState {
             flushed_lsn: 0,
             next_layer: 1,
         };
-        let inner = self.inner.tables.build(id, name, LevelSet::empty(), state);
+        let inner = self.inner.tables.build(id, name, options, LevelSet::empty(), state);
         let mut reg = self.inner.registry.write();
         reg.catalog = catalog;
         reg.by_name.insert(name.to_string(), inner.clone());
@@ -130,6 +152,7 @@ impl Db {
         let _no_flush = table.flush_lock.lock();
         let _no_compaction = table.compaction_lock.lock();
         catalog.tables.retain(|(tid, _)| *tid != table.id);
+        catalog.options.remove(&table.id);
         catalog.store(self.inner.opts.fs.as_ref(), &self.inner.path)?;
         {
             let mut reg = self.inner.registry.write();
@@ -174,6 +197,12 @@ impl Table {
             return Err(Error::TableDropped(self.inner.name.clone()));
         }
         Ok(())
+    }
+
+    /// The table's own options, as given to [`Db::create_table_with`] (fields left `None`
+    /// follow the database's options).
+    pub fn options(&self) -> &TableOptions {
+        &self.inner.options
     }
 
     /// The table's name.

@@ -14,9 +14,10 @@ use crate::key::Lsn;
 /// region checksums to data blocks (a flag in each block's footer says whether a block has
 /// them); version 3 added each block's user-key count and raw sizes to its index entry and
 /// replaced the extent-wide bloom filter by one filter per data block (filter kind 2), so a
-/// compaction copies a block, its index entry and its filter lines without decoding it. This
-/// build reads versions 1 to 3.
-pub(crate) const EXTENT_FORMAT_VERSION: u32 = 3;
+/// compaction copies a block, its index entry and its filter lines without decoding it; version
+/// 4 added zstd data blocks (trailer type 2) and the properties' codec tag (17). This build
+/// reads versions 1 to 4.
+pub(crate) const EXTENT_FORMAT_VERSION: u32 = 4;
 /// First format version whose index entries carry `users`, `key_bytes` and `value_bytes` and
 /// whose filter (if any) is per block.
 pub(crate) const BLOCK_STATS_VERSION: u32 = 3;
@@ -61,45 +62,6 @@ pub(crate) fn check_block(stored: &[u8]) -> Result<(&[u8], u8), String> {
         ));
     }
     Ok((contents, ctype))
-}
-
-/// Largest decompressed block this reader accepts (a bound against absurd length prefixes).
-const MAX_DECOMPRESSED: usize = 1 << 30;
-
-/// Compresses `raw` with LZ4 into `out` (`varint32 raw_len ‖ lz4 block`); false (and `out`
-/// unspecified) when that would not save at least 12.5 %.
-pub(crate) fn compress_lz4(raw: &[u8], out: &mut Vec<u8>) -> bool {
-    out.clear();
-    put_varint(out, raw.len() as u64);
-    let hdr = out.len();
-    out.resize(hdr + lz4_flex::block::get_maximum_output_size(raw.len()), 0);
-    match lz4_flex::block::compress_into(raw, &mut out[hdr..]) {
-        Ok(n) if hdr + n <= raw.len() - raw.len() / 8 => {
-            out.truncate(hdr + n);
-            true
-        }
-        _ => false,
-    }
-}
-
-/// Decompresses LZ4 block contents written by [`compress_lz4`].
-pub(crate) fn decompress_lz4(contents: &[u8]) -> Result<Vec<u8>, String> {
-    let mut pos = 0;
-    let raw_len = get_varint32(contents, &mut pos).ok_or("malformed LZ4 length prefix")? as usize;
-    let body = &contents[pos..];
-    // LZ4 cannot expand more than 255x; anything beyond is a damaged prefix.
-    if raw_len > MAX_DECOMPRESSED || raw_len > body.len().saturating_mul(255).saturating_add(16) {
-        return Err(format!(
-            "implausible decompressed length {raw_len} for {} LZ4 bytes",
-            body.len()
-        ));
-    }
-    let mut out = vec![0u8; raw_len];
-    match lz4_flex::block::decompress_into(body, &mut out) {
-        Ok(n) if n == raw_len => Ok(out),
-        Ok(n) => Err(format!("LZ4 block decompressed to {n} bytes, expected {raw_len}")),
-        Err(e) => Err(format!("LZ4 block does not decompress: {e}")),
-    }
 }
 
 /// Location of a block inside an extent: offset relative to the extent start and size of the
@@ -400,6 +362,10 @@ pub(crate) struct ExtentProperties {
     pub filter_size: u32,
     /// Bloom bits per key the filter was built with (0 = no filter).
     pub bloom_bits_per_key: u32,
+    /// The codec the extent's data blocks were compressed with (a trailer type byte; blocks
+    /// that would not shrink are stored raw whatever it says). Extents before format 4 do not
+    /// record it: LZ4 if any block is compressed, else none.
+    pub compression: u8,
 }
 
 // Property tags (stable; unknown tags are skipped by readers).
@@ -420,7 +386,11 @@ const P_INDEX_SIZE: u32 = 14;
 const P_FILTER_SIZE: u32 = 15;
 const P_BLOOM_BITS: u32 = 16;
 /// Tags a v1 reader requires.
-const P_MAX_KNOWN: u32 = 16;
+const P_MAX_REQUIRED: u32 = 16;
+/// Codec of the data blocks (format 4 on; optional).
+const P_COMPRESSION: u32 = 17;
+/// Largest tag this build knows; larger ones are skipped.
+const P_MAX_KNOWN: u32 = 17;
 
 /// Upper bound of the properties block size (without trailer) for these key lengths.
 pub(crate) fn props_size_bound(smallest_len: usize, largest_len: usize) -> usize {
@@ -458,11 +428,14 @@ impl ExtentProperties {
         num(&mut out, P_INDEX_SIZE, u64::from(self.index_size));
         num(&mut out, P_FILTER_SIZE, u64::from(self.filter_size));
         num(&mut out, P_BLOOM_BITS, u64::from(self.bloom_bits_per_key));
+        if self.format_version >= 4 {
+            num(&mut out, P_COMPRESSION, u64::from(self.compression));
+        }
         out
     }
 
-    /// Decodes a properties block. Every tag 1..=16 must appear exactly once; larger tags are
-    /// skipped (added by later versions).
+    /// Decodes a properties block. Every tag 1..=16 must appear exactly once, 17 at most once;
+    /// larger tags are skipped (added by later versions).
     pub(crate) fn decode(buf: &[u8]) -> Result<ExtentProperties, String> {
         let mut p = ExtentProperties::default();
         let mut seen = 0u64;
@@ -510,13 +483,26 @@ impl ExtentProperties {
                 P_INDEX_SIZE => p.index_size = num32()?,
                 P_FILTER_SIZE => p.filter_size = num32()?,
                 P_BLOOM_BITS => p.bloom_bits_per_key = num32()?,
+                P_COMPRESSION => {
+                    p.compression = u8::try_from(num()?)
+                        .ok()
+                        .filter(|c| super::Compression::from_u8(*c).is_some())
+                        .ok_or_else(|| format!("unknown codec in property {tag} at {at}"))?
+                }
                 _ => {}
             }
         }
-        let all = ((1u64 << (P_MAX_KNOWN + 1)) - 1) & !1;
-        if seen != all {
-            let missing: Vec<u32> = (1..=P_MAX_KNOWN).filter(|t| seen & (1 << t) == 0).collect();
+        let all = ((1u64 << (P_MAX_REQUIRED + 1)) - 1) & !1;
+        if seen & all != all {
+            let missing: Vec<u32> = (1..=P_MAX_REQUIRED).filter(|t| seen & (1 << t) == 0).collect();
             return Err(format!("properties block lacks tags {missing:?}"));
+        }
+        if seen & (1 << P_COMPRESSION) == 0 {
+            p.compression = if p.compressed_blocks > 0 {
+                super::Compression::Lz4 as u8
+            } else {
+                super::Compression::None as u8
+            };
         }
         Ok(p)
     }
@@ -561,8 +547,8 @@ mod tests {
         assert!(Footer::decode(&enc[..10]).is_err());
         let older = Footer { version: 1, ..f }.encode();
         assert_eq!(Footer::decode(&older).map(|f| f.version), Ok(1));
-        let newer = Footer { version: 4, ..f }.encode();
-        assert_eq!(Footer::decode(&newer), Err(FooterError::Version(4)));
+        let newer = Footer { version: 5, ..f }.encode();
+        assert_eq!(Footer::decode(&newer), Err(FooterError::Version(5)));
     }
 
     #[test]
@@ -671,6 +657,8 @@ mod tests {
             index_size: 3000,
             filter_size: 15_000,
             bloom_bits_per_key: 10,
+            // Not encoded before format 4: derived from `compressed_blocks`.
+            compression: 1,
         };
         let mut enc = p.encode();
         assert!(enc.len() <= props_size_bound(p.smallest.len(), p.largest.len()));
@@ -687,5 +675,20 @@ mod tests {
         dup.extend_from_slice(&full[..3]);
         assert!(ExtentProperties::decode(&dup).is_err());
         assert!(ExtentProperties::decode(&[]).is_err());
+        // Format 4 records the codec, even one no block shrank with.
+        let v4 = ExtentProperties {
+            format_version: 4,
+            compressed_blocks: 0,
+            compression: 2,
+            ..p.clone()
+        };
+        assert_eq!(ExtentProperties::decode(&v4.encode()).unwrap(), v4);
+        let unknown = ExtentProperties {
+            compression: 9,
+            ..v4.clone()
+        };
+        assert!(ExtentProperties::decode(&unknown.encode())
+            .unwrap_err()
+            .contains("codec"));
     }
 }

@@ -28,6 +28,7 @@
 
 mod block;
 mod builder;
+pub(crate) mod codec;
 mod filter;
 pub(crate) mod format;
 mod packed;
@@ -69,6 +70,9 @@ pub(crate) enum Compression {
     /// LZ4 block format (lz4_flex), prefixed by the varint32 uncompressed length. A data block
     /// is stored compressed only when that saves at least 12.5 %.
     Lz4 = 1,
+    /// A zstd frame (any level), prefixed by the varint32 uncompressed length (extent format 4
+    /// on).
+    Zstd = 2,
 }
 
 impl Compression {
@@ -77,6 +81,7 @@ impl Compression {
         match b {
             0 => Some(Compression::None),
             1 => Some(Compression::Lz4),
+            2 => Some(Compression::Zstd),
             _ => None,
         }
     }
@@ -97,6 +102,8 @@ pub(crate) struct ExtentOptions {
     /// Compression of data blocks (default LZ4; index, filter and properties are never
     /// compressed).
     pub compression: Compression,
+    /// zstd level (default 3); other codecs ignore it.
+    pub compression_level: i32,
     /// Data blocks carry a hash index of their user keys for point lookups (default true).
     pub hash_index: bool,
 }
@@ -108,6 +115,7 @@ impl Default for ExtentOptions {
             restart_interval: 16,
             bloom_bits_per_key: 10,
             compression: Compression::Lz4,
+            compression_level: codec::DEFAULT_ZSTD_LEVEL,
             hash_index: true,
         }
     }

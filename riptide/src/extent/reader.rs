@@ -15,11 +15,13 @@ use std::sync::Arc;
 
 use super::block::{Block, BlockIter};
 #[cfg(any(test, feature = "fuzzing"))]
-use super::builder::{BuiltExtent, RawBlock};
+use super::builder::BuiltExtent;
+use super::builder::RawBlock;
+use super::codec::decompress;
 use super::filter::{hash64, Filter};
 use super::format::{
-    check_block, decode_index, decompress_lz4, ExtentProperties, Footer, FooterError, Handle, IndexEntry,
-    BLOCK_STATS_VERSION, EXTENT_FORMAT_VERSION, FOOTER_SIZE, TRAILER_SIZE,
+    check_block, decode_index, ExtentProperties, Footer, FooterError, Handle, IndexEntry, BLOCK_STATS_VERSION,
+    EXTENT_FORMAT_VERSION, FOOTER_SIZE, TRAILER_SIZE,
 };
 use super::point::{PointRead, PointScratch};
 use super::{Compression, PackedKeys, EXTENT_SIZE};
@@ -334,8 +336,8 @@ impl ExtentReader {
                 buf.truncate(e.size as usize);
                 buf
             }
-            Some(Compression::Lz4) => {
-                decompress_lz4(&buf[..e.size as usize]).map_err(|r| Error::corruption(&*self.path, at, r))?
+            Some(codec) => {
+                decompress(codec, &buf[..e.size as usize]).map_err(|r| Error::corruption(&*self.path, at, r))?
             }
             None => {
                 return Err(Error::corruption(
@@ -349,9 +351,8 @@ impl ExtentReader {
     }
 
     /// Reads data block `i` verbatim (CRC verified, not decoded) for reuse by compaction
-    /// (`super::ExtentBuilder::add_raw_block`; compaction uses
+    /// (`super::ExtentBuilder::add_raw_block`; a compaction that keeps the codec uses
     /// [`super::ExtentBuilder::copy_block`], which reads into the output directly).
-    #[cfg(any(test, feature = "fuzzing"))]
     pub fn read_raw_block(&self, file: &dyn ReadableFile, i: usize) -> Result<RawBlock> {
         let e = self.entry(i)?;
         let (stored, _) = self.read_stored(file, e)?;

@@ -330,11 +330,8 @@ fn random_opts(rng: &mut StdRng) -> ExtentOptions {
         block_size: [64, 256, 1024, 4096, 16 << 10][rng.random_range(0..5)],
         restart_interval: [1, 2, 3, 16, 32][rng.random_range(0..5)],
         bloom_bits_per_key: [0, 1, 10, 20][rng.random_range(0..4)],
-        compression: if rng.random_bool(0.5) {
-            Compression::Lz4
-        } else {
-            Compression::None
-        },
+        compression: [Compression::Lz4, Compression::None, Compression::Zstd][rng.random_range(0..3)],
+        compression_level: rng.random_range(-3..=9),
         hash_index: rng.random_bool(0.5),
     }
 }
@@ -784,8 +781,8 @@ fn missing_truncated_or_foreign_extents() {
     assert!(matches!(
         ExtentReader::open(&newer, &path(), BASE, 1),
         Err(Error::UnsupportedFormat {
-            found: 4,
-            supported: 3,
+            found: 5,
+            supported: 4,
             ..
         })
     ));
@@ -1135,7 +1132,7 @@ fn constants() {
     assert_eq!(EXTENT_SIZE, 2 << 20);
     assert_eq!(FOOTER_SIZE, 64);
     assert_eq!(EXTENT_MAGIC.to_le_bytes(), *b"RPTEXTNT");
-    assert_eq!(EXTENT_FORMAT_VERSION, 3);
+    assert_eq!(EXTENT_FORMAT_VERSION, 4);
     let _ = Path::new("");
 }
 
@@ -1172,7 +1169,8 @@ mod prop {
                 block_size,
                 restart_interval,
                 bloom_bits_per_key: bits,
-                compression: if lz4 { Compression::Lz4 } else { Compression::None },
+                compression: if lz4 { Compression::Lz4 } else { Compression::Zstd },
+                compression_level: 1,
                 hash_index: lz4,
             };
             let built = build(&entries, opts.clone());

@@ -55,9 +55,9 @@ impl BenchEngine for FjallEngine {
                 "--max_write_buffer_number: a RocksDB option; fjall has no fixed memtable count".into(),
             ));
         }
-        if cfg.compression == Compression::Zstd {
+        if cfg.compression == Compression::Zstd || cfg.bottommost_compression == Compression::Zstd {
             return Err(BenchError::Usage(
-                "--compression_type=zstd: fjall supports none and lz4".into(),
+                "--compression_type=zstd / --bottommost_compression_type=zstd: fjall supports none and lz4".into(),
             ));
         }
         if cfg.row_cache_size > 0 {
@@ -93,10 +93,18 @@ impl BenchEngine for FjallEngine {
     /// no compression (data blocks and journal), a block cache of `--cache_size`, memtables of
     /// `write_buffer_size`; journal always on; `--sync` = `PersistMode::SyncData` per batch.
     fn open(cfg: &Config) -> Result<Self, BenchError> {
-        let (blocks, journal) = match cfg.compression {
-            Compression::Lz4 => (CompressionPolicy::all(CompressionType::Lz4), CompressionType::Lz4),
-            _ => (CompressionPolicy::disabled(), CompressionType::None),
+        let fjall_type = |c: Compression| match c {
+            Compression::Lz4 => CompressionType::Lz4,
+            _ => CompressionType::None,
         };
+        let (upper, bottom) = (fjall_type(cfg.compression), fjall_type(cfg.bottommost_compression));
+        // fjall's 7 levels: the last takes the bottommost codec.
+        let blocks = if upper == bottom {
+            CompressionPolicy::all(upper)
+        } else {
+            CompressionPolicy::new(vec![upper, upper, upper, upper, upper, upper, bottom])
+        };
+        let journal = upper;
         let db = Database::builder(&cfg.db)
             .cache_size(cfg.cache_size as u64)
             .journal_compression(journal)
@@ -148,7 +156,15 @@ impl BenchEngine for FjallEngine {
             ),
             (
                 "compression",
-                format!("{} (data blocks and journal)", cfg.compression.name()),
+                if cfg.bottommost_compression == cfg.compression {
+                    format!("{} (data blocks and journal)", cfg.compression.name())
+                } else {
+                    format!(
+                        "{} (data blocks and journal; last level: {})",
+                        cfg.compression.name(),
+                        cfg.bottommost_compression.name()
+                    )
+                },
             ),
             (
                 "block_cache_size",

@@ -28,7 +28,9 @@ pub mod fjall;
 pub mod rocksdb;
 
 pub use super::error::EngineError;
-pub use super::flags::{Compression, EngineKind};
+#[cfg(any(test, feature = "bench-rocksdb", feature = "bench-fjall"))]
+pub use super::flags::Compression;
+pub use super::flags::EngineKind;
 
 use super::error::BenchError;
 use super::flags::Config;

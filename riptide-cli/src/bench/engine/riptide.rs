@@ -12,7 +12,6 @@ use super::{
     bytes, durability_options, hit_ratio, mb, mb_per_sec, BenchEngine, Cursor, Description, EngineError, RunTotals,
     SnapshotReader, WriteStopWatch,
 };
-use crate::bench::engine::Compression;
 use crate::bench::error::BenchError;
 use crate::bench::flags::Config;
 use crate::bench::profile::Profile;
@@ -192,12 +191,6 @@ impl BenchEngine for RiptideEngine {
     type Cursor<'a> = DbIterator;
 
     fn check(cfg: &Config) -> Result<(), BenchError> {
-        if cfg.compression == Compression::Zstd {
-            return Err(BenchError::Usage(format!(
-                "--compression_type={}: Riptide compresses data blocks with lz4 only (use none or lz4)",
-                cfg.compression.name()
-            )));
-        }
         if cfg.max_write_buffer_number.is_some() {
             return Err(BenchError::Usage(
                 "--max_write_buffer_number: a RocksDB option; Riptide keeps 1 active + up to immutable_stop_trigger \
@@ -252,11 +245,17 @@ impl BenchEngine for RiptideEngine {
             ),
             (
                 "compression",
-                match o.compression {
-                    ::riptide::Compression::None => "none".to_string(),
-                    ::riptide::Compression::Lz4 => {
-                        "lz4 (data blocks; a block is kept compressed only if that saves 12.5%)".to_string()
-                    }
+                if o.compression_per_level
+                    .iter()
+                    .all(|c| *c == ::riptide::Compression::None)
+                {
+                    "none".to_string()
+                } else {
+                    let names: Vec<String> = o.compression_per_level.iter().map(|c| c.name()).collect();
+                    format!(
+                        "{} in L0, L1, L2 (data blocks; a block is kept compressed only if that saves 12.5%)",
+                        names.join(", ")
+                    )
                 },
             ),
             (

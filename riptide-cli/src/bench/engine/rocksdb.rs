@@ -147,6 +147,12 @@ impl RocksDbEngine {
         opts.create_if_missing(true);
         opts.set_block_based_table_factory(&table);
         opts.set_compression_type(compression(cfg.compression));
+        // Window bits -14 and strategy 0 are RocksDB's defaults; only the level changes.
+        opts.set_compression_options(-14, cfg.compression_level, 0, 0);
+        if cfg.bottommost_compression != cfg.compression {
+            opts.set_bottommost_compression_type(compression(cfg.bottommost_compression));
+            opts.set_bottommost_compression_options(-14, cfg.compression_level, 0, 0, true);
+        }
         opts.set_write_buffer_size(cfg.options.write_buffer_size);
         opts.set_max_write_buffer_number(Self::max_write_buffer_number(cfg) as i32);
         let row_cache = (cfg.row_cache_size > 0).then(|| Cache::new_lru_cache(cfg.row_cache_size));
@@ -256,7 +262,18 @@ impl BenchEngine for RocksDbEngine {
                     "0 (no filter)".to_string()
                 },
             ),
-            ("compression", cfg.compression.name().to_string()),
+            (
+                "compression",
+                if cfg.bottommost_compression == cfg.compression {
+                    cfg.compression.name().to_string()
+                } else {
+                    format!(
+                        "{} (bottommost level: {})",
+                        cfg.compression.name(),
+                        cfg.bottommost_compression.name()
+                    )
+                },
+            ),
             ("block_cache_size", format!("{} (LRU)", bytes(cfg.cache_size as u64))),
             (
                 "row_cache_size",

@@ -59,8 +59,14 @@ pub struct Config {
     /// Entries between restart points in data blocks.
     #[cfg_attr(not(any(feature = "bench-rocksdb", feature = "bench-fjall")), allow(dead_code))]
     pub block_restart_interval: usize,
-    /// Block compression.
+    /// Block compression (riptide: L0 and L1; rocksdb: all levels but the bottommost).
     pub compression: Compression,
+    /// Block compression of the bottommost level (riptide: L2).
+    #[cfg_attr(not(any(feature = "bench-rocksdb", feature = "bench-fjall")), allow(dead_code))]
+    pub bottommost_compression: Compression,
+    /// zstd level.
+    #[cfg_attr(not(any(feature = "bench-rocksdb", feature = "bench-fjall")), allow(dead_code))]
+    pub compression_level: i32,
     /// Row cache bytes; 0 = none.
     #[cfg_attr(not(any(feature = "bench-rocksdb", feature = "bench-fjall")), allow(dead_code))]
     pub row_cache_size: usize,
@@ -186,6 +192,12 @@ impl Config {
             "must be in 1..=128",
         )? as usize;
         let compression = Compression::from_name(&f.compression_type)?;
+        let bottommost_compression = match &f.bottommost_compression_type {
+            Some(name) => Compression::from_name(name)?,
+            None => compression,
+        };
+        let compression_level =
+            in_range("compression_level", f.compression_level, -7, 22, "must be in -7..=22")? as i32;
         let row_cache_size =
             in_range("row_cache_size", f.row_cache_size, 0, i64::MAX, "must not be negative")? as usize;
         let read_random_exp_range = f.read_random_exp_range;
@@ -298,11 +310,14 @@ impl Config {
             options.block_size = block_size;
             options.block_restart_interval = block_restart_interval;
             options.bloom_bits_per_key = bloom_bits;
-            options.compression = match compression {
+            let codec = |c: Compression| match c {
                 Compression::None => riptide::Compression::None,
-                // Zstd is refused by the Riptide adapter's check below.
-                Compression::Lz4 | Compression::Zstd => riptide::Compression::Lz4,
+                Compression::Lz4 => riptide::Compression::Lz4,
+                Compression::Zstd => riptide::Compression::Zstd {
+                    level: compression_level,
+                },
             };
+            options.compression_per_level = [codec(compression), codec(compression), codec(bottommost_compression)];
             options.block_cache_size = cache_size;
             options.row_cache_size = row_cache_size;
             if let Some(n) = max_background_flushes {
@@ -378,6 +393,8 @@ impl Config {
             bloom_bits,
             block_restart_interval,
             compression,
+            bottommost_compression,
+            compression_level,
             row_cache_size,
             read_random_exp_range,
             zipf,
@@ -610,7 +627,23 @@ mod tests {
             (o.block_cache_size, o.row_cache_size, o.bloom_bits_per_key, o.block_size),
             (1 << 20, 4096, 7, 4096)
         );
-        assert_eq!(o.compression, riptide::Compression::Lz4);
+        assert_eq!(o.compression_per_level, [riptide::Compression::Lz4; 3]);
+        let z = parse(&[
+            "--compression_type=lz4",
+            "--bottommost_compression_type=zstd",
+            "--compression_level=5",
+        ])
+        .unwrap();
+        assert_eq!(
+            z.options.compression_per_level,
+            [
+                riptide::Compression::Lz4,
+                riptide::Compression::Lz4,
+                riptide::Compression::Zstd { level: 5 }
+            ]
+        );
+        assert!(parse(&["--compression_level=23"]).is_err());
+        assert!(parse(&["--bottommost_compression_type=snappy"]).is_err());
         assert_eq!(
             (
                 o.max_flushes,
@@ -628,7 +661,7 @@ mod tests {
         let d = parse(&[]).unwrap();
         let (o, r) = (&d.options, Options::default());
         assert_eq!((o.block_cache_size, o.row_cache_size), (8 << 20, 0));
-        assert_eq!(o.compression, riptide::Compression::None);
+        assert_eq!(o.compression_per_level, [riptide::Compression::None; 3]);
         assert_eq!((o.bloom_bits_per_key, o.block_size), (10, 16 << 10));
         assert_eq!(
             (o.max_flushes, o.level0_layer_trigger),

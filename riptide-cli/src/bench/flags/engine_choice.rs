@@ -106,6 +106,7 @@ impl Compression {
     }
 
     /// The db_bench name.
+    #[cfg_attr(not(any(feature = "bench-rocksdb", feature = "bench-fjall")), allow(dead_code))]
     pub fn name(self) -> &'static str {
         match self {
             Compression::None => "none",

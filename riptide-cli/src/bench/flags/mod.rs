@@ -20,7 +20,9 @@ mod workload_settings;
 
 pub use benchmark::Benchmark;
 pub use config::Config;
-pub use engine_choice::{Compression, EngineKind};
+#[cfg(any(test, feature = "bench-rocksdb", feature = "bench-fjall"))]
+pub use engine_choice::Compression;
+pub use engine_choice::EngineKind;
 #[cfg(test)]
 pub use workload_settings::Mix;
 pub use workload_settings::{Layout, TsunamiConfig, XIsolation, XbenchConfig};
@@ -257,7 +259,8 @@ pub struct BenchFlags {
     )]
     pub bloom_bits: i64,
 
-    /// Block compression: none, lz4 or zstd (rocksdb only)
+    /// Block compression: none, lz4 or zstd (riptide: L0 and L1; rocksdb: every level but the
+    /// bottommost)
     #[arg(
         long = "compression_type",
         alias = "compression-type",
@@ -265,6 +268,25 @@ pub struct BenchFlags {
         default_value = "none"
     )]
     pub compression_type: String,
+
+    /// Block compression of the bottommost level (riptide: L2): none, lz4 or zstd; default:
+    /// --compression_type
+    #[arg(
+        long = "bottommost_compression_type",
+        alias = "bottommost-compression-type",
+        value_name = "NAME"
+    )]
+    pub bottommost_compression_type: Option<String>,
+
+    /// zstd level (riptide, rocksdb)
+    #[arg(
+        long = "compression_level",
+        alias = "compression-level",
+        value_name = "N",
+        default_value_t = riptide::DEFAULT_ZSTD_LEVEL as i64,
+        allow_negative_numbers = true
+    )]
+    pub compression_level: i64,
 
     /// Row cache size in bytes (riptide, rocksdb); 0 = none
     #[arg(

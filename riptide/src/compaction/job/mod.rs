@@ -94,6 +94,9 @@ pub(crate) struct JobStats {
     /// Of `blocks_reused`, blocks decoded to compute their index entry and filter lines
     /// (copied from an extent older than format 3, or with other bloom bits per key).
     pub(crate) blocks_reused_decoded: u64,
+    /// Of `blocks_reused`, blocks whose source extent was written with another codec than
+    /// the output level's, recompressed (decompressed and compressed again, entries kept).
+    pub(crate) blocks_recompressed: u64,
     pub(crate) blocks_merged: u64,
     pub(crate) bytes_read: u64,
     pub(crate) bytes_written: u64,
@@ -106,6 +109,7 @@ impl JobStats {
         self.extents_reused += o.extents_reused;
         self.blocks_reused += o.blocks_reused;
         self.blocks_reused_decoded += o.blocks_reused_decoded;
+        self.blocks_recompressed += o.blocks_recompressed;
         self.blocks_merged += o.blocks_merged;
         self.bytes_read += o.bytes_read;
         self.bytes_written += o.bytes_written;

@@ -59,7 +59,10 @@ pub(super) fn run_task(
                     out.close()?;
                     continue;
                 }
-                if plan.reuse && !purge && !plan.force {
+                // An extent of another codec than the output level's is copied block by
+                // block (recompressed), not re-linked.
+                let same_codec = || -> Result<bool> { Ok(!out.builder.recompresses(&store.open(e)?.reader)) };
+                if plan.reuse && !purge && !plan.force && same_codec()? {
                     out.close()?;
                     result.stats.extents_reused += 1;
                     result.moved.push((*level, *layer, e.clone()));
@@ -133,7 +136,8 @@ pub(super) fn copyable(plan: &Plan, out: &Output<'_>, b: &BlockRef<'_>) -> bool 
     !purge && !out.fence_within(b.lo, b.hi)
 }
 
-/// Copies block `b` verbatim into the output (no decompression, no re-encoding).
+/// Copies block `b` into the output without re-encoding its entries: verbatim, or
+/// recompressed when its extent was written with another codec than the output's.
 pub(super) fn copy_block(
     store: &ExtentStore,
     b: &BlockRef<'_>,
@@ -143,11 +147,22 @@ pub(super) fn copy_block(
     let entry = &b.open.reader.index()[b.index];
     out.cross_fences(b.lo)?;
     let stored = entry.stored_size();
-    let after = out.builder.estimated_size_after_copy(&b.open.reader, b.index)?;
-    out.make_room(after - out.builder.estimated_size())?;
-    let decoded = out.builder.decoded_copies();
-    out.builder.copy_block(&b.open.reader, b.open.file.as_ref(), b.index)?;
-    result.stats.blocks_reused_decoded += u64::from(out.builder.decoded_copies() - decoded);
+    if out.builder.recompresses(&b.open.reader) {
+        let raw = out
+            .builder
+            .recompressed_block(&b.open.reader, b.open.file.as_ref(), b.index)?;
+        let after = out.builder.estimated_size_after_raw(&raw);
+        out.make_room(after - out.builder.estimated_size())?;
+        out.builder.add_raw_block(&raw)?;
+        result.stats.blocks_recompressed += 1;
+        result.stats.blocks_reused_decoded += 1;
+    } else {
+        let after = out.builder.estimated_size_after_copy(&b.open.reader, b.index)?;
+        out.make_room(after - out.builder.estimated_size())?;
+        let decoded = out.builder.decoded_copies();
+        out.builder.copy_block(&b.open.reader, b.open.file.as_ref(), b.index)?;
+        result.stats.blocks_reused_decoded += u64::from(out.builder.decoded_copies() - decoded);
+    }
     if is_cached(store, b) {
         result.hot.push(HotBlock::Copied {
             old: (b.extent.cache_id, entry.offset),

@@ -114,4 +114,23 @@ impl ExtentBuilder {
             + filter
             + 2 * key)
     }
+
+    /// Upper bound of [`Self::estimated_size`] after [`Self::add_raw_block`] of `raw`: the
+    /// block as stored there, its index entry, filter lines for every entry (it is decoded) and
+    /// the properties' keys.
+    pub fn estimated_size_after_raw(&self, raw: &RawBlock) -> usize {
+        let e = &raw.entry;
+        let bits = self.opts.bloom_bits_per_key as usize;
+        let filter = if bits == 0 {
+            0
+        } else {
+            (e.rows as usize * bits).div_ceil(512) * 64 + 64 + 4
+        };
+        let key = e.first_key.len().max(e.last_key.len());
+        self.estimated_size()
+            + raw.stored.len()
+            + IndexEntry::encoded_len_bound(e.first_key.len(), e.last_key.len())
+            + filter
+            + 2 * key
+    }
 }

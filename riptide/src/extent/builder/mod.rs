@@ -17,16 +17,16 @@
 mod estimate;
 mod reuse;
 
-#[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use reuse::RawBlock;
 
 use std::cmp::Ordering;
 
 use super::block::BlockBuilder;
+use super::codec::BlockCompressor;
 use super::filter::{build_filter, filter_block_size, hash64, BlockFilterBuilder};
 use super::format::{
-    check_block, compress_lz4, decompress_lz4, encode_index, props_size_bound, trailer, ExtentProperties, Footer,
-    Handle, IndexEntry, BLOCK_STATS_VERSION, EXTENT_FORMAT_VERSION, FOOTER_SIZE, TRAILER_SIZE,
+    check_block, encode_index, props_size_bound, trailer, ExtentProperties, Footer, Handle, IndexEntry,
+    BLOCK_STATS_VERSION, EXTENT_FORMAT_VERSION, FOOTER_SIZE, TRAILER_SIZE,
 };
 use super::reader::{append_exact_at, ExtentReader};
 use super::scan_entries;
@@ -102,6 +102,8 @@ pub(crate) struct ExtentBuilder {
     last_key: Vec<u8>,
     /// Running totals (`largest`, sizes and block counts are filled in by `finish`).
     props: ExtentProperties,
+    /// Compresses data blocks (keeps a zstd context between blocks).
+    compressor: BlockCompressor,
     /// Compression output buffer.
     scratch: Vec<u8>,
     /// Format version written (older versions only in tests of the readers' compatibility).
@@ -129,6 +131,7 @@ impl ExtentBuilder {
     /// extents neither reallocates nor touches fresh memory for each one.
     pub fn with_buffer(opts: ExtentOptions, mut buf: Vec<u8>) -> Self {
         let opts = opts.sanitized();
+        let compressor = BlockCompressor::new(opts.compression, opts.compression_level);
         let filter = BlockFilterBuilder::new(opts.bloom_bits_per_key);
         buf.clear();
         buf.reserve(EXTENT_SIZE as usize);
@@ -154,6 +157,7 @@ impl ExtentBuilder {
                 min_lsn: Lsn::MAX,
                 ..Default::default()
             },
+            compressor,
             scratch: Vec::new(),
             version: EXTENT_FORMAT_VERSION,
             decoded_copies: 0,
@@ -298,12 +302,8 @@ impl ExtentBuilder {
         }
         let raw = self.block.finish();
         let offset = self.out.len() as u64;
-        let (stored, ctype): (&[u8], Compression) =
-            if self.opts.compression == Compression::Lz4 && compress_lz4(raw, &mut self.scratch) {
-                (&self.scratch, Compression::Lz4)
-            } else {
-                (raw, Compression::None)
-            };
+        let ctype = self.compressor.compress(raw, &mut self.scratch);
+        let stored: &[u8] = if ctype == Compression::None { raw } else { &self.scratch };
         let size = u32::try_from(stored.len()).map_err(|_| invalid("value", "data block exceeds 4 GiB"))?;
         let sizes = (u32::try_from(self.blk_key_bytes), u32::try_from(self.blk_value_bytes));
         let (Ok(key_bytes), Ok(value_bytes)) = sizes else {
@@ -311,7 +311,7 @@ impl ExtentBuilder {
         };
         self.out.extend_from_slice(stored);
         self.out.extend_from_slice(&trailer(stored, ctype as u8));
-        if ctype == Compression::Lz4 {
+        if ctype != Compression::None {
             self.props.compressed_blocks += 1;
         }
         let entry = IndexEntry {
@@ -371,6 +371,7 @@ impl ExtentBuilder {
         let blocks = u32::try_from(self.index.len()).map_err(|_| invalid("extent", "too many data blocks"))?;
         let mut props = std::mem::take(&mut self.props);
         props.format_version = self.version;
+        props.compression = self.compressor.kind() as u8;
         props.largest = self.last_key.clone();
         props.data_blocks = blocks;
         props.data_size = data_size;

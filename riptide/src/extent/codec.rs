@@ -1,0 +1,293 @@
+//! Block codecs: how a data block's contents are compressed (the trailer's type byte says
+//! which; see `docs/format.md`).
+//!
+//! Stored forms:
+//! - type 0 (none): the block as is;
+//! - type 1 (LZ4): `varint32 raw_len ‖ LZ4 block` (lz4_flex block format);
+//! - type 2 (zstd, extent format 4 on): `varint32 raw_len ‖ zstd frame` (no checksum and no
+//!   content size in the frame: the trailer's CRC32C covers the stored bytes, the prefix gives
+//!   the size).
+//!
+//! Invariants:
+//! - A block is stored compressed only when that saves at least 12.5 % ([`worth_it`]);
+//!   otherwise it is stored as type 0, whatever the codec asked for.
+//! - [`decompress`] takes arbitrary bytes (the caller has checked the CRC, but a bug or a
+//!   crafted file may still hand it anything) and returns `Err(reason)`, never panics, and
+//!   never allocates more than [`MAX_DECOMPRESSED`] bytes or far beyond what the stored bytes
+//!   can expand to; the output length must equal the prefix exactly.
+//! - Any zstd level decodes with the same decoder: blocks of one type are interchangeable
+//!   whatever level wrote them (compaction copies them between extents of different levels).
+
+use std::cell::RefCell;
+
+use super::Compression;
+use crate::coding::{get_varint32, put_varint};
+
+/// Largest decompressed block accepted (a bound against absurd length prefixes).
+pub(crate) const MAX_DECOMPRESSED: usize = 1 << 30;
+
+/// Most bytes one stored zstd byte may expand to (zstd's RLE blocks reach about 32,768).
+const ZSTD_MAX_RATIO: usize = 1 << 16;
+
+/// zstd level used when none is given (RocksDB's default for zstd too).
+pub(crate) const DEFAULT_ZSTD_LEVEL: i32 = 3;
+
+/// True if `stored` bytes are worth storing instead of `raw_len` raw bytes (a saving of at
+/// least 12.5 %).
+fn worth_it(stored: usize, raw_len: usize) -> bool {
+    stored <= raw_len - raw_len / 8
+}
+
+/// Compresses data blocks for one extent builder (keeps the zstd context between blocks).
+pub(crate) struct BlockCompressor {
+    kind: Compression,
+    level: i32,
+    zstd: Option<zstd::bulk::Compressor<'static>>,
+}
+
+impl BlockCompressor {
+    /// A compressor for `kind` (at zstd level `level`; ignored by the other codecs).
+    pub(crate) fn new(kind: Compression, level: i32) -> Self {
+        BlockCompressor {
+            kind,
+            level,
+            zstd: None,
+        }
+    }
+
+    /// The stored type this compressor aims for.
+    pub(crate) fn kind(&self) -> Compression {
+        self.kind
+    }
+
+    /// Compresses `raw` into `out` (cleared first). Returns the stored type: `self.kind()`,
+    /// or [`Compression::None`] (and `out` unspecified) when compressing would not save
+    /// 12.5 % or the codec failed (the block is then stored raw: nothing is lost).
+    pub(crate) fn compress(&mut self, raw: &[u8], out: &mut Vec<u8>) -> Compression {
+        out.clear();
+        if raw.is_empty() {
+            return Compression::None;
+        }
+        let ok = match self.kind {
+            Compression::None => false,
+            Compression::Lz4 => compress_lz4(raw, out),
+            Compression::Zstd => self.compress_zstd(raw, out),
+        };
+        if ok {
+            self.kind
+        } else {
+            Compression::None
+        }
+    }
+
+    fn compress_zstd(&mut self, raw: &[u8], out: &mut Vec<u8>) -> bool {
+        if self.zstd.is_none() {
+            let Ok(mut c) = zstd::bulk::Compressor::new(self.level) else {
+                return false;
+            };
+            // The trailer's CRC covers the bytes and the prefix gives the size.
+            let configured = c.include_checksum(false).is_ok() && c.include_contentsize(false).is_ok();
+            if !configured {
+                return false;
+            }
+            self.zstd = Some(c);
+        }
+        let Some(c) = self.zstd.as_mut() else {
+            return false;
+        };
+        put_varint(out, raw.len() as u64);
+        let hdr = out.len();
+        out.resize(hdr + zstd::zstd_safe::compress_bound(raw.len()), 0);
+        let n = c.compress_to_buffer(raw, &mut out[hdr..]);
+        match n {
+            Ok(n) if worth_it(hdr + n, raw.len()) => {
+                out.truncate(hdr + n);
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Compresses `raw` with LZ4 into `out` (`varint32 raw_len ‖ lz4 block`); false (and `out`
+/// unspecified) when that would not save at least 12.5 %.
+pub(crate) fn compress_lz4(raw: &[u8], out: &mut Vec<u8>) -> bool {
+    out.clear();
+    put_varint(out, raw.len() as u64);
+    let hdr = out.len();
+    out.resize(hdr + lz4_flex::block::get_maximum_output_size(raw.len()), 0);
+    match lz4_flex::block::compress_into(raw, &mut out[hdr..]) {
+        Ok(n) if worth_it(hdr + n, raw.len()) => {
+            out.truncate(hdr + n);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Decompresses the stored `contents` of a block of type `kind` (the caller has checked its
+/// CRC). Type 0 is copied.
+pub(crate) fn decompress(kind: Compression, contents: &[u8]) -> Result<Vec<u8>, String> {
+    match kind {
+        Compression::None => Ok(contents.to_vec()),
+        Compression::Lz4 => decompress_lz4(contents),
+        Compression::Zstd => decompress_zstd(contents),
+    }
+}
+
+/// Splits `varint32 raw_len ‖ body`, checking `raw_len` against the bounds of a codec that
+/// expands at most `max_ratio` times.
+fn split_prefix<'a>(contents: &'a [u8], codec: &str, max_ratio: usize) -> Result<(usize, &'a [u8]), String> {
+    let mut pos = 0;
+    let raw_len = get_varint32(contents, &mut pos).ok_or_else(|| format!("malformed {codec} length prefix"))? as usize;
+    let body = &contents[pos..];
+    if raw_len > MAX_DECOMPRESSED || raw_len > body.len().saturating_mul(max_ratio).saturating_add(16) {
+        return Err(format!(
+            "implausible decompressed length {raw_len} for {} {codec} bytes",
+            body.len()
+        ));
+    }
+    Ok((raw_len, body))
+}
+
+/// Decompresses LZ4 block contents written by [`compress_lz4`].
+pub(crate) fn decompress_lz4(contents: &[u8]) -> Result<Vec<u8>, String> {
+    // LZ4 cannot expand more than 255x; anything beyond is a damaged prefix.
+    let (raw_len, body) = split_prefix(contents, "LZ4", 255)?;
+    let mut out = vec![0u8; raw_len];
+    match lz4_flex::block::decompress_into(body, &mut out) {
+        Ok(n) if n == raw_len => Ok(out),
+        Ok(n) => Err(format!("LZ4 block decompressed to {n} bytes, expected {raw_len}")),
+        Err(e) => Err(format!("LZ4 block does not decompress: {e}")),
+    }
+}
+
+thread_local! {
+    /// One zstd decompression context per thread (creating one per block costs more than
+    /// decompressing a small block).
+    static ZSTD_DECODER: RefCell<Option<zstd::bulk::Decompressor<'static>>> = const { RefCell::new(None) };
+}
+
+/// Decompresses zstd block contents written by [`BlockCompressor`].
+fn decompress_zstd(contents: &[u8]) -> Result<Vec<u8>, String> {
+    let (raw_len, body) = split_prefix(contents, "zstd", ZSTD_MAX_RATIO)?;
+    ZSTD_DECODER.with(|cell| {
+        let mut slot = cell.try_borrow_mut().map_err(|_| "zstd decoder in use".to_string())?;
+        if slot.is_none() {
+            *slot = Some(zstd::bulk::Decompressor::new().map_err(|e| format!("zstd decoder: {e}"))?);
+        }
+        let d = slot.as_mut().ok_or("zstd decoder missing")?;
+        let mut out = Vec::with_capacity(raw_len);
+        match d.decompress_to_buffer(body, &mut out) {
+            Ok(n) if n == raw_len && out.len() == raw_len => Ok(out),
+            Ok(n) => Err(format!("zstd block decompressed to {n} bytes, expected {raw_len}")),
+            Err(e) => {
+                // A failed frame may leave the context mid-frame: start the next one afresh.
+                *slot = None;
+                Err(format!("zstd block does not decompress: {e}"))
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(n: usize) -> Vec<u8> {
+        (0..n).map(|i| b"riptide-row-"[i % 12] ^ ((i / 97) as u8 & 3)).collect()
+    }
+
+    #[test]
+    fn every_codec_round_trips_and_reports_its_type() {
+        let raw = sample(16 << 10);
+        for kind in [Compression::None, Compression::Lz4, Compression::Zstd] {
+            for level in [1, 3, 19] {
+                let mut c = BlockCompressor::new(kind, level);
+                let mut out = Vec::new();
+                let stored_as = c.compress(&raw, &mut out);
+                assert_eq!(stored_as, kind, "{kind:?} level {level}");
+                let back = match stored_as {
+                    Compression::None => raw.clone(),
+                    k => decompress(k, &out).unwrap(),
+                };
+                assert_eq!(back, raw);
+                if kind != Compression::None {
+                    assert!(out.len() < raw.len() / 2, "{kind:?}: {} bytes", out.len());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn incompressible_blocks_are_stored_raw() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let raw: Vec<u8> = (0..4096)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        for kind in [Compression::Lz4, Compression::Zstd] {
+            let mut out = Vec::new();
+            assert_eq!(
+                BlockCompressor::new(kind, 3).compress(&raw, &mut out),
+                Compression::None
+            );
+        }
+    }
+
+    #[test]
+    fn a_compressor_reuses_its_context_across_blocks() {
+        let mut c = BlockCompressor::new(Compression::Zstd, 3);
+        let mut out = Vec::new();
+        for n in [1000, 16 << 10, 300, 64 << 10] {
+            let raw = sample(n);
+            assert_eq!(c.compress(&raw, &mut out), Compression::Zstd);
+            assert_eq!(decompress(Compression::Zstd, &out).unwrap(), raw);
+        }
+    }
+
+    #[test]
+    fn damaged_zstd_contents_are_errors_never_panics() {
+        let raw = sample(8 << 10);
+        let mut out = Vec::new();
+        assert_eq!(
+            BlockCompressor::new(Compression::Zstd, 3).compress(&raw, &mut out),
+            Compression::Zstd
+        );
+        // Every single-byte flip: an error or (rarely, in literals) different bytes; never a
+        // panic, and never the wrong length.
+        for i in 0..out.len() {
+            let mut bad = out.clone();
+            bad[i] ^= 0x41;
+            if let Ok(v) = decompress(Compression::Zstd, &bad) {
+                let mut pos = 0;
+                assert_eq!(v.len() as u32, get_varint32(&bad, &mut pos).unwrap());
+            }
+        }
+        // Truncations.
+        for n in 0..out.len() {
+            let _ = decompress(Compression::Zstd, &out[..n]);
+        }
+        // A length prefix beyond what the body can expand to is refused before allocating.
+        let mut huge = Vec::new();
+        put_varint(&mut huge, (MAX_DECOMPRESSED as u64) - 1);
+        huge.extend_from_slice(&out[2..]);
+        assert!(decompress(Compression::Zstd, &huge)
+            .unwrap_err()
+            .contains("implausible"));
+        // The decoder still works after a failure.
+        assert_eq!(decompress(Compression::Zstd, &out).unwrap(), raw);
+    }
+
+    #[test]
+    fn damaged_lz4_prefix_is_refused() {
+        let mut bad = Vec::new();
+        put_varint(&mut bad, 1 << 29);
+        bad.extend_from_slice(&[0u8; 8]);
+        assert!(decompress(Compression::Lz4, &bad).unwrap_err().contains("implausible"));
+    }
+}

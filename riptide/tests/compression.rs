@@ -1,0 +1,253 @@
+//! Compression per level and per-table options, end to end: each level's extents are written
+//! with its codec (the extents' properties say which), compaction into a level of another
+//! codec recompresses what it copies and re-links nothing, zstd stores the same rows in fewer
+//! bytes than LZ4, and a table's own options persist in the catalog and apply to it alone.
+
+use riptide::fs::FaultFs;
+use riptide::{inspect, Compression, Db, Error, Options, ReadOptions, Table, TableOptions};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+fn opts(fs: &FaultFs, codecs: [Compression; 3]) -> Options {
+    Options {
+        fs: Arc::new(fs.clone()),
+        write_buffer_size: 256 << 10,
+        compression_per_level: codecs,
+        // Every move between levels is an explicit call.
+        level0_layer_trigger: 1000,
+        level0_extents_trigger: 1000,
+        level1_extents_trigger: 1000,
+        level1_dynamic_trigger: false,
+        level0_slowdown_layers: 1000,
+        level0_stop_layers: 1000,
+        ..Default::default()
+    }
+}
+
+/// Rows that compress as real rows do: repeated field names, a few distinct words, numbers.
+fn row(i: u64, gen: u64) -> Vec<u8> {
+    const WORDS: [&str; 8] = ["pending", "shipped", "paid", "refund", "east", "west", "gold", "basic"];
+    format!(
+        "{{\"order\":{i},\"gen\":{gen},\"status\":\"{}\",\"region\":\"{}\",\"tier\":\"{}\",\"amount\":{}.{:02}}}",
+        WORDS[(i % 4) as usize],
+        WORDS[4 + (i % 2) as usize],
+        WORDS[6 + (i / 7 % 2) as usize],
+        i * 37 % 1000,
+        i % 100
+    )
+    .into_bytes()
+}
+
+fn key(i: u64) -> Vec<u8> {
+    format!("order/{i:08}").into_bytes()
+}
+
+fn check(t: &Table, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
+    let got: Vec<(Vec<u8>, Vec<u8>)> = t
+        .iter(&ReadOptions::default())
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let want: Vec<(Vec<u8>, Vec<u8>)> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    assert!(
+        got == want,
+        "scan differs from the model ({} vs {} rows)",
+        got.len(),
+        want.len()
+    );
+    for (k, v) in model.iter().step_by(13) {
+        assert_eq!(t.get(k).unwrap().as_deref(), Some(&v[..]));
+    }
+}
+
+/// The `compression` property (trailer type: 0 none, 1 LZ4, 2 zstd) of every extent of
+/// `table` in `level`, from `riptide inspect`.
+fn codecs_in(fs: &FaultFs, db: &Path, table: &str, level: usize) -> Vec<u64> {
+    let text = inspect::levels(fs, db, Some(table)).unwrap();
+    let mut in_level = false;
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let l = line.trim();
+        if let Some(rest) = l.strip_prefix('L') {
+            in_level = rest.starts_with(&format!("{level}:"));
+        }
+        if in_level {
+            if let Some(rest) = l.strip_prefix("extent ") {
+                let id = rest.split_whitespace().next().unwrap();
+                let props = inspect::extent(fs, db, id, 0).unwrap();
+                let c = props
+                    .lines()
+                    .find_map(|p| p.trim().strip_prefix("compression: "))
+                    .unwrap_or_else(|| panic!("{props}"));
+                out.push(c.trim_end_matches(',').parse().unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// Writes `n` rows (generation `gen`) into `t` and the model.
+fn fill(t: &Table, model: &mut BTreeMap<Vec<u8>, Vec<u8>>, range: std::ops::Range<u64>, gen: u64) {
+    for i in range {
+        let v = row(i, gen);
+        t.put(&key(i), &v).unwrap();
+        model.insert(key(i), v);
+    }
+}
+
+#[test]
+fn each_level_is_written_with_its_codec_and_compaction_recompresses() {
+    let fs = FaultFs::new();
+    let dir = Path::new("/db");
+    let db = Db::open(dir, opts(&fs, riptide::DEFAULT_COMPRESSION_PER_LEVEL)).unwrap();
+    let t = db.default_table();
+    let mut model = BTreeMap::new();
+    fill(&t, &mut model, 0..20_000, 1);
+    t.flush().unwrap();
+    assert!(codecs_in(&fs, dir, "default", 0).iter().all(|c| *c == 1));
+    t.compact_l0().unwrap();
+    let l1 = codecs_in(&fs, dir, "default", 1);
+    assert!(!l1.is_empty() && l1.iter().all(|c| *c == 1), "{l1:?}");
+    // L1 into an empty L2: the LZ4 extents overlap nothing, yet are not re-linked into the
+    // zstd level; their blocks are copied and recompressed.
+    let before = db.stats().levels[2];
+    t.compact_l1().unwrap();
+    let after = db.stats().levels[2];
+    assert_eq!(after.extents_reused, before.extents_reused, "{after:?}");
+    assert!(after.blocks_recompressed > before.blocks_recompressed, "{after:?}");
+    let l2 = codecs_in(&fs, dir, "default", 2);
+    assert!(!l2.is_empty() && l2.iter().all(|c| *c == 2), "{l2:?}");
+    check(&t, &model);
+    // Overwrites of every third row, down to L2 again: merged and copied blocks, all zstd.
+    for i in (0..20_000).step_by(3) {
+        let v = row(i, 2);
+        t.put(&key(i), &v).unwrap();
+        model.insert(key(i), v);
+    }
+    t.compact().unwrap();
+    assert!(codecs_in(&fs, dir, "default", 2).iter().all(|c| *c == 2));
+    check(&t, &model);
+    db.close().unwrap();
+    let db = Db::open(dir, opts(&fs, riptide::DEFAULT_COMPRESSION_PER_LEVEL)).unwrap();
+    check(&db.default_table(), &model);
+    // Reopened with other codecs: the old extents still read (each block says its codec).
+    db.close().unwrap();
+    let db = Db::open(dir, opts(&fs, [Compression::None; 3])).unwrap();
+    check(&db.default_table(), &model);
+    assert!(inspect::verify(&fs, dir).unwrap().ok());
+}
+
+/// The same rows in L2 take fewer bytes with zstd than with LZ4, and fewer with LZ4 than raw.
+#[test]
+fn zstd_stores_the_same_rows_in_fewer_bytes_than_lz4() {
+    let mut sizes = Vec::new();
+    for codec in [Compression::None, Compression::Lz4, Compression::Zstd { level: 3 }] {
+        let fs = FaultFs::new();
+        let db = Db::open(Path::new("/db"), opts(&fs, [codec; 3])).unwrap();
+        let t = db.default_table();
+        let mut model = BTreeMap::new();
+        fill(&t, &mut model, 0..20_000, 1);
+        t.compact().unwrap();
+        check(&t, &model);
+        sizes.push(t.level_info().bytes[2]);
+    }
+    assert!(sizes[1] < sizes[0] * 3 / 4, "LZ4 saves little: {sizes:?}");
+    assert!(sizes[2] < sizes[1] * 9 / 10, "zstd saves little over LZ4: {sizes:?}");
+}
+
+#[test]
+fn table_options_persist_and_apply_to_their_table_alone() {
+    let fs = FaultFs::new();
+    let dir = Path::new("/db");
+    let base = Options {
+        row_cache_size: 8 << 20,
+        ..opts(&fs, riptide::DEFAULT_COMPRESSION_PER_LEVEL)
+    };
+    let db = Db::open(dir, base.clone()).unwrap();
+    let own = TableOptions {
+        compression_per_level: Some([Compression::Zstd { level: 1 }; 3]),
+        block_size: Some(4096),
+        bloom_bits_per_key: Some(0),
+        row_cache: Some(false),
+    };
+    let t = db.create_table_with("orders", own.clone()).unwrap();
+    let u = db.create_table("users").unwrap();
+    assert_eq!(t.options(), &own);
+    assert!(u.options().is_default());
+    // Out-of-range options are refused and leave no table behind.
+    for bad in [
+        TableOptions {
+            block_size: Some(100),
+            ..Default::default()
+        },
+        TableOptions {
+            compression_per_level: Some([Compression::Zstd { level: 40 }; 3]),
+            ..Default::default()
+        },
+        TableOptions {
+            bloom_bits_per_key: Some(99),
+            ..Default::default()
+        },
+    ] {
+        assert!(matches!(
+            db.create_table_with("bad", bad),
+            Err(Error::InvalidOption { .. })
+        ));
+        assert!(db.table("bad").is_err());
+    }
+    let (mut mt, mut mu) = (BTreeMap::new(), BTreeMap::new());
+    fill(&t, &mut mt, 0..5_000, 1);
+    fill(&u, &mut mu, 0..5_000, 1);
+    t.flush().unwrap();
+    u.flush().unwrap();
+    // `orders`' L0 is zstd (its own codecs), `users`' LZ4 (the database's).
+    assert!(codecs_in(&fs, dir, "orders", 0).iter().all(|c| *c == 2));
+    assert!(codecs_in(&fs, dir, "users", 0).iter().all(|c| *c == 1));
+    // Its blocks are 4 KiB, so it has about four times as many.
+    let blocks = |name: &str| -> u64 {
+        let text = inspect::levels(&fs, dir, Some(name)).unwrap();
+        text.lines()
+            .filter_map(|l| l.trim().strip_suffix(" blocks"))
+            .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+            .sum()
+    };
+    assert!(
+        blocks("orders") > 3 * blocks("users"),
+        "{} vs {}",
+        blocks("orders"),
+        blocks("users")
+    );
+    // No row cache for `orders`: its reads neither fill nor hit it.
+    let cache_inserts = || db.stats().caches.row_cache.inserts;
+    let before = cache_inserts();
+    for i in 0..200 {
+        t.get(&key(i)).unwrap();
+    }
+    assert_eq!(cache_inserts(), before);
+    for i in 0..200 {
+        u.get(&key(i)).unwrap();
+    }
+    assert!(cache_inserts() > before);
+    // `inspect` shows the table's own options.
+    let text = inspect::levels(&fs, dir, Some("orders")).unwrap();
+    assert!(
+        text.contains("option compression_per_level = zstd:1,zstd:1,zstd:1"),
+        "{text}"
+    );
+    assert!(text.contains("option row_cache = off"), "{text}");
+    db.close().unwrap();
+
+    // The options survive a reopen; a dropped table's options go with it.
+    let db = Db::open(dir, base.clone()).unwrap();
+    assert_eq!(db.table("orders").unwrap().options(), &own);
+    check(&db.table("orders").unwrap(), &mt);
+    check(&db.table("users").unwrap(), &mu);
+    db.drop_table("orders").unwrap();
+    let again = db.create_table("orders").unwrap();
+    assert!(again.options().is_default());
+    db.close().unwrap();
+    let db = Db::open(dir, base).unwrap();
+    assert!(db.table("orders").unwrap().options().is_default());
+    db.close().unwrap();
+}
