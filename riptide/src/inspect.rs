@@ -151,10 +151,42 @@ pub fn levels(fs: &dyn FileSystem, db: &Path, table: Option<&str>) -> Result<Str
             }
         }
     }
+    if table.is_none() {
+        let live: u64 = state.extents().map(|e| e.data_size).sum();
+        let _ = writeln!(out, "{}", space_line(fs, db, live)?);
+    }
     for n in notes {
         let _ = writeln!(out, "note: {n}");
     }
     Ok(out)
+}
+
+/// `space: ...`: the data files' length and allocated bytes against the live extents' valid
+/// bytes (`live`), and their ratio (space amplification).
+fn space_line(fs: &dyn FileSystem, db: &Path, live: u64) -> Result<String> {
+    let data_dir = db.join(DATA_DIR);
+    let (mut files, mut length, mut allocated) = (0u64, 0u64, Some(0u64));
+    if fs.exists(&data_dir) {
+        for name in fs.list_dir(&data_dir).map_err(|e| Error::io("list", &data_dir, e))? {
+            if !crate::space::is_data_file_name(&name) {
+                continue;
+            }
+            let path = data_dir.join(&name);
+            files += 1;
+            let file = fs.open_read(&path).map_err(|e| Error::io("open", &path, e))?;
+            length += file.len().map_err(|e| Error::io("stat", &path, e))?;
+            let a = fs.allocated_bytes(&path).map_err(|e| Error::io("stat", &path, e))?;
+            allocated = allocated.zip(a).map(|(x, y)| x + y);
+        }
+    }
+    Ok(match allocated {
+        Some(a) if live > 0 => format!(
+            "space: {files} data file(s), {length} bytes long, {a} bytes on disk; live extents {live} bytes; \
+             space amplification {:.3}",
+            a as f64 / live as f64
+        ),
+        _ => format!("space: {files} data file(s), {length} bytes long; live extents {live} bytes"),
+    })
 }
 
 fn parse_extent_id(s: &str) -> Option<ExtentId> {

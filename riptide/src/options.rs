@@ -184,9 +184,11 @@ pub struct Options {
     /// Range: 2 ..= 65536.
     pub extents_per_file: u32,
     /// Free 2 MiB slots that keep their disk blocks, so the extents written there next overwrite
-    /// them instead of allocating blocks again. The disk blocks of freed slots beyond this are
-    /// given back to the file system (hole punching) by a background thread, never by the
-    /// thread that frees them. Default: 64 (128 MiB). Range: 0 ..= 1,048,576.
+    /// them instead of allocating blocks again: at most this many, and at most one for every 16
+    /// slots of live extents, so a database's size on disk follows its data (about 6 % over its
+    /// extents at rest). The disk blocks of freed slots beyond that are given back to the file
+    /// system (hole punching) by a background thread, never by the thread that frees them.
+    /// Default: 64 (128 MiB, reached from 2 GiB of extents). Range: 0 ..= 1,048,576.
     pub free_slots_kept: u32,
 }
 

@@ -214,9 +214,10 @@ fn compaction_moves_data_down_and_keeps_what_snapshots_see() {
     check(&db.default_table(), &model);
 }
 
-/// Freed extents keep their disk blocks up to `free_slots_kept`; a background worker punches
-/// the holes beyond it, also after a compaction run on the caller's thread. Slots punched or
-/// kept are reused, and no live extent is ever punched.
+/// Freed extents keep their disk blocks up to `free_slots_kept` and one per 16 used slots; a
+/// background worker punches the holes beyond it, also after a compaction run on the caller's
+/// thread. Slots punched or kept are reused, and no live extent is ever punched. At rest the
+/// data files occupy little more than the live extents.
 #[test]
 fn freed_slots_beyond_the_reserve_are_punched_in_the_background() {
     for keep in [0u32, 2, 100_000] {
@@ -258,16 +259,24 @@ fn freed_slots_beyond_the_reserve_are_punched_in_the_background() {
         db.wait_for_background_work().unwrap();
         let stats = db.stats();
         assert!(stats.extents_freed > 4, "keep {keep}: {stats:?}");
-        assert!(stats.space_unpunched_slots <= u64::from(keep), "keep {keep}: {stats:?}");
-        if keep == 100_000 {
-            assert_eq!(stats.space_punched_slots, 0, "nothing beyond the reserve: {stats:?}");
-        } else {
-            assert!(stats.space_punched_slots > 0, "keep {keep}: {stats:?}");
-        }
+        let reserve = u64::from(keep).min(stats.space_used_slots / 16);
+        assert!(stats.space_unpunched_slots <= reserve, "keep {keep}: {stats:?}");
+        assert!(stats.space_punched_slots > 0, "keep {keep}: {stats:?}");
         check(&t, &model);
         db.close().unwrap();
         let db = Db::open(path, o).unwrap();
         check(&db.default_table(), &model);
+        // At rest the data files hold the live extents' pages (valid bytes rounded up to 4 KiB
+        // pages plus a footer page each), the header pages and the reserve, nothing more:
+        // these extents are tiny (a few KiB), so pages, not the reserve, dominate here.
+        let stats = db.stats();
+        let bound = stats.live_extent_bytes
+            + stats.space_used_slots * 8192
+            + stats.space_files * 8192
+            + stats.space_unpunched_slots * (2 << 20);
+        let on_disk = stats.space_allocated_bytes.unwrap();
+        assert!(on_disk <= bound, "keep {keep}: {on_disk} bytes on disk, bound {bound}: {stats:?}");
+        assert!(stats.space_amplification().unwrap() >= 1.0);
     }
 }
 

@@ -166,7 +166,7 @@ impl DbInner {
                 self.reclaim_space();
                 // Freed slots beyond the reserve get their holes punched by a worker, not by
                 // this thread (which may be a user's, in a manual compaction).
-                if self.store.space.unpunched_slots() > u64::from(self.opts.free_slots_kept) {
+                if self.store.space.unpunched_slots() > self.slots_to_keep() {
                     self.workers.compactions.push(t.id);
                 }
                 Ok(true)
@@ -180,11 +180,17 @@ impl DbInner {
         }
     }
 
-    /// Gives the disk blocks of free slots beyond `Options::free_slots_kept` back to the file
+    /// Free slots that keep their disk blocks: `Options::free_slots_kept` at most, and one per
+    /// 16 slots of live extents (so a database's size on disk follows its data).
+    pub(super) fn slots_to_keep(&self) -> u64 {
+        self.store.space.slots_to_keep(u64::from(self.opts.free_slots_kept))
+    }
+
+    /// Gives the disk blocks of free slots beyond [`Self::slots_to_keep`] back to the file
     /// system. Compaction workers (and close) only: punching a few hundred holes takes tens of
     /// milliseconds, which must not delay a flush or a user's call.
     pub(super) fn punch_free_slots(&self) {
-        let n = self.store.space.punch_free_slots(u64::from(self.opts.free_slots_kept));
+        let n = self.store.space.punch_free_slots(self.slots_to_keep());
         self.counters.space_punched_slots.fetch_add(n, Ordering::Relaxed);
     }
 

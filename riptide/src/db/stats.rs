@@ -128,6 +128,16 @@ pub struct LevelStats {
     pub bytes_written: u64,
 }
 
+impl DbStats {
+    /// Space amplification of the extent space: bytes of disk the data files occupy over the
+    /// valid bytes of live extents (1.0 = nothing but live data). `None` where the file system
+    /// cannot tell allocated bytes, or with no extent.
+    pub fn space_amplification(&self) -> Option<f64> {
+        let on_disk = self.space_allocated_bytes?;
+        (self.live_extent_bytes > 0).then(|| on_disk as f64 / self.live_extent_bytes as f64)
+    }
+}
+
 impl LevelStats {
     /// Share of input extents re-linked (0 when there were none).
     pub fn extent_reuse_ratio(&self) -> f64 {
@@ -188,8 +198,14 @@ pub struct DbStats {
     /// Free slots inside data files.
     pub space_free_slots: u64,
     /// Free slots that still hold their disk blocks (at most about
-    /// [`crate::Options::free_slots_kept`] once the background thread has caught up).
+    /// [`crate::Options::free_slots_kept`], and one per 16 used slots, once the background
+    /// thread has caught up).
     pub space_unpunched_slots: u64,
+    /// Bytes of disk the data files occupy (allocated blocks); `None` where the file system
+    /// cannot tell.
+    pub space_allocated_bytes: Option<u64>,
+    /// Valid bytes of the extents the current metadata names (every table, every level).
+    pub live_extent_bytes: u64,
     /// Free slots whose disk blocks were given back to the file system (hole punching).
     pub space_punched_slots: u64,
     /// Compaction statistics per output level (L0: intra-L0, L1: minor, L2: major, self-major
@@ -258,6 +274,12 @@ impl Db {
             space_used_slots: space.used_slots,
             space_free_slots: space.free_slots,
             space_unpunched_slots: space.unpunched_slots,
+            space_allocated_bytes: inner.store.space.allocated_bytes(),
+            live_extent_bytes: inner
+                .all_tables()
+                .iter()
+                .map(|t| t.current().levels.all_extents().map(|e| e.meta.data_size).sum::<u64>())
+                .sum(),
             space_punched_slots: l(&c.space_punched_slots),
             levels: [
                 inner.level_counters[0].snapshot(),

@@ -155,4 +155,9 @@ pub trait FileSystem: Send + Sync + Debug {
     /// Takes an exclusive lock on `path` (creating it), failing with
     /// `io::ErrorKind::WouldBlock` if another holder has it.
     fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>>;
+    /// Bytes of disk the file at `path` occupies (its allocated blocks: less than its length
+    /// where it has holes); `None` where the file system cannot tell. Default: `None`.
+    fn allocated_bytes(&self, _path: &Path) -> io::Result<Option<u64>> {
+        Ok(None)
+    }
 }

@@ -190,6 +190,12 @@ impl FileSystem for PosixFs {
         path.exists()
     }
 
+    /// `st_blocks` (512-byte units, as `du` counts them).
+    fn allocated_bytes(&self, path: &Path) -> io::Result<Option<u64>> {
+        use std::os::unix::fs::MetadataExt;
+        Ok(Some(fs::metadata(path)?.blocks().saturating_mul(512)))
+    }
+
     fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
         let file = OpenOptions::new().write(true).create(true).truncate(true).open(path)?;
         Ok(Box::new(PosixWritable { file, len: 0 }))

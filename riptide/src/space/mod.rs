@@ -54,6 +54,9 @@ pub(crate) const EXTENT_SIZE: u64 = 2 << 20;
 /// Bytes at the end of a slot that [`ExtentSpace::finish_recovery`] shows the footer check and
 /// [`ExtentSpace::free`] zeroes.
 pub(crate) const FOOTER_PROBE_LEN: usize = 64;
+/// Slots of live extents per free slot kept with its disk blocks ([`ExtentSpace::slots_to_keep`]):
+/// the kept pool adds at most about 1/16 (6 %) to a database's size on disk.
+pub(crate) const USED_SLOTS_PER_KEPT: u64 = 16;
 /// Name of the data directory inside the database directory.
 pub(crate) const DATA_DIR: &str = "data";
 
@@ -180,6 +183,25 @@ impl ExtentSpace {
     /// Counters of the current bookkeeping.
     pub(crate) fn stats(&self) -> SpaceStats {
         Self::stats_of(&self.inner.lock())
+    }
+
+    /// Bytes of disk the data files occupy (their allocated blocks, holes excluded); `None`
+    /// where the file system cannot tell. Stats the files outside the lock.
+    pub(crate) fn allocated_bytes(&self) -> Option<u64> {
+        let paths: Vec<PathBuf> = self.inner.lock().files.values().map(|f| f.path.clone()).collect();
+        let mut total = 0u64;
+        for p in paths {
+            total = total.saturating_add(self.fs.allocated_bytes(&p).ok().flatten()?);
+        }
+        Some(total)
+    }
+
+    /// How many free slots may keep their disk blocks for reuse: at most `max`, and at most one
+    /// for every [`USED_SLOTS_PER_KEPT`] slots of live extents (none below that), so that an
+    /// idle database occupies little more than its extents.
+    pub(crate) fn slots_to_keep(&self, max: u64) -> u64 {
+        let used = Self::stats_of(&self.inner.lock()).used_slots;
+        max.min(used / USED_SLOTS_PER_KEPT)
     }
 
     /// `(number, path)` of every data file, by number.

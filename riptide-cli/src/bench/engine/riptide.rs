@@ -130,6 +130,14 @@ impl RiptideEngine {
                 mb(s.space_released_bytes),
                 s.space_punched_slots
             ),
+            match (s.space_allocated_bytes, s.space_amplification()) {
+                (Some(on_disk), Some(amp)) => format!(
+                    "space amplification: {amp:.3} ({} of data files on disk over {} of live extents)",
+                    mb(on_disk),
+                    mb(s.live_extent_bytes)
+                ),
+                _ => format!("space amplification: unknown ({} of live extents)", mb(s.live_extent_bytes)),
+            },
             format!(
                 "redo and metadata: {} redo segments deleted, {} metadata checkpoints",
                 s.redo_segments_deleted, s.checkpoints

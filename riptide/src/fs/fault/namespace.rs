@@ -55,6 +55,20 @@ impl FileSystem for FaultFs {
         st.current.contains_key(&path) || st.is_dir(&path)
     }
 
+    /// A model of a sparse file: the 4 KiB pages of the file that are not all zeros (punched
+    /// holes and never-written gaps read as zeros).
+    fn allocated_bytes(&self, path: &Path) -> io::Result<Option<u64>> {
+        let path = norm(path);
+        let st = self.state.lock();
+        let node = st
+            .current
+            .get(&path)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("{}: no such file", path.display())))?;
+        let n = node.lock();
+        let pages = n.data.chunks(4096).filter(|p| p.iter().any(|b| *b != 0)).count();
+        Ok(Some(pages as u64 * 4096))
+    }
+
     fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
         let path = norm(path);
         let mut st = self.state.lock();
