@@ -184,12 +184,16 @@ pub struct Options {
     /// Range: 2 ..= 65536.
     pub extents_per_file: u32,
     /// Free 2 MiB slots that keep their disk blocks, so the extents written there next overwrite
-    /// them instead of allocating blocks again: at most this many, and at most one for every 16
-    /// slots of live extents, so a database's size on disk follows its data (about 6 % over its
-    /// extents at rest). The disk blocks of freed slots beyond that are given back to the file
-    /// system (hole punching) by a background thread, never by the thread that frees them.
-    /// Default: 64 (128 MiB, reached from 2 GiB of extents). Range: 0 ..= 1,048,576.
+    /// them instead of allocating blocks again: at most this many, and at most one for every
+    /// `used_slots_per_kept_slot` slots of live extents. The disk blocks of freed slots beyond
+    /// that are given back to the file system (hole punching) by a background thread, never by
+    /// the thread that frees them. Default: 64 (128 MiB). Range: 0 ..= 1,048,576.
     pub free_slots_kept: u32,
+    /// Slots of live extents per free slot kept with its disk blocks (see `free_slots_kept`),
+    /// so that a database's size on disk follows its data: with 16, the kept slots add at most
+    /// about 6 % to the extents at rest. 0: no such limit (only `free_slots_kept`).
+    /// Default: 16.
+    pub used_slots_per_kept_slot: u32,
 }
 
 impl Default for Options {
@@ -239,6 +243,7 @@ impl Default for Options {
             slog_checkpoint_bytes: 16 << 20,
             extents_per_file: 5120,
             free_slots_kept: 64,
+            used_slots_per_kept_slot: 16,
         }
     }
 }
@@ -299,6 +304,7 @@ impl fmt::Debug for Options {
             .field("slog_checkpoint_bytes", &self.slog_checkpoint_bytes)
             .field("extents_per_file", &self.extents_per_file)
             .field("free_slots_kept", &self.free_slots_kept)
+            .field("used_slots_per_kept_slot", &self.used_slots_per_kept_slot)
             .finish()
     }
 }

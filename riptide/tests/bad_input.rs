@@ -77,6 +77,7 @@ fn no_option_value_aborts_the_process() {
         ("slog_checkpoint_bytes", |o| o.slog_checkpoint_bytes = u64::MAX),
         ("extents_per_file", |o| o.extents_per_file = u32::MAX),
         ("free_slots_kept", |o| o.free_slots_kept = u32::MAX),
+        ("used_slots_per_kept_slot", |o| o.used_slots_per_kept_slot = u32::MAX),
         ("block_size", |o| o.block_size = usize::MAX),
         ("block_restart_interval", |o| o.block_restart_interval = usize::MAX),
         ("bloom_bits_per_key", |o| o.bloom_bits_per_key = u32::MAX),

@@ -110,12 +110,13 @@ fn each_level_is_written_with_its_codec_and_compaction_recompresses() {
     let l1 = codecs_in(&fs, dir, "default", 1);
     assert!(!l1.is_empty() && l1.iter().all(|c| *c == 1), "{l1:?}");
     // L1 into an empty L2: the LZ4 extents overlap nothing, yet are not re-linked into the
-    // zstd level; their blocks are copied and recompressed.
+    // zstd level; their blocks are merged (not copied), so their rows get LSN 0 there.
     let before = db.stats().levels[2];
     t.compact_l1().unwrap();
     let after = db.stats().levels[2];
     assert_eq!(after.extents_reused, before.extents_reused, "{after:?}");
-    assert!(after.blocks_recompressed > before.blocks_recompressed, "{after:?}");
+    assert_eq!(after.blocks_reused, before.blocks_reused, "{after:?}");
+    assert_eq!(after.lsns_zeroed - before.lsns_zeroed, 20_000, "{after:?}");
     let l2 = codecs_in(&fs, dir, "default", 2);
     assert!(!l2.is_empty() && l2.iter().all(|c| *c == 2), "{l2:?}");
     check(&t, &model);
@@ -136,6 +137,43 @@ fn each_level_is_written_with_its_codec_and_compaction_recompresses() {
     let db = Db::open(dir, opts(&fs, [Compression::None; 3])).unwrap();
     check(&db.default_table(), &model);
     assert!(inspect::verify(&fs, dir).unwrap().ok());
+}
+
+/// Into a level that is not the last, blocks of another codec are copied recompressed (their
+/// rows keep their LSNs), and the extents they came from are not re-linked.
+#[test]
+fn blocks_copied_into_a_level_of_another_codec_are_recompressed() {
+    let fs = FaultFs::new();
+    let dir = Path::new("/db");
+    let codecs = [
+        Compression::Lz4,
+        Compression::Zstd { level: 1 },
+        Compression::Zstd { level: 1 },
+    ];
+    let db = Db::open(dir, opts(&fs, codecs)).unwrap();
+    let t = db.default_table();
+    let mut model = BTreeMap::new();
+    fill(&t, &mut model, 0..20_000, 1);
+    t.flush().unwrap();
+    t.compact_l0().unwrap();
+    let l1 = db.stats().levels[1];
+    assert_eq!(l1.extents_reused, 0, "{l1:?}");
+    assert!(
+        l1.blocks_recompressed > 0 && l1.blocks_recompressed == l1.blocks_reused,
+        "{l1:?}"
+    );
+    assert_eq!(l1.lsns_zeroed, 0, "{l1:?}");
+    let codecs_l1 = codecs_in(&fs, dir, "default", 1);
+    assert!(
+        !codecs_l1.is_empty() && codecs_l1.iter().all(|c| *c == 2),
+        "{codecs_l1:?}"
+    );
+    check(&t, &model);
+    // L1 into L2, same codec: re-linked as they are.
+    t.compact_l1().unwrap();
+    let l2 = db.stats().levels[2];
+    assert!(l2.extents_reused > 0 && l2.blocks_recompressed == 0, "{l2:?}");
+    check(&t, &model);
 }
 
 /// The same rows in L2 take fewer bytes with zstd than with LZ4, and fewer with LZ4 than raw.
@@ -250,4 +288,70 @@ fn table_options_persist_and_apply_to_their_table_alone() {
     let db = Db::open(dir, base).unwrap();
     assert!(db.table("orders").unwrap().options().is_default());
     db.close().unwrap();
+}
+
+/// Merged into L2, a key's only version older than every snapshot is written with LSN 0 (its
+/// tag then compresses to nothing); a version a snapshot must not see keeps its LSN, and every
+/// read, at the snapshot or now, returns what it returned before.
+#[test]
+fn bottom_rows_older_than_every_snapshot_are_written_with_lsn_0() {
+    let fs = FaultFs::new();
+    let dir = Path::new("/db");
+    let db = Db::open(
+        dir,
+        Options {
+            compaction_reuse: false,
+            ..opts(&fs, riptide::DEFAULT_COMPRESSION_PER_LEVEL)
+        },
+    )
+    .unwrap();
+    let t = db.default_table();
+    let mut model = BTreeMap::new();
+    fill(&t, &mut model, 0..4_000, 1);
+    let snap = db.snapshot();
+    let at_snap = model.clone();
+    // Newer versions of every other key, and new keys, after the snapshot.
+    for i in (0..4_000).step_by(2).chain(4_000..5_000) {
+        let v = row(i, 2);
+        t.put(&key(i), &v).unwrap();
+        model.insert(key(i), v);
+    }
+    t.compact().unwrap();
+    let zeroed = db.stats().levels[2].lsns_zeroed;
+    // The odd keys (one version, older than the snapshot) lose their LSN; the even keys keep
+    // both versions with theirs, and the new keys (one version, newer than the snapshot) theirs.
+    assert_eq!(zeroed, 2_000, "{:?}", db.stats().levels[2]);
+    check(&t, &model);
+    let read_at = |snap: &riptide::Snapshot| -> Vec<(Vec<u8>, Vec<u8>)> {
+        t.iter(&ReadOptions {
+            snapshot: Some(snap.clone()),
+            ..Default::default()
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+    };
+    let want: Vec<(Vec<u8>, Vec<u8>)> = at_snap.into_iter().collect();
+    assert!(read_at(&snap) == want, "the snapshot's view changed");
+    drop(snap);
+    // Without the snapshot, the next full compaction zeroes every row.
+    t.compact_range(None, None).unwrap();
+    let ids = inspect::extent_ids(&fs, dir).unwrap();
+    let mut rows = 0;
+    for id in ids {
+        let text = inspect::extent(&fs, dir, &id, usize::MAX).unwrap();
+        for line in text.lines().filter(|l| l.contains(" => ")) {
+            assert!(line.contains(" @0 Put"), "{line}");
+            rows += 1;
+        }
+    }
+    assert_eq!(rows, 5_000);
+    check(&t, &model);
+    db.close().unwrap();
+    let db = Db::open(dir, opts(&fs, riptide::DEFAULT_COMPRESSION_PER_LEVEL)).unwrap();
+    check(&db.default_table(), &model);
+    // Writes after the reopen are newer than the zeroed rows.
+    let t = db.default_table();
+    t.put(&key(7), b"after").unwrap();
+    assert_eq!(t.get(&key(7)).unwrap().as_deref(), Some(&b"after"[..]));
 }

@@ -419,6 +419,9 @@ fn options(v: Variant) -> Options {
         level1_dynamic_trigger: false,
         slog_checkpoint_bytes: 4 << 10,
         flush_on_close: false,
+        // No hole punching (the 64 kept slots are never exceeded): punches race with the
+        // background flushes' allocations, which would make the generator's bytes vary.
+        used_slots_per_kept_slot: 0,
         ..Default::default()
     }
 }
@@ -553,6 +556,8 @@ fn run_workload(dir: &Path, v: Variant) {
             Step::CompactL0(n) => db.table(n).unwrap().compact_l0().unwrap(),
             Step::Reopen => {
                 assert_eq!(db.stats().checkpoints, 1, "the workload must write one checkpoint");
+                // Background hole punching done, so the files' bytes do not depend on timing.
+                db.wait_for_background_work().unwrap();
                 db.close().unwrap();
                 let opts = Options {
                     flush_on_close: true,
@@ -564,6 +569,7 @@ fn run_workload(dir: &Path, v: Variant) {
         }
     }
     assert!(db.background_error().is_none());
+    db.wait_for_background_work().unwrap();
     db.close().unwrap();
 }
 
@@ -682,7 +688,25 @@ fn regenerate() {
             read_tree(frozen.path(), &mut files, frozen.path());
             runs.push(files);
         }
-        assert_eq!(runs[0], runs[1], "{}: two runs of the generator differ", v.dir);
+        for (rel, bytes) in &runs[0] {
+            let other = runs[1]
+                .get(rel)
+                .unwrap_or_else(|| panic!("{}: {rel:?} only in run 1", v.dir));
+            let at = bytes.iter().zip(other).position(|(a, b)| a != b);
+            assert!(
+                at.is_none() && bytes.len() == other.len(),
+                "{}: two runs of the generator differ in {rel:?} at byte {at:?} (lengths {} and {})",
+                v.dir,
+                bytes.len(),
+                other.len()
+            );
+        }
+        assert_eq!(
+            runs[0].len(),
+            runs[1].len(),
+            "{}: two runs of the generator differ",
+            v.dir
+        );
         let dst = root.join(v.dir);
         let _ = fs::remove_dir_all(&dst);
         for (rel, bytes) in &runs[0] {
@@ -870,6 +894,17 @@ fn check_fixture(v: Variant) {
                 lz4_blocks += props["compressed_blocks"];
                 got.extend(rows);
                 extents += 1;
+            }
+            // From the build that zeroes LSNs in L2 on, a merged Put older than every snapshot
+            // may carry LSN 0 there: it stands for the model's version of the same key and value.
+            if level == 2 {
+                for row in &mut got {
+                    if row.1 == 0 {
+                        if let Some(w) = want[2].iter().find(|w| w.0 == row.0 && w.2 == row.2) {
+                            row.1 = w.1;
+                        }
+                    }
+                }
             }
             assert_eq!(sorted(got), want[level], "{}: table {name} L{level} rows", v.dir);
         }
@@ -1075,13 +1110,11 @@ fn check_compacted(v: Variant) {
         let live = t.visible().len() as u64;
         assert_eq!(info.entries, [0, 0, live], "{}: {name} entries per level", v.dir);
     }
-    // The old extents are LZ4; into a zstd L2 their copied blocks are recompressed (and no
-    // extent of theirs is re-linked there).
-    let recompressed = db.stats().levels[2].blocks_recompressed;
+    // The old extents are LZ4; into a zstd L2 their blocks are merged, not copied or
+    // re-linked (so their rows get LSN 0 there).
+    let l2 = db.stats().levels[2];
     if matches!(v.compression[2], Compression::Zstd { .. }) {
-        assert!(recompressed > 0, "{}: no block recompressed into L2", v.dir);
-    } else {
-        assert_eq!(recompressed, 0, "{}", v.dir);
+        assert!(l2.lsns_zeroed > 0 && l2.blocks_reused == 0, "{}: {l2:?}", v.dir);
     }
     db.close().unwrap();
 

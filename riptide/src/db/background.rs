@@ -181,16 +181,25 @@ impl DbInner {
     }
 
     /// Free slots that keep their disk blocks: `Options::free_slots_kept` at most, and one per
-    /// 16 slots of live extents (so a database's size on disk follows its data).
+    /// `Options::used_slots_per_kept_slot` slots of live extents (so a database's size on disk
+    /// follows its data).
     pub(super) fn slots_to_keep(&self) -> u64 {
-        self.store.space.slots_to_keep(u64::from(self.opts.free_slots_kept))
+        self.store.space.slots_to_keep(
+            u64::from(self.opts.free_slots_kept),
+            u64::from(self.opts.used_slots_per_kept_slot),
+        )
     }
 
     /// Gives the disk blocks of free slots beyond [`Self::slots_to_keep`] back to the file
     /// system. Compaction workers (and close) only: punching a few hundred holes takes tens of
     /// milliseconds, which must not delay a flush or a user's call.
     pub(super) fn punch_free_slots(&self) {
-        let n = self.store.space.punch_free_slots(self.slots_to_keep());
+        self.punch_free_slots_keeping(self.slots_to_keep());
+    }
+
+    /// Gives the disk blocks of free slots beyond `keep` back to the file system.
+    pub(super) fn punch_free_slots_keeping(&self, keep: u64) {
+        let n = self.store.space.punch_free_slots(keep);
         self.counters.space_punched_slots.fetch_add(n, Ordering::Relaxed);
     }
 

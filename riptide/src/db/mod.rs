@@ -500,7 +500,9 @@ impl DbInner {
             });
             match flushed {
                 Ok(()) if flush_all => {
-                    self.punch_free_slots();
+                    // Nothing reuses the kept slots before the next open: at rest the database
+                    // takes the size of its extents.
+                    self.punch_free_slots_keeping(0);
                     self.reclaim_space();
                     log.close(self.needed_lsn())
                 }

@@ -5,7 +5,9 @@
 //! - Extent bytes are written outside the mutex: the caller owns an allocated extent (checked
 //!   with its slot count), and shrink never cuts or deletes a used slot.
 //! - A write stays inside the extent: `valid` at its start, the footer ending exactly at its
-//!   end; it only starts writeback, it syncs nothing. [`ExtentSpace::sync`] fdatasyncs each
+//!   end, and, in a slot allocated with its old disk blocks, a hole punched in the gap between
+//!   them (when it is 64 KiB or more), so stale bytes of a reused slot do not stay on disk; it
+//!   only starts writeback, it syncs nothing. [`ExtentSpace::sync`] fdatasyncs each
 //!   file once.
 //! - [`ExtentSpace::locate`] checks only that the slot can hold an extent, not that it is
 //!   used: readers trust metadata.
@@ -17,24 +19,31 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+/// Page size the gap punch aligns to.
+const GAP_PAGE: u64 = 4096;
+/// Smallest gap worth a hole punch when an extent is written.
+const MIN_GAP_PUNCH: u64 = 64 << 10;
+
 impl ExtentSpace {
-    /// The file, path and byte offset of a used extent of `slots` slots (for writing).
+    /// The file, path and byte offset of a used extent of `slots` slots (for writing), and
+    /// whether its gap may hold an older extent's bytes (then forgotten: the caller punches it).
     pub(super) fn used_extent(
         &self,
         op: &'static str,
         id: ExtentId,
         slots: u32,
-    ) -> Result<(Arc<dyn RandomRwFile>, PathBuf, u64)> {
-        let inner = self.inner.lock();
+    ) -> Result<(Arc<dyn RandomRwFile>, PathBuf, u64, bool)> {
+        let mut inner = self.inner.lock();
         let file = inner
             .files
-            .get(&id.file())
+            .get_mut(&id.file())
             .filter(|f| f.used.get(&id.slot()) == Some(&slots));
         match file {
             Some(file) => Ok((
                 file.handle.clone(),
                 file.path.clone(),
                 u64::from(id.slot()) * EXTENT_SIZE,
+                file.stale_gaps.remove(&id.slot()),
             )),
             None => Err(misuse(
                 op,
@@ -48,7 +57,7 @@ impl ExtentSpace {
     /// (`start + slots * EXTENT_SIZE`), then starts their writeback (not waiting for it). No
     /// sync. The extent must be allocated with `slots`.
     pub(crate) fn write_extent(&self, id: ExtentId, slots: u32, valid: &[u8], footer: &[u8]) -> Result<()> {
-        let (handle, path, start) = self.used_extent("write", id, slots)?;
+        let (handle, path, start, stale_gap) = self.used_extent("write", id, slots)?;
         let size = u64::from(slots) * EXTENT_SIZE;
         if valid.len() as u64 + footer.len() as u64 > size {
             return Err(misuse(
@@ -67,6 +76,16 @@ impl ExtentSpace {
         handle
             .write_at(footer, start + size - footer.len() as u64)
             .map_err(|e| Error::io("write", &path, e))?;
+        // A slot reused with its disk blocks (kept for reuse) still holds the old extent's
+        // bytes in this extent's gap: give those back, so that a database's size on disk is
+        // that of its extents. A gap of a few pages is left alone (full extents leave little);
+        // a fresh or punched slot has nothing there.
+        let gap_start = (valid.len() as u64).div_ceil(GAP_PAGE) * GAP_PAGE;
+        let gap_end = (size - footer.len() as u64) / GAP_PAGE * GAP_PAGE;
+        if stale_gap && gap_end.saturating_sub(gap_start) >= MIN_GAP_PUNCH {
+            // A hint: a file system without hole punching keeps the bytes, which are never read.
+            let _ = handle.punch_hole(start + gap_start, gap_end - gap_start);
+        }
         // Queue the extent for the disk now: a flush or compaction writes many extents and
         // fdatasyncs once at the end, and without this the whole job's bytes would reach the
         // device only then (RocksDB's `bytes_per_sync`, per extent). The gap is never dirty.

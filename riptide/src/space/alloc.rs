@@ -69,9 +69,13 @@ impl ExtentSpace {
                 return Err(Error::io("set_len", &file.path, e));
             }
         }
+        let mut stale = false;
         for s in slot..end {
             file.free.remove(&s);
-            file.unpunched.remove(&s);
+            stale |= file.unpunched.remove(&s);
+        }
+        if stale {
+            file.stale_gaps.insert(slot);
         }
         file.used.insert(slot, slots);
         Ok(ExtentId::new(number, slot))
@@ -98,6 +102,7 @@ impl ExtentSpace {
             let _ = file.handle.write_at(&[0u8; FOOTER_PROBE_LEN], at);
         }
         file.used.remove(&id.slot());
+        file.stale_gaps.remove(&id.slot());
         if recovered {
             file.free.extend(id.slot()..end);
             let within = end.min(file.len_slots);

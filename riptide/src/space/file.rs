@@ -33,6 +33,9 @@ pub(super) struct DataFile {
     /// Free slots inside `len_slots` that may still hold disk blocks (freed without a hole
     /// punched since, or found free at recovery); a subset of `free`.
     pub(super) unpunched: BTreeSet<u32>,
+    /// First slots of allocated extents that took a slot still holding disk blocks: their
+    /// gap may hold an older extent's bytes until the write punches it (`access.rs`).
+    pub(super) stale_gaps: BTreeSet<u32>,
 }
 
 impl DataFile {

@@ -54,9 +54,6 @@ pub(crate) const EXTENT_SIZE: u64 = 2 << 20;
 /// Bytes at the end of a slot that [`ExtentSpace::finish_recovery`] shows the footer check and
 /// [`ExtentSpace::free`] zeroes.
 pub(crate) const FOOTER_PROBE_LEN: usize = 64;
-/// Slots of live extents per free slot kept with its disk blocks ([`ExtentSpace::slots_to_keep`]):
-/// the kept pool adds at most about 1/16 (6 %) to a database's size on disk.
-pub(crate) const USED_SLOTS_PER_KEPT: u64 = 16;
 /// Name of the data directory inside the database directory.
 pub(crate) const DATA_DIR: &str = "data";
 
@@ -197,11 +194,14 @@ impl ExtentSpace {
     }
 
     /// How many free slots may keep their disk blocks for reuse: at most `max`, and at most one
-    /// for every [`USED_SLOTS_PER_KEPT`] slots of live extents (none below that), so that an
-    /// idle database occupies little more than its extents.
-    pub(crate) fn slots_to_keep(&self, max: u64) -> u64 {
+    /// for every `per_used` slots of live extents (none below that; 0 = no such limit), so that
+    /// an idle database occupies little more than its extents.
+    pub(crate) fn slots_to_keep(&self, max: u64, per_used: u64) -> u64 {
+        if per_used == 0 {
+            return max;
+        }
         let used = Self::stats_of(&self.inner.lock()).used_slots;
-        max.min(used / USED_SLOTS_PER_KEPT)
+        max.min(used / per_used)
     }
 
     /// `(number, path)` of every data file, by number.

@@ -143,6 +143,7 @@ impl ExtentSpace {
             used: BTreeMap::new(),
             free: BTreeSet::new(),
             unpunched: BTreeSet::new(),
+            stale_gaps: BTreeSet::new(),
         }))
     }
 
@@ -186,6 +187,7 @@ impl ExtentSpace {
             used: BTreeMap::new(),
             free: (1..max_slots).collect(),
             unpunched: BTreeSet::new(),
+            stale_gaps: BTreeSet::new(),
         })
     }
 }

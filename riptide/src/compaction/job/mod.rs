@@ -64,6 +64,14 @@ pub(crate) struct Plan {
     pub(crate) fences: Vec<Vec<u8>>,
 }
 
+impl Plan {
+    /// The output is the last level with nothing below: merged rows older than every snapshot
+    /// are written with LSN 0 (`rows.rs`).
+    pub(crate) fn zeroes_lsns(&self) -> bool {
+        self.bottom && usize::from(self.out_level) == crate::version::LEVELS - 1
+    }
+}
+
 /// What a job produced and did.
 #[derive(Default)]
 pub(crate) struct JobResult {
@@ -98,6 +106,8 @@ pub(crate) struct JobStats {
     /// the output level's, recompressed (decompressed and compressed again, entries kept).
     pub(crate) blocks_recompressed: u64,
     pub(crate) blocks_merged: u64,
+    /// Rows written into the last level with LSN 0 (see `rows.rs`).
+    pub(crate) lsns_zeroed: u64,
     pub(crate) bytes_read: u64,
     pub(crate) bytes_written: u64,
     pub(crate) entries_in: u64,
@@ -111,6 +121,7 @@ impl JobStats {
         self.blocks_reused_decoded += o.blocks_reused_decoded;
         self.blocks_recompressed += o.blocks_recompressed;
         self.blocks_merged += o.blocks_merged;
+        self.lsns_zeroed += o.lsns_zeroed;
         self.bytes_read += o.bytes_read;
         self.bytes_written += o.bytes_written;
         self.entries_in += o.entries_in;

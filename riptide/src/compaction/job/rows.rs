@@ -2,8 +2,14 @@
 //! compaction, with X-Engine's GC rule applied per user key, and the sparse split that copies
 //! the dense run's blocks between the few keys of sparse runs (seed 000 Fig. 8, third case).
 //!
-//! Invariant: the entries emitted for a block group are exactly the merge of its blocks with
-//! the GC rule applied per user key, whether blocks are merged or copied between sparse keys.
+//! Invariants:
+//! - The entries emitted for a block group are exactly the merge of its blocks with the GC rule
+//!   applied per user key, whether blocks are merged or copied between sparse keys.
+//! - LSN zeroing (RocksDB's bottommost rule): written into the last level with nothing below,
+//!   a user key's only surviving version, a Put at or below the oldest snapshot (every
+//!   snapshot and every later read sees it, and no older version remains), is written with
+//!   LSN 0. Every reader sees the same value as before; the 8-byte tags of such rows are then
+//!   all alike and compress to almost nothing. Copied blocks keep their LSNs.
 
 use super::super::gc_versions_into;
 use super::super::merge::{ChainedBlocks, EntrySource, MergingEntries};
@@ -13,7 +19,7 @@ use super::task::{copy_block, copyable, is_cached};
 use super::{HotBlock, Plan, TaskResult};
 use crate::error::Result;
 use crate::extent_store::{user_part, ExtentStore};
-use crate::key::{compare_internal_keys, Lsn};
+use crate::key::{compare_internal_keys, decode_internal_key, encode_internal_key, Lsn, ValueKind};
 use std::cmp::Ordering;
 
 /// `blocks` grouped by input run, in order of first appearance (a run's blocks keep their
@@ -82,7 +88,7 @@ pub(super) fn merge_sparse(
     let sources: Vec<ChainedBlocks<'_>> = split.sparse.iter().map(|run| chain(run)).collect();
     result.stats.blocks_merged += split.sparse.iter().map(|r| r.len() as u64).sum::<u64>();
     let mut sparse = MergingEntries::new(sources)?;
-    let mut emit = Emitter::new(snapshots, plan.bottom);
+    let mut emit = Emitter::new(snapshots, plan);
     for unit in &split.dense {
         let (lo, hi) = (unit[0].lo, unit[unit.len() - 1].hi);
         // Sparse keys below the unit go out first.
@@ -140,6 +146,10 @@ pub(super) fn merge_sparse(
 struct Emitter<'s> {
     snapshots: &'s [Lsn],
     bottom: bool,
+    /// Output into the last level with nothing below: lone old Puts are written with LSN 0.
+    zero_lsns: bool,
+    /// The internal key of a row written with LSN 0.
+    zeroed: Vec<u8>,
     /// Keys and values of the current user key's versions, newest first, back to back.
     buf: Vec<u8>,
     /// Per version: (start in `buf`, key length, value length).
@@ -149,10 +159,12 @@ struct Emitter<'s> {
 }
 
 impl<'s> Emitter<'s> {
-    fn new(snapshots: &'s [Lsn], bottom: bool) -> Self {
+    fn new(snapshots: &'s [Lsn], plan: &Plan) -> Self {
         Emitter {
             snapshots,
-            bottom,
+            bottom: plan.bottom,
+            zero_lsns: plan.zeroes_lsns(),
+            zeroed: Vec::new(),
             buf: Vec::with_capacity(256),
             spans: Vec::with_capacity(4),
             kept: Vec::with_capacity(4),
@@ -192,9 +204,21 @@ impl<'s> Emitter<'s> {
         let lens = self.kept.iter().map(|&i| (spans[i].1, spans[i].2));
         let size = out.builder.estimated_size_after_entries(lens) - out.builder.estimated_size();
         out.make_room(size)?;
+        let oldest_snapshot = self.snapshots.first().copied().unwrap_or(Lsn::MAX);
         for &i in &self.kept {
             let (s, kl, vl) = spans[i];
-            out.builder.add(&buf[s..s + kl], &buf[s + kl..s + kl + vl])?;
+            let (ikey, value) = (&buf[s..s + kl], &buf[s + kl..s + kl + vl]);
+            match decode_internal_key(ikey) {
+                Some((user, lsn, ValueKind::Put))
+                    if self.zero_lsns && self.kept.len() == 1 && lsn != 0 && lsn <= oldest_snapshot =>
+                {
+                    self.zeroed.clear();
+                    encode_internal_key(&mut self.zeroed, user, 0, ValueKind::Put);
+                    out.builder.add(&self.zeroed, value)?;
+                    result.stats.lsns_zeroed += 1;
+                }
+                _ => out.builder.add(ikey, value)?,
+            }
             result.stats.entries_out += 1;
         }
         self.buf.clear();
@@ -207,7 +231,7 @@ impl<'s> Emitter<'s> {
 pub(super) fn merge_blocks(
     store: &ExtentStore,
     snapshots: &[Lsn],
-    bottom: bool,
+    plan: &Plan,
     blocks: &[BlockRef<'_>],
     out: &mut Output<'_>,
     result: &mut TaskResult,
@@ -221,7 +245,7 @@ pub(super) fn merge_blocks(
         result.hot.push(HotBlock::Merged { lo, hi });
     }
     let mut merged = MergingEntries::new(sources)?;
-    let mut emit = Emitter::new(snapshots, bottom);
+    let mut emit = Emitter::new(snapshots, plan);
     while let Some((k, v)) = merged.peek() {
         emit.push(k, v, out, result)?;
         merged.pop()?;

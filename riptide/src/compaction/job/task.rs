@@ -124,16 +124,19 @@ fn merge_group(
                 continue;
             }
         }
-        merge_blocks(store, snapshots, plan.bottom, &bgroup, out, result)?;
+        merge_blocks(store, snapshots, plan, &bgroup, out, result)?;
     }
     Ok(())
 }
 
-/// True if block `b` may be copied whole: it holds no tombstone that this job must purge and
-/// no fence cuts it.
+/// True if block `b` may be copied whole: it holds no tombstone that this job must purge, no
+/// fence cuts it, and it is not a block of another codec going into the last level (that one
+/// is merged instead, so its rows get LSN 0 as they are re-encoded: decoding and encoding its
+/// rows costs about what recompressing it would).
 pub(super) fn copyable(plan: &Plan, out: &Output<'_>, b: &BlockRef<'_>) -> bool {
     let purge = plan.bottom && b.open.reader.index()[b.index].deletes > 0;
-    !purge && !out.fence_within(b.lo, b.hi)
+    let rezero = plan.zeroes_lsns() && out.builder.recompresses(&b.open.reader);
+    !purge && !rezero && !out.fence_within(b.lo, b.hi)
 }
 
 /// Copies block `b` into the output without re-encoding its entries: verbatim, or
