@@ -927,3 +927,26 @@ fn get_for_update_reads_what_get_reads_from_memtables_and_levels() {
     assert_eq!(t.get(b"rewritten").unwrap(), Some(b"new".to_vec()));
     assert_eq!(t.get(b"flushed-then-deleted").unwrap(), None);
 }
+
+/// An optimistic read-committed transaction tracks a key at the visible LSN; another writer
+/// changes it, and a full compaction into L2 runs while no other snapshot is live. The change
+/// must keep its LSN there (L2's LSN zeroing stops at the transaction's pin), so the commit
+/// still sees the conflict: no lost update.
+#[test]
+fn optimistic_read_committed_sees_a_change_compacted_into_l2() {
+    let (_dir, db) = open();
+    let t = db.default_table();
+    t.put(b"k", b"1").unwrap();
+    t.flush().unwrap();
+    t.compact().unwrap();
+    let mut txn = db.begin(occ(Isolation::ReadCommitted)).unwrap();
+    assert_eq!(txn.get_for_update(&t, b"k").unwrap().as_deref(), Some(&b"1"[..]));
+    // Another writer, then everything down to L2 (the old version is dropped there).
+    t.put(b"k", b"2").unwrap();
+    t.flush().unwrap();
+    t.compact().unwrap();
+    assert_eq!(db.stats().levels[2].lsns_zeroed, 1, "only the first compaction zeroes");
+    txn.put(&t, b"k", b"from txn").unwrap();
+    assert!(matches!(txn.commit(), Err(Error::WriteConflict { .. })));
+    assert_eq!(t.get(b"k").unwrap().as_deref(), Some(&b"2"[..]));
+}

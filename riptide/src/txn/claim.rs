@@ -21,8 +21,15 @@ use std::time::Instant;
 
 impl Txn {
     /// Optimistic: remembers `key` for validation at commit (with the oldest LSN it was used at).
+    /// Read committed has no snapshot, so the first tracked key takes one (`gc_pin`) before
+    /// reading the LSN: compaction never writes a version newer than a live snapshot with
+    /// LSN 0 (the bottom level's LSN zeroing), so a change after a tracked LSN keeps an LSN
+    /// the check at commit can see.
     pub(super) fn track(&mut self, table: u32, key: &[u8]) {
         if self.opts.mode == TxnMode::Optimistic {
+            if self.snapshot.is_none() && self.gc_pin.is_none() {
+                self.gc_pin = Some(self.db.snapshot());
+            }
             let lsn = self.read_lsn();
             self.tracked.entry((table, key.to_vec())).or_insert(lsn);
         }

@@ -112,6 +112,7 @@ impl Db {
             snapshot_pinned: AtomicBool::new(false),
             unchecked: Vec::new(),
             tracked: HashMap::new(),
+            gc_pin: None,
             tables: HashMap::new(),
             committed: false,
         })
@@ -170,6 +171,10 @@ pub struct Txn {
     unchecked: Vec<(u32, Vec<u8>)>,
     /// Optimistic: keys to validate at commit, with the LSN they were first used at.
     tracked: HashMap<(u32, Vec<u8>), Lsn>,
+    /// Optimistic read committed: a snapshot held from the first tracked key on, at or below
+    /// every tracked LSN, so that no later version of a tracked key loses its LSN to
+    /// compaction's LSN zeroing before the commit checks it.
+    gc_pin: Option<Snapshot>,
     /// Every table the transaction touched, by id.
     tables: HashMap<u32, Table>,
     committed: bool,

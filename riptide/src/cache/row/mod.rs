@@ -265,9 +265,10 @@ impl RowCache {
             }
             let old = g.remove(i, hash);
             // A cached row was read, so it is hot: keep it through the next CLOCK sweep. A cached
-            // absence (LSN 0) of a key just written may have been read once (insert-if-absent):
-            // it keeps its own bit.
-            let referenced = old.lsn != 0 || old.referenced.load(Ordering::Relaxed);
+            // absence (LSN 0, no value) of a key just written may have been read once
+            // (insert-if-absent): it keeps its own bit. (A row of L2 may have LSN 0 too: LSN
+            // zeroing; it has a value.)
+            let referenced = old.has_value || old.lsn != 0 || old.referenced.load(Ordering::Relaxed);
             let evicted = g.evict_for(charge, shard.capacity);
             g.link(
                 Slot {
