@@ -84,10 +84,10 @@ pub struct Options {
     pub block_size: usize,
     /// Compression of the data blocks of extents in each level (L0, L1, L2). A compaction
     /// into a level whose codec differs from its inputs' recompresses the blocks it copies
-    /// (`DbStats::compaction_blocks_recompressed`). Default:
+    /// (`LevelStats::blocks_recompressed`; into L2 it merges them). Default:
     /// [`DEFAULT_COMPRESSION_PER_LEVEL`] (LZ4, LZ4, zstd level 3). Tables may override it
     /// ([`crate::TableOptions`]).
-    pub compression_per_level: [Compression; crate::table_options::LEVELS],
+    pub compression_per_level: [Compression; crate::version::LEVELS],
     /// Entries between restart points in a data block (a seek binary-searches the restart
     /// points, then decodes at most this many entries). Default: 16. Range: 1 ..= 128.
     pub block_restart_interval: usize,

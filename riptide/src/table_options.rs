@@ -11,9 +11,7 @@
 
 use crate::coding::{get_varint, get_varint32, put_varint};
 use crate::error::{Error, Result};
-
-/// Levels of the LSM tree (L0, L1, L2).
-pub const LEVELS: usize = 3;
+use crate::version::LEVELS;
 
 /// How data blocks of extents are compressed. A block is stored compressed only if that saves
 /// at least 12.5%; the block cache holds blocks uncompressed.

@@ -205,8 +205,9 @@ pub struct DbStats {
     /// Free slots inside data files.
     pub space_free_slots: u64,
     /// Free slots that still hold their disk blocks (at most about
-    /// [`crate::Options::free_slots_kept`], and one per 16 used slots, once the background
-    /// thread has caught up).
+    /// [`crate::Options::free_slots_kept`], and one per
+    /// [`crate::Options::used_slots_per_kept_slot`] used slots, once the background thread has
+    /// caught up).
     pub space_unpunched_slots: u64,
     /// Bytes of disk the data files occupy (allocated blocks); `None` where the file system
     /// cannot tell.

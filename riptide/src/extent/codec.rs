@@ -24,13 +24,10 @@ use super::Compression;
 use crate::coding::{get_varint32, put_varint};
 
 /// Largest decompressed block accepted (a bound against absurd length prefixes).
-pub(crate) const MAX_DECOMPRESSED: usize = 1 << 30;
+const MAX_DECOMPRESSED: usize = 1 << 30;
 
 /// Most bytes one stored zstd byte may expand to (zstd's RLE blocks reach about 32,768).
 const ZSTD_MAX_RATIO: usize = 1 << 16;
-
-/// zstd level used when none is given (RocksDB's default for zstd too).
-pub(crate) const DEFAULT_ZSTD_LEVEL: i32 = 3;
 
 /// True if `stored` bytes are worth storing instead of `raw_len` raw bytes (a saving of at
 /// least 12.5 %).
@@ -111,7 +108,7 @@ impl BlockCompressor {
 
 /// Compresses `raw` with LZ4 into `out` (`varint32 raw_len ‖ lz4 block`); false (and `out`
 /// unspecified) when that would not save at least 12.5 %.
-pub(crate) fn compress_lz4(raw: &[u8], out: &mut Vec<u8>) -> bool {
+fn compress_lz4(raw: &[u8], out: &mut Vec<u8>) -> bool {
     out.clear();
     put_varint(out, raw.len() as u64);
     let hdr = out.len();

@@ -115,7 +115,7 @@ impl Default for ExtentOptions {
             restart_interval: 16,
             bloom_bits_per_key: 10,
             compression: Compression::Lz4,
-            compression_level: codec::DEFAULT_ZSTD_LEVEL,
+            compression_level: crate::table_options::DEFAULT_ZSTD_LEVEL,
             hash_index: true,
         }
     }

@@ -98,37 +98,34 @@ impl ExtentBuilder {
     /// `reader`: the block, its index entry, its filter lines and the properties' keys.
     pub fn estimated_size_after_copy(&self, reader: &ExtentReader, i: usize) -> Result<usize> {
         let e = reader.entry(i)?;
-        let bits = self.opts.bloom_bits_per_key as usize;
-        let filter = if bits == 0 {
-            0
-        } else if self.can_copy_stats(reader) {
-            reader.filter().and_then(|f| f.block_line_count(i)).unwrap_or(0) * 64 + 4
+        let lines = if self.opts.bloom_bits_per_key > 0 && self.can_copy_stats(reader) {
+            Some(reader.filter().and_then(|f| f.block_line_count(i)).unwrap_or(0))
         } else {
-            // Decoded: at most one filter key per entry.
-            (e.rows as usize * bits).div_ceil(512) * 64 + 64 + 4
+            None
         };
-        let key = e.first_key.len().max(e.last_key.len());
-        Ok(self.estimated_size()
-            + e.stored_size() as usize
-            + IndexEntry::encoded_len_bound(e.first_key.len(), e.last_key.len())
-            + filter
-            + 2 * key)
+        Ok(self.size_after_block(e, e.stored_size() as usize, lines))
     }
 
     /// Upper bound of [`Self::estimated_size`] after [`Self::add_raw_block`] of `raw`: the
     /// block as stored there, its index entry, filter lines for every entry (it is decoded) and
     /// the properties' keys.
     pub fn estimated_size_after_raw(&self, raw: &RawBlock) -> usize {
-        let e = &raw.entry;
+        self.size_after_block(&raw.entry, raw.stored.len(), None)
+    }
+
+    /// [`Self::estimated_size`] plus a block of `stored` bytes described by `e`: its index
+    /// entry, its filter (`filter_lines` copied lines, or `None`: decoded, at most one filter
+    /// key per entry) and the properties' keys.
+    fn size_after_block(&self, e: &IndexEntry, stored: usize, filter_lines: Option<usize>) -> usize {
         let bits = self.opts.bloom_bits_per_key as usize;
-        let filter = if bits == 0 {
-            0
-        } else {
-            (e.rows as usize * bits).div_ceil(512) * 64 + 64 + 4
+        let filter = match filter_lines {
+            _ if bits == 0 => 0,
+            Some(lines) => lines * 64 + 4,
+            None => (e.rows as usize * bits).div_ceil(512) * 64 + 64 + 4,
         };
         let key = e.first_key.len().max(e.last_key.len());
         self.estimated_size()
-            + raw.stored.len()
+            + stored
             + IndexEntry::encoded_len_bound(e.first_key.len(), e.last_key.len())
             + filter
             + 2 * key
