@@ -78,6 +78,9 @@ mod txn;
 mod version;
 mod write;
 
+/// Number of levels of every sub-table's LSM-tree (L0, L1, L2).
+pub(crate) const LEVELS: usize = 3;
+
 pub use cache::CacheStats;
 pub use catalog::{DEFAULT_TABLE, MAX_TABLE_NAME};
 pub use contention::{LockClass, LockContention};

@@ -87,7 +87,7 @@ pub struct Options {
     /// (`LevelStats::blocks_recompressed`; into L2 it merges them). Default:
     /// [`DEFAULT_COMPRESSION_PER_LEVEL`] (LZ4, LZ4, zstd level 3). Tables may override it
     /// ([`crate::TableOptions`]).
-    pub compression_per_level: [Compression; crate::version::LEVELS],
+    pub compression_per_level: [Compression; crate::LEVELS],
     /// Entries between restart points in a data block (a seek binary-searches the restart
     /// points, then decodes at most this many entries). Default: 16. Range: 1 ..= 128.
     pub block_restart_interval: usize,

@@ -11,7 +11,7 @@
 
 use crate::coding::{get_varint, get_varint32, put_varint};
 use crate::error::{Error, Result};
-use crate::version::LEVELS;
+use crate::LEVELS;
 
 /// How data blocks of extents are compressed. A block is stored compressed only if that saves
 /// at least 12.5%; the block cache holds blocks uncompressed.

@@ -20,8 +20,7 @@ use crate::meta::edit::{TableEdit, TableMeta};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-/// Number of levels.
-pub(crate) const LEVELS: usize = 3;
+pub(crate) use crate::LEVELS;
 
 /// One sorted run of non-overlapping extents.
 #[derive(Debug)]

@@ -28,8 +28,7 @@ use std::path::PathBuf;
 /// The path named in [`Error::Corruption`] for a violation found in memory (not in a file).
 pub(crate) const STATE_PATH: &str = "<meta state>";
 
-/// Number of levels (L0, L1, L2).
-pub(crate) const LEVELS: usize = 3;
+pub(crate) use crate::LEVELS;
 
 /// What metadata knows about one extent.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
