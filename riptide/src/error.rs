@@ -173,6 +173,19 @@ pub enum Error {
     /// `rollback_to_savepoint` or `pop_savepoint` without a savepoint.
     #[error("the transaction has no savepoint")]
     NoSavepoint,
+    /// An object-store request failed for good (after retries, for transient errors); the
+    /// database stays usable, and the operation may be tried again.
+    #[error("object store {op} of {object} failed ({kind}): {message}")]
+    ObjectStore {
+        /// `"put"`, `"get"`, `"delete"`, `"list"`, or the read that needed the object.
+        op: &'static str,
+        /// The object (`s3://bucket/prefix/ext/...`).
+        object: String,
+        /// Whether it was missing, transient (retries ran out) or permanent.
+        kind: crate::tier::ObjectErrorKind,
+        /// What the store said.
+        message: String,
+    },
     /// A file was written by a newer, unknown format version.
     #[error("{path:?} has format version {found}; this build reads up to {supported}")]
     UnsupportedFormat {
@@ -188,6 +201,22 @@ pub enum Error {
 impl Error {
     /// Wraps an `io::Error` with the operation and path it hit.
     pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
+        // An object-tier read carries its own, already named error through `io::Error`.
+        let mut source = source;
+        if source
+            .get_ref()
+            .is_some_and(|e| e.is::<crate::tier::objects::ObjectReadError>())
+        {
+            let kind = source.kind();
+            source = match source
+                .into_inner()
+                .map(|b| b.downcast::<crate::tier::objects::ObjectReadError>())
+            {
+                Some(Ok(inner)) => return inner.0,
+                Some(Err(other)) => io::Error::new(kind, other),
+                None => io::Error::from(kind),
+            };
+        }
         Error::Io {
             op,
             path: path.into(),

@@ -23,11 +23,13 @@
 //!   cache's policy still sees the block used. Swizzled hits count as block cache hits.
 
 use crate::cache::{BlockCache, BlockKey, CacheStats, StripedCounter, TableCache};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::extent::{Block, ExtentReader, PointRead, PointScratch};
-use crate::fs::RandomRwFile;
+use crate::fs::ReadableFile;
 use crate::meta::edit::ExtentMeta;
 use crate::space::{ExtentId, ExtentSpace};
+use crate::tier::{ObjectTier, Tier};
+use std::path::PathBuf;
 use arc_swap::ArcSwapWeak;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -44,12 +46,12 @@ thread_local! {
 /// reference to each of its data blocks that the block cache holds (see the module header).
 pub(crate) struct OpenExtent {
     pub(crate) reader: ExtentReader,
-    pub(crate) file: Arc<dyn RandomRwFile>,
+    pub(crate) file: Arc<dyn ReadableFile>,
     swizzled: Box<[ArcSwapWeak<Block>]>,
 }
 
 impl OpenExtent {
-    pub(crate) fn new(reader: ExtentReader, file: Arc<dyn RandomRwFile>) -> Self {
+    pub(crate) fn new(reader: ExtentReader, file: Arc<dyn ReadableFile>) -> Self {
         let swizzled = (0..reader.index().len())
             .map(|_| ArcSwapWeak::new(Weak::new()))
             .collect();
@@ -155,9 +157,11 @@ pub struct CacheCounters {
     pub swizzled_block_hits: u64,
 }
 
-/// Extent space plus the caches that read it.
+/// Extent space (and the object tier, if any) plus the caches that read them.
 pub(crate) struct ExtentStore {
     pub(crate) space: Arc<ExtentSpace>,
+    /// The object tier, where extents with [`ExtentId::is_object`] live.
+    pub(crate) objects: Option<Arc<ObjectTier>>,
     pub(crate) blocks: BlockCache<Block>,
     pub(crate) readers: TableCache<OpenExtent>,
     next_cache_id: AtomicU64,
@@ -179,6 +183,7 @@ impl ExtentStore {
     pub(crate) fn new(space: Arc<ExtentSpace>, block_cache_bytes: usize, table_cache_entries: usize) -> Self {
         ExtentStore {
             space,
+            objects: None,
             blocks: BlockCache::new(block_cache_bytes),
             readers: TableCache::new(table_cache_entries),
             next_cache_id: AtomicU64::new(1),
@@ -188,6 +193,73 @@ impl ExtentStore {
             partial_block_reads: StripedCounter::default(),
             swizzling: true,
             swizzled_block_hits: StripedCounter::default(),
+        }
+    }
+
+    /// Puts extents with [`ExtentId::is_object`] in `tier`.
+    pub(crate) fn with_objects(mut self, tier: Option<Arc<ObjectTier>>) -> Self {
+        self.objects = tier;
+        self
+    }
+
+    /// The object tier, or an error naming `what` needs it.
+    fn object_tier(&self, what: ExtentId) -> Result<&Arc<ObjectTier>> {
+        self.objects.as_ref().ok_or_else(|| Error::InvalidOption {
+            option: "object_store",
+            reason: format!("extent {what} lives in the object tier, and no object store is configured"),
+        })
+    }
+
+    /// Allocates a new extent of `slots` slots in `tier`.
+    pub(crate) fn allocate(&self, slots: u32, tier: Tier) -> Result<ExtentId> {
+        match tier {
+            Tier::Local => self.space.allocate(slots),
+            Tier::Object => Ok(self.object_tier(ExtentId(crate::space::OBJECT_ID_BIT))?.allocate()),
+        }
+    }
+
+    /// Writes an allocated extent's bytes (`valid` at its start, `footer` at its end). A local
+    /// extent is durable after [`Self::sync`]; an object-tier extent when this returns.
+    pub(crate) fn write_extent(&self, id: ExtentId, slots: u32, valid: &[u8], footer: &[u8]) -> Result<()> {
+        if id.is_object() {
+            return self.object_tier(id)?.upload(id, valid, footer);
+        }
+        self.space.write_extent(id, slots, valid, footer)
+    }
+
+    /// Makes the written local extents among `ids` durable (object-tier extents already are).
+    pub(crate) fn sync(&self, ids: &[ExtentId]) -> Result<()> {
+        let local: Vec<ExtentId> = ids.iter().copied().filter(|id| !id.is_object()).collect();
+        self.space.sync(&local)
+    }
+
+    /// Gives back an extent that was allocated (maybe written) but never named by metadata.
+    pub(crate) fn discard(&self, id: ExtentId, slots: u32) {
+        if id.is_object() {
+            if let Some(t) = &self.objects {
+                t.discard(id);
+            }
+        } else {
+            self.space.free(id, slots);
+        }
+    }
+
+    /// The file, path and base offset to read extent `e` at.
+    pub(crate) fn locate(&self, e: &LiveExtent) -> Result<(Arc<dyn ReadableFile>, PathBuf, u64)> {
+        if e.id.is_object() {
+            let tier = self.object_tier(e.id)?;
+            return Ok((tier.file(e.id, e.meta.data_size, e.meta.slots), PathBuf::from(tier.url(e.id)), 0));
+        }
+        let (file, path, base) = self.space.locate(e.id)?;
+        Ok((file, path, base))
+    }
+
+    /// Extent `e` is being scanned: an object-tier extent is read whole into the extent cache
+    /// (once), so the scan's block reads are local. Only a hint: a failure here surfaces on the
+    /// block read that follows.
+    pub(crate) fn scanning(&self, e: &LiveExtent) {
+        if let (true, Some(tier)) = (e.id.is_object(), &self.objects) {
+            let _ = tier.fetch_whole(e.id, e.meta.data_size);
         }
     }
 
@@ -260,7 +332,7 @@ impl ExtentStore {
             return Ok(open);
         }
         let open = self.readers.get_or_try_insert_with(e.cache_id, || {
-            let (file, path, base) = self.space.locate(e.id)?;
+            let (file, path, base) = self.locate(e)?;
             let reader = ExtentReader::open(file.as_ref(), &path, base, e.meta.slots)?;
             Ok(Arc::new(OpenExtent::new(reader, file)))
         })?;
@@ -390,7 +462,13 @@ impl ExtentStore {
             }
         }
         self.readers.remove(e.cache_id);
-        self.space.free(e.id, e.meta.slots);
+        if e.id.is_object() {
+            if let Some(t) = &self.objects {
+                t.retire(e.id);
+            }
+        } else {
+            self.space.free(e.id, e.meta.slots);
+        }
         self.freed.fetch_add(1, Ordering::Relaxed);
     }
 }

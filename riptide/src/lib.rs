@@ -74,6 +74,7 @@ mod space;
 mod subtable;
 mod table_options;
 mod thread_index;
+pub mod tier;
 mod txn;
 mod version;
 mod write;

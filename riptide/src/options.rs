@@ -6,9 +6,11 @@
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, PosixFs};
 pub use crate::table_options::{Compression, DEFAULT_COMPRESSION_PER_LEVEL};
+use crate::tier::{ObjectStore, RetryPolicy, Tier};
 use crate::Snapshot;
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Largest user key accepted, in bytes (64 KiB).
 pub const MAX_KEY_SIZE: usize = 64 << 10;
@@ -194,6 +196,28 @@ pub struct Options {
     /// about 6 % to the extents at rest. 0: no such limit (only `free_slots_kept`).
     /// Default: 16.
     pub used_slots_per_kept_slot: u32,
+    /// The object store of the object tier (seed 003): S3 through the `riptide-s3` crate, a
+    /// directory ([`crate::tier::DirObjectStore`]), or your own. Its credentials come from
+    /// the store's own configuration (the environment, a profile), never from the database
+    /// directory. Required when `l2_tier` is [`Tier::Object`] or the database already has
+    /// extents in the object tier. Default: none.
+    pub object_store: Option<Arc<dyn ObjectStore>>,
+    /// Where L2 extents written from now on live; tables may override it
+    /// ([`crate::TableOptions::l2_tier`]). L0 and L1 are always local. Default:
+    /// [`Tier::Local`].
+    pub l2_tier: Tier,
+    /// Bytes of local disk (in `<db>/extent-cache/`) that cache whole object-tier extents,
+    /// least recently used evicted first; scans and compactions read whole extents into it,
+    /// and new extents are cached as they are uploaded. 0 = no cache: every read of an
+    /// object-tier block is a ranged GET. Default: 1 GiB.
+    pub extent_cache_size: u64,
+    /// How long an object-tier extent that no metadata names any more stays in the store
+    /// before it is deleted (readers elsewhere, such as a read-only open of the same store,
+    /// may still be reading it). Default: 5 minutes.
+    pub object_delete_grace: Duration,
+    /// How object-store requests that fail transiently are retried. Default:
+    /// [`RetryPolicy::default`].
+    pub object_retry: RetryPolicy,
 }
 
 impl Default for Options {
@@ -244,6 +268,11 @@ impl Default for Options {
             extents_per_file: 5120,
             free_slots_kept: 64,
             used_slots_per_kept_slot: 16,
+            object_store: None,
+            l2_tier: Tier::Local,
+            extent_cache_size: 1 << 30,
+            object_delete_grace: Duration::from_secs(300),
+            object_retry: RetryPolicy::default(),
         }
     }
 }
@@ -305,6 +334,11 @@ impl fmt::Debug for Options {
             .field("extents_per_file", &self.extents_per_file)
             .field("free_slots_kept", &self.free_slots_kept)
             .field("used_slots_per_kept_slot", &self.used_slots_per_kept_slot)
+            .field("object_store", &self.object_store)
+            .field("l2_tier", &self.l2_tier)
+            .field("extent_cache_size", &self.extent_cache_size)
+            .field("object_delete_grace", &self.object_delete_grace)
+            .field("object_retry", &self.object_retry)
             .finish()
     }
 }
@@ -319,6 +353,10 @@ fn invalid(option: &'static str, reason: impl Into<String>) -> Error {
 impl Options {
     /// Checks every option; the first bad one is returned as [`Error::InvalidOption`].
     pub fn validate(&self) -> Result<()> {
+        if self.l2_tier == Tier::Object && self.object_store.is_none() {
+            return Err(invalid("l2_tier", "L2 in the object tier needs Options::object_store"));
+        }
+        self.object_retry.validate()?;
         if !(64 << 10..=16 << 30).contains(&self.write_buffer_size) {
             return Err(invalid(
                 "write_buffer_size",

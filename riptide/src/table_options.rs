@@ -11,6 +11,7 @@
 
 use crate::coding::{get_varint, get_varint32, put_varint};
 use crate::error::{Error, Result};
+use crate::tier::Tier;
 use crate::LEVELS;
 
 /// How data blocks of extents are compressed. A block is stored compressed only if that saves
@@ -142,6 +143,9 @@ pub struct TableOptions {
     pub bloom_bits_per_key: Option<u32>,
     /// Whether the table's reads use the row cache (when the database has one). Default: on.
     pub row_cache: Option<bool>,
+    /// Where the table's L2 extents written from now on live; see
+    /// [`crate::Options::l2_tier`].
+    pub l2_tier: Option<Tier>,
 }
 
 // Field tags of the catalog encoding (stable).
@@ -149,6 +153,7 @@ const T_COMPRESSION: u64 = 1;
 const T_BLOCK_SIZE: u64 = 2;
 const T_BLOOM_BITS: u64 = 3;
 const T_ROW_CACHE: u64 = 4;
+const T_L2_TIER: u64 = 5;
 
 impl TableOptions {
     /// Checks every set field against the same ranges as [`crate::Options::validate`].
@@ -198,6 +203,9 @@ impl TableOptions {
         if let Some(r) = self.row_cache {
             out.push(format!("row_cache = {}", if r { "on" } else { "off" }));
         }
+        if let Some(t) = self.l2_tier {
+            out.push(format!("l2_tier = {}", t.name()));
+        }
         out
     }
 
@@ -229,6 +237,9 @@ impl TableOptions {
         }
         if let Some(r) = self.row_cache {
             field(T_ROW_CACHE, &num(u64::from(r)));
+        }
+        if let Some(t) = self.l2_tier {
+            field(T_L2_TIER, &num(t as u64));
         }
         out
     }
@@ -278,6 +289,13 @@ impl TableOptions {
                         v => return Err(format!("row cache flag {v}")),
                     })
                 }
+                T_L2_TIER => {
+                    o.l2_tier = Some(match num()? {
+                        0 => Tier::Local,
+                        1 => Tier::Object,
+                        v => return Err(format!("L2 tier {v}")),
+                    })
+                }
                 _ => {}
             }
         }
@@ -315,6 +333,7 @@ mod tests {
             block_size: Some(4096),
             bloom_bits_per_key: Some(0),
             row_cache: Some(false),
+            l2_tier: Some(Tier::Object),
         };
         for o in [all.clone(), TableOptions::default()] {
             assert_eq!(TableOptions::decode(&o.encode()).unwrap(), o);

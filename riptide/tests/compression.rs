@@ -208,6 +208,7 @@ fn table_options_persist_and_apply_to_their_table_alone() {
         block_size: Some(4096),
         bloom_bits_per_key: Some(0),
         row_cache: Some(false),
+        l2_tier: None,
     };
     let t = db.create_table_with("orders", own.clone()).unwrap();
     let u = db.create_table("users").unwrap();

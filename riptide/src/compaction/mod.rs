@@ -91,9 +91,10 @@ pub(crate) trait CompactionContext {
     fn gc_view(&self) -> (Lsn, Vec<Lsn>);
     /// Commits one slog transaction (durable on return).
     fn commit_meta(&self, entries: Vec<SlogEntry>) -> Result<()>;
-    /// Options for new extents.
     /// How table `t`'s extents are built in `level`.
     fn extent_options(&self, t: &TableInner, level: usize) -> ExtentOptions;
+    /// Where table `t`'s new extents in `level` go.
+    fn output_tier(&self, t: &TableInner, level: usize) -> crate::tier::Tier;
     /// Compactions may re-link extents and copy blocks (data reuse).
     fn reuse(&self) -> bool;
     /// How compaction jobs are split into tasks and run on units.
@@ -204,17 +205,18 @@ pub(crate) fn compact(
         &store,
         &plan,
         ctx.extent_options(t, usize::from(plan.out_level)),
+        ctx.output_tier(t, usize::from(plan.out_level)),
         &snapshots,
         ctx.units(),
         &mut result,
     )
     .and_then(|()| {
         let ids: Vec<ExtentId> = result.written.iter().map(|w| w.0).collect();
-        store.space.sync(&ids)
+        store.sync(&ids)
     });
     if let Err(e) = ran {
         for (id, b) in &result.written {
-            store.space.free(*id, b.slots);
+            store.discard(*id, b.slots);
         }
         return Err(e);
     }
@@ -249,7 +251,7 @@ pub(crate) fn compact(
         Err(e) => {
             drop(state);
             for (id, b) in &result.written {
-                store.space.free(*id, b.slots);
+                store.discard(*id, b.slots);
             }
             return Err(e);
         }

@@ -14,6 +14,7 @@
 
 use super::stats::LevelCounters;
 use super::DbInner;
+use crate::tier::Tier;
 use crate::compaction::picker::{flush_triggers_delete_compaction, pick, Shape, TaskKind, Triggers};
 use crate::compaction::{compact, packable, purgeable, CompactionContext, CompactionKind, KeyRange, Units};
 use crate::error::Result;
@@ -289,6 +290,13 @@ impl FlushContext for DbInner {
 }
 
 impl CompactionContext for DbInner {
+    fn output_tier(&self, t: &TableInner, level: usize) -> Tier {
+        if level + 1 < crate::LEVELS {
+            return Tier::Local;
+        }
+        t.options.l2_tier.unwrap_or(self.opts.l2_tier)
+    }
+
     fn gc_view(&self) -> (Lsn, Vec<Lsn>) {
         DbInner::gc_view(self)
     }

@@ -4,7 +4,7 @@
 //! - Nothing is deleted while another instance (this process or another) holds the
 //!   database's `LOCK`: the lock is taken first, and released only after the last file is gone.
 //! - Only files with Riptide's own names are deleted (`CATALOG`, `LOCK`, the `meta/`, `redo/`
-//!   and `data/` files); any other file stays, and so does its directory.
+//!   `data/` and `extent-cache/` files; not the objects of an object tier); any other file stays, and so does its directory.
 //! - A directory without a `CATALOG` that holds anything but Riptide's names is not a
 //!   database: [`Error::NotADatabase`], and nothing is deleted.
 
@@ -15,6 +15,7 @@ use crate::fs::{FileSystem, PosixFs};
 use crate::meta::current::{is_meta_file_name, meta_dir};
 use crate::redo::{is_segment_name, redo_dir};
 use crate::space::{is_data_file_name, DATA_DIR};
+use crate::tier::{is_cached_extent_name, EXTENT_CACHE_DIR};
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -23,11 +24,12 @@ type OwnName = fn(&str) -> bool;
 
 /// The directories Riptide writes inside a database directory, each with the rule that
 /// recognises its files (owned by the module that writes them).
-fn subdirs(db: &Path) -> [(PathBuf, OwnName); 3] {
+fn subdirs(db: &Path) -> [(PathBuf, OwnName); 4] {
     [
         (meta_dir(db), is_meta_file_name),
         (redo_dir(db), is_segment_name),
         (db.join(DATA_DIR), is_data_file_name),
+        (db.join(EXTENT_CACHE_DIR), is_cached_extent_name),
     ]
 }
 

@@ -119,6 +119,8 @@ pub(crate) struct DbInner {
     /// The last background error (cleared by the next successful flush).
     bg_error: Mutex<Option<Error>>,
     counters: BackgroundCounters,
+    /// The object tier's collector thread (deletes retired objects), if there is a tier.
+    object_collector: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 /// An open database. Cheap to clone (all clones share one instance) and safe to share
@@ -165,6 +167,7 @@ impl Db {
             drop(log);
         }
         self.inner.workers.stop();
+        self.inner.stop_object_collector();
         self.inner.lock.lock().take();
     }
 
@@ -513,8 +516,20 @@ impl DbInner {
                 }
             }
         };
+        self.stop_object_collector();
         self.lock.lock().take();
         result
+    }
+
+    /// Stops the object tier's collector and waits for it (objects whose grace period has not
+    /// passed stay in the store; the next open finds them).
+    fn stop_object_collector(&self) {
+        if let Some(tier) = &self.store.objects {
+            tier.stop_collector();
+        }
+        if let Some(h) = self.object_collector.lock().take() {
+            let _ = h.join();
+        }
     }
 }
 

@@ -4,11 +4,15 @@
 //! 2. Take the `LOCK` (one instance per directory), load or create the `CATALOG`.
 //! 3. Metadata: the extent space's file headers, then the checkpoint and the committed
 //!    transactions of the slog; every extent the metadata names is marked in use.
-//! 4. Drop the metadata of tables the catalog no longer names (a crash between the two
+//!    With an object store, the object tier opens (its extent cache emptied); recovery reads
+//!    no object data. Without one, metadata naming object-tier extents fails the open.
+//! 4. Queue for deletion the extent objects no metadata names (best effort), and start the
+//!    object tier's collector.
+//! 5. Drop the metadata of tables the catalog no longer names (a crash between the two
 //!    updates of a drop).
-//! 5. Replay the redo log into memtables from each table's recovery point (its last flush's
+//! 6. Replay the redo log into memtables from each table's recovery point (its last flush's
 //!    seal LSN); the pipeline starts after the highest LSN seen in the log or in extents.
-//! 6. Start the background workers, with every table that replay left immutable memtables in
+//! 7. Start the background workers, with every table that replay left immutable memtables in
 //!    already queued for a flush.
 
 use super::stats::BackgroundCounters;
@@ -27,11 +31,12 @@ use crate::redo::{self, RedoLog};
 use crate::snapshot::SnapshotList;
 use crate::space::{ExtentId, ExtentSpace, SpaceOptions};
 use crate::subtable::{TableInner, TableState};
+use crate::tier::{ExtentCache, ObjectTier, Tier, EXTENT_CACHE_DIR};
 use crate::version::LevelSet;
 use crate::write::pipeline::{Pipeline, PipelineConfig};
 use crate::write::stall::WriteStall;
 use parking_lot::{Mutex, RwLock};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -79,13 +84,28 @@ impl Db {
         )?);
         let (slog, recovered) = Slog::open(fs.clone(), &path)?;
         let mut state = recovered.state;
+        let object_extents: HashSet<u64> = state
+            .extents()
+            .filter(|e| ExtentId(e.id).is_object())
+            .map(|e| e.id)
+            .collect();
+        let objects = open_object_tier(&path, &opts, object_extents.len())?;
+        if objects.is_none() {
+            if let Some((tid, _)) = catalog.options.iter().find(|(_, o)| o.l2_tier == Some(Tier::Object)) {
+                return Err(Error::InvalidOption {
+                    option: "object_store",
+                    reason: format!("table {tid} keeps L2 in the object tier; open the database with Options::object_store"),
+                });
+            }
+        }
         let factory = TableFactory {
             db_id: NEXT_DB_ID.fetch_add(1, Ordering::Relaxed),
             write_buffer_size: opts.write_buffer_size,
             store: Arc::new(
                 ExtentStore::new(space.clone(), opts.block_cache_size, opts.table_cache_size)
                     .with_partial_reads(opts.partial_block_reads)
-                    .with_swizzling(opts.block_swizzling),
+                    .with_swizzling(opts.block_swizzling)
+                    .with_objects(objects.clone()),
             ),
             row_cache: Arc::new(RowCache::new(opts.row_cache_size, 4 << 10)),
             flush_queue: Default::default(),
@@ -95,7 +115,9 @@ impl Db {
         for (tid, name) in &catalog.tables {
             let meta = state.tables.get(tid).cloned().unwrap_or_default();
             for e in meta.levels.iter().flat_map(|l| l.values()).flatten() {
-                space.reference(ExtentId(e.id), e.slots)?;
+                if !ExtentId(e.id).is_object() {
+                    space.reference(ExtentId(e.id), e.slots)?;
+                }
                 floor_lsn = floor_lsn.max(e.max_lsn);
             }
             floor_lsn = floor_lsn.max(meta.flushed_lsn);
@@ -110,6 +132,16 @@ impl Db {
             );
         }
         space.finish_recovery(&looks_like_footer)?;
+        let object_collector = match &objects {
+            Some(tier) => {
+                // Objects no metadata names: crashed uploads, deletions cut short by a close or
+                // a crash. An unreachable store does not stop the open (recovery reads no
+                // object data); the next open tries again.
+                let _ = tier.reclaim_orphans(&object_extents);
+                Some(tier.start_collector()?)
+            }
+            None => None,
+        };
         // Metadata of tables dropped from the catalog (a crash between the two updates).
         let orphans: Vec<SlogEntry> = state
             .tables
@@ -183,6 +215,7 @@ impl Db {
             txns: Default::default(),
             bg_error: Mutex::new(None),
             counters: BackgroundCounters::default(),
+            object_collector: Mutex::new(object_collector),
             opts,
         });
         // Replay may have left immutable memtables.
@@ -196,4 +229,27 @@ impl Db {
             inner: Arc::new(DbHandle(inner)),
         })
     }
+}
+
+/// The object tier of the database at `path`, if `opts` configures an object store; an error
+/// if the metadata names `object_extents` extents in the object tier and none is configured.
+fn open_object_tier(path: &Path, opts: &Options, object_extents: usize) -> Result<Option<Arc<ObjectTier>>> {
+    let Some(store) = &opts.object_store else {
+        if object_extents > 0 {
+            return Err(Error::InvalidOption {
+                option: "object_store",
+                reason: format!(
+                    "the database has {object_extents} extents in the object tier; open it with Options::object_store"
+                ),
+            });
+        }
+        return Ok(None);
+    };
+    let cache = ExtentCache::open(opts.fs.clone(), &path.join(EXTENT_CACHE_DIR), opts.extent_cache_size)?;
+    Ok(Some(Arc::new(ObjectTier::new(
+        store.clone(),
+        opts.object_retry,
+        opts.object_delete_grace,
+        cache,
+    ))))
 }

@@ -212,8 +212,14 @@ pub struct DbStats {
     /// Bytes of disk the data files occupy (allocated blocks); `None` where the file system
     /// cannot tell.
     pub space_allocated_bytes: Option<u64>,
-    /// Valid bytes of the extents the current metadata names (every table, every level).
+    /// Valid bytes of the local extents the current metadata names (every table, every level).
     pub live_extent_bytes: u64,
+    /// Extents in the object tier the current metadata names.
+    pub object_extents: u64,
+    /// Their valid bytes.
+    pub object_extent_bytes: u64,
+    /// The object tier's counters, if the database has an object store.
+    pub object_tier: Option<crate::tier::ObjectTierStats>,
     /// Free slots whose disk blocks were given back to the file system (hole punching).
     pub space_punched_slots: u64,
     /// Compaction statistics per output level (L0: intra-L0, L1: minor, L2: major, self-major
@@ -256,6 +262,14 @@ impl LevelCounters {
     }
 }
 
+/// Live extent bytes per tier.
+#[derive(Default)]
+struct TierBytes {
+    local_bytes: u64,
+    object_extents: u64,
+    object_bytes: u64,
+}
+
 impl Db {
     /// Counters of flushes, the extent space and the caches.
     pub fn stats(&self) -> DbStats {
@@ -263,6 +277,17 @@ impl Db {
         let c = &inner.counters;
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let space = inner.store.space.stats();
+        let mut tiers = TierBytes::default();
+        for t in inner.all_tables() {
+            for e in t.current().levels.all_extents() {
+                if e.id.is_object() {
+                    tiers.object_extents += 1;
+                    tiers.object_bytes += e.meta.data_size;
+                } else {
+                    tiers.local_bytes += e.meta.data_size;
+                }
+            }
+        }
         DbStats {
             flushes: l(&c.flushes),
             flush_extents: l(&c.flush_extents),
@@ -283,11 +308,10 @@ impl Db {
             space_free_slots: space.free_slots,
             space_unpunched_slots: space.unpunched_slots,
             space_allocated_bytes: inner.store.space.allocated_bytes(),
-            live_extent_bytes: inner
-                .all_tables()
-                .iter()
-                .map(|t| t.current().levels.all_extents().map(|e| e.meta.data_size).sum::<u64>())
-                .sum(),
+            live_extent_bytes: tiers.local_bytes,
+            object_extents: tiers.object_extents,
+            object_extent_bytes: tiers.object_bytes,
+            object_tier: inner.store.objects.as_ref().map(|t| t.stats()),
             space_punched_slots: l(&c.space_punched_slots),
             levels: [
                 inner.level_counters[0].snapshot(),

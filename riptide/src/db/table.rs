@@ -100,6 +100,12 @@ impl Db {
     pub fn create_table_with(&self, name: &str, options: TableOptions) -> Result<Table> {
         validate_table_name(name)?;
         options.validate()?;
+        if options.l2_tier == Some(crate::tier::Tier::Object) && self.inner.opts.object_store.is_none() {
+            return Err(Error::InvalidOption {
+                option: "l2_tier",
+                reason: format!("table `{name}` wants L2 in the object tier; the database has no object store"),
+            });
+        }
         self.inner.check_open()?;
         let _ddl = self.inner.ddl.lock();
         let mut catalog = {

@@ -9,6 +9,8 @@
 //!   the start). `next` is only called in forward mode and `prev` in backward mode (the merging
 //!   iterator re-seeks on a change of direction).
 //! - The first I/O or corruption error makes the cursor invalid and is kept in `error`.
+//! - A seek reads one block; stepping on into the next block of the same extent tells the
+//!   store the extent is being scanned (an object-tier extent is then read whole).
 
 use crate::error::{Error, Result};
 use crate::extent::BlockIter;
@@ -147,6 +149,11 @@ impl LevelCursor {
             return Ok(Some(p));
         }
         let mut block = p.block + 1;
+        if block < p.open.reader.index().len() {
+            // A cursor reading on from one block to the next is scanning: an object-tier
+            // extent is read whole into the extent cache (seed 003), not block by block.
+            self.store.scanning(self.extent(p.extent));
+        }
         while block < p.open.reader.index().len() {
             let mut q = self.load(p.extent, block, Some(p.open.clone()))?;
             q.iter.seek_to_first();
@@ -167,6 +174,9 @@ impl LevelCursor {
             return Ok(Some(p));
         }
         let mut block = p.block;
+        if block > 0 {
+            self.store.scanning(self.extent(p.extent));
+        }
         while block > 0 {
             block -= 1;
             let mut q = self.load(p.extent, block, Some(p.open.clone()))?;

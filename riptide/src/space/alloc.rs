@@ -48,6 +48,9 @@ impl ExtentSpace {
                     .ok_or_else(|| misuse("allocate", &self.dir, format!("extent of {slots} slots")))?
                     .max(self.opts.extents_per_file);
                 let number = inner.next_file;
+                if number >= super::MAX_DATA_FILE_NUMBER {
+                    return Err(Error::corruption(&self.dir, 0, "data file numbers exhausted"));
+                }
                 let file = self.create_file(number, max_slots)?;
                 inner.next_file = number
                     .checked_add(1)

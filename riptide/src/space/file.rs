@@ -102,7 +102,8 @@ pub(super) fn parse_name(name: &str, suffix: &str) -> Option<u32> {
     if digits.len() < 6 || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    digits.parse().ok().filter(|&n| n >= 1)
+    // Numbers from 2^31 on would collide with object-tier extent ids (`super::OBJECT_ID_BIT`).
+    digits.parse().ok().filter(|n| (1..super::MAX_DATA_FILE_NUMBER).contains(n))
 }
 
 /// True for the name of a data file (`NNNNNN.dat`), for tools that delete a database.

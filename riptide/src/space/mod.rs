@@ -57,11 +57,24 @@ pub(crate) const FOOTER_PROBE_LEN: usize = 64;
 /// Name of the data directory inside the database directory.
 pub(crate) const DATA_DIR: &str = "data";
 
-/// An extent's name: data-file number in the high 32 bits, first slot in the low 32 bits.
+/// Extent ids with this bit set name extents in the object tier (`crate::tier`): one object
+/// each, no data file or slot. Data files are numbered below [`MAX_DATA_FILE_NUMBER`], so a
+/// local extent's id never has it.
+pub(crate) const OBJECT_ID_BIT: u64 = 1 << 63;
+/// Data-file numbers stay below this (2^31).
+pub(crate) const MAX_DATA_FILE_NUMBER: u32 = 1 << 31;
+
+/// An extent's name: data-file number in the high 32 bits, first slot in the low 32 bits; or,
+/// with [`OBJECT_ID_BIT`] set, a random number naming an object.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
 pub(crate) struct ExtentId(pub u64);
 
 impl ExtentId {
+    /// True if the extent lives in the object tier.
+    pub(crate) fn is_object(self) -> bool {
+        self.0 & OBJECT_ID_BIT != 0
+    }
+
     /// The extent starting at `slot` of file `file`.
     pub(crate) fn new(file: u32, slot: u32) -> Self {
         ExtentId(u64::from(file) << 32 | u64::from(slot))
@@ -80,7 +93,11 @@ impl ExtentId {
 
 impl fmt::Display for ExtentId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{}", self.file(), self.slot())
+        if self.is_object() {
+            write!(f, "object {:016x}", self.0)
+        } else {
+            write!(f, "{}.{}", self.file(), self.slot())
+        }
     }
 }
 

@@ -80,11 +80,18 @@ fn read_at(space: &ExtentSpace, id: ExtentId, rel: u64, len: usize) -> Vec<u8> {
 
 #[test]
 fn extent_id_parts_and_display() {
-    let x = ExtentId::new(0xdead_beef, 42);
-    assert_eq!(x.file(), 0xdead_beef);
+    let x = ExtentId::new(0x5ead_beef, 42);
+    assert_eq!(x.file(), 0x5ead_beef);
     assert_eq!(x.slot(), 42);
-    assert_eq!(x.0, 0xdead_beef_0000_002a);
-    assert_eq!(x.to_string(), format!("{}.42", 0xdead_beefu32));
+    assert_eq!(x.0, 0x5ead_beef_0000_002a);
+    assert_eq!(x.to_string(), format!("{}.42", 0x5ead_beefu32));
+    assert!(!x.is_object());
+    let o = ExtentId(super::OBJECT_ID_BIT | 0xabc);
+    assert!(o.is_object());
+    assert_eq!(o.to_string(), "object 8000000000000abc");
+    // Data-file names that would collide with object ids are not data files.
+    assert!(is_data_file_name("2147483647.dat"));
+    assert!(!is_data_file_name("2147483648.dat"));
     assert!(ExtentId::new(1, 9) < ExtentId::new(2, 1));
     assert_eq!(SpaceOptions::default().extents_per_file, 5120);
 }

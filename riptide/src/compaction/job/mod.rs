@@ -34,6 +34,7 @@ use crate::extent::{BuiltExtent, ExtentOptions};
 use crate::extent_store::{user_part, ExtentStore, LiveExtent};
 use crate::key::Lsn;
 use crate::space::ExtentId;
+use crate::tier::Tier;
 use ranges::{closed_ranges, split_range, Piece};
 use std::sync::Arc;
 use task::run_task;
@@ -177,12 +178,13 @@ pub(crate) fn run(
     store: &Arc<ExtentStore>,
     plan: &Plan,
     opts: ExtentOptions,
+    tier: Tier,
     snapshots: &[Lsn],
     units: Units,
     result: &mut JobResult,
 ) -> Result<()> {
     let tasks = make_tasks(store, plan, units, result)?;
-    let cpu = |task: &[Piece]| run_task(store, plan, &opts, snapshots, task);
+    let cpu = |task: &[Piece]| run_task(store, plan, &opts, tier, snapshots, task);
     let outcomes = units::run_tasks(store, &tasks, units, &cpu, result);
     // Tasks a unit rejected run here; collect everything in key order.
     let mut first_err = None;

@@ -13,6 +13,7 @@ use crate::error::Result;
 use crate::extent::{BuiltExtent, ExtentBuilder, ExtentOptions, EXTENT_SIZE};
 use crate::extent_store::ExtentStore;
 use crate::space::ExtentId;
+use crate::tier::Tier;
 
 /// The output side of a job: one extent builder at a time, cut only between user keys, and
 /// at every fence (an output extent never reaches across one).
@@ -23,6 +24,8 @@ pub(super) struct Output<'a> {
     /// The byte buffer of the last extent written, for the next builder.
     pub(super) spare: Vec<u8>,
     pub(super) written: &'a mut Vec<(ExtentId, BuiltExtent)>,
+    /// Where the output extents go.
+    pub(super) tier: Tier,
     /// The plan's fences (sorted user keys).
     pub(super) fences: &'a [Vec<u8>],
     /// Fences at or below the last key added.
@@ -60,12 +63,11 @@ impl Output<'_> {
         let next = ExtentBuilder::with_buffer(self.opts.clone(), std::mem::take(&mut self.spare));
         let full = std::mem::replace(&mut self.builder, next);
         let built = full.finish()?;
-        let id = self.store.space.allocate(built.slots)?;
+        let id = self.store.allocate(built.slots, self.tier)?;
         // Registered before the write so a failure frees the slots too.
         self.written.push((id, built));
         let (id, built) = self.written.last_mut().expect("just pushed");
         self.store
-            .space
             .write_extent(*id, built.slots, &built.valid, &built.footer)?;
         // On disk now (the job syncs before installing): keep only the metadata, so a job's
         // memory is two extents' worth however much it writes. The bytes' buffer builds the

@@ -15,6 +15,7 @@ use crate::error::Result;
 use crate::extent::{ExtentBuilder, ExtentOptions};
 use crate::extent_store::{user_part, ExtentStore, LiveExtent};
 use crate::key::Lsn;
+use crate::tier::Tier;
 use std::sync::Arc;
 
 /// Runs one task (a batch of closed ranges) with its own output extents. On error, frees the
@@ -23,6 +24,7 @@ pub(super) fn run_task(
     store: &Arc<ExtentStore>,
     plan: &Plan,
     opts: &ExtentOptions,
+    tier: Tier,
     snapshots: &[Lsn],
     task: &[Piece],
 ) -> Result<TaskResult> {
@@ -34,6 +36,7 @@ pub(super) fn run_task(
         spare: Vec::new(),
         opts: opts.clone(),
         written: &mut written,
+        tier,
         fences: &plan.fences,
         passed: 0,
     };
@@ -59,10 +62,11 @@ pub(super) fn run_task(
                     out.close()?;
                     continue;
                 }
-                // An extent of another codec than the output level's is copied block by
-                // block (recompressed), not re-linked.
+                // An extent of another codec or tier than the output level's is copied block
+                // by block (recompressed if need be), not re-linked.
+                let same_tier = e.id.is_object() == (tier == Tier::Object);
                 let same_codec = || -> Result<bool> { Ok(!out.builder.recompresses(&store.open(e)?.reader)) };
-                if plan.reuse && !purge && !plan.force && same_codec()? {
+                if plan.reuse && !purge && !plan.force && same_tier && same_codec()? {
                     out.close()?;
                     result.stats.extents_reused += 1;
                     result.moved.push((*level, *layer, e.clone()));
@@ -91,7 +95,7 @@ pub(super) fn run_task(
         }
         Err(e) => {
             for (id, b) in &written {
-                store.space.free(*id, b.slots);
+                store.discard(*id, b.slots);
             }
             Err(e)
         }

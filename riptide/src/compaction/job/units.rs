@@ -26,7 +26,7 @@ fn prefetch(store: &ExtentStore, task: &[Piece]) {
                     continue;
                 }
             }
-            if let Ok((file, _, base)) = store.space.locate(e.id) {
+            if let Ok((file, _, base)) = store.locate(e) {
                 file.prefetch(base, e.meta.data_size);
             }
         }

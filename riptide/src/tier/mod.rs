@@ -1,0 +1,57 @@
+//! The object tier: L2 extents as objects in an S3-compatible store (seed 003), and the
+//! pieces around it.
+//!
+//! - `store`: the synchronous [`ObjectStore`] trait the tier goes through, and its errors.
+//!   Implementations: [`DirObjectStore`] (a directory), [`FaultyObjectStore`] (fault injection
+//!   for tests) and, in the `riptide-s3` crate, S3 through the `object_store` crate.
+//! - `retry`: backoff and a deadline for transient errors ([`RetryPolicy`]).
+//! - `objects`: the engine's side: naming, upload, ranged and whole reads, the deletion queue
+//!   with its grace period, orphan reclaim ([`ObjectTierStats`]).
+//! - `cache`: the bounded local disk cache of whole extents.
+//!
+//! Which tier a table's L2 lives on is [`Tier`] ([`crate::Options::l2_tier`],
+//! [`crate::TableOptions::l2_tier`]).
+
+mod cache;
+mod dir;
+mod fault;
+pub(crate) mod objects;
+mod retry;
+mod store;
+
+pub(crate) use cache::{is_cached_extent_name, ExtentCache, EXTENT_CACHE_DIR};
+pub use dir::DirObjectStore;
+pub use fault::{FaultyObjectStore, ObjectOp};
+pub(crate) use objects::ObjectTier;
+pub use objects::ObjectTierStats;
+pub use retry::RetryPolicy;
+pub use store::{ObjectError, ObjectErrorKind, ObjectInfo, ObjectResult, ObjectStore};
+
+/// Where a level's extents live.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Tier {
+    /// Data files on the local file system ([`crate::Options::fs`]).
+    #[default]
+    Local = 0,
+    /// Objects in [`crate::Options::object_store`].
+    Object = 1,
+}
+
+impl Tier {
+    /// `"local"` or `"object"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Tier::Local => "local",
+            Tier::Object => "object",
+        }
+    }
+
+    /// Parses [`Tier::name`].
+    pub fn parse(s: &str) -> Option<Tier> {
+        match s {
+            "local" => Some(Tier::Local),
+            "object" => Some(Tier::Object),
+            _ => None,
+        }
+    }
+}

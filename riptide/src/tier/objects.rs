@@ -1,0 +1,464 @@
+//! [`ObjectTier`]: extents kept as objects in an [`ObjectStore`], as seed 003 puts X-Engine's
+//! bottom level on object storage.
+//!
+//! Invariants:
+//! - An object-tier extent is one object, `ext/<id as 16 hex digits>`, written once by
+//!   [`ObjectTier::upload`] and never modified. Its bytes are the extent's image without the
+//!   gap: `valid ‖ footer` (see `crate::extent`). Its id carries [`OBJECT_ID_BIT`] and 63 random
+//!   bits, so no counter needs to be persisted; an id still waiting for deletion is never handed
+//!   out again.
+//! - Reads see the extent at its usual offsets (`0..slots * EXTENT_SIZE`) through
+//!   [`ObjectExtentFile`], which maps them onto the object: a read inside `valid` or inside the
+//!   footer is one ranged GET (or a read of the cached copy); a read reaching into the gap is
+//!   refused, as the reader never makes one.
+//! - An object leaves the store only through the deletion queue: [`ObjectTier::retire`]
+//!   (metadata no longer names it and no reader holds it) or [`ObjectTier::discard`] (a failed
+//!   compaction's output) queue it, and the collector deletes it once its due time (retire:
+//!   now + the grace period) has passed. A failed delete is queued again.
+//! - Every request is retried per the [`RetryPolicy`]; what still fails is
+//!   [`Error::ObjectStore`] naming the object.
+
+use super::cache::ExtentCache;
+use super::retry::RetryPolicy;
+use super::store::{ObjectError, ObjectErrorKind, ObjectStore};
+use crate::error::{Error, Result};
+use crate::extent::{EXTENT_SIZE, FOOTER_SIZE};
+use crate::fs::ReadableFile;
+use crate::space::{ExtentId, OBJECT_ID_BIT};
+use parking_lot::{Condvar, Mutex};
+use std::collections::{HashMap, HashSet};
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Prefix of extent objects' names.
+pub(crate) const EXTENT_PREFIX: &str = "ext/";
+
+/// The object name of extent `id`.
+pub(crate) fn object_name(id: ExtentId) -> String {
+    format!("{EXTENT_PREFIX}{:016x}", id.0)
+}
+
+/// The extent id an object name stands for, if it names an extent object.
+pub(crate) fn parse_object_name(name: &str) -> Option<ExtentId> {
+    let hex = name.strip_prefix(EXTENT_PREFIX)?;
+    if hex.len() != 16 {
+        return None;
+    }
+    let id = u64::from_str_radix(hex, 16).ok()?;
+    (id & OBJECT_ID_BIT != 0).then_some(ExtentId(id))
+}
+
+/// Counters of the object tier since open.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ObjectTierStats {
+    /// Where the objects live (`s3://bucket/prefix`, a directory).
+    pub location: String,
+    /// Extent objects written.
+    pub objects_written: u64,
+    /// Bytes written to the store.
+    pub bytes_written: u64,
+    /// Ranged reads (a block, a footer, an index).
+    pub range_reads: u64,
+    /// Whole-object reads (scans and compactions filling the extent cache).
+    pub whole_reads: u64,
+    /// Bytes read from the store.
+    pub bytes_read: u64,
+    /// Objects deleted.
+    pub objects_deleted: u64,
+    /// Objects waiting in the deletion queue.
+    pub pending_deletes: u64,
+    /// Objects found that no metadata names (queued for deletion at open).
+    pub orphans_found: u64,
+    /// Requests retried after a transient error.
+    pub retries: u64,
+    /// Requests that failed for good (after retries).
+    pub errors: u64,
+    /// Reads served from the local extent cache.
+    pub cache_hits: u64,
+    /// Reads that found their extent not cached.
+    pub cache_misses: u64,
+    /// Extents in the local extent cache.
+    pub cache_extents: u64,
+    /// Bytes in the local extent cache.
+    pub cache_bytes: u64,
+    /// The extent cache's capacity in bytes.
+    pub cache_capacity: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    objects_written: AtomicU64,
+    bytes_written: AtomicU64,
+    range_reads: AtomicU64,
+    whole_reads: AtomicU64,
+    bytes_read: AtomicU64,
+    objects_deleted: AtomicU64,
+    orphans_found: AtomicU64,
+    retries: AtomicU64,
+    errors: AtomicU64,
+}
+
+/// The deletion queue: extent id -> when it may be deleted.
+#[derive(Default)]
+struct Queue {
+    due: HashMap<u64, Instant>,
+    stop: bool,
+}
+
+/// The object tier of one open database.
+pub(crate) struct ObjectTier {
+    store: Arc<dyn ObjectStore>,
+    retry: RetryPolicy,
+    grace: Duration,
+    cache: ExtentCache,
+    queue: Mutex<Queue>,
+    wake: Condvar,
+    collecting: AtomicBool,
+    counters: Counters,
+}
+
+impl std::fmt::Debug for ObjectTier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObjectTier").field("store", &self.store).finish()
+    }
+}
+
+impl ObjectTier {
+    /// The tier over `store`, with its extent cache.
+    pub(crate) fn new(store: Arc<dyn ObjectStore>, retry: RetryPolicy, grace: Duration, cache: ExtentCache) -> Self {
+        ObjectTier {
+            store,
+            retry,
+            grace,
+            cache,
+            queue: Mutex::new(Queue::default()),
+            wake: Condvar::new(),
+            collecting: AtomicBool::new(false),
+            counters: Counters::default(),
+        }
+    }
+
+    /// The full name of extent `id`'s object, for messages.
+    pub(crate) fn url(&self, id: ExtentId) -> String {
+        format!("{}/{}", self.store.location().trim_end_matches('/'), object_name(id))
+    }
+
+    /// Runs one request with retries; a final failure is counted and named.
+    fn request<T>(&self, op: &'static str, id: ExtentId, f: impl FnMut() -> std::result::Result<T, ObjectError>) -> Result<T> {
+        let (r, retries) = self.retry.run(f);
+        self.counters.retries.fetch_add(u64::from(retries), Ordering::Relaxed);
+        r.map_err(|e| {
+            self.counters.errors.fetch_add(1, Ordering::Relaxed);
+            Error::ObjectStore {
+                op,
+                object: self.url(id),
+                kind: e.kind,
+                message: e.message,
+            }
+        })
+    }
+
+    /// A fresh extent id: random, never one waiting in the deletion queue.
+    pub(crate) fn allocate(&self) -> ExtentId {
+        let queue = self.queue.lock();
+        loop {
+            let id = rand::random::<u64>() | OBJECT_ID_BIT;
+            if !queue.due.contains_key(&id) {
+                return ExtentId(id);
+            }
+        }
+    }
+
+    /// Writes extent `id` (`valid ‖ footer`) as its object, and caches it locally (the newest
+    /// extents are the likeliest to be read). Durable when it returns.
+    pub(crate) fn upload(&self, id: ExtentId, valid: &[u8], footer: &[u8]) -> Result<()> {
+        let mut image = Vec::with_capacity(valid.len() + footer.len());
+        image.extend_from_slice(valid);
+        image.extend_from_slice(footer);
+        let name = object_name(id);
+        self.request("put", id, || self.store.put(&name, &image))?;
+        self.counters.objects_written.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .bytes_written
+            .fetch_add(image.len() as u64, Ordering::Relaxed);
+        // A cache that cannot write is only slower.
+        let _ = self.cache.insert(id.0, &image);
+        Ok(())
+    }
+
+    /// A file reading extent `id` (`valid` bytes of data, `slots` slots) at its usual offsets.
+    pub(crate) fn file(self: &Arc<Self>, id: ExtentId, valid: u64, slots: u32) -> Arc<dyn ReadableFile> {
+        Arc::new(ObjectExtentFile {
+            tier: self.clone(),
+            id,
+            valid,
+            end: u64::from(slots) * EXTENT_SIZE,
+        })
+    }
+
+    /// Reads `buf.len()` bytes at `at` of extent `id`'s object: from the cache, or by range.
+    fn read_object(&self, id: ExtentId, buf: &mut [u8], at: u64) -> Result<()> {
+        if let Some(f) = self.cache.get(id.0) {
+            let mut done = 0;
+            while done < buf.len() {
+                let n = f
+                    .read_at(&mut buf[done..], at + done as u64)
+                    .map_err(|e| Error::io("read", format!("extent cache: {}", self.url(id)), e))?;
+                if n == 0 {
+                    return Err(Error::corruption(self.url(id), at, "cached extent is shorter than the read"));
+                }
+                done += n;
+            }
+            return Ok(());
+        }
+        let name = object_name(id);
+        let range = at..at + buf.len() as u64;
+        let bytes = self.request("get", id, || {
+            let b = self.store.get_range(&name, range.clone())?;
+            if b.len() != buf.len() {
+                return Err(ObjectError::new(
+                    ObjectErrorKind::Permanent,
+                    format!("ranged read of {} bytes returned {}", buf.len(), b.len()),
+                ));
+            }
+            Ok(b)
+        })?;
+        self.counters.range_reads.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .bytes_read
+            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        buf.copy_from_slice(&bytes);
+        Ok(())
+    }
+
+    /// Reads extent `id`'s whole object into the cache, unless it is there already (what a
+    /// scan or a compaction does before reading an extent block by block).
+    pub(crate) fn fetch_whole(&self, id: ExtentId, valid: u64) -> Result<()> {
+        if self.cache.contains(id.0) || self.cache.capacity() == 0 {
+            return Ok(());
+        }
+        let name = object_name(id);
+        let want = valid + FOOTER_SIZE as u64;
+        let image = self.request("get", id, || {
+            let b = self.store.get(&name)?;
+            if b.len() as u64 != want {
+                return Err(ObjectError::new(
+                    ObjectErrorKind::Permanent,
+                    format!("object has {} bytes, metadata says {want}", b.len()),
+                ));
+            }
+            Ok(b)
+        })?;
+        self.counters.whole_reads.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .bytes_read
+            .fetch_add(image.len() as u64, Ordering::Relaxed);
+        self.cache.insert(id.0, &image)?;
+        Ok(())
+    }
+
+    /// Queues extent `id` for deletion after the grace period: no metadata names it and no
+    /// reader holds it any more.
+    pub(crate) fn retire(&self, id: ExtentId) {
+        self.cache.remove(id.0);
+        self.enqueue(id, Instant::now() + self.grace);
+    }
+
+    /// Queues extent `id` for deletion at once: it was written but never named by metadata
+    /// (a failed compaction's output).
+    pub(crate) fn discard(&self, id: ExtentId) {
+        self.cache.remove(id.0);
+        self.enqueue(id, Instant::now());
+    }
+
+    fn enqueue(&self, id: ExtentId, due: Instant) {
+        self.queue.lock().due.insert(id.0, due);
+        self.wake.notify_all();
+    }
+
+    /// Deletes every queued object that is due; a failed delete is queued again one grace
+    /// period (at least a second) later. Returns the number deleted.
+    pub(crate) fn delete_due(&self) -> usize {
+        let now = Instant::now();
+        let due: Vec<u64> = {
+            let q = self.queue.lock();
+            q.due.iter().filter(|(_, t)| **t <= now).map(|(id, _)| *id).collect()
+        };
+        let mut deleted = 0;
+        for id in due {
+            let id = ExtentId(id);
+            let name = object_name(id);
+            match self.request("delete", id, || self.store.delete(&name)) {
+                Ok(()) => {
+                    self.queue.lock().due.remove(&id.0);
+                    self.counters.objects_deleted.fetch_add(1, Ordering::Relaxed);
+                    deleted += 1;
+                }
+                Err(_) => {
+                    let later = Instant::now() + self.grace.max(Duration::from_secs(1));
+                    self.queue.lock().due.insert(id.0, later);
+                }
+            }
+        }
+        deleted
+    }
+
+    /// Lists the store and queues for deletion (after the grace period) every extent object
+    /// that `live` does not name and that is not queued already. Returns how many it queued.
+    /// Called at open, before anything can be uploaded.
+    pub(crate) fn reclaim_orphans(&self, live: &HashSet<u64>) -> Result<usize> {
+        let listed = self.request("list", ExtentId(OBJECT_ID_BIT), || self.store.list(EXTENT_PREFIX))?;
+        let mut queued = 0;
+        for info in listed {
+            let Some(id) = parse_object_name(&info.name) else {
+                continue;
+            };
+            if live.contains(&id.0) || self.queue.lock().due.contains_key(&id.0) {
+                continue;
+            }
+            self.enqueue(id, Instant::now() + self.grace);
+            queued += 1;
+        }
+        self.counters
+            .orphans_found
+            .fetch_add(queued as u64, Ordering::Relaxed);
+        Ok(queued)
+    }
+
+    /// Starts the collector thread, which deletes queued objects when they fall due, until
+    /// [`Self::stop_collector`].
+    pub(crate) fn start_collector(self: &Arc<Self>) -> Result<std::thread::JoinHandle<()>> {
+        self.collecting.store(true, Ordering::Release);
+        let tier = self.clone();
+        std::thread::Builder::new()
+            .name("riptide-objects".into())
+            .spawn(move || tier.collect())
+            .map_err(|e| Error::io("spawn", "riptide-objects thread", e))
+    }
+
+    fn collect(&self) {
+        loop {
+            {
+                let mut q = self.queue.lock();
+                if q.stop {
+                    return;
+                }
+                let now = Instant::now();
+                let next = q.due.values().min().copied();
+                match next {
+                    Some(t) if t <= now => {}
+                    Some(t) => {
+                        let wait = (t - now).min(Duration::from_secs(1));
+                        self.wake.wait_for(&mut q, wait);
+                        continue;
+                    }
+                    None => {
+                        self.wake.wait_for(&mut q, Duration::from_secs(1));
+                        continue;
+                    }
+                }
+            }
+            self.delete_due();
+        }
+    }
+
+    /// Stops the collector (queued objects not yet due stay in the store: the next open finds
+    /// them as orphans).
+    pub(crate) fn stop_collector(&self) {
+        self.queue.lock().stop = true;
+        self.wake.notify_all();
+    }
+
+    /// The counters.
+    pub(crate) fn stats(&self) -> ObjectTierStats {
+        let c = &self.counters;
+        let (cache_extents, cache_bytes) = self.cache.usage();
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        ObjectTierStats {
+            location: self.store.location(),
+            objects_written: get(&c.objects_written),
+            bytes_written: get(&c.bytes_written),
+            range_reads: get(&c.range_reads),
+            whole_reads: get(&c.whole_reads),
+            bytes_read: get(&c.bytes_read),
+            objects_deleted: get(&c.objects_deleted),
+            pending_deletes: self.queue.lock().due.len() as u64,
+            orphans_found: get(&c.orphans_found),
+            retries: get(&c.retries),
+            errors: get(&c.errors),
+            cache_hits: get(&self.cache.hits),
+            cache_misses: get(&self.cache.misses),
+            cache_extents,
+            cache_bytes,
+            cache_capacity: self.cache.capacity(),
+        }
+    }
+}
+
+/// An object-tier extent seen as a file of `slots * EXTENT_SIZE` bytes (see the module
+/// invariants). Read-only.
+struct ObjectExtentFile {
+    tier: Arc<ObjectTier>,
+    id: ExtentId,
+    /// Valid bytes (the object is `valid ‖ footer`).
+    valid: u64,
+    /// `slots * EXTENT_SIZE`: where the footer ends.
+    end: u64,
+}
+
+impl ObjectExtentFile {
+    /// The object offset of a read of `len` bytes at extent offset `offset`.
+    fn map(&self, offset: u64, len: u64) -> io::Result<u64> {
+        let footer_start = self.end - FOOTER_SIZE as u64;
+        if offset.checked_add(len).is_some_and(|e| e <= self.valid) {
+            Ok(offset)
+        } else if offset >= footer_start && offset.checked_add(len).is_some_and(|e| e <= self.end) {
+            Ok(self.valid + (offset - footer_start))
+        } else {
+            Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("read of {len} bytes at {offset} reaches outside the extent's valid bytes and footer"),
+            ))
+        }
+    }
+}
+
+impl ReadableFile for ObjectExtentFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let at = self.map(offset, buf.len() as u64)?;
+        self.tier
+            .read_object(self.id, buf, at)
+            .map_err(|e| io::Error::other(ObjectReadError(e)))?;
+        Ok(buf.len())
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.end)
+    }
+
+    /// Fetches the whole object into the extent cache (scans and compactions read it all).
+    fn prefetch(&self, _offset: u64, _len: u64) {
+        let _ = self.tier.fetch_whole(self.id, self.valid);
+    }
+}
+
+/// An engine error carried through `io::Error` by [`ObjectExtentFile`];
+/// [`Error::io`] unwraps it again.
+#[derive(Debug)]
+pub(crate) struct ObjectReadError(pub(crate) Error);
+
+impl std::fmt::Display for ObjectReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for ObjectReadError {}
+
+#[cfg(test)]
+mod tests;
