@@ -35,6 +35,23 @@ if [ ${#missing_clients[@]} -gt 0 ]; then
     fi
 fi
 
+# The object tier's tests (riptide-s3) start moto's S3 server (PyPI `moto[server]`) on
+# loopback, from a virtual environment in target/venv. System site-packages are visible, so a
+# machine that already has moto installs nothing.
+venv="$(cd "$(dirname "$0")/.." && pwd)/target/venv"
+if ! "$venv/bin/python" -c 'import moto.server, flask' >/dev/null 2>&1; then
+    if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
+        if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+            apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+        else
+            echo "setup: install python3-venv (Debian package) for the object tier's tests" >&2
+            exit 1
+        fi
+    fi
+    python3 -m venv --system-site-packages "$venv"
+    "$venv/bin/pip" install -q 'moto[server]>=5.2,<6'
+fi
+
 # `scripts/setup.sh --peers`: also what the peer engines of `riptide bench` need
 # (cargo features bench-rocksdb / bench-fjall): RocksDB compiles from C++ source and its
 # bindings run bindgen, which needs libclang; Debian's db_bench is the historical anchor.

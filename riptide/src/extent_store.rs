@@ -29,9 +29,9 @@ use crate::fs::ReadableFile;
 use crate::meta::edit::ExtentMeta;
 use crate::space::{ExtentId, ExtentSpace};
 use crate::tier::{ObjectTier, Tier};
-use std::path::PathBuf;
 use arc_swap::ArcSwapWeak;
 use std::cell::Cell;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
@@ -248,7 +248,11 @@ impl ExtentStore {
     pub(crate) fn locate(&self, e: &LiveExtent) -> Result<(Arc<dyn ReadableFile>, PathBuf, u64)> {
         if e.id.is_object() {
             let tier = self.object_tier(e.id)?;
-            return Ok((tier.file(e.id, e.meta.data_size, e.meta.slots), PathBuf::from(tier.url(e.id)), 0));
+            return Ok((
+                tier.file(e.id, e.meta.data_size, e.meta.slots),
+                PathBuf::from(tier.url(e.id)),
+                0,
+            ));
         }
         let (file, path, base) = self.space.locate(e.id)?;
         Ok((file, path, base))

@@ -47,8 +47,11 @@ fn key(i: u64) -> Vec<u8> {
 }
 
 fn value(i: u64, gen: u64) -> Vec<u8> {
-    format!("{{\"id\":{i},\"gen\":{gen},\"name\":\"user number {i}\",\"pad\":\"{}\"}}", "x".repeat((i % 50) as usize))
-        .into_bytes()
+    format!(
+        "{{\"id\":{i},\"gen\":{gen},\"name\":\"user number {i}\",\"pad\":\"{}\"}}",
+        "x".repeat((i % 50) as usize)
+    )
+    .into_bytes()
 }
 
 fn load(t: &Table, model: &mut BTreeMap<Vec<u8>, Vec<u8>>, range: std::ops::Range<u64>, gen: u64) {
@@ -65,7 +68,12 @@ fn check(t: &Table, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
         .collect::<Result<_, _>>()
         .unwrap();
     let want: Vec<(Vec<u8>, Vec<u8>)> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-    assert!(got == want, "scan differs from the model ({} vs {} rows)", got.len(), want.len());
+    assert!(
+        got == want,
+        "scan differs from the model ({} vs {} rows)",
+        got.len(),
+        want.len()
+    );
     for (k, v) in model.iter().step_by(7) {
         assert_eq!(t.get(k).unwrap().as_deref(), Some(&v[..]));
     }
@@ -95,7 +103,14 @@ fn l2_lives_in_the_object_tier_and_reads_match_the_model() {
     let store = dir_store(&dir.path().join("bucket"));
     let path = Path::new("/db");
     let mut model = BTreeMap::new();
-    let db = Db::open(path, Options { extent_cache_size: 0, ..opts(&fs, store.clone()) }).unwrap();
+    let db = Db::open(
+        path,
+        Options {
+            extent_cache_size: 0,
+            ..opts(&fs, store.clone())
+        },
+    )
+    .unwrap();
     let t = db.create_table("users").unwrap();
     load(&t, &mut model, 0..6000, 1);
     t.flush().unwrap();
@@ -103,10 +118,17 @@ fn l2_lives_in_the_object_tier_and_reads_match_the_model() {
     let s = db.stats();
     assert!(s.object_extents > 0, "L2 extents are objects: {s:?}");
     assert_eq!(objects(store.as_ref()) as u64, s.object_extents);
-    assert_eq!(t.level_info().extents[2] as u64, s.object_extents, "every L2 extent is an object");
+    assert_eq!(
+        t.level_info().extents[2] as u64,
+        s.object_extents,
+        "every L2 extent is an object"
+    );
     check(&t, &model);
     let tier = db.stats().object_tier.unwrap();
-    assert!(tier.range_reads > 0, "with no extent cache, reads are ranged GETs: {tier:?}");
+    assert!(
+        tier.range_reads > 0,
+        "with no extent cache, reads are ranged GETs: {tier:?}"
+    );
     assert_eq!(tier.cache_hits, 0);
 
     // Overwrite half and compact again: the old objects go once no reader holds them.
@@ -137,7 +159,16 @@ fn l2_lives_in_the_object_tier_and_reads_match_the_model() {
         },
     )
     .unwrap_err();
-    assert!(matches!(err, Error::InvalidOption { option: "object_store", .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            Error::InvalidOption {
+                option: "object_store",
+                ..
+            }
+        ),
+        "{err}"
+    );
 }
 
 #[test]
@@ -166,7 +197,11 @@ fn the_extent_cache_serves_scans_and_point_reads() {
     for (k, v) in model.iter().step_by(3) {
         assert_eq!(t.get(k).unwrap().as_deref(), Some(&v[..]));
     }
-    assert_eq!(faulty.requests(ObjectOp::Get), gets, "warm point reads never reach the store");
+    assert_eq!(
+        faulty.requests(ObjectOp::Get),
+        gets,
+        "warm point reads never reach the store"
+    );
     db.close().unwrap();
 }
 
@@ -206,12 +241,21 @@ fn transient_faults_are_retried_and_permanent_ones_leave_the_database_usable() {
     faulty.fail_always(ObjectOp::Put, ObjectErrorKind::Permanent, "403 AccessDenied");
     let err = t.compact_l1().unwrap_err();
     match &err {
-        Error::ObjectStore { op: "put", object, kind: ObjectErrorKind::Permanent, .. } => {
+        Error::ObjectStore {
+            op: "put",
+            object,
+            kind: ObjectErrorKind::Permanent,
+            ..
+        } => {
             assert!(object.contains("/ext/"), "{object}")
         }
         other => panic!("expected an object-store error, got {other}"),
     }
-    assert_eq!(db.stats().object_extents, before, "the failed compaction changed nothing");
+    assert_eq!(
+        db.stats().object_extents,
+        before,
+        "the failed compaction changed nothing"
+    );
     check(&t, &model);
     t.put(b"user/new", b"still writable").unwrap();
     model.insert(b"user/new".to_vec(), b"still writable".to_vec());
@@ -229,7 +273,12 @@ fn transient_faults_are_retried_and_permanent_ones_leave_the_database_usable() {
         }
     }
     match failed {
-        Some(Error::ObjectStore { op, object, kind: ObjectErrorKind::Transient, .. }) => {
+        Some(Error::ObjectStore {
+            op,
+            object,
+            kind: ObjectErrorKind::Transient,
+            ..
+        }) => {
             assert!(object.contains("/ext/"), "{op} {object}")
         }
         other => panic!("expected a failed object read, got {other:?}"),
@@ -293,9 +342,22 @@ fn a_table_chooses_its_l2_tier() {
     let fs = FaultFs::new();
     let store = dir_store(&dir.path().join("bucket"));
     let path = Path::new("/db");
-    let db = Db::open(path, Options { l2_tier: Tier::Local, ..opts(&fs, store.clone()) }).unwrap();
+    let db = Db::open(
+        path,
+        Options {
+            l2_tier: Tier::Local,
+            ..opts(&fs, store.clone())
+        },
+    )
+    .unwrap();
     let cold = db
-        .create_table_with("cold", TableOptions { l2_tier: Some(Tier::Object), ..Default::default() })
+        .create_table_with(
+            "cold",
+            TableOptions {
+                l2_tier: Some(Tier::Object),
+                ..Default::default()
+            },
+        )
         .unwrap();
     let hot = db.create_table("hot").unwrap();
     let (mut m1, mut m2) = (BTreeMap::new(), BTreeMap::new());
@@ -314,9 +376,22 @@ fn a_table_chooses_its_l2_tier() {
     db.close().unwrap();
 
     // Without an object store, a table cannot ask for it.
-    let plain = Db::open(Path::new("/plain"), Options { fs: Arc::new(fs.clone()), ..Default::default() }).unwrap();
+    let plain = Db::open(
+        Path::new("/plain"),
+        Options {
+            fs: Arc::new(fs.clone()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let err = plain
-        .create_table_with("cold", TableOptions { l2_tier: Some(Tier::Object), ..Default::default() })
+        .create_table_with(
+            "cold",
+            TableOptions {
+                l2_tier: Some(Tier::Object),
+                ..Default::default()
+            },
+        )
         .unwrap_err();
     assert!(matches!(err, Error::InvalidOption { option: "l2_tier", .. }), "{err}");
 }

@@ -14,7 +14,6 @@
 
 use super::stats::LevelCounters;
 use super::DbInner;
-use crate::tier::Tier;
 use crate::compaction::picker::{flush_triggers_delete_compaction, pick, Shape, TaskKind, Triggers};
 use crate::compaction::{compact, packable, purgeable, CompactionContext, CompactionKind, KeyRange, Units};
 use crate::error::Result;
@@ -24,6 +23,7 @@ use crate::key::Lsn;
 use crate::meta::edit::SlogEntry;
 use crate::options::Compression;
 use crate::subtable::TableInner;
+use crate::tier::Tier;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -94,7 +94,9 @@ impl Db {
             if let Some((tid, _)) = catalog.options.iter().find(|(_, o)| o.l2_tier == Some(Tier::Object)) {
                 return Err(Error::InvalidOption {
                     option: "object_store",
-                    reason: format!("table {tid} keeps L2 in the object tier; open the database with Options::object_store"),
+                    reason: format!(
+                        "table {tid} keeps L2 in the object tier; open the database with Options::object_store"
+                    ),
                 });
             }
         }

@@ -103,7 +103,10 @@ pub(super) fn parse_name(name: &str, suffix: &str) -> Option<u32> {
         return None;
     }
     // Numbers from 2^31 on would collide with object-tier extent ids (`super::OBJECT_ID_BIT`).
-    digits.parse().ok().filter(|n| (1..super::MAX_DATA_FILE_NUMBER).contains(n))
+    digits
+        .parse()
+        .ok()
+        .filter(|n| (1..super::MAX_DATA_FILE_NUMBER).contains(n))
 }
 
 /// True for the name of a data file (`NNNNNN.dat`), for tools that delete a database.

@@ -221,7 +221,10 @@ mod tests {
         c.remove(1);
         assert_eq!(c.usage(), (1, 40));
         assert!(c.get(1).is_none());
-        assert_eq!((c.hits.load(Ordering::Relaxed), c.misses.load(Ordering::Relaxed)), (1, 1));
+        assert_eq!(
+            (c.hits.load(Ordering::Relaxed), c.misses.load(Ordering::Relaxed)),
+            (1, 1)
+        );
         let off = ExtentCache::open(fs, &path, 0).unwrap();
         assert!(off.insert(5, &[5; 1]).unwrap().is_none());
     }

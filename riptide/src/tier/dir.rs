@@ -53,7 +53,11 @@ impl DirObjectStore {
             Err(e) => return Err(map_err("list", rel, e)),
         };
         for entry in entries {
-            let name = if rel.is_empty() { entry.clone() } else { format!("{rel}/{entry}") };
+            let name = if rel.is_empty() {
+                entry.clone()
+            } else {
+                format!("{rel}/{entry}")
+            };
             // Only descend where the prefix can still match.
             if !(name.starts_with(prefix) || prefix.starts_with(&name)) || name.ends_with(TMP_SUFFIX) {
                 continue;
@@ -152,7 +156,10 @@ mod tests {
         s.put("other", b"z").unwrap();
         assert_eq!(s.get("ext/a").unwrap(), b"hello world");
         assert_eq!(s.get_range("ext/a", 6..11).unwrap(), b"world");
-        assert_eq!(s.get_range("ext/a", 6..12).unwrap_err().kind, ObjectErrorKind::Permanent);
+        assert_eq!(
+            s.get_range("ext/a", 6..12).unwrap_err().kind,
+            ObjectErrorKind::Permanent
+        );
         assert_eq!(s.get("ext/c").unwrap_err().kind, ObjectErrorKind::NotFound);
         let mut names: Vec<_> = s.list("ext/").unwrap().into_iter().map(|o| (o.name, o.size)).collect();
         names.sort();

@@ -76,7 +76,13 @@ impl FaultyObjectStore {
     /// The next `count` puts are written but reported failed (transient): the caller cannot
     /// know the object exists.
     pub fn lose_put_answers(&self, count: u64) {
-        self.push(ObjectOp::Put, Some(count), ObjectErrorKind::Transient, "connection reset", true);
+        self.push(
+            ObjectOp::Put,
+            Some(count),
+            ObjectErrorKind::Transient,
+            "connection reset",
+            true,
+        );
     }
 
     fn push(&self, op: ObjectOp, left: Option<u64>, kind: ObjectErrorKind, message: &str, after: bool) {
@@ -177,7 +183,11 @@ mod tests {
         s.fail_next(ObjectOp::Put, 2, ObjectErrorKind::Transient, "503 SlowDown");
         assert_eq!(s.put("a", b"1").unwrap_err().kind, ObjectErrorKind::Transient);
         assert_eq!(s.put("a", b"1").unwrap_err().kind, ObjectErrorKind::Transient);
-        assert_eq!(s.get("a").unwrap_err().kind, ObjectErrorKind::NotFound, "failed puts write nothing");
+        assert_eq!(
+            s.get("a").unwrap_err().kind,
+            ObjectErrorKind::NotFound,
+            "failed puts write nothing"
+        );
         s.put("a", b"1").unwrap();
         s.lose_put_answers(1);
         assert!(s.put("b", b"2").is_err());
@@ -187,6 +197,9 @@ mod tests {
         assert!(s.get("a").is_err());
         s.clear();
         assert_eq!(s.get("a").unwrap(), b"1");
-        assert_eq!((s.requests(ObjectOp::Put), s.requests(ObjectOp::Get), s.failed()), (4, 5, 5));
+        assert_eq!(
+            (s.requests(ObjectOp::Put), s.requests(ObjectOp::Get), s.failed()),
+            (4, 5, 5)
+        );
     }
 }

@@ -146,7 +146,12 @@ impl ObjectTier {
     }
 
     /// Runs one request with retries; a final failure is counted and named.
-    fn request<T>(&self, op: &'static str, id: ExtentId, f: impl FnMut() -> std::result::Result<T, ObjectError>) -> Result<T> {
+    fn request<T>(
+        &self,
+        op: &'static str,
+        id: ExtentId,
+        f: impl FnMut() -> std::result::Result<T, ObjectError>,
+    ) -> Result<T> {
         let (r, retries) = self.retry.run(f);
         self.counters.retries.fetch_add(u64::from(retries), Ordering::Relaxed);
         r.map_err(|e| {
@@ -207,7 +212,11 @@ impl ObjectTier {
                     .read_at(&mut buf[done..], at + done as u64)
                     .map_err(|e| Error::io("read", format!("extent cache: {}", self.url(id)), e))?;
                 if n == 0 {
-                    return Err(Error::corruption(self.url(id), at, "cached extent is shorter than the read"));
+                    return Err(Error::corruption(
+                        self.url(id),
+                        at,
+                        "cached extent is shorter than the read",
+                    ));
                 }
                 done += n;
             }
@@ -321,9 +330,7 @@ impl ObjectTier {
             self.enqueue(id, Instant::now() + self.grace);
             queued += 1;
         }
-        self.counters
-            .orphans_found
-            .fetch_add(queued as u64, Ordering::Relaxed);
+        self.counters.orphans_found.fetch_add(queued as u64, Ordering::Relaxed);
         Ok(queued)
     }
 

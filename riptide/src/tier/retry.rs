@@ -120,9 +120,8 @@ mod tests {
     #[test]
     fn the_deadline_ends_retries() {
         let start = Instant::now();
-        let (r, retries) = quick(30).run(|| -> ObjectResult<()> {
-            Err(ObjectError::new(ObjectErrorKind::Transient, "timeout"))
-        });
+        let (r, retries) =
+            quick(30).run(|| -> ObjectResult<()> { Err(ObjectError::new(ObjectErrorKind::Transient, "timeout")) });
         assert_eq!(r.unwrap_err().kind, ObjectErrorKind::Transient);
         assert!(retries >= 3, "{retries}");
         assert!(start.elapsed() < Duration::from_secs(2));
@@ -133,7 +132,13 @@ mod tests {
         let mut p = RetryPolicy::default();
         assert!(p.validate().is_ok());
         p.first_backoff = Duration::ZERO;
-        assert!(matches!(p.validate(), Err(Error::InvalidOption { option: "object_retry", .. })));
+        assert!(matches!(
+            p.validate(),
+            Err(Error::InvalidOption {
+                option: "object_retry",
+                ..
+            })
+        ));
         p.first_backoff = Duration::from_secs(5);
         assert!(p.validate().is_err());
     }

@@ -108,7 +108,9 @@ pub trait ObjectStore: Send + Sync + Debug {
 pub(crate) fn check_name(name: &str) -> ObjectResult<()> {
     let bad = name.is_empty()
         || name.starts_with('/')
-        || name.split('/').any(|part| part.is_empty() || part == "." || part == "..");
+        || name
+            .split('/')
+            .any(|part| part.is_empty() || part == "." || part == "..");
     if bad {
         return Err(ObjectError::new(
             ObjectErrorKind::Permanent,

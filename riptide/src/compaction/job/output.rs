@@ -67,8 +67,7 @@ impl Output<'_> {
         // Registered before the write so a failure frees the slots too.
         self.written.push((id, built));
         let (id, built) = self.written.last_mut().expect("just pushed");
-        self.store
-            .write_extent(*id, built.slots, &built.valid, &built.footer)?;
+        self.store.write_extent(*id, built.slots, &built.valid, &built.footer)?;
         // On disk now (the job syncs before installing): keep only the metadata, so a job's
         // memory is two extents' worth however much it writes. The bytes' buffer builds the
         // extent after next.

@@ -13,9 +13,15 @@ fn quick() -> RetryPolicy {
 
 fn tier(root: &Path, cache_bytes: u64) -> (Arc<ObjectTier>, Arc<FaultyObjectStore>) {
     let fs: Arc<dyn crate::fs::FileSystem> = Arc::new(PosixFs);
-    let store = Arc::new(FaultyObjectStore::new(Arc::new(DirObjectStore::new(fs.clone(), root.join("bucket")))));
+    let store = Arc::new(FaultyObjectStore::new(Arc::new(DirObjectStore::new(
+        fs.clone(),
+        root.join("bucket"),
+    ))));
     let cache = ExtentCache::open(fs, &root.join("cache"), cache_bytes).unwrap();
-    (Arc::new(ObjectTier::new(store.clone(), quick(), Duration::ZERO, cache)), store)
+    (
+        Arc::new(ObjectTier::new(store.clone(), quick(), Duration::ZERO, cache)),
+        store,
+    )
 }
 
 #[test]
@@ -23,7 +29,13 @@ fn object_names_round_trip_and_refuse_strangers() {
     let id = ExtentId(OBJECT_ID_BIT | 0x1234);
     assert_eq!(object_name(id), "ext/8000000000001234");
     assert_eq!(parse_object_name(&object_name(id)), Some(id));
-    for bad in ["ext/0000000000001234", "ext/123", "ext/zzzzzzzzzzzzzzzz", "other/8000000000001234", "ext/README"] {
+    for bad in [
+        "ext/0000000000001234",
+        "ext/123",
+        "ext/zzzzzzzzzzzzzzzz",
+        "other/8000000000001234",
+        "ext/README",
+    ] {
         assert_eq!(parse_object_name(bad), None, "{bad}");
     }
 }
@@ -37,7 +49,11 @@ fn reads_map_onto_the_object_without_the_gap() {
     let valid: Vec<u8> = (0..1000u32).map(|i| i as u8).collect();
     let footer = vec![0xAB; FOOTER_SIZE];
     tier.upload(id, &valid, &footer).unwrap();
-    assert_eq!(store.get(&object_name(id)).unwrap().len(), 1000 + FOOTER_SIZE, "the gap is not stored");
+    assert_eq!(
+        store.get(&object_name(id)).unwrap().len(),
+        1000 + FOOTER_SIZE,
+        "the gap is not stored"
+    );
     let f = tier.file(id, 1000, 1);
     assert_eq!(f.len().unwrap(), EXTENT_SIZE);
     let mut b = [0u8; 10];
@@ -48,7 +64,11 @@ fn reads_map_onto_the_object_without_the_gap() {
     assert_eq!(foot, footer);
     // Into the gap, across it, past the end: refused.
     for at in [995, 5000, EXTENT_SIZE - FOOTER_SIZE as u64 - 1, EXTENT_SIZE - 4] {
-        assert_eq!(f.read_at(&mut b, at).unwrap_err().kind(), io::ErrorKind::InvalidInput, "{at}");
+        assert_eq!(
+            f.read_at(&mut b, at).unwrap_err().kind(),
+            io::ErrorKind::InvalidInput,
+            "{at}"
+        );
     }
     assert_eq!(tier.stats().range_reads, 2);
 
@@ -56,7 +76,12 @@ fn reads_map_onto_the_object_without_the_gap() {
     let missing = tier.allocate();
     let err = tier.file(missing, 1000, 1).read_at(&mut b, 0).unwrap_err();
     match Error::io("read", "ignored", err) {
-        Error::ObjectStore { op: "get", object, kind: ObjectErrorKind::NotFound, .. } => {
+        Error::ObjectStore {
+            op: "get",
+            object,
+            kind: ObjectErrorKind::NotFound,
+            ..
+        } => {
             assert!(object.ends_with(&object_name(missing)), "{object}")
         }
         other => panic!("{other}"),
@@ -81,7 +106,11 @@ fn whole_reads_fill_the_cache_and_check_the_length() {
     // Metadata saying another length than the object's: a permanent error, nothing cached.
     tier.cache.remove(id.0);
     match tier.fetch_whole(id, 499) {
-        Err(Error::ObjectStore { kind: ObjectErrorKind::Permanent, message, .. }) => assert!(message.contains("metadata says")),
+        Err(Error::ObjectStore {
+            kind: ObjectErrorKind::Permanent,
+            message,
+            ..
+        }) => assert!(message.contains("metadata says")),
         other => panic!("{other:?}"),
     }
     assert_eq!(tier.stats().cache_extents, 0);
@@ -129,5 +158,8 @@ fn orphans_are_queued_and_live_objects_are_not() {
     assert_eq!(left, want);
     // An unreachable store: a typed error, nothing queued.
     store.fail_always(ObjectOp::List, ObjectErrorKind::Transient, "connection refused");
-    assert!(matches!(tier.reclaim_orphans(&HashSet::new()), Err(Error::ObjectStore { op: "list", .. })));
+    assert!(matches!(
+        tier.reclaim_orphans(&HashSet::new()),
+        Err(Error::ObjectStore { op: "list", .. })
+    ));
 }
