@@ -43,8 +43,16 @@ pub enum What {
     /// The redo-log segments: records, ops, LSN ranges, damage.
     Redo,
     /// Verify every checksum (catalog, metadata, data-file headers, extents, redo log).
-    /// Exits with status 1 if anything is damaged.
-    Verify,
+    /// Exits with status 1 if anything is damaged. With --object_store, also every
+    /// object-tier extent (read whole) and the extent objects no metadata names.
+    Verify {
+        /// The database's object store: s3://BUCKET[/PREFIX] or dir:PATH
+        #[arg(long, value_name = "URL")]
+        object_store: Option<String>,
+        /// Endpoint of an S3-compatible service
+        #[arg(long, value_name = "URL")]
+        object_endpoint: Option<String>,
+    },
 }
 
 /// Why an inspection could not run (`main` prints it and exits 1).
@@ -54,6 +62,8 @@ pub enum InspectError {
     NotADatabase(PathBuf),
     /// The engine's inspection failed.
     Engine(riptide::Error),
+    /// A bad flag (the object store).
+    Usage(String),
 }
 
 impl fmt::Display for InspectError {
@@ -61,6 +71,7 @@ impl fmt::Display for InspectError {
         match self {
             InspectError::NotADatabase(p) => write!(f, "not a Riptide database: {}", p.display()),
             InspectError::Engine(e) => write!(f, "{e}"),
+            InspectError::Usage(m) => write!(f, "{m}"),
         }
     }
 }
@@ -88,8 +99,20 @@ pub fn run(args: &InspectArgs) -> Result<bool, InspectError> {
         What::Extent { id, rows } => print!("{}", riptide::inspect::extent(fs.as_ref(), db, id, *rows)?),
         What::Slog => print!("{}", riptide::inspect::slog(fs.as_ref(), db)?),
         What::Redo => print!("{}", riptide::inspect::redo(fs.as_ref(), db)?),
-        What::Verify => {
-            let r = riptide::inspect::verify(fs.as_ref(), db)?;
+        What::Verify {
+            object_store,
+            object_endpoint,
+        } => {
+            let objects = crate::objects::ObjectArgs {
+                object_store: object_store.clone(),
+                object_endpoint: object_endpoint.clone(),
+                l2_tier: None,
+                extent_cache_size: 0,
+                object_delete_grace: 0,
+                object_latency_ms: 0,
+            };
+            let store = objects.store().map_err(InspectError::Usage)?;
+            let r = riptide::inspect::verify_with_objects(fs.as_ref(), db, store.as_deref())?;
             println!(
                 "checked {} files, {} extents, {} redo records",
                 r.files, r.extents, r.redo_records

@@ -9,6 +9,7 @@
 
 mod bench;
 mod inspect;
+mod objects;
 mod serve;
 mod stress;
 

@@ -31,6 +31,7 @@
 //!   or the standard environment chain.
 
 pub mod fault_proxy;
+pub mod moto;
 
 use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::path::Path as ObjectPath;

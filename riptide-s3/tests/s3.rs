@@ -2,22 +2,20 @@
 //! contract, error classification through the fault proxy, and the engine's object tier on it
 //! (a model test, and each fault of issue 23 injected under a live database).
 
-mod common;
-
-use common::Moto;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use riptide::tier::{ObjectErrorKind, ObjectStore, RetryPolicy, Tier};
 use riptide::{Db, Error, Options, ReadOptions, Table};
 use riptide_s3::fault_proxy::{Fault, FaultProxy};
+use riptide_s3::moto::Moto;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 #[test]
 fn the_object_store_contract_holds_on_s3() {
-    let moto = Moto::start();
-    let s = moto.store("contract");
+    let moto = Moto::start().unwrap();
+    let s = moto.store("contract").unwrap();
     assert_eq!(s.location(), "s3://riptide/contract");
     assert!(s.list("ext/").unwrap().is_empty());
     let data: Vec<u8> = (0..100_000u32).map(|i| (i * 7) as u8).collect();
@@ -32,7 +30,7 @@ fn the_object_store_contract_holds_on_s3() {
     assert_eq!(names, vec![("ext/a".to_string(), 100_000), ("ext/b".to_string(), 5)]);
     assert!(s.list("ext/").unwrap().iter().all(|o| o.last_modified.is_some()));
     // Another prefix of the same bucket is another namespace.
-    assert!(moto.store("elsewhere").list("ext/").unwrap().is_empty());
+    assert!(moto.store("elsewhere").unwrap().list("ext/").unwrap().is_empty());
     s.delete("ext/a").unwrap();
     s.delete("ext/a").unwrap();
     assert_eq!(s.list("ext/").unwrap().len(), 1);
@@ -41,9 +39,11 @@ fn the_object_store_contract_holds_on_s3() {
 
 #[test]
 fn faults_through_the_proxy_are_classified() {
-    let moto = Moto::start();
+    let moto = Moto::start().unwrap();
     let proxy = FaultProxy::start(moto.addr).unwrap();
-    let s = moto.store_at(&proxy.endpoint(), "faults", Duration::from_millis(500));
+    let s = moto
+        .store_at(&proxy.endpoint(), "faults", Duration::from_millis(500))
+        .unwrap();
     s.put("k", b"v").unwrap();
     for (fault, want) in [
         (Fault::Status(503, "SlowDown"), ObjectErrorKind::Transient),
@@ -114,8 +114,8 @@ fn s3_options(store: Arc<dyn ObjectStore>, cache: u64) -> Options {
 /// checked against a `BTreeMap`.
 #[test]
 fn model_test_with_l2_on_s3() {
-    let moto = Moto::start();
-    let store: Arc<dyn ObjectStore> = Arc::new(moto.store("model"));
+    let moto = Moto::start().unwrap();
+    let store: Arc<dyn ObjectStore> = Arc::new(moto.store("model").unwrap());
     let dir = tempfile::tempdir().unwrap();
     let seed = rand::random::<u64>();
     eprintln!("seed {seed}");
@@ -173,9 +173,12 @@ fn model_test_with_l2_on_s3() {
 /// the object and the database stays usable.
 #[test]
 fn a_live_database_rides_out_object_store_faults() {
-    let moto = Moto::start();
+    let moto = Moto::start().unwrap();
     let proxy = FaultProxy::start(moto.addr).unwrap();
-    let store: Arc<dyn ObjectStore> = Arc::new(moto.store_at(&proxy.endpoint(), "faults", Duration::from_millis(500)));
+    let store: Arc<dyn ObjectStore> = Arc::new(
+        moto.store_at(&proxy.endpoint(), "faults", Duration::from_millis(500))
+            .unwrap(),
+    );
     let dir = tempfile::tempdir().unwrap();
     let manual = |cache| Options {
         level0_layer_trigger: 1000,

@@ -182,7 +182,7 @@ pub enum Error {
         /// The object (`s3://bucket/prefix/ext/...`).
         object: String,
         /// Whether it was missing, transient (retries ran out) or permanent.
-        kind: crate::tier::ObjectErrorKind,
+        kind: ObjectErrorKind,
         /// What the store said.
         message: String,
     },
@@ -203,15 +203,9 @@ impl Error {
     pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
         // An object-tier read carries its own, already named error through `io::Error`.
         let mut source = source;
-        if source
-            .get_ref()
-            .is_some_and(|e| e.is::<crate::tier::objects::ObjectReadError>())
-        {
+        if source.get_ref().is_some_and(|e| e.is::<ObjectReadError>()) {
             let kind = source.kind();
-            source = match source
-                .into_inner()
-                .map(|b| b.downcast::<crate::tier::objects::ObjectReadError>())
-            {
+            source = match source.into_inner().map(|b| b.downcast::<ObjectReadError>()) {
                 Some(Ok(inner)) => return inner.0,
                 Some(Err(other)) => io::Error::new(kind, other),
                 None => io::Error::from(kind),
@@ -275,3 +269,39 @@ impl Error {
         }
     }
 }
+
+/// Why an object-store request failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ObjectErrorKind {
+    /// The object does not exist.
+    NotFound,
+    /// Trying again may succeed: a timeout, a 5xx answer, throttling (503 SlowDown, 429), a
+    /// connection reset or refused.
+    Transient,
+    /// Trying again will not help: refused credentials, a missing bucket, a malformed request,
+    /// an answer of the wrong length.
+    Permanent,
+}
+
+impl std::fmt::Display for ObjectErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ObjectErrorKind::NotFound => "not found",
+            ObjectErrorKind::Transient => "transient",
+            ObjectErrorKind::Permanent => "permanent",
+        })
+    }
+}
+
+/// An engine error carried through `io::Error` (an object-tier read goes through the
+/// file-system read path); [`Error::io`] unwraps it again.
+#[derive(Debug)]
+pub(crate) struct ObjectReadError(pub(crate) Error);
+
+impl std::fmt::Display for ObjectReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for ObjectReadError {}

@@ -152,8 +152,18 @@ pub fn levels(fs: &dyn FileSystem, db: &Path, table: Option<&str>) -> Result<Str
         }
     }
     if table.is_none() {
-        let live: u64 = state.extents().map(|e| e.data_size).sum();
-        let _ = writeln!(out, "{}", space_line(fs, db, live)?);
+        let (objects, local): (Vec<&ExtentMeta>, Vec<&ExtentMeta>) =
+            state.extents().partition(|e| ExtentId(e.id).is_object());
+        let bytes = |v: &[&ExtentMeta]| v.iter().map(|e| e.data_size).sum::<u64>();
+        let _ = writeln!(
+            out,
+            "tiers: local {} extent(s), {} bytes; object {} extent(s), {} bytes",
+            local.len(),
+            bytes(&local),
+            objects.len(),
+            bytes(&objects)
+        );
+        let _ = writeln!(out, "{}", space_line(fs, db, bytes(&local))?);
     }
     for n in notes {
         let _ = writeln!(out, "note: {n}");
@@ -341,6 +351,18 @@ fn check_data_header(fs: &dyn FileSystem, path: &Path, number: u32, report: &mut
 /// index, filter and properties blocks, the footer) and every redo record. Also lists slots
 /// holding an extent footer that no metadata owns.
 pub fn verify(fs: &dyn FileSystem, db: &Path) -> Result<VerifyReport> {
+    verify_with_objects(fs, db, None)
+}
+
+/// [`verify`], and with `objects` (the database's object store) also every object-tier
+/// extent the metadata names (read whole and checksummed), and the extent objects no
+/// metadata names (noted: the next open queues them for deletion). Without a store,
+/// object-tier extents are noted as not checked.
+pub fn verify_with_objects(
+    fs: &dyn FileSystem,
+    db: &Path,
+    objects: Option<&dyn crate::tier::ObjectStore>,
+) -> Result<VerifyReport> {
     let mut report = VerifyReport::default();
     match Catalog::load(fs, db) {
         Ok(Some(_)) => report.files += 1,
@@ -375,7 +397,21 @@ pub fn verify(fs: &dyn FileSystem, db: &Path) -> Result<VerifyReport> {
     // Extents named by metadata.
     let mut owned: BTreeSet<u64> = BTreeSet::new();
     if let Some(state) = &state {
-        for e in state.extents() {
+        let object_extents: Vec<&ExtentMeta> = state.extents().filter(|e| ExtentId(e.id).is_object()).collect();
+        match objects {
+            Some(store) => {
+                let found = crate::tier::verify::verify_objects(store, &object_extents);
+                report.extents += found.extents;
+                report.problems.extend(found.problems);
+                report.notes.extend(found.notes);
+            }
+            None if !object_extents.is_empty() => report.notes.push(format!(
+                "{} extent(s) in the object tier not checked (no object store given)",
+                object_extents.len()
+            )),
+            None => {}
+        }
+        for e in state.extents().filter(|e| !ExtentId(e.id).is_object()) {
             let id = ExtentId(e.id);
             for s in 0..e.slots {
                 owned.insert(ExtentId::new(id.file(), id.slot() + s).0);

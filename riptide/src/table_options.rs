@@ -11,7 +11,6 @@
 
 use crate::coding::{get_varint, get_varint32, put_varint};
 use crate::error::{Error, Result};
-use crate::tier::Tier;
 use crate::LEVELS;
 
 /// How data blocks of extents are compressed. A block is stored compressed only if that saves
@@ -129,6 +128,35 @@ fn zigzag(v: i32) -> u64 {
 fn unzigzag(v: u64) -> Option<i32> {
     let v = u32::try_from(v).ok()?;
     Some(((v >> 1) as i32) ^ -((v & 1) as i32))
+}
+
+/// Where a level's extents live.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Tier {
+    /// Data files on the local file system ([`crate::Options::fs`]).
+    #[default]
+    Local = 0,
+    /// Objects in [`crate::Options::object_store`].
+    Object = 1,
+}
+
+impl Tier {
+    /// `"local"` or `"object"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Tier::Local => "local",
+            Tier::Object => "object",
+        }
+    }
+
+    /// Parses [`Tier::name`].
+    pub fn parse(s: &str) -> Option<Tier> {
+        match s {
+            "local" => Some(Tier::Local),
+            "object" => Some(Tier::Object),
+            _ => None,
+        }
+    }
 }
 
 /// Options of one sub-table, given to [`crate::Db::create_table_with`] and kept in the catalog.

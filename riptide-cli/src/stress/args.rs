@@ -92,6 +92,9 @@ pub struct StressArgs {
     /// expected state was made for another database; without it such a `--db` is refused
     #[arg(long, default_value_t = false)]
     pub reuse: bool,
+    /// The object tier: --object_store, --object_endpoint, --l2_tier, ...
+    #[command(flatten)]
+    pub objects: crate::objects::ObjectArgs,
     /// Internal: run as the crash driver's child
     #[arg(long, hide = true, default_value_t = false)]
     pub child: bool,
@@ -138,7 +141,7 @@ pub(super) fn parse_mix(s: &str) -> Result<[u32; 10], String> {
     Ok(w)
 }
 
-pub(super) fn options(a: &StressArgs) -> Options {
+pub(super) fn options(a: &StressArgs) -> Result<Options, StressError> {
     let mut o = Options {
         row_cache_size: a.row_cache_size,
         block_cache_size: a.block_cache_size,
@@ -164,7 +167,8 @@ pub(super) fn options(a: &StressArgs) -> Options {
         o.level1_dynamic_trigger = false;
         o.redo_segment_size = 1 << 20;
     }
-    o
+    a.objects.apply(&mut o).map_err(StressError::Usage)?;
+    Ok(o)
 }
 
 /// Checks the flags that clap cannot; returns the parsed mix.

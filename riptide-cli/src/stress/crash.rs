@@ -28,7 +28,8 @@ pub(crate) fn child_command(exe: &Path, a: &StressArgs, db: &Path, seed: u64, du
         .arg(format!("--sync={}", a.sync))
         .arg(format!("--row_cache_size={}", a.row_cache_size))
         .arg(format!("--block_cache_size={}", a.block_cache_size))
-        .arg("--child");
+        .arg("--child")
+        .args(a.objects.to_args());
     if a.reuse {
         cmd.arg("--reuse");
     }

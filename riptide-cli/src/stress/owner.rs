@@ -59,7 +59,7 @@ pub fn open(a: &StressArgs) -> Result<(Db, Expected), StressError> {
         )));
     }
     let mut exp = Expected::open(&exp_path, a.tables, a.keys)?;
-    let db = match Db::open(&a.db, options(a)) {
+    let db = match Db::open(&a.db, options(a)?) {
         Ok(db) => db,
         Err(e) => {
             if created {

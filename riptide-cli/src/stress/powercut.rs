@@ -343,7 +343,7 @@ pub fn run(a: &StressArgs, mix: &[u32; 10], seed: u64) -> Result<bool, String> {
         }
     };
     for round in 0..=a.power_cuts {
-        let mut o = options(a);
+        let mut o = options(a).map_err(|e| e.to_string())?;
         o.fs = Arc::new(FencedFs {
             inner: fs.clone(),
             gate: gate.clone(),
@@ -380,7 +380,7 @@ pub fn run(a: &StressArgs, mix: &[u32; 10], seed: u64) -> Result<bool, String> {
             // A clean close and reopen keeps exactly the verified state.
             drop(tables);
             db.close().map_err(|e| format!("close: {e}"))?;
-            let mut o = options(a);
+            let mut o = options(a).map_err(|e| e.to_string())?;
             o.fs = Arc::new(fs.clone());
             let db = Db::open(&a.db, o).map_err(|e| format!("reopen after a clean close: {e}"))?;
             let tables = open_tables(&db, a.tables)?;

@@ -57,7 +57,7 @@ pub(crate) const FOOTER_PROBE_LEN: usize = 64;
 /// Name of the data directory inside the database directory.
 pub(crate) const DATA_DIR: &str = "data";
 
-/// Extent ids with this bit set name extents in the object tier (`crate::tier`): one object
+/// Extent ids with this bit set name extents in the object tier (module `tier`): one object
 /// each, no data file or slot. Data files are numbered below [`MAX_DATA_FILE_NUMBER`], so a
 /// local extent's id never has it.
 pub(crate) const OBJECT_ID_BIT: u64 = 1 << 63;

@@ -18,7 +18,9 @@ mod fault;
 pub(crate) mod objects;
 mod retry;
 mod store;
+pub(crate) mod verify;
 
+pub use crate::table_options::Tier;
 pub(crate) use cache::{is_cached_extent_name, ExtentCache, EXTENT_CACHE_DIR};
 pub use dir::DirObjectStore;
 pub use fault::{FaultyObjectStore, ObjectOp};
@@ -26,32 +28,3 @@ pub(crate) use objects::ObjectTier;
 pub use objects::ObjectTierStats;
 pub use retry::RetryPolicy;
 pub use store::{ObjectError, ObjectErrorKind, ObjectInfo, ObjectResult, ObjectStore};
-
-/// Where a level's extents live.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Tier {
-    /// Data files on the local file system ([`crate::Options::fs`]).
-    #[default]
-    Local = 0,
-    /// Objects in [`crate::Options::object_store`].
-    Object = 1,
-}
-
-impl Tier {
-    /// `"local"` or `"object"`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Tier::Local => "local",
-            Tier::Object => "object",
-        }
-    }
-
-    /// Parses [`Tier::name`].
-    pub fn parse(s: &str) -> Option<Tier> {
-        match s {
-            "local" => Some(Tier::Local),
-            "object" => Some(Tier::Object),
-            _ => None,
-        }
-    }
-}

@@ -21,7 +21,7 @@
 use super::cache::ExtentCache;
 use super::retry::RetryPolicy;
 use super::store::{ObjectError, ObjectErrorKind, ObjectStore};
-use crate::error::{Error, Result};
+use crate::error::{Error, ObjectReadError, Result};
 use crate::extent::{EXTENT_SIZE, FOOTER_SIZE};
 use crate::fs::ReadableFile;
 use crate::space::{ExtentId, OBJECT_ID_BIT};
@@ -415,20 +415,59 @@ struct ObjectExtentFile {
     end: u64,
 }
 
+/// The object offset of a read of `len` bytes at extent offset `offset`, for an extent of
+/// `valid` bytes whose footer ends at `end` (see the module invariants).
+fn map_offset(valid: u64, end: u64, offset: u64, len: u64) -> io::Result<u64> {
+    let footer_start = end.saturating_sub(FOOTER_SIZE as u64);
+    if offset.checked_add(len).is_some_and(|e| e <= valid) {
+        Ok(offset)
+    } else if offset >= footer_start && offset.checked_add(len).is_some_and(|e| e <= end) {
+        Ok(valid + (offset - footer_start))
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("read of {len} bytes at {offset} reaches outside the extent's valid bytes and footer"),
+        ))
+    }
+}
+
 impl ObjectExtentFile {
-    /// The object offset of a read of `len` bytes at extent offset `offset`.
     fn map(&self, offset: u64, len: u64) -> io::Result<u64> {
-        let footer_start = self.end - FOOTER_SIZE as u64;
-        if offset.checked_add(len).is_some_and(|e| e <= self.valid) {
-            Ok(offset)
-        } else if offset >= footer_start && offset.checked_add(len).is_some_and(|e| e <= self.end) {
-            Ok(self.valid + (offset - footer_start))
-        } else {
-            Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("read of {len} bytes at {offset} reaches outside the extent's valid bytes and footer"),
-            ))
+        map_offset(self.valid, self.end, offset, len)
+    }
+}
+
+/// A whole object image in memory, read at the extent's usual offsets (for verification).
+pub(crate) struct ImageFile {
+    image: Vec<u8>,
+    valid: u64,
+    end: u64,
+}
+
+impl ImageFile {
+    /// The image of an extent of `valid` bytes and `slots` slots.
+    pub(crate) fn new(image: Vec<u8>, valid: u64, slots: u32) -> Self {
+        ImageFile {
+            image,
+            valid,
+            end: u64::from(slots) * EXTENT_SIZE,
         }
+    }
+}
+
+impl ReadableFile for ImageFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let at = map_offset(self.valid, self.end, offset, buf.len() as u64)?;
+        let src = usize::try_from(at)
+            .ok()
+            .and_then(|a| self.image.get(a..a.checked_add(buf.len())?))
+            .ok_or_else(|| io::Error::new(io::ErrorKind::UnexpectedEof, "object shorter than its metadata says"))?;
+        buf.copy_from_slice(src);
+        Ok(buf.len())
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.end)
     }
 }
 
@@ -453,19 +492,6 @@ impl ReadableFile for ObjectExtentFile {
         let _ = self.tier.fetch_whole(self.id, self.valid);
     }
 }
-
-/// An engine error carried through `io::Error` by [`ObjectExtentFile`];
-/// [`Error::io`] unwraps it again.
-#[derive(Debug)]
-pub(crate) struct ObjectReadError(pub(crate) Error);
-
-impl std::fmt::Display for ObjectReadError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-impl std::error::Error for ObjectReadError {}
 
 #[cfg(test)]
 mod tests;

@@ -11,32 +11,10 @@
 //! - Names are relative to the store's root (its bucket and prefix): `/`-separated, never
 //!   starting with `/`, never holding `..`.
 
+pub use crate::error::ObjectErrorKind;
 use std::fmt::{self, Debug};
 use std::ops::Range;
 use std::time::SystemTime;
-
-/// Why an object-store request failed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ObjectErrorKind {
-    /// The object does not exist.
-    NotFound,
-    /// Trying again may succeed: a timeout, a 5xx answer, throttling (503 SlowDown, 429), a
-    /// connection reset or refused.
-    Transient,
-    /// Trying again will not help: refused credentials, a missing bucket, a malformed request,
-    /// an answer of the wrong length.
-    Permanent,
-}
-
-impl fmt::Display for ObjectErrorKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ObjectErrorKind::NotFound => "not found",
-            ObjectErrorKind::Transient => "transient",
-            ObjectErrorKind::Permanent => "permanent",
-        })
-    }
-}
 
 /// A failed object-store request.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -360,6 +360,7 @@ impl Config {
                 options.level0_stop_layers = n;
             }
         }
+        f.objects.apply(&mut options).map_err(BenchError::Usage)?;
         options.validate().map_err(|e| match e {
             riptide::Error::InvalidOption { option, reason } => {
                 BenchError::Usage(format!("--{}: {reason}", flag_of_option(option)))

@@ -614,6 +614,10 @@ pub struct BenchFlags {
         allow_negative_numbers = true
     )]
     pub stats_interval_seconds: i64,
+
+    /// The object tier (riptide): --object_store, --object_endpoint, --l2_tier, ...
+    #[command(flatten)]
+    pub objects: crate::objects::ObjectArgs,
 }
 
 impl BenchFlags {
