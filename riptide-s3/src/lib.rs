@@ -27,6 +27,8 @@
 //!   by [`S3Options::request_timeout`].
 //! - Errors are classified: 404 is `NotFound`; timeouts, connection failures, 5xx, 429 and 408
 //!   are `Transient`; other 4xx, bad paths and bad configuration are `Permanent`.
+//! - Dropping a store never blocks (its runtime shuts down in the background), so it may be
+//!   dropped inside another runtime.
 //! - Credentials never come from the database directory: explicit [`S3Options::credentials`]
 //!   or the standard environment chain.
 
@@ -81,7 +83,18 @@ pub struct S3Store {
     s3: Arc<AmazonS3>,
     prefix: String,
     location: String,
-    runtime: tokio::runtime::Runtime,
+    /// Taken only by `Drop`.
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Drop for S3Store {
+    fn drop(&mut self) {
+        // Dropping a runtime blocks, which panics inside another runtime's async context (a
+        // database dropped in a server task); shutting it down in the background does not.
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
 }
 
 impl std::fmt::Debug for S3Store {
@@ -150,7 +163,7 @@ impl S3Store {
             s3: Arc::new(s3),
             prefix,
             location,
-            runtime,
+            runtime: Some(runtime),
         })
     }
 
@@ -164,8 +177,14 @@ impl S3Store {
 
     /// Runs `fut` on the store's runtime and waits for it from this (any) thread.
     fn run<T: Send + 'static>(&self, fut: impl Future<Output = ObjectResult<T>> + Send + 'static) -> ObjectResult<T> {
+        let Some(runtime) = &self.runtime else {
+            return Err(ObjectError::new(
+                ObjectErrorKind::Transient,
+                "the S3 client is shutting down",
+            ));
+        };
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        self.runtime.spawn(async move {
+        runtime.spawn(async move {
             let _ = tx.send(fut.await);
         });
         rx.recv().unwrap_or_else(|_| {

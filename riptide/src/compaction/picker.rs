@@ -6,8 +6,10 @@
 //!   L0 has data, else a major one);
 //! - intra-L0: `L / T_layer` (merges L0 layers into one, without touching L1);
 //! - minor (L0 → L1): `N0 / T0`;
-//! - major (L1 → L2): `N1 / T1'`, where `T1' = max(T1, ceil(sqrt(2 · T0 · N2)))` when the L1
-//!   trigger is dynamic (the default; [`Triggers::level1_target`]), else `T1`;
+//! - major (L1 → L2): `N1 / T1'`, where `T1' = max(T1, ceil(sqrt(2 · T0 · N2 · w)))` when the
+//!   L1 trigger is dynamic (the default; [`Triggers::level1_target`]), else `T1`; `w` is 1, or
+//!   [`OBJECT_L2_WEIGHT`] when the table's L2 is on the object tier (seed 003: a slower tier
+//!   weighs more against frequent majors);
 //! - self-major (L2 → L2): 1 when some L2 extents are delete-heavy with nothing pinning their
 //!   deletes, or runs of sparse L2 extents can be packed (it runs only when nothing else is
 //!   due).
@@ -31,6 +33,25 @@ pub(crate) struct Shape {
     pub(crate) l2_sparse: usize,
     /// A flush wrote a delete-heavy memtable since the last delete-triggered compaction.
     pub(crate) delete_triggered: bool,
+    /// New L2 extents go to the object tier.
+    pub(crate) l2_object: bool,
+}
+
+/// How much more a major compaction weighs when L2 is on the object tier: every L2 byte it
+/// rewrites is a slower upload (seed 003 measured compactions into OSS about 25 % slower, and
+/// raises the weight of L2 in X-Engine's major score). Scaling the L2 term by 2 lets L1 grow
+/// about 1.4 times larger before a major, so fewer, larger majors rewrite L2.
+pub(crate) const OBJECT_L2_WEIGHT: f64 = 2.0;
+
+impl Shape {
+    /// The weight of L2 in the major trigger.
+    pub(crate) fn l2_weight(&self) -> f64 {
+        if self.l2_object {
+            OBJECT_L2_WEIGHT
+        } else {
+            1.0
+        }
+    }
 }
 
 /// Triggers, from the options.
@@ -61,12 +82,14 @@ impl Triggers {
     /// merges L1 into L2 (`S2` extents, on keys spread over L2) writes about `S2 / S1`. The sum
     /// is least at `S1 = sqrt(2 · T0 · S2)`, so write amplification grows with the square root
     /// of the database instead of linearly (`docs/compaction.md`, "The L1 trigger").
-    pub(crate) fn level1_target(&self, n2: usize) -> usize {
+    ///
+    /// `weight` scales the L2 term (1, or [`OBJECT_L2_WEIGHT`] for an object-tier L2).
+    pub(crate) fn level1_target(&self, n2: usize, weight: f64) -> usize {
         let floor = self.level1_extents.max(1);
         if !self.level1_dynamic {
             return floor;
         }
-        let product = 2.0 * self.level0_extents.max(1) as f64 * n2 as f64;
+        let product = 2.0 * self.level0_extents.max(1) as f64 * n2 as f64 * weight;
         floor.max(product.sqrt().ceil() as usize)
     }
 }
@@ -119,7 +142,7 @@ pub(crate) fn candidates(shape: &Shape, t: &Triggers) -> Vec<Candidate> {
     if shape.n1 > 0 {
         out.push(Candidate {
             kind: TaskKind::Major,
-            score: shape.n1 as f64 / t.level1_target(shape.n2) as f64,
+            score: shape.n1 as f64 / t.level1_target(shape.n2, shape.l2_weight()) as f64,
         });
     }
     if shape.l2_delete_heavy > 0 || shape.l2_sparse > 0 {
@@ -244,11 +267,20 @@ mod tests {
     fn dynamic_level1_trigger_grows_with_level2() {
         let targets: Vec<usize> = [0, 10, 32, 33, 128, 3200]
             .iter()
-            .map(|&n2| DYNAMIC.level1_target(n2))
+            .map(|&n2| DYNAMIC.level1_target(n2, 1.0))
             .collect();
         assert_eq!(targets, vec![32, 32, 32, 33, 64, 320]);
         // The static trigger ignores L2.
-        assert_eq!(T.level1_target(3200), 32);
+        assert_eq!(T.level1_target(3200, 1.0), 32);
+        // An object-tier L2 weighs twice: L1 grows sqrt(2) times larger first.
+        assert_eq!(DYNAMIC.level1_target(3200, OBJECT_L2_WEIGHT), 453);
+        let object = |s: &str| Shape {
+            l2_object: true,
+            ..shape(s)
+        };
+        assert_eq!(pick(&shape("L1=400 L2=3200"), &DYNAMIC), Some(TaskKind::Major));
+        assert_eq!(pick(&object("L1=400 L2=3200"), &DYNAMIC), None);
+        assert_eq!(pick(&object("L1=453 L2=3200"), &DYNAMIC), Some(TaskKind::Major));
         let cases: &[(&str, Option<TaskKind>)] = &[
             // A small L2 leaves the trigger at its floor.
             ("L1=32 L2=20", Some(TaskKind::Major)),

@@ -100,6 +100,7 @@ impl DbInner {
             },
             l2_sparse: packable(&view.levels.sorted[1].extents).len(),
             delete_triggered: t.delete_triggered.load(Ordering::Acquire),
+            l2_object: self.output_tier(t, crate::LEVELS - 1) == Tier::Object,
         }
     }
 

@@ -36,7 +36,11 @@ fn subdirs(db: &Path) -> [(PathBuf, OwnName); 4] {
 /// The entries Riptide writes in the database directory itself.
 fn is_own_entry(db: &Path, name: &str) -> bool {
     let own = |p: PathBuf| p.file_name().is_some_and(|n| n == name);
-    name == "LOCK" || own(catalog_path(db)) || own(catalog_tmp_path(db)) || subdirs(db).into_iter().any(|(d, _)| own(d))
+    name == "LOCK"
+        || name == crate::tier::owner::IDENTITY_FILE
+        || own(catalog_path(db))
+        || own(catalog_tmp_path(db))
+        || subdirs(db).into_iter().any(|(d, _)| own(d))
 }
 
 impl Db {

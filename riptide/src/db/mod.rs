@@ -477,6 +477,9 @@ impl DbInner {
             return Ok(());
         };
         self.workers.stop();
+        // Nothing deletes objects once the instance starts to close (whatever path it takes
+        // below); what falls due later is found by the next open.
+        self.stop_object_collector();
         if self.pipeline.poison_error().is_none() {
             // Flushes below need every logged write durable first (see `flush`).
             if let Err(e) = log.sync() {
@@ -516,7 +519,6 @@ impl DbInner {
                 }
             }
         };
-        self.stop_object_collector();
         self.lock.lock().take();
         result
     }

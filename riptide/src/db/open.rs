@@ -4,10 +4,11 @@
 //! 2. Take the `LOCK` (one instance per directory), load or create the `CATALOG`.
 //! 3. Metadata: the extent space's file headers, then the checkpoint and the committed
 //!    transactions of the slog; every extent the metadata names is marked in use.
-//!    With an object store, the object tier opens (its extent cache emptied); recovery reads
+//!    With an object store, the object tier opens (its extent cache keeps the files of live extents); recovery reads
 //!    no object data. Without one, metadata naming object-tier extents fails the open.
-//! 4. Queue for deletion the extent objects no metadata names (best effort), and start the
-//!    object tier's collector.
+//! 4. Claim the object store (its `OWNER` object names this database's `IDENTITY`; another
+//!    database's store fails the open), then queue for deletion the extent objects no
+//!    metadata names (best effort; the collector starts last).
 //! 5. Drop the metadata of tables the catalog no longer names (a crash between the two
 //!    updates of a drop).
 //! 6. Replay the redo log into memtables from each table's recovery point (its last flush's
@@ -22,6 +23,7 @@ use super::{check_path, lock_database, Db, DbHandle, DbInner, MetaLog, Registry,
 use crate::cache::RowCache;
 use crate::catalog::{catalog_path, catalog_tmp_path, Catalog};
 use crate::error::{Error, Result};
+use crate::extent::FOOTER_SIZE;
 use crate::extent_store::{looks_like_footer, ExtentStore};
 use crate::key::Lsn;
 use crate::meta::edit::{MetaState, SlogEntry};
@@ -31,12 +33,12 @@ use crate::redo::{self, RedoLog};
 use crate::snapshot::SnapshotList;
 use crate::space::{ExtentId, ExtentSpace, SpaceOptions};
 use crate::subtable::{TableInner, TableState};
-use crate::tier::{ExtentCache, ObjectTier, Tier, EXTENT_CACHE_DIR};
+use crate::tier::{owner, ExtentCache, ObjectTier, Tier, EXTENT_CACHE_DIR};
 use crate::version::LevelSet;
 use crate::write::pipeline::{Pipeline, PipelineConfig};
 use crate::write::stall::WriteStall;
 use parking_lot::{Mutex, RwLock};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -84,12 +86,18 @@ impl Db {
         )?);
         let (slog, recovered) = Slog::open(fs.clone(), &path)?;
         let mut state = recovered.state;
-        let object_extents: HashSet<u64> = state
-            .extents()
+        // Object-tier extents of the tables the catalog names (a table dropped from the catalog
+        // but not yet from the metadata loses its metadata below: its objects are orphans).
+        // Id -> object size (`data_size` + footer).
+        let object_extents: HashMap<u64, u64> = state
+            .tables
+            .iter()
+            .filter(|(tid, _)| catalog.tables.iter().any(|(id, _)| id == *tid))
+            .flat_map(|(_, tm)| tm.extents().map(|(_, _, e)| e))
             .filter(|e| ExtentId(e.id).is_object())
-            .map(|e| e.id)
+            .map(|e| (e.id, e.data_size + FOOTER_SIZE as u64))
             .collect();
-        let objects = open_object_tier(&path, &opts, object_extents.len())?;
+        let objects = open_object_tier(&path, &opts, &object_extents)?;
         if objects.is_none() {
             if let Some((tid, _)) = catalog.options.iter().find(|(_, o)| o.l2_tier == Some(Tier::Object)) {
                 return Err(Error::InvalidOption {
@@ -134,16 +142,17 @@ impl Db {
             );
         }
         space.finish_recovery(&looks_like_footer)?;
-        let object_collector = match &objects {
-            Some(tier) => {
-                // Objects no metadata names: crashed uploads, deletions cut short by a close or
-                // a crash. An unreachable store does not stop the open (recovery reads no
-                // object data); the next open tries again.
+        if let Some(tier) = &objects {
+            // Objects no metadata names: crashed uploads, deletions cut short by a close or a
+            // crash. They are only queued here; the collector, started once the open can no
+            // longer fail, deletes them. Only in a store this database owns (another's fails
+            // the open). An unreachable store does not stop the open (recovery reads no object
+            // data); the next open tries again.
+            let identity = owner::load_or_create_identity(fs.as_ref(), &path)?;
+            if tier.claim(&identity)? {
                 let _ = tier.reclaim_orphans(&object_extents);
-                Some(tier.start_collector()?)
             }
-            None => None,
-        };
+        }
         // Metadata of tables dropped from the catalog (a crash between the two updates).
         let orphans: Vec<SlogEntry> = state
             .tables
@@ -217,7 +226,7 @@ impl Db {
             txns: Default::default(),
             bg_error: Mutex::new(None),
             counters: BackgroundCounters::default(),
-            object_collector: Mutex::new(object_collector),
+            object_collector: Mutex::new(None),
             opts,
         });
         // Replay may have left immutable memtables.
@@ -227,6 +236,15 @@ impl Db {
             }
         }
         inner.workers.start(&inner)?;
+        if let Some(tier) = &objects {
+            match tier.start_collector() {
+                Ok(h) => *inner.object_collector.lock() = Some(h),
+                Err(e) => {
+                    let _ = inner.shutdown();
+                    return Err(e);
+                }
+            }
+        }
         Ok(Db {
             inner: Arc::new(DbHandle(inner)),
         })
@@ -235,19 +253,29 @@ impl Db {
 
 /// The object tier of the database at `path`, if `opts` configures an object store; an error
 /// if the metadata names `object_extents` extents in the object tier and none is configured.
-fn open_object_tier(path: &Path, opts: &Options, object_extents: usize) -> Result<Option<Arc<ObjectTier>>> {
+fn open_object_tier(
+    path: &Path,
+    opts: &Options,
+    object_extents: &HashMap<u64, u64>,
+) -> Result<Option<Arc<ObjectTier>>> {
     let Some(store) = &opts.object_store else {
-        if object_extents > 0 {
+        if !object_extents.is_empty() {
             return Err(Error::InvalidOption {
                 option: "object_store",
                 reason: format!(
-                    "the database has {object_extents} extents in the object tier; open it with Options::object_store"
+                    "the database has {} extents in the object tier; open it with Options::object_store",
+                    object_extents.len()
                 ),
             });
         }
         return Ok(None);
     };
-    let cache = ExtentCache::open(opts.fs.clone(), &path.join(EXTENT_CACHE_DIR), opts.extent_cache_size)?;
+    let cache = ExtentCache::open(
+        opts.fs.clone(),
+        &path.join(EXTENT_CACHE_DIR),
+        opts.extent_cache_size,
+        object_extents,
+    )?;
     Ok(Some(Arc::new(ObjectTier::new(
         store.clone(),
         opts.object_retry,

@@ -18,8 +18,10 @@ use crate::error::{Error, Result};
 use crate::fs::FileSystem;
 use std::path::{Path, PathBuf};
 
-/// Current format version of CURRENT, slog files and checkpoint files.
-pub(crate) const META_FORMAT_VERSION: u32 = 1;
+/// Current format version of CURRENT, slog files and checkpoint files. Version 2: extent ids
+/// may name object-tier extents (bit 63 set; see `crate::space::OBJECT_ID_BIT`), which a
+/// version-1 reader would take for a missing data file. Files of version 1 are still read.
+pub(crate) const META_FORMAT_VERSION: u32 = 2;
 
 const CURRENT_MAGIC: &[u8; 8] = b"RPTMCUR\0";
 /// Size of the CURRENT file.

@@ -947,7 +947,13 @@ fn dump_slog_shows_every_record_with_offsets() {
     assert_eq!(
         views,
         vec![
-            (0, SlogRecordView::Header { number: 2, version: 1 }),
+            (
+                0,
+                SlogRecordView::Header {
+                    number: 2,
+                    version: super::current::META_FORMAT_VERSION
+                }
+            ),
             (h, SlogRecordView::Begin { txn: 3 }),
             (
                 h + RECORD_HEADER_SIZE as u64,

@@ -38,6 +38,9 @@ pub(crate) struct LevelCursor {
     version: Option<(Lsn, ValueKind)>,
     value: Vec<u8>,
     error: Option<Error>,
+    /// The extent the store was last told is being scanned (`usize::MAX`: none), so it is
+    /// told once per extent.
+    scanning: std::cell::Cell<usize>,
 }
 
 impl LevelCursor {
@@ -52,6 +55,15 @@ impl LevelCursor {
             version: None,
             value: Vec::new(),
             error: None,
+            scanning: std::cell::Cell::new(usize::MAX),
+        }
+    }
+
+    /// Tells the store, once per extent, that extent `i` is being scanned.
+    fn note_scanning(&self, i: usize) {
+        if self.scanning.get() != i {
+            self.scanning.set(i);
+            self.store.scanning(self.extent(i));
         }
     }
 
@@ -152,7 +164,7 @@ impl LevelCursor {
         if block < p.open.reader.index().len() {
             // A cursor reading on from one block to the next is scanning: an object-tier
             // extent is read whole into the extent cache (seed 003), not block by block.
-            self.store.scanning(self.extent(p.extent));
+            self.note_scanning(p.extent);
         }
         while block < p.open.reader.index().len() {
             let mut q = self.load(p.extent, block, Some(p.open.clone()))?;
@@ -175,7 +187,7 @@ impl LevelCursor {
         }
         let mut block = p.block;
         if block > 0 {
-            self.store.scanning(self.extent(p.extent));
+            self.note_scanning(p.extent);
         }
         while block > 0 {
             block -= 1;

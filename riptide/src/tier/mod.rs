@@ -16,6 +16,7 @@ mod cache;
 mod dir;
 mod fault;
 pub(crate) mod objects;
+pub(crate) mod owner;
 mod retry;
 mod store;
 pub(crate) mod verify;

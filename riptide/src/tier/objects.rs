@@ -15,22 +15,32 @@
 //!   (metadata no longer names it and no reader holds it) or [`ObjectTier::discard`] (a failed
 //!   compaction's output) queue it, and the collector deletes it once its due time (retire:
 //!   now + the grace period) has passed. A failed delete is queued again.
+//! - An open extent keeps a weak reference to its cached image, so reads of a cached extent
+//!   take no cache lock (as block swizzling does for the block cache); eviction drops the
+//!   image all the same.
+//! - An extent read by range [`WHOLE_AFTER_RANGED_READS`] times since it was opened is read
+//!   whole into the extent cache on its next miss (hot extents end up local even when only
+//!   point reads touch them).
 //! - Every request is retried per the [`RetryPolicy`]; what still fails is
 //!   [`Error::ObjectStore`] naming the object.
 
-use super::cache::ExtentCache;
+use super::cache::{CachedImage, ExtentCache};
 use super::retry::RetryPolicy;
 use super::store::{ObjectError, ObjectErrorKind, ObjectStore};
 use crate::error::{Error, ObjectReadError, Result};
 use crate::extent::{EXTENT_SIZE, FOOTER_SIZE};
 use crate::fs::ReadableFile;
 use crate::space::{ExtentId, OBJECT_ID_BIT};
+use arc_swap::ArcSwapWeak;
 use parking_lot::{Condvar, Mutex};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
+
+/// Ranged reads of one extent after which the next read fetches it whole into the cache.
+pub(crate) const WHOLE_AFTER_RANGED_READS: u32 = 8;
 
 /// Prefix of extent objects' names.
 pub(crate) const EXTENT_PREFIX: &str = "ext/";
@@ -200,17 +210,42 @@ impl ObjectTier {
             id,
             valid,
             end: u64::from(slots) * EXTENT_SIZE,
+            ranged_reads: AtomicU32::new(0),
+            local: ArcSwapWeak::new(Weak::new()),
+            direct_hits: AtomicU32::new(0),
         })
     }
 
-    /// Reads `buf.len()` bytes at `at` of extent `id`'s object: from the cache, or by range.
-    fn read_object(&self, id: ExtentId, buf: &mut [u8], at: u64) -> Result<()> {
-        if let Some(f) = self.cache.get(id.0) {
+    /// Reads `buf.len()` bytes at `at` of extent `id`'s object (`valid` bytes of data): from
+    /// the cache, or by range; or, once `ranged_reads` (the extent's count) reaches
+    /// [`WHOLE_AFTER_RANGED_READS`], by reading it whole into the cache first.
+    fn read_object(&self, file: &ObjectExtentFile, buf: &mut [u8], at: u64) -> Result<()> {
+        let (id, valid, ranged_reads) = (file.id, file.valid, &file.ranged_reads);
+        // The extent's own weak reference to its cached image first: no cache lock.
+        let mut cached = file.local.load().upgrade();
+        if cached.is_some() {
+            let nth = file.direct_hits.fetch_add(1, Ordering::Relaxed);
+            self.cache.hit_direct(id.0, nth);
+        } else {
+            cached = self.cache.get(id.0);
+        }
+        if cached.is_none()
+            && self.fits_cache(valid)
+            && ranged_reads.fetch_add(1, Ordering::Relaxed) >= WHOLE_AFTER_RANGED_READS
+        {
+            ranged_reads.store(0, Ordering::Relaxed);
+            // Best effort: if the whole read or the cache fails, this read goes by range.
+            if self.fetch_whole(id, valid).is_ok() {
+                cached = self.cache.get(id.0);
+            }
+        }
+        if let Some(f) = cached {
+            file.local.store(Arc::downgrade(&f));
             let mut done = 0;
             while done < buf.len() {
-                let n = f
-                    .read_at(&mut buf[done..], at + done as u64)
-                    .map_err(|e| Error::io("read", format!("extent cache: {}", self.url(id)), e))?;
+                let n =
+                    f.0.read_at(&mut buf[done..], at + done as u64)
+                        .map_err(|e| Error::io("read", format!("extent cache: {}", self.url(id)), e))?;
                 if n == 0 {
                     return Err(Error::corruption(
                         self.url(id),
@@ -245,7 +280,7 @@ impl ObjectTier {
     /// Reads extent `id`'s whole object into the cache, unless it is there already (what a
     /// scan or a compaction does before reading an extent block by block).
     pub(crate) fn fetch_whole(&self, id: ExtentId, valid: u64) -> Result<()> {
-        if self.cache.contains(id.0) || self.cache.capacity() == 0 {
+        if self.cache.contains(id.0) || !self.fits_cache(valid) {
             return Ok(());
         }
         let name = object_name(id);
@@ -268,6 +303,11 @@ impl ObjectTier {
         Ok(())
     }
 
+    /// True if an extent of `valid` bytes can be cached at all.
+    fn fits_cache(&self, valid: u64) -> bool {
+        valid + FOOTER_SIZE as u64 <= self.cache.capacity()
+    }
+
     /// Queues extent `id` for deletion after the grace period: no metadata names it and no
     /// reader holds it any more.
     pub(crate) fn retire(&self, id: ExtentId) {
@@ -287,8 +327,10 @@ impl ObjectTier {
         self.wake.notify_all();
     }
 
-    /// Deletes every queued object that is due; a failed delete is queued again one grace
-    /// period (at least a second) later. Returns the number deleted.
+    /// Deletes every queued object that is due, one attempt each (no retry loop, so a close
+    /// never waits on a failing store for long); a failed delete is queued again one grace
+    /// period (at least a second) later. Stops early once the collector is told to stop.
+    /// Returns the number deleted.
     pub(crate) fn delete_due(&self) -> usize {
         let now = Instant::now();
         let due: Vec<u64> = {
@@ -297,15 +339,19 @@ impl ObjectTier {
         };
         let mut deleted = 0;
         for id in due {
+            if self.queue.lock().stop {
+                break;
+            }
             let id = ExtentId(id);
             let name = object_name(id);
-            match self.request("delete", id, || self.store.delete(&name)) {
+            match self.store.delete(&name) {
                 Ok(()) => {
                     self.queue.lock().due.remove(&id.0);
                     self.counters.objects_deleted.fetch_add(1, Ordering::Relaxed);
                     deleted += 1;
                 }
                 Err(_) => {
+                    self.counters.errors.fetch_add(1, Ordering::Relaxed);
                     let later = Instant::now() + self.grace.max(Duration::from_secs(1));
                     self.queue.lock().due.insert(id.0, later);
                 }
@@ -314,17 +360,22 @@ impl ObjectTier {
         deleted
     }
 
+    /// Makes sure the store belongs to the database `identity` (see `super::owner::claim`).
+    pub(crate) fn claim(&self, identity: &[u8; 16]) -> Result<bool> {
+        super::owner::claim(self.store.as_ref(), &self.retry, identity)
+    }
+
     /// Lists the store and queues for deletion (after the grace period) every extent object
     /// that `live` does not name and that is not queued already. Returns how many it queued.
     /// Called at open, before anything can be uploaded.
-    pub(crate) fn reclaim_orphans(&self, live: &HashSet<u64>) -> Result<usize> {
+    pub(crate) fn reclaim_orphans(&self, live: &HashMap<u64, u64>) -> Result<usize> {
         let listed = self.request("list", ExtentId(OBJECT_ID_BIT), || self.store.list(EXTENT_PREFIX))?;
         let mut queued = 0;
         for info in listed {
             let Some(id) = parse_object_name(&info.name) else {
                 continue;
             };
-            if live.contains(&id.0) || self.queue.lock().due.contains_key(&id.0) {
+            if live.contains_key(&id.0) || self.queue.lock().due.contains_key(&id.0) {
                 continue;
             }
             self.enqueue(id, Instant::now() + self.grace);
@@ -413,6 +464,12 @@ struct ObjectExtentFile {
     valid: u64,
     /// `slots * EXTENT_SIZE`: where the footer ends.
     end: u64,
+    /// Ranged reads since the last whole read (see [`WHOLE_AFTER_RANGED_READS`]).
+    ranged_reads: AtomicU32,
+    /// The cached image, while the cache holds it (weak: eviction frees it).
+    local: ArcSwapWeak<CachedImage>,
+    /// Reads served through `local`.
+    direct_hits: AtomicU32,
 }
 
 /// The object offset of a read of `len` bytes at extent offset `offset`, for an extent of
@@ -478,7 +535,7 @@ impl ReadableFile for ObjectExtentFile {
         }
         let at = self.map(offset, buf.len() as u64)?;
         self.tier
-            .read_object(self.id, buf, at)
+            .read_object(self, buf, at)
             .map_err(|e| io::Error::other(ObjectReadError(e)))?;
         Ok(buf.len())
     }

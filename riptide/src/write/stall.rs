@@ -13,11 +13,12 @@
 //!   are at their stop threshold) gets that error instead of waiting forever; a dropped table
 //!   and a closed database end the wait too.
 
-use crate::compaction::picker::Triggers;
+use crate::compaction::picker::{Triggers, OBJECT_L2_WEIGHT};
 use crate::error::{Error, Result};
 use crate::extent::EXTENT_SIZE;
 use crate::options::Options;
 use crate::subtable::TableInner;
+use crate::tier::Tier;
 use parking_lot::{Condvar, Mutex};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -33,9 +34,10 @@ pub(crate) struct Pressure {
 impl Pressure {
     /// The pressure on `t` now; L1 counts beyond the compaction trigger `triggers` sets for
     /// the table's L2.
-    pub(crate) fn of(t: &TableInner, triggers: &Triggers) -> Pressure {
+    /// `l2_weight`: the table's weight of L2 in the major trigger (as the picker's).
+    pub(crate) fn of(t: &TableInner, triggers: &Triggers, l2_weight: f64) -> Pressure {
         t.with_current(|view| {
-            let l1_target = triggers.level1_target(view.levels.sorted[1].extents.len()) as u64;
+            let l1_target = triggers.level1_target(view.levels.sorted[1].extents.len(), l2_weight) as u64;
             Pressure {
                 immutables: view.immutables.len(),
                 l0_layers: view.levels.l0.len(),
@@ -99,6 +101,8 @@ pub(crate) trait StallHost {
 pub(crate) struct WriteStall {
     limits: Limits,
     triggers: Triggers,
+    /// Where L2 lives for tables that do not say (`Options::l2_tier`).
+    l2_tier: Tier,
     lock: Mutex<()>,
     cond: Condvar,
 }
@@ -116,6 +120,7 @@ impl WriteStall {
                 delay: Duration::from_micros(opts.slowdown_delay_micros),
             },
             triggers: Triggers::from_options(opts),
+            l2_tier: opts.l2_tier,
             lock: Mutex::new(()),
             cond: Condvar::new(),
         }
@@ -133,7 +138,9 @@ impl WriteStall {
         let mut started: Option<Instant> = None;
         for t in tables {
             loop {
-                let p = Pressure::of(t, &self.triggers);
+                let object = t.options.l2_tier.unwrap_or(self.l2_tier) == Tier::Object;
+                let weight = if object { OBJECT_L2_WEIGHT } else { 1.0 };
+                let p = Pressure::of(t, &self.triggers, weight);
                 let Some(why) = self.limits.slowdown(&p) else { break };
                 if t.is_dropped() {
                     break;

@@ -17,7 +17,7 @@ fn tier(root: &Path, cache_bytes: u64) -> (Arc<ObjectTier>, Arc<FaultyObjectStor
         fs.clone(),
         root.join("bucket"),
     ))));
-    let cache = ExtentCache::open(fs, &root.join("cache"), cache_bytes).unwrap();
+    let cache = ExtentCache::open(fs, &root.join("cache"), cache_bytes, &HashMap::new()).unwrap();
     (
         Arc::new(ObjectTier::new(store.clone(), quick(), Duration::ZERO, cache)),
         store,
@@ -117,6 +117,29 @@ fn whole_reads_fill_the_cache_and_check_the_length() {
 }
 
 #[test]
+fn an_extent_read_by_range_often_is_fetched_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tier, store) = tier(dir.path(), 1 << 20);
+    let id = tier.allocate();
+    tier.upload(id, &[7; 500], &[9; FOOTER_SIZE]).unwrap();
+    tier.cache.remove(id.0);
+    let f = tier.file(id, 500, 1);
+    let mut b = [0u8; 4];
+    for _ in 0..WHOLE_AFTER_RANGED_READS {
+        f.read_at(&mut b, 0).unwrap();
+    }
+    assert_eq!(tier.stats().range_reads, u64::from(WHOLE_AFTER_RANGED_READS));
+    assert_eq!(tier.stats().whole_reads, 0);
+    f.read_at(&mut b, 0).unwrap();
+    assert_eq!(tier.stats().whole_reads, 1, "the next miss reads it whole");
+    let gets = store.requests(ObjectOp::Get);
+    for _ in 0..20 {
+        f.read_at(&mut b, 100).unwrap();
+    }
+    assert_eq!(store.requests(ObjectOp::Get), gets, "then reads are local");
+}
+
+#[test]
 fn the_deletion_queue_retries_failed_deletes() {
     let dir = tempfile::tempdir().unwrap();
     let (tier, store) = tier(dir.path(), 0);
@@ -147,7 +170,7 @@ fn orphans_are_queued_and_live_objects_are_not() {
         tier.upload(*id, &[1; 10], &[0; FOOTER_SIZE]).unwrap();
     }
     store.put("ext/notes.txt", b"kept").unwrap();
-    let live: HashSet<u64> = ids[..2].iter().map(|i| i.0).collect();
+    let live: HashMap<u64, u64> = ids[..2].iter().map(|i| (i.0, 10 + FOOTER_SIZE as u64)).collect();
     assert_eq!(tier.reclaim_orphans(&live).unwrap(), 2);
     assert_eq!(tier.reclaim_orphans(&live).unwrap(), 0, "already queued");
     assert_eq!(tier.delete_due(), 2);
@@ -159,7 +182,7 @@ fn orphans_are_queued_and_live_objects_are_not() {
     // An unreachable store: a typed error, nothing queued.
     store.fail_always(ObjectOp::List, ObjectErrorKind::Transient, "connection refused");
     assert!(matches!(
-        tier.reclaim_orphans(&HashSet::new()),
+        tier.reclaim_orphans(&HashMap::new()),
         Err(Error::ObjectStore { op: "list", .. })
     ));
 }
