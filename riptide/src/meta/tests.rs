@@ -1001,16 +1001,17 @@ fn current_round_trips_and_every_flipped_byte_is_caught() {
     }
     // A newer version with a valid CRC is UnsupportedFormat.
     let mut newer = enc;
-    newer[8..12].copy_from_slice(&2u32.to_le_bytes());
+    newer[8..12].copy_from_slice(&(META_FORMAT_VERSION + 1).to_le_bytes());
     seal_crc_tail(&mut newer);
     assert!(matches!(
         Current::decode(p, &newer),
-        Err(Error::UnsupportedFormat {
-            found: 2,
-            supported: 1,
-            ..
-        })
+        Err(Error::UnsupportedFormat { found, supported: META_FORMAT_VERSION, .. }) if found == META_FORMAT_VERSION + 1
     ));
+    // Version 1 (before object-tier extent ids) is still read.
+    let mut older = enc;
+    older[8..12].copy_from_slice(&1u32.to_le_bytes());
+    seal_crc_tail(&mut older);
+    assert!(Current::decode(p, &older).is_ok());
 }
 
 #[test]
