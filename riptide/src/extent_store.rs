@@ -21,6 +21,10 @@
 //!   never reused, so a live referenced block is always the right one. One swizzled hit in
 //!   [`SWIZZLED_TOUCH_ONE_IN`] per thread also looks the block up in the cache, so that the
 //!   cache's policy still sees the block used. Swizzled hits count as block cache hits.
+//! - Every data-block read through [`ExtentStore::block`] or [`ExtentStore::point_block`] counts
+//!   towards the extent's temperature (sampled, one in [`TEMPERATURE_SAMPLE`] per thread):
+//!   reads and scans, and the few block reads of compactions' cache refills and split
+//!   planning; compactions' merges read extents directly and do not count.
 
 use crate::cache::{BlockCache, BlockKey, CacheStats, StripedCounter, TableCache};
 use crate::error::{Error, Result};
@@ -32,7 +36,7 @@ use crate::tier::{ObjectTier, Tier};
 use arc_swap::ArcSwapWeak;
 use std::cell::Cell;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 /// One swizzled hit in this many (per thread) also looks the block up in the block cache.
@@ -82,6 +86,20 @@ pub(crate) struct LiveExtent {
     open: std::sync::OnceLock<Arc<OpenExtent>>,
     obsolete: AtomicBool,
     store: Arc<ExtentStore>,
+    /// Temperature: about one count per [`TEMPERATURE_SAMPLE`] data-block reads, halved by
+    /// every major compaction of the table ([`LiveExtent::decay`]).
+    reads: AtomicU32,
+}
+
+/// One data-block read in this many (per thread) counts towards an extent's temperature, so
+/// the count costs a shared atomic add only rarely.
+pub(crate) const TEMPERATURE_SAMPLE: u32 = 8;
+
+/// An extent at or above this temperature counts as hot in the statistics.
+pub(crate) const HOT_TEMPERATURE: u32 = 4;
+
+thread_local! {
+    static BLOCK_READS: Cell<u32> = const { Cell::new(0) };
 }
 
 impl std::fmt::Debug for LiveExtent {
@@ -95,6 +113,32 @@ impl LiveExtent {
     /// reference drops.
     pub(crate) fn mark_obsolete(&self) {
         self.obsolete.store(true, Ordering::Release);
+    }
+
+    /// Counts a data-block read (sampled: see [`TEMPERATURE_SAMPLE`]).
+    #[inline]
+    pub(crate) fn touch(&self) {
+        let sampled = BLOCK_READS.with(|n| {
+            let v = n.get().wrapping_add(1);
+            n.set(v);
+            v.is_multiple_of(TEMPERATURE_SAMPLE)
+        });
+        if sampled {
+            self.reads.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The extent's temperature: sampled reads, decayed.
+    pub(crate) fn temperature(&self) -> u32 {
+        self.reads.load(Ordering::Relaxed)
+    }
+
+    /// Halves the temperature (each major compaction of the table does), so it follows recent
+    /// reads.
+    pub(crate) fn decay(&self) {
+        let _ = self
+            .reads
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |r| Some(r / 2));
     }
 
     /// The extent's user-key range check: might `user_key` be inside?
@@ -267,6 +311,14 @@ impl ExtentStore {
         }
     }
 
+    /// A scan will reach extent `e` soon: an object-tier extent is read whole into the extent
+    /// cache in the background (a hint).
+    pub(crate) fn prefetch_ahead(&self, e: &LiveExtent) {
+        if let (true, Some(tier)) = (e.id.is_object(), &self.objects) {
+            tier.prefetch_async(e.id, e.meta.data_size);
+        }
+    }
+
     /// Turns pointer swizzling of cached blocks on or off (on by default).
     pub(crate) fn with_swizzling(mut self, on: bool) -> Self {
         self.swizzling = on;
@@ -326,6 +378,7 @@ impl ExtentStore {
             open: std::sync::OnceLock::new(),
             obsolete: AtomicBool::new(false),
             store: self.clone(),
+            reads: AtomicU32::new(0),
         })
     }
 
@@ -351,6 +404,7 @@ impl ExtentStore {
 
     /// Data block `i` of `e` (through the block cache).
     pub(crate) fn block(&self, e: &LiveExtent, open: &OpenExtent, i: usize) -> Result<Arc<Block>> {
+        e.touch();
         let Some(offset) = open.reader.block_offset(i) else {
             // Out of range: `read_block` reports it as an error.
             return Ok(Arc::new(open.reader.read_block(open.file.as_ref(), i)?));
@@ -414,6 +468,7 @@ impl ExtentStore {
         hash: u64,
         with_scratch: impl FnOnce(PointRead, &PointScratch) -> Result<R>,
     ) -> Result<std::result::Result<R, Arc<Block>>> {
+        e.touch();
         let Some(offset) = open.reader.block_offset(i) else {
             return Ok(Err(Arc::new(open.reader.read_block(open.file.as_ref(), i)?)));
         };

@@ -52,6 +52,10 @@ pub(crate) enum CompactionKind {
     Minor,
     /// L1 (and overlapping L2) into L2.
     Major,
+    /// The coldest half of L1 (and the overlapping L2) into L2: a major compaction of a table
+    /// whose L2 is on the object tier (seed 000 App. C: cold extents go down first, hot ranges
+    /// stay in the local tier). Same crash points as `Major`.
+    MajorCold,
     /// Delete-heavy L2 extents rewritten within L2 (only those whose deletes it can purge,
     /// see [`purgeable`]), and runs of sparse ones packed ([`packable`]).
     MajorSelf,
@@ -74,7 +78,7 @@ impl CompactionKind {
         match self {
             CompactionKind::IntraL0 => "intra_l0",
             CompactionKind::Minor => "minor",
-            CompactionKind::Major => "major",
+            CompactionKind::Major | CompactionKind::MajorCold => "major",
             CompactionKind::MajorSelf => "major_self",
             CompactionKind::Split => "split",
             CompactionKind::L2Rewrite => "l2_rewrite",
@@ -276,6 +280,12 @@ pub(crate) fn compact(
         e.mark_obsolete();
     }
     replace_cached_blocks(t, &next_levels, &result);
+    if matches!(kind, CompactionKind::Major | CompactionKind::MajorCold) {
+        // Temperatures follow recent reads: every major halves them.
+        for e in next_levels.all_extents() {
+            e.decay();
+        }
+    }
     Ok(Some(result.stats))
 }
 

@@ -78,6 +78,31 @@ fn major(levels: &LevelSet) -> Option<Chosen> {
     Some(Chosen::into(2, vec![run(1, 0, levels.sorted[0].extents.clone())]))
 }
 
+/// Fewest L1 extents for which [`major_cold`] pushes only part of L1 down.
+const MIN_COLD_WINDOW_L1: usize = 4;
+
+/// The coldest contiguous half of L1 into L2 (seed 000 App. C: the coldest extents go down,
+/// warm ones stay up): the window of `ceil(N1 / 2)` L1 extents with the least total
+/// temperature, first such window on ties. A contiguous window keeps the L2 extents it pulls
+/// in to its own key range. Small L1s go down whole.
+fn major_cold(levels: &LevelSet) -> Option<Chosen> {
+    let l1 = &levels.sorted[0].extents;
+    if l1.len() < MIN_COLD_WINDOW_L1 {
+        return major(levels);
+    }
+    let k = l1.len().div_ceil(2);
+    let temps: Vec<u64> = l1.iter().map(|e| u64::from(e.temperature())).collect();
+    let mut sum: u64 = temps[..k].iter().sum();
+    let (mut best, mut best_sum) = (0, sum);
+    for start in 1..=l1.len() - k {
+        sum = sum + temps[start + k - 1] - temps[start - 1];
+        if sum < best_sum {
+            (best, best_sum) = (start, sum);
+        }
+    }
+    Some(Chosen::into(2, vec![run(1, 0, l1[best..best + k].to_vec())]))
+}
+
 /// Delete-heavy L2 extents whose deletes can go, and runs of sparse ones worth packing: every
 /// chosen extent is rewritten, copying the blocks that need no merge.
 fn major_self(levels: &LevelSet, oldest_snapshot: Option<Lsn>) -> Option<Chosen> {
@@ -202,6 +227,7 @@ pub(super) fn plan(
         CompactionKind::IntraL0 => intra_l0(levels)?,
         CompactionKind::Minor => minor(levels)?,
         CompactionKind::Major => major(levels)?,
+        CompactionKind::MajorCold => major_cold(levels)?,
         CompactionKind::MajorSelf => major_self(levels, oldest_snapshot)?,
         CompactionKind::Split => split(store, levels)?,
         CompactionKind::L2Rewrite => l2_rewrite(levels)?,
@@ -211,7 +237,11 @@ pub(super) fn plan(
     let (lo, hi) = user_range(runs.iter().flat_map(|r| r.extents.iter()))?;
     if matches!(
         kind,
-        CompactionKind::Minor | CompactionKind::Major | CompactionKind::MinorRange | CompactionKind::MajorRange
+        CompactionKind::Minor
+            | CompactionKind::Major
+            | CompactionKind::MajorCold
+            | CompactionKind::MinorRange
+            | CompactionKind::MajorRange
     ) {
         let target = &levels.sorted[usize::from(out_level) - 1];
         let known: Vec<u64> = runs.iter().flat_map(|r| r.extents.iter().map(|e| e.meta.id)).collect();
@@ -326,4 +356,125 @@ fn split_points(store: &ExtentStore, e: &Arc<LiveExtent>, l2: &[Arc<LiveExtent>]
         .map(|x| user_part(&x.meta.smallest).to_vec())
         .collect();
     (!cuts.is_empty()).then_some(cuts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::PosixFs;
+    use crate::key::encode_internal_key;
+    use crate::meta::edit::ExtentMeta;
+    use crate::space::{ExtentSpace, SpaceOptions};
+
+    fn ikey(user: &str, lsn: u64) -> Vec<u8> {
+        let mut v = Vec::new();
+        encode_internal_key(&mut v, user.as_bytes(), lsn, ValueKind::Put);
+        v
+    }
+
+    /// A level of extents over `ranges` (user keys), ids from `first_id`.
+    fn layer(store: &Arc<ExtentStore>, first_id: u64, ranges: &[(&str, &str)]) -> Arc<Layer> {
+        let extents = ranges
+            .iter()
+            .enumerate()
+            .map(|(i, (lo, hi))| {
+                store.live(ExtentMeta {
+                    id: first_id + i as u64,
+                    slots: 1,
+                    table: 0,
+                    smallest: ikey(lo, 9),
+                    largest: ikey(hi, 1),
+                    min_lsn: 1,
+                    max_lsn: 9,
+                    entries: 10,
+                    deletes: 0,
+                    data_size: 100,
+                    blocks: 1,
+                })
+            })
+            .collect();
+        Arc::new(Layer::new(0, extents))
+    }
+
+    #[test]
+    fn the_coldest_half_of_l1_goes_down_with_only_its_l2() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs: Arc<dyn crate::fs::FileSystem> = Arc::new(PosixFs);
+        let space = Arc::new(ExtentSpace::open(fs, dir.path(), SpaceOptions::default()).unwrap());
+        let store = Arc::new(ExtentStore::new(space, 0, 16));
+        let l1 = layer(
+            &store,
+            1,
+            &[
+                ("a", "a9"),
+                ("b", "b9"),
+                ("c", "c9"),
+                ("d", "d9"),
+                ("e", "e9"),
+                ("f", "f9"),
+            ],
+        );
+        let l2 = layer(
+            &store,
+            100,
+            &[
+                ("a0", "b5"),
+                ("b6", "c5"),
+                ("c6", "d5"),
+                ("d6", "e5"),
+                ("e6", "f5"),
+                ("f6", "g"),
+            ],
+        );
+        // Reads on a, b and f: the coldest window of three is c..e.
+        for (i, reads) in [(0, 50), (1, 40), (5, 30), (2, 1)] {
+            for _ in 0..reads * crate::extent_store::TEMPERATURE_SAMPLE {
+                l1.extents[i].touch();
+            }
+        }
+        let mut levels = LevelSet::empty();
+        levels.sorted = [l1.clone(), l2.clone()];
+        let p = plan(
+            &store,
+            &levels,
+            CompactionKind::MajorCold,
+            &KeyRange::default(),
+            true,
+            None,
+        )
+        .unwrap();
+        let ids = |level: u8| -> Vec<u64> {
+            p.runs
+                .iter()
+                .filter(|r| r.level == level)
+                .flat_map(|r| r.extents.iter().map(|e| e.meta.id))
+                .collect()
+        };
+        assert_eq!(ids(1), vec![3, 4, 5], "c, d, e: the coldest contiguous half");
+        assert_eq!(
+            ids(2),
+            vec![101, 102, 103, 104],
+            "only the L2 extents overlapping c..e9"
+        );
+        assert_eq!(p.out_level, 2);
+        // A plain major takes all of L1; so does a cold one of a small L1.
+        let all = plan(&store, &levels, CompactionKind::Major, &KeyRange::default(), true, None).unwrap();
+        assert_eq!(all.runs.iter().find(|r| r.level == 1).unwrap().extents.len(), 6);
+        levels.sorted = [layer(&store, 1, &[("a", "a9"), ("b", "b9")]), l2];
+        let small = plan(
+            &store,
+            &levels,
+            CompactionKind::MajorCold,
+            &KeyRange::default(),
+            true,
+            None,
+        )
+        .unwrap();
+        assert_eq!(small.runs.iter().find(|r| r.level == 1).unwrap().extents.len(), 2);
+        // Decay halves.
+        let e = &l1.extents[0];
+        let t = e.temperature();
+        e.decay();
+        assert_eq!(e.temperature(), t / 2);
+    }
 }

@@ -131,7 +131,11 @@ impl DbInner {
                     // X-Engine's split: first cut L1 extents whose rows skip whole L2
                     // extents, so the major below leaves those L2 extents untouched.
                     self.run_compaction(t, CompactionKind::Split)?;
-                    CompactionKind::Major
+                    if shape.l2_object {
+                        CompactionKind::MajorCold
+                    } else {
+                        CompactionKind::Major
+                    }
                 }
                 TaskKind::MajorSelf => CompactionKind::MajorSelf,
             };

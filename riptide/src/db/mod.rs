@@ -119,8 +119,9 @@ pub(crate) struct DbInner {
     /// The last background error (cleared by the next successful flush).
     bg_error: Mutex<Option<Error>>,
     counters: BackgroundCounters,
-    /// The object tier's collector thread (deletes retired objects), if there is a tier.
-    object_collector: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// The object tier's threads (the collector, which deletes retired objects, and the
+    /// prefetcher), if there is a tier.
+    object_threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
 /// An open database. Cheap to clone (all clones share one instance) and safe to share
@@ -167,7 +168,7 @@ impl Db {
             drop(log);
         }
         self.inner.workers.stop();
-        self.inner.stop_object_collector();
+        self.inner.stop_object_threads();
         self.inner.lock.lock().take();
     }
 
@@ -479,7 +480,7 @@ impl DbInner {
         self.workers.stop();
         // Nothing deletes objects once the instance starts to close (whatever path it takes
         // below); what falls due later is found by the next open.
-        self.stop_object_collector();
+        self.stop_object_threads();
         if self.pipeline.poison_error().is_none() {
             // Flushes below need every logged write durable first (see `flush`).
             if let Err(e) = log.sync() {
@@ -523,13 +524,14 @@ impl DbInner {
         result
     }
 
-    /// Stops the object tier's collector and waits for it (objects whose grace period has not
+    /// Stops the object tier's threads and waits for them (objects whose grace period has not
     /// passed stay in the store; the next open finds them).
-    fn stop_object_collector(&self) {
+    fn stop_object_threads(&self) {
         if let Some(tier) = &self.store.objects {
-            tier.stop_collector();
+            tier.stop_threads();
         }
-        if let Some(h) = self.object_collector.lock().take() {
+        let threads = std::mem::take(&mut *self.object_threads.lock());
+        for h in threads {
             let _ = h.join();
         }
     }

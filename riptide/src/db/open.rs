@@ -226,7 +226,7 @@ impl Db {
             txns: Default::default(),
             bg_error: Mutex::new(None),
             counters: BackgroundCounters::default(),
-            object_collector: Mutex::new(None),
+            object_threads: Mutex::new(Vec::new()),
             opts,
         });
         // Replay may have left immutable memtables.
@@ -237,8 +237,8 @@ impl Db {
         }
         inner.workers.start(&inner)?;
         if let Some(tier) = &objects {
-            match tier.start_collector() {
-                Ok(h) => *inner.object_collector.lock() = Some(h),
+            match tier.start_threads() {
+                Ok(h) => *inner.object_threads.lock() = h,
                 Err(e) => {
                     let _ = inner.shutdown();
                     return Err(e);

@@ -218,6 +218,12 @@ pub struct DbStats {
     pub object_extents: u64,
     /// Their valid bytes.
     pub object_extent_bytes: u64,
+    /// Valid bytes of hot local extents (temperature at least
+    /// `HOT_TEMPERATURE`: read often since the last major compactions); the rest of
+    /// `live_extent_bytes` is cold.
+    pub hot_local_bytes: u64,
+    /// Valid bytes of hot object-tier extents; the rest of `object_extent_bytes` is cold.
+    pub hot_object_bytes: u64,
     /// The object tier's counters, if the database has an object store.
     pub object_tier: Option<crate::tier::ObjectTierStats>,
     /// Free slots whose disk blocks were given back to the file system (hole punching).
@@ -255,6 +261,7 @@ impl LevelCounters {
             CompactionKind::IntraL0 => 0,
             CompactionKind::Minor | CompactionKind::MinorRange | CompactionKind::Split => 1,
             CompactionKind::Major
+            | CompactionKind::MajorCold
             | CompactionKind::MajorSelf
             | CompactionKind::L2Rewrite
             | CompactionKind::MajorRange => 2,
@@ -268,6 +275,8 @@ struct TierBytes {
     local_bytes: u64,
     object_extents: u64,
     object_bytes: u64,
+    hot_local_bytes: u64,
+    hot_object_bytes: u64,
 }
 
 impl Db {
@@ -280,11 +289,15 @@ impl Db {
         let mut tiers = TierBytes::default();
         for t in inner.all_tables() {
             for e in t.current().levels.all_extents() {
+                let hot = e.temperature() >= crate::extent_store::HOT_TEMPERATURE;
+                let size = e.meta.data_size;
                 if e.id.is_object() {
                     tiers.object_extents += 1;
-                    tiers.object_bytes += e.meta.data_size;
+                    tiers.object_bytes += size;
+                    tiers.hot_object_bytes += if hot { size } else { 0 };
                 } else {
-                    tiers.local_bytes += e.meta.data_size;
+                    tiers.local_bytes += size;
+                    tiers.hot_local_bytes += if hot { size } else { 0 };
                 }
             }
         }
@@ -311,6 +324,8 @@ impl Db {
             live_extent_bytes: tiers.local_bytes,
             object_extents: tiers.object_extents,
             object_extent_bytes: tiers.object_bytes,
+            hot_local_bytes: tiers.hot_local_bytes,
+            hot_object_bytes: tiers.hot_object_bytes,
             object_tier: inner.store.objects.as_ref().map(|t| t.stats()),
             space_punched_slots: l(&c.space_punched_slots),
             levels: [

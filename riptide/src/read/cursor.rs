@@ -175,6 +175,10 @@ impl LevelCursor {
             }
             block += 1;
         }
+        // Crossing into the next extent: the one after it is read ahead.
+        if let Some(next) = self.layer.extents.get(p.extent + 2) {
+            self.store.prefetch_ahead(next);
+        }
         self.first_from(p.extent + 1)
     }
 

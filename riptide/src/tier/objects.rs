@@ -35,7 +35,7 @@ use arc_swap::ArcSwapWeak;
 use parking_lot::{Condvar, Mutex};
 use std::collections::HashMap;
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -85,6 +85,8 @@ pub struct ObjectTierStats {
     pub retries: u64,
     /// Requests that failed for good (after retries).
     pub errors: u64,
+    /// Extents read whole ahead of a scan, in the background.
+    pub prefetches: u64,
     /// Reads served from the local extent cache.
     pub cache_hits: u64,
     /// Reads that found their extent not cached.
@@ -108,6 +110,7 @@ struct Counters {
     orphans_found: AtomicU64,
     retries: AtomicU64,
     errors: AtomicU64,
+    prefetches: AtomicU64,
 }
 
 /// The deletion queue: extent id -> when it may be deleted.
@@ -125,8 +128,19 @@ pub(crate) struct ObjectTier {
     cache: ExtentCache,
     queue: Mutex<Queue>,
     wake: Condvar,
-    collecting: AtomicBool,
+    prefetch: Mutex<Prefetch>,
+    prefetch_wake: Condvar,
     counters: Counters,
+}
+
+/// Most read-ahead requests waiting; more are dropped (a hint).
+const MAX_PREFETCH_PENDING: usize = 4;
+
+/// Scans' read-ahead: extents to read whole into the cache in the background.
+#[derive(Default)]
+struct Prefetch {
+    pending: std::collections::VecDeque<(ExtentId, u64)>,
+    stop: bool,
 }
 
 impl std::fmt::Debug for ObjectTier {
@@ -145,7 +159,8 @@ impl ObjectTier {
             cache,
             queue: Mutex::new(Queue::default()),
             wake: Condvar::new(),
-            collecting: AtomicBool::new(false),
+            prefetch: Mutex::new(Prefetch::default()),
+            prefetch_wake: Condvar::new(),
             counters: Counters::default(),
         }
     }
@@ -385,15 +400,60 @@ impl ObjectTier {
         Ok(queued)
     }
 
-    /// Starts the collector thread, which deletes queued objects when they fall due, until
-    /// [`Self::stop_collector`].
-    pub(crate) fn start_collector(self: &Arc<Self>) -> Result<std::thread::JoinHandle<()>> {
-        self.collecting.store(true, Ordering::Release);
-        let tier = self.clone();
-        std::thread::Builder::new()
+    /// Starts the tier's threads until [`Self::stop_threads`]: the collector, which deletes
+    /// queued objects when they fall due, and the prefetcher, which reads whole the extents
+    /// scans will reach next.
+    pub(crate) fn start_threads(self: &Arc<Self>) -> Result<Vec<std::thread::JoinHandle<()>>> {
+        let (a, b) = (self.clone(), self.clone());
+        let collector = std::thread::Builder::new()
             .name("riptide-objects".into())
-            .spawn(move || tier.collect())
-            .map_err(|e| Error::io("spawn", "riptide-objects thread", e))
+            .spawn(move || a.collect())
+            .map_err(|e| Error::io("spawn", "riptide-objects thread", e))?;
+        let prefetcher = std::thread::Builder::new()
+            .name("riptide-prefetch".into())
+            .spawn(move || b.prefetch_loop());
+        match prefetcher {
+            Ok(p) => Ok(vec![collector, p]),
+            Err(e) => {
+                self.stop_threads();
+                let _ = collector.join();
+                Err(Error::io("spawn", "riptide-prefetch thread", e))
+            }
+        }
+    }
+
+    /// Asks for extent `id` (`valid` bytes) to be read whole into the cache in the background,
+    /// unless it is cached, cannot be, or the queue is full (a hint).
+    pub(crate) fn prefetch_async(&self, id: ExtentId, valid: u64) {
+        if self.cache.contains(id.0) || !self.fits_cache(valid) {
+            return;
+        }
+        let mut p = self.prefetch.lock();
+        if p.stop || p.pending.len() >= MAX_PREFETCH_PENDING || p.pending.iter().any(|(i, _)| *i == id) {
+            return;
+        }
+        p.pending.push_back((id, valid));
+        self.prefetch_wake.notify_one();
+    }
+
+    fn prefetch_loop(&self) {
+        loop {
+            let (id, valid) = {
+                let mut p = self.prefetch.lock();
+                loop {
+                    if p.stop {
+                        return;
+                    }
+                    if let Some(job) = p.pending.pop_front() {
+                        break job;
+                    }
+                    self.prefetch_wake.wait(&mut p);
+                }
+            };
+            if self.fetch_whole(id, valid).is_ok() {
+                self.counters.prefetches.fetch_add(1, Ordering::Relaxed);
+            }
+        }
     }
 
     fn collect(&self) {
@@ -422,11 +482,13 @@ impl ObjectTier {
         }
     }
 
-    /// Stops the collector (queued objects not yet due stay in the store: the next open finds
-    /// them as orphans).
-    pub(crate) fn stop_collector(&self) {
+    /// Stops the collector and the prefetcher (queued objects not yet due stay in the store:
+    /// the next open finds them as orphans).
+    pub(crate) fn stop_threads(&self) {
         self.queue.lock().stop = true;
         self.wake.notify_all();
+        self.prefetch.lock().stop = true;
+        self.prefetch_wake.notify_all();
     }
 
     /// The counters.
@@ -446,6 +508,7 @@ impl ObjectTier {
             orphans_found: get(&c.orphans_found),
             retries: get(&c.retries),
             errors: get(&c.errors),
+            prefetches: get(&c.prefetches),
             cache_hits: get(&self.cache.hits),
             cache_misses: get(&self.cache.misses),
             cache_extents,
