@@ -124,13 +124,22 @@ impl LiveExtent {
             v.is_multiple_of(TEMPERATURE_SAMPLE)
         });
         if sampled {
-            self.reads.fetch_add(1, Ordering::Relaxed);
+            // Saturating: a table that is only read never decays.
+            let _ = self
+                .reads
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |r| r.checked_add(1));
         }
     }
 
     /// The extent's temperature: sampled reads, decayed.
     pub(crate) fn temperature(&self) -> u32 {
         self.reads.load(Ordering::Relaxed)
+    }
+
+    /// Raises the temperature to at least `t` (an extent a compaction wrote takes the
+    /// temperature of the inputs it replaces).
+    pub(crate) fn warm_to(&self, t: u32) {
+        self.reads.fetch_max(t, Ordering::Relaxed);
     }
 
     /// Halves the temperature (each major compaction of the table does), so it follows recent

@@ -448,7 +448,7 @@ fn a_store_owned_by_another_database_refuses_to_open() {
 fn scans_read_ahead_and_reads_warm_extents() {
     let dir = tempfile::tempdir().unwrap();
     let fs = FaultFs::new();
-    let store = dir_store(&dir.path().join("bucket"));
+    let store = Arc::new(FaultyObjectStore::new(dir_store(&dir.path().join("bucket"))));
     let path = Path::new("/db");
     let mut model = BTreeMap::new();
     // Uncompressed, so the rows fill several extents.
@@ -480,9 +480,22 @@ fn scans_read_ahead_and_reads_warm_extents() {
     )
     .unwrap();
     let t = db.table("users").unwrap();
-    // A full scan crosses every extent: the ones ahead are read in the background.
+    // A full scan crosses every extent: the ones ahead are read in the background. With a
+    // round trip of 10 ms, the read-ahead of the extent after next starts well before the
+    // scan needs it, and the scan waits for it rather than reading the extent again.
+    store.set_latency(Duration::from_millis(10));
+    let gets = store.requests(ObjectOp::Get);
     check(&t, &model);
-    eventually("a read-ahead ran", || db.stats().object_tier.unwrap().prefetches > 0);
+    let tier = db.stats().object_tier.unwrap();
+    assert!(tier.prefetches > 0, "{tier:?}");
+    assert_eq!(
+        tier.whole_reads,
+        db.stats().object_extents,
+        "each extent read whole once: {tier:?}"
+    );
+    // Per extent: footer and index when it opens, its first block by range, then whole.
+    assert!(store.requests(ObjectOp::Get) - gets <= 4 * db.stats().object_extents);
+    store.set_latency(Duration::ZERO);
     assert_eq!(
         db.stats().hot_object_bytes,
         db.stats().object_extent_bytes,
@@ -510,5 +523,11 @@ fn scans_read_ahead_and_reads_warm_extents() {
     let s = db.stats();
     assert!(s.hot_object_bytes > 0, "{s:?}");
     assert!(s.hot_object_bytes < s.object_extent_bytes, "{s:?}");
+    // A full compaction rewrites every extent; the new ones take their inputs' temperature.
+    let freed = s.extents_freed;
+    t.compact().unwrap();
+    let s = db.stats();
+    assert!(s.extents_freed > freed, "the extents were rewritten: {s:?}");
+    assert!(s.hot_object_bytes > 0, "rewriting did not cool the hot range: {s:?}");
     db.close().unwrap();
 }

@@ -88,6 +88,34 @@ impl CompactionKind {
     }
 }
 
+/// Each extent a compaction wrote takes the highest temperature of the inputs whose user keys
+/// it overlaps, so rewriting (a split, a minor) never makes hot rows look cold.
+fn inherit_temperature(levels: &LevelSet, result: &JobResult) {
+    let written: std::collections::HashSet<u64> = result.written.iter().map(|(id, _)| id.0).collect();
+    let range = |e: &LiveExtent| {
+        (
+            user_part(&e.meta.smallest).to_vec(),
+            user_part(&e.meta.largest).to_vec(),
+        )
+    };
+    for out in levels.all_extents().filter(|e| written.contains(&e.meta.id)) {
+        let (lo, hi) = range(out);
+        let t = result
+            .consumed
+            .iter()
+            .filter(|(_, _, e)| {
+                let (elo, ehi) = range(e);
+                elo <= hi && lo <= ehi
+            })
+            .map(|(_, _, e)| e.temperature())
+            .max()
+            .unwrap_or(0);
+        if t > 0 {
+            out.warm_to(t);
+        }
+    }
+}
+
 /// What a compaction needs from the database.
 pub(crate) trait CompactionContext {
     /// The visible LSN and the sorted LSNs of live snapshots, read atomically with respect to
@@ -260,6 +288,7 @@ pub(crate) fn compact(
             return Err(e);
         }
     };
+    inherit_temperature(&next_levels, &result);
     crate::failpoint::hit("compaction", kind.point_name(), "before_commit");
     if let Err(e) = ctx.commit_meta(vec![SlogEntry::Edit(edit)]) {
         // The commit may still be durable: keep the outputs allocated (recovery decides).

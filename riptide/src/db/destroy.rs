@@ -38,6 +38,7 @@ fn is_own_entry(db: &Path, name: &str) -> bool {
     let own = |p: PathBuf| p.file_name().is_some_and(|n| n == name);
     name == "LOCK"
         || name == crate::tier::owner::IDENTITY_FILE
+        || name == format!("{}.tmp", crate::tier::owner::IDENTITY_FILE)
         || own(catalog_path(db))
         || own(catalog_tmp_path(db))
         || subdirs(db).into_iter().any(|(d, _)| own(d))

@@ -130,6 +130,9 @@ pub(crate) struct ObjectTier {
     wake: Condvar,
     prefetch: Mutex<Prefetch>,
     prefetch_wake: Condvar,
+    /// Extents being downloaded whole, and the signal that one finished.
+    inflight: Mutex<std::collections::HashSet<u64>>,
+    fetched: Condvar,
     counters: Counters,
 }
 
@@ -161,6 +164,8 @@ impl ObjectTier {
             wake: Condvar::new(),
             prefetch: Mutex::new(Prefetch::default()),
             prefetch_wake: Condvar::new(),
+            inflight: Mutex::new(std::collections::HashSet::new()),
+            fetched: Condvar::new(),
             counters: Counters::default(),
         }
     }
@@ -250,9 +255,8 @@ impl ObjectTier {
         {
             ranged_reads.store(0, Ordering::Relaxed);
             // Best effort: if the whole read or the cache fails, this read goes by range.
-            if self.fetch_whole(id, valid).is_ok() {
-                cached = self.cache.get(id.0);
-            }
+            let _ = self.fetch_whole(id, valid);
+            cached = self.cache.get(id.0);
         }
         if let Some(f) = cached {
             file.local.store(Arc::downgrade(&f));
@@ -293,14 +297,42 @@ impl ObjectTier {
     }
 
     /// Reads extent `id`'s whole object into the cache, unless it is there already (what a
-    /// scan or a compaction does before reading an extent block by block).
-    pub(crate) fn fetch_whole(&self, id: ExtentId, valid: u64) -> Result<()> {
+    /// scan or a compaction does before reading an extent block by block). Returns whether it
+    /// read the object.
+    pub(crate) fn fetch_whole(&self, id: ExtentId, valid: u64) -> Result<bool> {
+        self.fetch_whole_with(id, valid, true)
+    }
+
+    /// [`Self::fetch_whole`]; `retry: false` makes one attempt and counts no error (the
+    /// prefetcher's hint, which a close must never wait on).
+    fn fetch_whole_with(&self, id: ExtentId, valid: u64, retry: bool) -> Result<bool> {
         if self.cache.contains(id.0) || !self.fits_cache(valid) {
-            return Ok(());
+            return Ok(false);
         }
+        // One download per extent at a time: a scan reaching an extent the prefetcher is
+        // reading waits for it instead of reading it too.
+        {
+            let mut inflight = self.inflight.lock();
+            while inflight.contains(&id.0) {
+                self.fetched.wait(&mut inflight);
+            }
+            // Retired or discarded meanwhile: nobody will read it again.
+            if self.cache.contains(id.0) || self.queue.lock().due.contains_key(&id.0) {
+                return Ok(false);
+            }
+            inflight.insert(id.0);
+        }
+        let done = self.download(id, valid, retry);
+        self.inflight.lock().remove(&id.0);
+        self.fetched.notify_all();
+        done.map(|()| true)
+    }
+
+    /// Downloads extent `id` whole into the cache (the caller holds its in-flight mark).
+    fn download(&self, id: ExtentId, valid: u64, retry: bool) -> Result<()> {
         let name = object_name(id);
         let want = valid + FOOTER_SIZE as u64;
-        let image = self.request("get", id, || {
+        let get = || {
             let b = self.store.get(&name)?;
             if b.len() as u64 != want {
                 return Err(ObjectError::new(
@@ -309,7 +341,17 @@ impl ObjectTier {
                 ));
             }
             Ok(b)
-        })?;
+        };
+        let image = if retry {
+            self.request("get", id, get)?
+        } else {
+            get().map_err(|e| Error::ObjectStore {
+                op: "get",
+                object: self.url(id),
+                kind: e.kind,
+                message: e.message,
+            })?
+        };
         self.counters.whole_reads.fetch_add(1, Ordering::Relaxed);
         self.counters
             .bytes_read
@@ -450,7 +492,7 @@ impl ObjectTier {
                     self.prefetch_wake.wait(&mut p);
                 }
             };
-            if self.fetch_whole(id, valid).is_ok() {
+            if let Ok(true) = self.fetch_whole_with(id, valid, false) {
                 self.counters.prefetches.fetch_add(1, Ordering::Relaxed);
             }
         }

@@ -142,7 +142,39 @@ impl RiptideEngine {
                 "redo and metadata: {} redo segments deleted, {} metadata checkpoints",
                 s.redo_segments_deleted, s.checkpoints
             ),
+            format!(
+                "tiers: local {} of extents ({} hot); object {} extents, {} ({} hot)",
+                mb(s.live_extent_bytes),
+                mb(s.hot_local_bytes),
+                s.object_extents,
+                mb(s.object_extent_bytes),
+                mb(s.hot_object_bytes)
+            ),
         ];
+        if let Some(t) = &s.object_tier {
+            lines.push(format!(
+                "object tier {}: {} objects written ({}), {} ranged and {} whole reads ({}), {} read ahead, \
+                 {} deleted, {} waiting for deletion, {} orphans found, {} retries, {} failed; \
+                 extent cache {} hits, {} misses, {} extents ({} of {})",
+                t.location,
+                t.objects_written,
+                mb(t.bytes_written),
+                t.range_reads,
+                t.whole_reads,
+                mb(t.bytes_read),
+                t.prefetches,
+                t.objects_deleted,
+                t.pending_deletes,
+                t.orphans_found,
+                t.retries,
+                t.errors,
+                t.cache_hits,
+                t.cache_misses,
+                t.cache_extents,
+                mb(t.cache_bytes),
+                mb(t.cache_capacity)
+            ));
+        }
         if let Some(e) = self.db.background_error() {
             lines.push(format!("background error: {e}"));
         }
