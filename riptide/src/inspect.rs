@@ -9,7 +9,7 @@
 
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
-use crate::extent::{verify_extent, BlockIter, ExtentReader, EXTENT_SIZE};
+use crate::extent::{BlockIter, ExtentReader, EXTENT_SIZE};
 use crate::fs::FileSystem;
 use crate::key::decode_internal_key;
 use crate::meta::current::{meta_dir, slog_path, Current};
@@ -426,20 +426,12 @@ pub fn verify_with_objects(
                     continue;
                 }
             };
-            match verify_extent(file.as_ref(), &path, u64::from(id.slot()) * EXTENT_SIZE, e.slots) {
-                Ok(r) => {
+            match e.verify_bytes(file.as_ref(), &path, u64::from(id.slot()) * EXTENT_SIZE) {
+                Ok(mismatch) => {
                     report.extents += 1;
-                    let p = r.props();
-                    if p.entries != e.entries || p.smallest != e.smallest || p.largest != e.largest {
-                        report.problems.push(format!(
-                            "extent {id}: properties ({} entries) disagree with its metadata ({} entries)",
-                            p.entries, e.entries
-                        ));
-                    }
+                    report.problems.extend(mismatch);
                 }
-                Err(err) => report
-                    .problems
-                    .push(format!("extent {id} (table id {}): {err}", e.table)),
+                Err(problem) => report.problems.push(problem),
             }
         }
     }

@@ -334,11 +334,17 @@ impl fmt::Debug for Options {
             .field("extents_per_file", &self.extents_per_file)
             .field("free_slots_kept", &self.free_slots_kept)
             .field("used_slots_per_kept_slot", &self.used_slots_per_kept_slot)
-            .field("object_store", &self.object_store)
+            .field("object_store", &self.object_store.as_ref().map(|s| s.location()))
             .field("l2_tier", &self.l2_tier)
             .field("extent_cache_size", &self.extent_cache_size)
             .field("object_delete_grace", &self.object_delete_grace)
-            .field("object_retry", &self.object_retry)
+            .field(
+                "object_retry",
+                &format_args!(
+                    "backoff {:?}..{:?} deadline {:?}",
+                    self.object_retry.first_backoff, self.object_retry.max_backoff, self.object_retry.deadline
+                ),
+            )
             .finish()
     }
 }

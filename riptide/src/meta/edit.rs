@@ -58,6 +58,29 @@ pub(crate) struct ExtentMeta {
 }
 
 impl ExtentMeta {
+    /// Checks every checksum of this extent's bytes (`file` at `base`) and that its
+    /// properties match this metadata: `Ok(None)` when all is well, `Ok(Some(problem))` when
+    /// the bytes check but disagree with the metadata, `Err(problem)` when they do not check.
+    /// For `riptide inspect verify`.
+    pub(crate) fn verify_bytes(
+        &self,
+        file: &dyn crate::fs::ReadableFile,
+        path: &std::path::Path,
+        base: u64,
+    ) -> std::result::Result<Option<String>, String> {
+        let id = ExtentId(self.id);
+        let r = crate::extent::verify_extent(file, path, base, self.slots)
+            .map_err(|err| format!("extent {id} (table id {}): {err}", self.table))?;
+        let p = r.props();
+        let agrees = p.entries == self.entries && p.smallest == self.smallest && p.largest == self.largest;
+        Ok((!agrees).then(|| {
+            format!(
+                "extent {id}: properties ({} entries) disagree with its metadata ({} entries)",
+                p.entries, self.entries
+            )
+        }))
+    }
+
     /// The metadata of a new extent of `table`, `built` and written at `id` (the outputs of
     /// flushes and compactions).
     pub(crate) fn of_built(table: u32, id: ExtentId, built: &BuiltExtent) -> ExtentMeta {

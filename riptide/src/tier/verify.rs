@@ -7,7 +7,7 @@
 
 use super::objects::{object_name, parse_object_name, ImageFile, EXTENT_PREFIX};
 use super::store::ObjectStore;
-use crate::extent::{verify_extent, FOOTER_SIZE};
+use crate::extent::FOOTER_SIZE;
 use crate::meta::edit::ExtentMeta;
 use crate::space::ExtentId;
 use std::collections::HashSet;
@@ -51,20 +51,12 @@ pub(crate) fn verify_objects(store: &dyn ObjectStore, extents: &[&ExtentMeta]) -
             continue;
         }
         let file = ImageFile::new(image, e.data_size, e.slots);
-        match verify_extent(&file, &PathBuf::from(&url), 0, e.slots) {
-            Ok(r) => {
+        match e.verify_bytes(&file, &PathBuf::from(&url), 0) {
+            Ok(mismatch) => {
                 report.extents += 1;
-                let p = r.props();
-                if p.entries != e.entries || p.smallest != e.smallest || p.largest != e.largest {
-                    report.problems.push(format!(
-                        "extent {id}: properties ({} entries) disagree with its metadata ({} entries)",
-                        p.entries, e.entries
-                    ));
-                }
+                report.problems.extend(mismatch);
             }
-            Err(err) => report
-                .problems
-                .push(format!("extent {id} (table id {}): {err}", e.table)),
+            Err(problem) => report.problems.push(problem),
         }
     }
     let named: HashSet<u64> = extents.iter().map(|e| e.id).collect();
