@@ -4,8 +4,9 @@
 //! 2. Take the `LOCK` (one instance per directory), load or create the `CATALOG`.
 //! 3. Metadata: the extent space's file headers, then the checkpoint and the committed
 //!    transactions of the slog; every extent the metadata names is marked in use.
-//!    With an object store, the object tier opens (its extent cache keeps the files of live extents); recovery reads
-//!    no object data. Without one, metadata naming object-tier extents fails the open.
+//!    With an object store, the object tier opens (its extent cache keeps the files of live
+//!    extents); recovery reads no object data. Without one, metadata naming object-tier
+//!    extents fails the open.
 //! 4. Claim the object store (its `OWNER` object names this database's `IDENTITY`; another
 //!    database's store fails the open), then queue for deletion the extent objects no
 //!    metadata names (best effort; the collector starts last).
