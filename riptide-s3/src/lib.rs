@@ -241,6 +241,22 @@ impl ObjectStore for S3Store {
         self.run(async move { s3.put(&path, payload.into()).await.map(|_| ()).map_err(map_err) })
     }
 
+    fn put_if_absent(&self, name: &str, data: &[u8]) -> ObjectResult<bool> {
+        riptide_name_check(name)?;
+        let (s3, path, payload) = (self.s3.clone(), self.path(name), bytes::Bytes::copy_from_slice(data));
+        self.run(async move {
+            let opts = object_store::PutOptions {
+                mode: object_store::PutMode::Create,
+                ..Default::default()
+            };
+            match s3.put_opts(&path, payload.into(), opts).await {
+                Ok(_) => Ok(true),
+                Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
+                Err(e) => Err(map_err(e)),
+            }
+        })
+    }
+
     fn get_range(&self, name: &str, range: Range<u64>) -> ObjectResult<Vec<u8>> {
         riptide_name_check(name)?;
         if range.start >= range.end {

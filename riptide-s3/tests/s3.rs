@@ -35,6 +35,10 @@ fn the_object_store_contract_holds_on_s3() {
     s.delete("ext/a").unwrap();
     assert_eq!(s.list("ext/").unwrap().len(), 1);
     assert_eq!(s.put("/abs", b"").unwrap_err().kind, ObjectErrorKind::Permanent);
+    // Create-only puts (If-None-Match: *): the first wins, the second writes nothing.
+    assert!(s.put_if_absent("OWNER", b"first").unwrap());
+    assert!(!s.put_if_absent("OWNER", b"second").unwrap());
+    assert_eq!(s.get("OWNER").unwrap(), b"first");
 }
 
 #[test]

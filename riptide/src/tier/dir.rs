@@ -5,7 +5,8 @@
 //! - Object `a/b` is the file `<root>/a/b`. A put writes a temporary file beside it, syncs it,
 //!   renames it over the name and syncs the directory, so an object is never seen half written
 //!   and is durable when `put` returns.
-//! - Temporary files (`*.tmp-put`) are never listed as objects.
+//! - Temporary files (`*.tmp-put`) and conditional puts' lock files (`*.lock-put`) are never
+//!   listed as objects.
 //! - I/O errors map to [`ObjectErrorKind::NotFound`] (`ENOENT`), [`ObjectErrorKind::Transient`]
 //!   (interrupted, timed out, would block) or [`ObjectErrorKind::Permanent`] (the rest).
 
@@ -18,6 +19,8 @@ use std::sync::Arc;
 
 /// Suffix of a put's temporary file.
 const TMP_SUFFIX: &str = ".tmp-put";
+/// Suffix of the lock file of a conditional put.
+const LOCK_SUFFIX: &str = ".lock-put";
 
 /// An object store whose objects are files under a directory.
 #[derive(Debug, Clone)]
@@ -59,7 +62,10 @@ impl DirObjectStore {
                 format!("{rel}/{entry}")
             };
             // Only descend where the prefix can still match.
-            if !(name.starts_with(prefix) || prefix.starts_with(&name)) || name.ends_with(TMP_SUFFIX) {
+            if !(name.starts_with(prefix) || prefix.starts_with(&name))
+                || name.ends_with(TMP_SUFFIX)
+                || name.ends_with(LOCK_SUFFIX)
+            {
                 continue;
             }
             let path = dir.join(&entry);
@@ -106,6 +112,28 @@ impl ObjectStore for DirObjectStore {
             let _ = self.fs.remove_file(&tmp);
         }
         written.map_err(|e| map_err("put", name, e))
+    }
+
+    /// Atomic through an advisory lock (`<root>/<name>.lock`, `flock`) held across the check
+    /// and the write, for every writer going through a `DirObjectStore`.
+    fn put_if_absent(&self, name: &str, data: &[u8]) -> ObjectResult<bool> {
+        let path = self.path(name)?;
+        let parent = path.parent().unwrap_or(&self.root).to_path_buf();
+        self.fs.create_dir_all(&parent).map_err(|e| map_err("put", name, e))?;
+        let lock_path = PathBuf::from(format!("{}{LOCK_SUFFIX}", path.display()));
+        let _lock = loop {
+            match self.fs.lock(&lock_path) {
+                Ok(l) => break l,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(std::time::Duration::from_millis(1))
+                }
+                Err(e) => return Err(map_err("lock", name, e)),
+            }
+        };
+        if self.fs.exists(&path) {
+            return Ok(false);
+        }
+        self.put(name, data).map(|()| true)
     }
 
     fn get_range(&self, name: &str, range: Range<u64>) -> ObjectResult<Vec<u8>> {
@@ -168,6 +196,10 @@ mod tests {
         s.delete("ext/a").unwrap();
         s.delete("ext/a").unwrap();
         assert_eq!(s.list("ext/").unwrap().len(), 1);
+        assert!(s.put_if_absent("ext/c", b"first").unwrap());
+        assert!(!s.put_if_absent("ext/c", b"second").unwrap());
+        assert_eq!(s.get("ext/c").unwrap(), b"first", "a conditional put never overwrites");
+        assert_eq!(s.list("ext/").unwrap().len(), 2, "lock files are not objects");
         assert_eq!(s.put("../x", b"").unwrap_err().kind, ObjectErrorKind::Permanent);
     }
 }

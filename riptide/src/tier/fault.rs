@@ -153,6 +153,10 @@ impl ObjectStore for FaultyObjectStore {
         self.run(ObjectOp::Put, || self.inner.put(name, data))
     }
 
+    fn put_if_absent(&self, name: &str, data: &[u8]) -> ObjectResult<bool> {
+        self.run(ObjectOp::Put, || self.inner.put_if_absent(name, data))
+    }
+
     fn get_range(&self, name: &str, range: Range<u64>) -> ObjectResult<Vec<u8>> {
         self.run(ObjectOp::Get, || self.inner.get_range(name, range))
     }

@@ -8,7 +8,8 @@
 //! - `IDENTITY` is written once, durably (temporary file, sync, rename, directory sync), the
 //!   first time the database opens with an object store, and never changed.
 //! - Orphan reclaim runs only after [`claim`] has seen `OWNER` name this database (or written
-//!   it); a store owned by another database fails the open with [`Error::InvalidOption`].
+//!   it, create-only: two databases claiming one fresh prefix at once cannot both win); a
+//!   store owned by another database fails the open with [`Error::InvalidOption`].
 
 use super::retry::RetryPolicy;
 use super::store::{ObjectErrorKind, ObjectStore};
@@ -88,8 +89,13 @@ pub(crate) fn claim(store: &dyn ObjectStore, retry: &RetryPolicy, id: &[u8; 16])
             None => Err(Error::corruption(format!("{location}/{OWNER_OBJECT}"), 0, "damaged owner object")),
         },
         Err(e) if e.kind == ObjectErrorKind::NotFound => {
-            let (put, _) = retry.run(|| store.put(OWNER_OBJECT, &encode(id)));
-            Ok(put.is_ok())
+            // Create-only: of two databases claiming a fresh prefix at once, one wins and the
+            // other sees the winner's OWNER (and refuses) below.
+            match retry.run(|| store.put_if_absent(OWNER_OBJECT, &encode(id))).0 {
+                Ok(true) => Ok(true),
+                Ok(false) => claim(store, retry, id),
+                Err(_) => Ok(false),
+            }
         }
         Err(_) => Ok(false),
     }
@@ -134,6 +140,10 @@ mod tests {
             ),
             "{err}"
         );
+        // A claim racing another database's: the loser's create-only put finds the winner's.
+        store.delete(OWNER_OBJECT).unwrap();
+        store.put_if_absent(OWNER_OBJECT, &encode(&b)).unwrap();
+        assert!(matches!(claim(&store, &retry, &a), Err(Error::InvalidOption { .. })));
         store.put(OWNER_OBJECT, b"garbage").unwrap();
         assert!(matches!(claim(&store, &retry, &a), Err(Error::Corruption { .. })));
         // A damaged identity file is corruption, never a new identity.

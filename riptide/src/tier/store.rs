@@ -72,6 +72,10 @@ pub trait ObjectStore: Send + Sync + Debug {
     /// Writes `data` as object `name`, replacing any object of that name. Durable when it
     /// returns `Ok`.
     fn put(&self, name: &str, data: &[u8]) -> ObjectResult<()>;
+    /// Writes `data` as object `name` only if no object of that name exists, atomically with
+    /// respect to every other writer of the store: `Ok(true)` if written, `Ok(false)` if one
+    /// existed (nothing is written then). S3: a PUT with `If-None-Match: *`.
+    fn put_if_absent(&self, name: &str, data: &[u8]) -> ObjectResult<bool>;
     /// Bytes `range` of object `name`: exactly `range.end - range.start` bytes, or an error.
     fn get_range(&self, name: &str, range: Range<u64>) -> ObjectResult<Vec<u8>>;
     /// The whole object `name`.
