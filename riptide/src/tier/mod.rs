@@ -28,4 +28,4 @@ pub use fault::{FaultyObjectStore, ObjectOp};
 pub(crate) use objects::ObjectTier;
 pub use objects::ObjectTierStats;
 pub use retry::RetryPolicy;
-pub use store::{ObjectError, ObjectErrorKind, ObjectInfo, ObjectResult, ObjectStore};
+pub use store::{check_name as check_object_name, ObjectError, ObjectErrorKind, ObjectInfo, ObjectResult, ObjectStore};

@@ -186,13 +186,18 @@ impl ObjectTier {
         self.counters.retries.fetch_add(u64::from(retries), Ordering::Relaxed);
         r.map_err(|e| {
             self.counters.errors.fetch_add(1, Ordering::Relaxed);
-            Error::ObjectStore {
-                op,
-                object: self.url(id),
-                kind: e.kind,
-                message: e.message,
-            }
+            self.name_error(op, id, e)
         })
+    }
+
+    /// `e`, from a request of `op` on extent `id`, as the engine's error naming the object.
+    fn name_error(&self, op: &'static str, id: ExtentId, e: ObjectError) -> Error {
+        Error::ObjectStore {
+            op,
+            object: self.url(id),
+            kind: e.kind,
+            message: e.message,
+        }
     }
 
     /// A fresh extent id: random, never one waiting in the deletion queue.
@@ -345,12 +350,7 @@ impl ObjectTier {
         let image = if retry {
             self.request("get", id, get)?
         } else {
-            get().map_err(|e| Error::ObjectStore {
-                op: "get",
-                object: self.url(id),
-                kind: e.kind,
-                message: e.message,
-            })?
+            get().map_err(|e| self.name_error("get", id, e))?
         };
         self.counters.whole_reads.fetch_add(1, Ordering::Relaxed);
         self.counters

@@ -86,8 +86,9 @@ pub trait ObjectStore: Send + Sync + Debug {
     fn list(&self, prefix: &str) -> ObjectResult<Vec<ObjectInfo>>;
 }
 
-/// Checks that `name` is a valid object name (see the module invariants).
-pub(crate) fn check_name(name: &str) -> ObjectResult<()> {
+/// Checks that `name` is a valid object name (see the module invariants): `Permanent` if not.
+/// Stores call it before sending a request.
+pub fn check_name(name: &str) -> ObjectResult<()> {
     let bad = name.is_empty()
         || name.starts_with('/')
         || name
