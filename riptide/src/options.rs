@@ -161,9 +161,11 @@ pub struct Options {
     /// Compaction units per job: threads that run a job's tasks (decode, merge, encode) in
     /// parallel. Default: 2. Range: 1 ..= 64.
     pub compaction_units: usize,
-    /// Most input extents per compaction task. A group of overlapping extents larger than this
-    /// is cut between its block groups into pieces that units run in parallel (when
-    /// `compaction_units > 1`); smaller groups are never split. Default: 32. Min: 1.
+    /// Most input per compaction task, in extents' worth of data (2 MiB each): small extents
+    /// share a task, so their rows are packed into full output extents. A group of more
+    /// overlapping extents than this is cut between its block groups into pieces that units
+    /// run in parallel (when `compaction_units > 1`); smaller groups are never split.
+    /// Default: 32. Min: 1.
     pub compaction_task_extents: usize,
     /// Compaction tasks whose inputs are read ahead (read-ahead hints) while units work.
     /// Default: 2.

@@ -905,8 +905,25 @@ fn major_output_stops_at_l2_extents_it_leaves_in_place() {
 /// extents, copying their blocks (no decode); the contents do not change.
 #[test]
 fn self_major_packs_runs_of_sparse_extents() {
+    self_major_packs_with(|_| {});
+}
+
+/// The same with tasks of one extent's worth on three units: small extents share a task, so
+/// the packing makes fewer extents (counted by extents, each task rewrote its one sparse
+/// extent, and the picker packed the same extents again forever).
+#[test]
+fn self_major_packs_with_one_extent_tasks_on_several_units() {
+    self_major_packs_with(|o| {
+        o.compaction_units = 3;
+        o.compaction_task_extents = 1;
+    });
+}
+
+fn self_major_packs_with(tweak: impl FnOnce(&mut Options)) {
     let fs = FaultFs::new();
-    let db = Db::open(Path::new("/db"), opts(&fs)).unwrap();
+    let mut o = opts(&fs);
+    tweak(&mut o);
+    let db = Db::open(Path::new("/db"), o).unwrap();
     let t = db.default_table();
     let mut model = BTreeMap::new();
     // 20 key ranges, each moved down on its own: 20 small L2 extents side by side.

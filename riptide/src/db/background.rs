@@ -107,12 +107,16 @@ impl DbInner {
     /// Runs the compactions the picker asks for, best first, until none scores 1 or more.
     pub(super) fn compact_until_idle(&self, t: &Arc<TableInner>) -> Result<()> {
         let triggers = Triggers::from_options(&self.opts);
-        // A bound on the loop: each job changes the shape; a job that finds nothing to do ends it.
+        // A bound on the loop: each job changes the shape; a job that finds nothing to do, or
+        // leaves the shape unchanged, ends it.
         for _ in 0..64 {
             if t.is_dropped() || self.pipeline.is_closed() {
                 return Ok(());
             }
             let shape = self.shape(t);
+            if self.futile_shapes.lock().get(&t.id) == Some(&shape) {
+                return Ok(());
+            }
             let Some(task) = pick(&shape, &triggers) else {
                 return Ok(());
             };
@@ -142,6 +146,16 @@ impl DbInner {
             if !self.run_compaction(t, kind)? {
                 return Ok(());
             }
+            // A job that leaves the shape as it was would be picked again for the same
+            // result: remember the shape and end the round; a flush or another compaction
+            // changes the shape and starts the next one.
+            let after = self.shape(t);
+            let mut futile = self.futile_shapes.lock();
+            if after == shape {
+                futile.insert(t.id, shape);
+                return Ok(());
+            }
+            futile.remove(&t.id);
         }
         Ok(())
     }

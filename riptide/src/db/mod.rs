@@ -27,6 +27,7 @@ pub use table::Table;
 
 use crate::cache::RowCache;
 use crate::catalog::{Catalog, DEFAULT_TABLE};
+use crate::compaction::picker::Shape;
 use crate::contention::LockContention;
 use crate::error::{Error, Result};
 use crate::extent_store::ExtentStore;
@@ -122,6 +123,10 @@ pub(crate) struct DbInner {
     /// The object tier's threads (the collector, which deletes retired objects, and the
     /// prefetcher), if there is a tier.
     object_threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    /// Per sub-table: the shape its last compaction left unchanged. The picker does not run
+    /// again while the shape is the same (a job that changes nothing would repeat forever,
+    /// restarted by every round that frees slots).
+    futile_shapes: Mutex<HashMap<u32, Shape>>,
 }
 
 /// An open database. Cheap to clone (all clones share one instance) and safe to share

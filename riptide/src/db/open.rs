@@ -228,6 +228,7 @@ impl Db {
             bg_error: Mutex::new(None),
             counters: BackgroundCounters::default(),
             object_threads: Mutex::new(Vec::new()),
+            futile_shapes: Mutex::new(Default::default()),
             opts,
         });
         // Replay may have left immutable memtables.

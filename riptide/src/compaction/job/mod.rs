@@ -30,7 +30,7 @@ mod task;
 mod units;
 
 use crate::error::Result;
-use crate::extent::{BuiltExtent, ExtentOptions};
+use crate::extent::{BuiltExtent, ExtentOptions, EXTENT_SIZE};
 use crate::extent_store::{user_part, ExtentStore, LiveExtent};
 use crate::key::Lsn;
 use crate::space::ExtentId;
@@ -148,7 +148,9 @@ pub(crate) enum HotBlock {
 pub(crate) struct Units {
     /// Unit threads running tasks in parallel (1 = the job thread runs every task itself).
     pub(crate) units: usize,
-    /// Most input extents per task (tasks never split a closed range).
+    /// Most input per task, in extents' worth of data (tasks never split a closed range; a
+    /// closed range of more extents than this is cut into pieces when there are several
+    /// units).
     pub(crate) task_extents: usize,
     /// Tasks whose inputs are prefetched (read-ahead hints) ahead of the units.
     pub(crate) prefetch: usize,
@@ -225,8 +227,13 @@ pub(crate) fn run(
 }
 
 /// Groups the plan's inputs into closed ranges and batches them into tasks of about
-/// `units.task_extents` extents; with several units, a range larger than a task is cut into
-/// pieces, one task each.
+/// `units.task_extents` extents' worth of input data; with several units, a range of more
+/// extents than that is cut into pieces, one task each.
+///
+/// Batches close on data bytes, not on extent counts: every task writes its own output
+/// extents, so a task of one sparse extent writes one sparse extent back. Counting extents
+/// would make a self-major that packs sparse L2 extents with `task_extents = 1` rewrite them
+/// one for one, find them still packable, and run again forever.
 fn make_tasks(store: &ExtentStore, plan: &Plan, units: Units, result: &mut JobResult) -> Result<Vec<Vec<Piece>>> {
     let mut all: Vec<(u8, u64, Arc<LiveExtent>)> = Vec::new();
     for r in &plan.runs {
@@ -239,8 +246,9 @@ fn make_tasks(store: &ExtentStore, plan: &Plan, units: Units, result: &mut JobRe
         (user_part(&e.meta.smallest), user_part(&e.meta.largest))
     });
     let mut tasks: Vec<Vec<Piece>> = Vec::new();
-    let mut size = usize::MAX;
+    let mut size = u64::MAX;
     let task_extents = units.task_extents.max(1);
+    let task_bytes = (task_extents as u64).saturating_mul(EXTENT_SIZE);
     for g in groups {
         // A closed range larger than a task is cut between its block groups, so several units
         // can work on it (with one unit there is nothing to share, and cuts only cost extents).
@@ -249,15 +257,15 @@ fn make_tasks(store: &ExtentStore, plan: &Plan, units: Units, result: &mut JobRe
             if pieces.len() > 1 {
                 result.stats.ranges_split += 1;
                 tasks.extend(pieces.into_iter().map(|p| vec![p]));
-                size = usize::MAX;
+                size = u64::MAX;
                 continue;
             }
         }
-        if size >= task_extents {
+        if size >= task_bytes {
             tasks.push(Vec::new());
             size = 0;
         }
-        size += g.len();
+        size = size.saturating_add(g.iter().map(|(_, _, e)| e.meta.data_size).sum());
         tasks
             .last_mut()
             .expect("pushed above")
