@@ -105,6 +105,10 @@ pub enum Error {
     /// The database is closed.
     #[error("database is closed")]
     Closed,
+    /// The instance was opened with [`crate::Db::open_read_only`]: it refuses writes, DDL,
+    /// flushes, compactions and checkpoints.
+    #[error("database at {0:?} is open read-only")]
+    ReadOnly(PathBuf),
     /// `WriteOptions::no_slowdown` was set and the write would have stalled.
     #[error("write would stall: {0}")]
     WouldStall(&'static str),

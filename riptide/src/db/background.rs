@@ -46,6 +46,7 @@ impl DbInner {
     /// Seals the active memtable and flushes every immutable memtable, in this thread.
     pub(super) fn flush_table_now(&self, t: &Arc<TableInner>) -> Result<()> {
         self.check_open()?;
+        self.check_writable()?;
         self.seal_active(t);
         self.flush_all_immutables(t)
     }
@@ -172,6 +173,7 @@ impl DbInner {
         kind: CompactionKind,
         range: &KeyRange,
     ) -> Result<bool> {
+        self.check_writable()?;
         let started = Instant::now();
         match compact(self, t, kind, range) {
             Ok(Some(o)) => {

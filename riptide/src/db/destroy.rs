@@ -24,7 +24,7 @@ type OwnName = fn(&str) -> bool;
 
 /// The directories Riptide writes inside a database directory, each with the rule that
 /// recognises its files (owned by the module that writes them).
-fn subdirs(db: &Path) -> [(PathBuf, OwnName); 4] {
+pub(super) fn subdirs(db: &Path) -> [(PathBuf, OwnName); 4] {
     [
         (meta_dir(db), is_meta_file_name),
         (redo_dir(db), is_segment_name),
@@ -34,7 +34,7 @@ fn subdirs(db: &Path) -> [(PathBuf, OwnName); 4] {
 }
 
 /// The entries Riptide writes in the database directory itself.
-fn is_own_entry(db: &Path, name: &str) -> bool {
+pub(super) fn is_own_entry(db: &Path, name: &str) -> bool {
     let own = |p: PathBuf| p.file_name().is_some_and(|n| n == name);
     name == "LOCK"
         || name == crate::tier::owner::IDENTITY_FILE

@@ -16,12 +16,14 @@
 //!   loses an acknowledged write.
 
 mod background;
+mod checkpoint;
 mod destroy;
 mod open;
 mod stats;
 mod table;
 mod workers;
 
+pub use checkpoint::CheckpointInfo;
 pub use stats::{DbStats, LevelInfo, LevelStats};
 pub use table::Table;
 
@@ -127,6 +129,9 @@ pub(crate) struct DbInner {
     /// again while the shape is the same (a job that changes nothing would repeat forever,
     /// restarted by every round that frees slots).
     futile_shapes: Mutex<HashMap<u32, Shape>>,
+    /// Opened with [`Db::open_read_only`]: no writes, no background work, nothing written to
+    /// the directory (its file system is a [`crate::fs::ReadOnlyFs`]).
+    read_only: bool,
 }
 
 /// An open database. Cheap to clone (all clones share one instance) and safe to share
@@ -310,6 +315,10 @@ impl Db {
     /// flush is queued and no flush or compaction is running. Returns the background error if
     /// flushes keep failing.
     pub fn wait_for_background_work(&self) -> Result<()> {
+        if self.inner.read_only {
+            // No background work; replayed immutable memtables stay in memory.
+            return self.inner.check_open();
+        }
         loop {
             self.inner.check_open()?;
             let busy = self.inner.workers.is_busy() || {
@@ -399,6 +408,14 @@ impl DbInner {
         Ok(())
     }
 
+    /// [`Error::ReadOnly`] for an instance opened read-only.
+    fn check_writable(&self) -> Result<()> {
+        if self.read_only {
+            return Err(Error::ReadOnly(self.path.clone()));
+        }
+        Ok(())
+    }
+
     /// The LSN of the user's snapshot, if the read has one.
     fn registered_lsn(&self, opts: &ReadOptions) -> Result<Option<Lsn>> {
         self.check_open()?;
@@ -422,6 +439,7 @@ impl DbInner {
         on_placed: Option<OnPlaced>,
     ) -> Result<Option<Arc<Completion>>> {
         opts.validate()?;
+        self.check_writable()?;
         if batch.is_empty() {
             return Ok(None);
         }
@@ -494,8 +512,9 @@ impl DbInner {
             }
             self.pipeline.mark_synced_at_close();
         }
-        let result = if self.pipeline.poison_error().is_some() {
-            // Nothing more may be written after a failed write; reopen recovers.
+        let result = if self.pipeline.poison_error().is_some() || self.read_only {
+            // Nothing more may be written after a failed write; reopen recovers. A read-only
+            // instance writes nothing.
             Ok(())
         } else {
             // With `flush_on_close` every table is flushed; without it only the tables whose

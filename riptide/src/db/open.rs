@@ -26,6 +26,7 @@ use crate::catalog::{catalog_path, catalog_tmp_path, Catalog};
 use crate::error::{Error, Result};
 use crate::extent::FOOTER_SIZE;
 use crate::extent_store::{looks_like_footer, ExtentStore};
+use crate::fs::ReadOnlyFs;
 use crate::key::Lsn;
 use crate::meta::edit::{MetaState, SlogEntry};
 use crate::meta::slog::Slog;
@@ -52,7 +53,45 @@ impl Db {
     /// if another instance has it open, [`Error::Corruption`] for damage recovery may not
     /// repair (see [`crate::RecoveryMode`]), [`Error::Io`] for I/O failures.
     pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
-        let path = path.as_ref().to_path_buf();
+        Self::open_instance(path.as_ref(), opts, false)
+    }
+
+    /// Opens the database in directory `path` for reads only, writing nothing there: a
+    /// checkpoint ([`Db::checkpoint`]), a restored backup, or a database no instance has open.
+    /// Recovery runs as in [`Db::open`] (the redo log is replayed into memtables), but what it
+    /// would write (a new metadata log, a new redo segment) stays in memory, no background
+    /// work runs, and writes, DDL, flushes, compactions and checkpoints fail with
+    /// [`Error::ReadOnly`]. With an object store, the store is not claimed and no object is
+    /// deleted; extents fetched from it are cached in memory (up to `extent_cache_size`).
+    ///
+    /// The directory's `LOCK` is taken (and created if missing), so a read-write instance
+    /// cannot change the files meanwhile, and neither can a second read-only one open it.
+    ///
+    /// Errors: as [`Db::open`]; [`Error::NotFound`] where there is no database.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// use riptide::{Db, Error, Options};
+    /// let db = Db::open(dir.path(), Options::default())?;
+    /// db.default_table().put(b"k", b"v")?;
+    /// db.close()?;
+    /// let ro = Db::open_read_only(dir.path(), Options::default())?;
+    /// assert_eq!(ro.default_table().get(b"k")?, Some(b"v".to_vec()));
+    /// assert!(matches!(ro.default_table().put(b"k", b"w"), Err(Error::ReadOnly(_))));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn open_read_only(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
+        let opts = Options {
+            fs: Arc::new(ReadOnlyFs::new(opts.fs.clone())),
+            create_if_missing: false,
+            error_if_exists: false,
+            ..opts
+        };
+        Self::open_instance(path.as_ref(), opts, true)
+    }
+
+    fn open_instance(path: &Path, opts: Options, read_only: bool) -> Result<Db> {
+        let path = path.to_path_buf();
         check_path(&path)?;
         opts.validate()?;
         let fs = opts.fs.clone();
@@ -143,7 +182,7 @@ impl Db {
             );
         }
         space.finish_recovery(&looks_like_footer)?;
-        if let Some(tier) = &objects {
+        if let Some(tier) = objects.as_ref().filter(|_| !read_only) {
             // Objects no metadata names: crashed uploads, deletions cut short by a close or a
             // crash. They are only queued here; the collector, started once the open can no
             // longer fail, deletes them. Only in a store this database owns (another's fails
@@ -229,8 +268,14 @@ impl Db {
             counters: BackgroundCounters::default(),
             object_threads: Mutex::new(Vec::new()),
             futile_shapes: Mutex::new(Default::default()),
+            read_only,
             opts,
         });
+        if read_only {
+            return Ok(Db {
+                inner: Arc::new(DbHandle(inner)),
+            });
+        }
         // Replay may have left immutable memtables.
         for t in tables.values() {
             if t.immutable_count() > 0 {

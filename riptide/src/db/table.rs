@@ -107,6 +107,7 @@ impl Db {
             });
         }
         self.inner.check_open()?;
+        self.inner.check_writable()?;
         let _ddl = self.inner.ddl.lock();
         let mut catalog = {
             let reg = self.inner.registry.read();
@@ -145,6 +146,7 @@ impl Db {
             return Err(Error::invalid_table_name(name, "the default table cannot be dropped"));
         }
         self.inner.check_open()?;
+        self.inner.check_writable()?;
         let _ddl = self.inner.ddl.lock();
         let (mut catalog, table) = {
             let reg = self.inner.registry.read();

@@ -15,9 +15,11 @@
 
 mod fault;
 mod posix;
+mod read_only;
 
 pub use fault::{CrashMode, FaultFs, FaultOp};
 pub use posix::PosixFs;
+pub use read_only::ReadOnlyFs;
 
 use std::fmt::Debug;
 use std::io;

@@ -200,7 +200,6 @@ fn check_position(level: u8, layer: u64) -> std::result::Result<(), String> {
 
 impl MetaState {
     /// Builds a state from plain tables, checking every invariant (see the module docs).
-    #[cfg(test)]
     pub(crate) fn from_tables(tables: BTreeMap<u32, TableMeta>) -> Result<Self> {
         let mut state = MetaState {
             tables,
@@ -262,7 +261,6 @@ impl MetaState {
         Ok(())
     }
 
-    #[cfg(test)]
     fn rebuild_index(&mut self) -> std::result::Result<(), String> {
         let mut seen = HashMap::new();
         for (&table, tm) in &self.tables {

@@ -34,7 +34,7 @@ pub(crate) fn redo_dir(db: &Path) -> PathBuf {
     db.join("redo")
 }
 
-fn segment_path(dir: &Path, number: u64) -> PathBuf {
+pub(crate) fn segment_path(dir: &Path, number: u64) -> PathBuf {
     dir.join(format!("{number:06}.log"))
 }
 
@@ -132,13 +132,36 @@ pub(crate) type RecordSink<'a> = dyn FnMut(&[u8]) -> Result<()> + 'a;
 #[derive(Debug, Default)]
 pub(crate) struct SegmentList {
     closed: parking_lot::Mutex<Vec<(u64, Lsn)>>,
+    /// Live [`RetireHold`]s: while any is held, no segment is deleted.
+    holds: std::sync::atomic::AtomicUsize,
+}
+
+/// Keeps every redo segment on disk while held (a checkpoint copies them).
+pub(crate) struct RetireHold<'a>(&'a SegmentList);
+
+impl Drop for RetireHold<'_> {
+    fn drop(&mut self) {
+        self.0.holds.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
 }
 
 impl SegmentList {
+    /// Stops [`SegmentList::retire`] from deleting anything until the hold is dropped.
+    pub(crate) fn hold(&self) -> RetireHold<'_> {
+        // Under the list's lock, so a retire already deleting finishes before the hold counts.
+        let _closed = self.closed.lock();
+        self.holds.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        RetireHold(self)
+    }
+
     /// Deletes every closed segment whose LSNs are all below `needed` (oldest first, so what
     /// remains is always a suffix of the log), then fsyncs the directory. Returns how many.
+    /// Deletes nothing while a [`RetireHold`] is held (the next retire catches up).
     pub(crate) fn retire(&self, fs: &dyn FileSystem, dir: &Path, needed: Lsn) -> Result<usize> {
         let mut closed = self.closed.lock();
+        if self.holds.load(std::sync::atomic::Ordering::Acquire) > 0 {
+            return Ok(0);
+        }
         let n = closed.iter().take_while(|(_, max)| *max < needed).count();
         for (number, _) in &closed[..n] {
             let p = segment_path(dir, *number);
@@ -207,6 +230,7 @@ impl RedoLog {
             max_lsn,
             segments: Arc::new(SegmentList {
                 closed: parking_lot::Mutex::new(older),
+                holds: Default::default(),
             }),
         })
     }

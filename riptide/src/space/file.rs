@@ -114,7 +114,7 @@ pub(crate) fn is_data_file_name(name: &str) -> bool {
     parse_name(name, ".dat").is_some()
 }
 
-pub(super) fn file_name(number: u32) -> String {
+pub(crate) fn file_name(number: u32) -> String {
     format!("{number:06}.dat")
 }
 

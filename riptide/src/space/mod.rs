@@ -41,7 +41,7 @@ mod tests;
 
 use crate::error::Error;
 use crate::fs::FileSystem;
-pub(crate) use file::is_data_file_name;
+pub(crate) use file::{file_name as data_file_name, is_data_file_name};
 use file::{file_name, Inner};
 use parking_lot::Mutex;
 use std::fmt;

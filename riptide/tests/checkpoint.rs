@@ -1,0 +1,312 @@
+//! `Db::checkpoint`: the copy opens, holds exactly the writes acknowledged before the call (or,
+//! with writers running, a prefix of them at least that long), survives a crash at every step
+//! of its making as complete or absent, and refuses targets it must not write into.
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use riptide::fs::{CrashMode, FaultFs, FaultOp, FileSystem};
+use riptide::tier::DirObjectStore;
+use riptide::{Db, Error, Options, ReadOptions, Table, WriteOptions};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+fn small(fs: Arc<dyn FileSystem>) -> Options {
+    Options {
+        fs,
+        write_buffer_size: 64 << 10,
+        redo_segment_size: 256 << 10,
+        level0_layer_trigger: 2,
+        level0_extents_trigger: 3,
+        level1_extents_trigger: 3,
+        level1_dynamic_trigger: false,
+        ..Default::default()
+    }
+}
+
+fn scan(t: &Table) -> Model {
+    t.iter(&ReadOptions::default())
+        .unwrap()
+        .collect::<riptide::Result<Vec<_>>>()
+        .unwrap()
+        .into_iter()
+        .collect()
+}
+
+/// Random puts and deletes on tables `a` and `b`, with flushes and compactions now and then,
+/// so the data lies in every level and in the memtables.
+fn load(db: &Db, models: &mut [Model; 2], seed: u64, ops: usize) {
+    let tables = [db.table("a").unwrap(), db.table("b").unwrap()];
+    let mut rng = StdRng::seed_from_u64(seed);
+    for i in 0..ops {
+        let which = rng.random_range(0..2);
+        let k = format!("key{:05}", rng.random_range(0..3000)).into_bytes();
+        if rng.random_bool(0.2) {
+            tables[which].delete(&k).unwrap();
+            models[which].remove(&k);
+        } else {
+            let v = vec![rng.random::<u8>(); rng.random_range(1..200)];
+            tables[which].put(&k, &v).unwrap();
+            models[which].insert(k, v);
+        }
+        if i % 5000 == 4999 {
+            tables[which].flush().unwrap();
+        }
+    }
+}
+
+fn check(db: &Db, models: &[Model; 2], what: &str) {
+    for (name, model) in ["a", "b"].iter().zip(models) {
+        let got = scan(&db.table(name).unwrap());
+        assert!(
+            &got == model,
+            "{what}: table {name} has {} rows, expected {}",
+            got.len(),
+            model.len()
+        );
+    }
+}
+
+/// The checkpoint holds every write made before it and none made after, in every table, and
+/// opens as a database of its own.
+#[test]
+fn checkpoint_holds_the_writes_before_it_and_none_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let live = dir.path().join("live");
+    let copy = dir.path().join("copy");
+    let db = Db::open(&live, small(Arc::new(riptide::fs::PosixFs))).unwrap();
+    db.create_table("a").unwrap();
+    db.create_table("b").unwrap();
+    let mut models = [Model::new(), Model::new()];
+    load(&db, &mut models, 1, 30_000);
+    db.wait_for_background_work().unwrap();
+    // Some writes only in the memtables and the redo log.
+    load(&db, &mut models, 2, 500);
+    let info = db.checkpoint(&copy).unwrap();
+    assert_eq!(info.tables, 3, "{info:?}");
+    assert!(info.extents > 0 && info.redo_segments > 0, "{info:?}");
+    let at_checkpoint = models.clone();
+    load(&db, &mut models, 3, 10_000);
+    db.wait_for_background_work().unwrap();
+
+    let c = Db::open(&copy, Options::default()).unwrap();
+    check(&c, &at_checkpoint, "checkpoint");
+    // It is a database of its own: writes to it do not reach the live one.
+    c.table("a").unwrap().put(b"only-in-copy", b"1").unwrap();
+    c.close().unwrap();
+    assert_eq!(db.table("a").unwrap().get(b"only-in-copy").unwrap(), None);
+    check(&db, &models, "live");
+    // A second checkpoint into the same directory is refused; into another it works.
+    assert!(matches!(db.checkpoint(&copy), Err(Error::AlreadyExists(_))));
+    db.checkpoint(dir.path().join("copy2")).unwrap();
+    db.close().unwrap();
+    let c = Db::open(dir.path().join("copy2"), Options::default()).unwrap();
+    check(&c, &models, "second checkpoint");
+    c.close().unwrap();
+}
+
+/// With a writer and background compactions running, a checkpoint holds a prefix of the
+/// writer's sequence that includes every write acknowledged before the call.
+#[test]
+fn checkpoint_under_writes_is_a_prefix_with_every_acknowledged_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let live = dir.path().join("live");
+    let db = Db::open(&live, small(Arc::new(riptide::fs::PosixFs))).unwrap();
+    let t = db.default_table();
+    let acked = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (t, acked, stop) = (t.clone(), acked.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut i = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let v = vec![(i % 251) as u8; 100];
+                t.put(&format!("k{i:08}").into_bytes(), &v).unwrap();
+                i += 1;
+                acked.store(i, Ordering::Release);
+            }
+        })
+    };
+    for round in 0..4 {
+        std::thread::sleep(std::time::Duration::from_millis(150));
+        let before = acked.load(Ordering::Acquire);
+        let path = dir.path().join(format!("copy{round}"));
+        db.checkpoint(&path).unwrap();
+        let c = Db::open(&path, Options::default()).unwrap();
+        let rows = scan(&c.default_table());
+        let n = rows.len() as u64;
+        assert!(
+            n >= before,
+            "round {round}: {n} rows, {before} acknowledged before the call"
+        );
+        for (j, (k, v)) in rows.iter().enumerate() {
+            assert_eq!(
+                k,
+                &format!("k{j:08}").into_bytes(),
+                "round {round}: not a prefix at {j}"
+            );
+            assert_eq!(v, &vec![(j % 251) as u8; 100]);
+        }
+        c.close().unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+    db.close().unwrap();
+}
+
+/// A fault at each step of a checkpoint, then a power cut: the live database loses nothing,
+/// and the checkpoint is complete (opens, holds the writes) or absent (does not open; the next
+/// checkpoint into the directory succeeds).
+#[test]
+fn a_crash_at_every_step_leaves_the_checkpoint_complete_or_absent() {
+    let ops = [
+        FaultOp::Create,
+        FaultOp::WriteAt,
+        FaultOp::Append,
+        FaultOp::SetLen,
+        FaultOp::Sync,
+        FaultOp::SyncDir,
+        FaultOp::Rename,
+    ];
+    let (mut fired, mut complete, mut absent) = (0, 0, 0);
+    for op in ops {
+        for after in 0.. {
+            let what = format!("{op:?} after {after}");
+            let fs = FaultFs::new();
+            let opts = || small(Arc::new(fs.clone()));
+            let db = Db::open("/db", opts()).unwrap();
+            db.create_table("a").unwrap();
+            db.create_table("b").unwrap();
+            let mut models = [Model::new(), Model::new()];
+            load(&db, &mut models, after, 8000);
+            // Everything so far durable (a sync write syncs the log before it).
+            let sync = WriteOptions {
+                sync: true,
+                ..Default::default()
+            };
+            db.table("a").unwrap().put_opt(b"zz-synced", b"1", &sync).unwrap();
+            models[0].insert(b"zz-synced".to_vec(), b"1".to_vec());
+            fs.fail_after(op, Some("/ckpt"), after, libc::EIO);
+            let result = db.checkpoint("/ckpt");
+            let faulted = fs.faults_fired() > 0;
+            db.abandon_for_test();
+            fs.crash(CrashMode::KeepRandomPrefix { seed: after });
+            fs.clear_faults();
+            let live = Db::open("/db", opts()).unwrap_or_else(|e| panic!("{what}: live open: {e}"));
+            check(&live, &models, &format!("{what}: live"));
+            let no_create = || Options {
+                create_if_missing: false,
+                ..opts()
+            };
+            match Db::open("/ckpt", no_create()) {
+                Ok(c) => {
+                    check(&c, &models, &format!("{what}: checkpoint"));
+                    c.close().unwrap();
+                    complete += 1;
+                }
+                Err(Error::NotFound(_)) => {
+                    assert!(faulted || result.is_err(), "{what}: a finished checkpoint is gone");
+                    absent += 1;
+                    // What the cut-short checkpoint left is cleared by the next one.
+                    live.checkpoint("/ckpt")
+                        .unwrap_or_else(|e| panic!("{what}: retry: {e}"));
+                    let c = Db::open("/ckpt", no_create()).unwrap();
+                    check(&c, &models, &format!("{what}: retried checkpoint"));
+                    c.close().unwrap();
+                }
+                Err(e) => panic!("{what}: checkpoint open: {e}"),
+            }
+            live.close().unwrap();
+            if !faulted {
+                assert!(result.is_ok(), "{what}: {result:?}");
+                break;
+            }
+            fired += 1;
+            assert!(result.is_err(), "{what}: the fault fired but the checkpoint succeeded");
+        }
+    }
+    assert!(
+        fired >= 15 && complete >= ops.len() && absent >= 10,
+        "fired {fired}, complete {complete}, absent {absent}"
+    );
+}
+
+/// A directory with a database or with other files is refused and left as it was; leftovers of
+/// a checkpoint cut short are cleared.
+#[test]
+fn checkpoint_refuses_databases_and_foreign_directories() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path().join("live"), Options::default()).unwrap();
+    db.default_table().put(b"k", b"v").unwrap();
+    assert!(matches!(
+        db.checkpoint(dir.path().join("live")),
+        Err(Error::AlreadyExists(_))
+    ));
+    let other = dir.path().join("home");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join("thesis.tex"), b"x").unwrap();
+    assert!(matches!(db.checkpoint(&other), Err(Error::NotADatabase(_))));
+    assert_eq!(std::fs::read_dir(&other).unwrap().count(), 1);
+    assert!(matches!(db.checkpoint(""), Err(Error::InvalidOption { .. })));
+    // Leftovers: a data file and a redo segment, no CATALOG.
+    let cut = dir.path().join("cut");
+    std::fs::create_dir_all(cut.join("data")).unwrap();
+    std::fs::create_dir_all(cut.join("redo")).unwrap();
+    std::fs::write(cut.join("data/000009.dat"), b"stale").unwrap();
+    std::fs::write(cut.join("redo/000042.log"), b"stale").unwrap();
+    db.checkpoint(&cut).unwrap();
+    assert!(!cut.join("data/000009.dat").exists() && !cut.join("redo/000042.log").exists());
+    let c = Db::open(&cut, Options::default()).unwrap();
+    assert_eq!(c.default_table().get(b"k").unwrap(), Some(b"v".to_vec()));
+    c.close().unwrap();
+    db.close().unwrap();
+}
+
+/// Extents in the object tier are not checkpointed yet: a typed error, and nothing is left
+/// that opens.
+#[test]
+fn checkpoint_of_object_tier_extents_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(DirObjectStore::new(
+        Arc::new(riptide::fs::PosixFs),
+        dir.path().join("bucket"),
+    ));
+    let opts = || Options {
+        object_store: Some(store.clone()),
+        l2_tier: riptide::tier::Tier::Object,
+        ..small(Arc::new(riptide::fs::PosixFs))
+    };
+    let db = Db::open(dir.path().join("live"), opts()).unwrap();
+    db.create_table("a").unwrap();
+    db.create_table("b").unwrap();
+    let mut models = [Model::new(), Model::new()];
+    load(&db, &mut models, 7, 20_000);
+    for name in ["a", "b"] {
+        db.table(name).unwrap().compact().unwrap();
+    }
+    assert!(db.stats().object_extents > 0);
+    let copy = dir.path().join("copy");
+    match db.checkpoint(&copy) {
+        Err(Error::InvalidOption { option, reason }) => {
+            assert_eq!(option, "checkpoint");
+            assert!(reason.contains("object tier"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(!copy.join("CATALOG").exists());
+    assert!(
+        !Path::new(&copy).join("meta").exists()
+            || Db::open(
+                &copy,
+                Options {
+                    create_if_missing: false,
+                    ..Default::default()
+                }
+            )
+            .is_err()
+    );
+    db.close().unwrap();
+}
