@@ -5,10 +5,9 @@
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use riptide::fs::{CrashMode, FaultFs, FaultOp, FileSystem};
-use riptide::tier::DirObjectStore;
+use riptide::tier::{DirObjectStore, ObjectStore};
 use riptide::{Db, Error, Options, ReadOptions, Table, WriteOptions};
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -265,10 +264,12 @@ fn checkpoint_refuses_databases_and_foreign_directories() {
     db.close().unwrap();
 }
 
-/// Extents in the object tier are not checkpointed yet: a typed error, and nothing is left
-/// that opens.
+/// Extents in the object tier are named, not copied, and pinned: after the live database
+/// rewrote all of them (grace period 0), the checkpoint still reads every row through a
+/// read-only open; a read-write open with the live database's store is refused; once the pin
+/// is released the objects only the checkpoint named are deleted.
 #[test]
-fn checkpoint_of_object_tier_extents_is_refused() {
+fn object_tier_extents_are_pinned_until_the_checkpoint_is_released() {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(DirObjectStore::new(
         Arc::new(riptide::fs::PosixFs),
@@ -277,6 +278,7 @@ fn checkpoint_of_object_tier_extents_is_refused() {
     let opts = || Options {
         object_store: Some(store.clone()),
         l2_tier: riptide::tier::Tier::Object,
+        object_delete_grace: std::time::Duration::ZERO,
         ..small(Arc::new(riptide::fs::PosixFs))
     };
     let db = Db::open(dir.path().join("live"), opts()).unwrap();
@@ -287,26 +289,49 @@ fn checkpoint_of_object_tier_extents_is_refused() {
     for name in ["a", "b"] {
         db.table(name).unwrap().compact().unwrap();
     }
+    load(&db, &mut models, 8, 300);
     assert!(db.stats().object_extents > 0);
     let copy = dir.path().join("copy");
-    match db.checkpoint(&copy) {
-        Err(Error::InvalidOption { option, reason }) => {
-            assert_eq!(option, "checkpoint");
-            assert!(reason.contains("object tier"), "{reason}");
-        }
-        other => panic!("{other:?}"),
+    let info = db.checkpoint(&copy).unwrap();
+    assert!(info.object_extents > 0, "{info:?}");
+    let at_checkpoint = models.clone();
+    let objects = |db: &Db| db.stats().object_tier.unwrap();
+    assert_eq!(objects(&db).pinned_objects, info.object_extents);
+    // Rewrite every object: the old ones leave the live metadata.
+    load(&db, &mut models, 9, 20_000);
+    for name in ["a", "b"] {
+        db.table(name).unwrap().compact().unwrap();
     }
-    assert!(!copy.join("CATALOG").exists());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while objects(&db).pending_deletes > 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let ro = Db::open_read_only(&copy, opts()).unwrap();
+    check(&ro, &at_checkpoint, "checkpoint over pinned objects");
+    ro.close().unwrap();
+    match Db::open(&copy, opts()) {
+        Err(Error::InvalidOption { option, .. }) => assert_eq!(option, "object_store"),
+        other => panic!("read-write open of the checkpoint with the live store: {other:?}"),
+    }
+    let before = store.list("ext/").unwrap().len();
+    assert!(db.release_checkpoint(&copy).unwrap());
+    assert!(!db.release_checkpoint(&copy).unwrap());
+    assert_eq!(objects(&db).pinned_objects, 0);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while store.list("ext/").unwrap().len() == before && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let after = store.list("ext/").unwrap().len();
+    assert!(after < before, "released objects were not deleted: {before} -> {after}");
+    check(&db, &models, "live after the release");
+    // The released checkpoint no longer reads: its objects are gone (a typed error).
+    let ro = Db::open_read_only(&copy, opts()).unwrap();
+    let read: riptide::Result<Vec<_>> = ro.table("a").unwrap().iter(&ReadOptions::default()).unwrap().collect();
     assert!(
-        !Path::new(&copy).join("meta").exists()
-            || Db::open(
-                &copy,
-                Options {
-                    create_if_missing: false,
-                    ..Default::default()
-                }
-            )
-            .is_err()
+        matches!(read, Err(Error::ObjectStore { .. })),
+        "{:?}",
+        read.map(|r| r.len())
     );
+    ro.close().unwrap();
     db.close().unwrap();
 }

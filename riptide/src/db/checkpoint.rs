@@ -24,9 +24,10 @@
 //!   what it left (Riptide's own names only; a directory with other files is refused).
 //! - The target is locked (`LOCK`) while it is written.
 //! - Nothing in the live database changes, except that redo segments are deleted later.
-//! - Object-tier extents are not copied: the checkpoint names the same objects. A checkpoint
-//!   of a database with object-tier extents is refused for now, because nothing would stop
-//!   the live database from deleting those objects once its own metadata drops them.
+//! - Object-tier extents are not copied: the checkpoint names the same objects, pinned in the
+//!   live database's `PINS` (`crate::tier::pins`) while the captured versions still hold them
+//!   and before the checkpoint's `CATALOG` is written, so the live database never deletes an
+//!   object a complete checkpoint names, until [`Db::release_checkpoint`].
 
 use super::destroy::{is_own_entry, subdirs};
 use super::{check_path, lock_database, Db, DbInner};
@@ -39,6 +40,7 @@ use crate::meta::slog::Slog;
 use crate::redo::{is_segment_name, redo_dir};
 use crate::space::header::{HEADER_COPY_OFFSETS, HEADER_SIZE};
 use crate::space::{data_file_name, ExtentId, DATA_DIR, EXTENT_SIZE};
+use crate::tier::pins::Pins;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::Path;
@@ -54,6 +56,9 @@ pub struct CheckpointInfo {
     pub tables: u64,
     /// Local extents copied.
     pub extents: u64,
+    /// Object-tier extents the checkpoint names (not copied; pinned in the live database
+    /// until [`Db::release_checkpoint`]).
+    pub object_extents: u64,
     /// Redo segments copied.
     pub redo_segments: u64,
     /// Bytes copied (extents, data file headers, redo segments).
@@ -70,8 +75,13 @@ impl Db {
     ///
     /// Errors: [`Error::AlreadyExists`] if `dir` holds a database, [`Error::NotADatabase`] if
     /// it holds files that are not Riptide's, [`Error::Locked`] if another instance has it
-    /// open, [`Error::InvalidOption`] if the database has extents in the object tier (not
-    /// supported yet), [`Error::Io`]. After an error `dir` holds no `CATALOG`.
+    /// open, [`Error::Io`]. After an error `dir` holds no `CATALOG`.
+    ///
+    /// Extents in the object tier are not copied: the checkpoint names the same objects, and
+    /// this database pins them (`PINS`) so it never deletes them while the checkpoint may read
+    /// them, until [`Db::release_checkpoint`]. Such a checkpoint opens read-only
+    /// ([`Db::open_read_only`]) with the same object store; a read-write open with that store
+    /// is refused, since the store belongs to this database.
     ///
     /// ```
     /// # let dir = tempfile::tempdir()?;
@@ -86,6 +96,16 @@ impl Db {
     /// ```
     pub fn checkpoint(&self, dir: impl AsRef<Path>) -> Result<CheckpointInfo> {
         self.inner.checkpoint(dir.as_ref())
+    }
+
+    /// Releases the pin a checkpoint made on this database's object-tier extents (`dir` as
+    /// given to [`Db::checkpoint`]): the objects that no metadata and no other checkpoint
+    /// names are deleted after the grace period (those this instance kept for the pin at
+    /// once, others at the next open). Call it when the checkpoint is no longer needed
+    /// (deleting the checkpoint's directory does not release it). `Ok(false)` if `dir` has
+    /// no pin (a checkpoint without object-tier extents has none).
+    pub fn release_checkpoint(&self, dir: impl AsRef<Path>) -> Result<bool> {
+        self.inner.release_checkpoint(dir.as_ref())
     }
 }
 
@@ -114,27 +134,49 @@ impl DbInner {
             }
             (catalog, tables, versions)
         };
-        let objects = tables
+        let objects: Vec<u64> = tables
             .values()
             .flat_map(|m| m.extents())
-            .filter(|(_, _, e)| ExtentId(e.id).is_object())
-            .count();
-        if objects > 0 {
-            return Err(Error::InvalidOption {
-                option: "checkpoint",
-                reason: format!(
-                    "the database has {objects} extents in the object tier; checkpoints of object-tier extents are not supported yet"
-                ),
-            });
-        }
-        // Every write acknowledged so far is in the redo files copied below.
-        self.pipeline.sync_log()?;
+            .map(|(_, _, e)| e.id)
+            .filter(|id| ExtentId(*id).is_object())
+            .collect();
         let mut info = CheckpointInfo {
             tables: tables.len() as u64,
+            object_extents: objects.len() as u64,
             ..Default::default()
         };
-        copy_extents(fs.as_ref(), &self.path, dir, &tables, &mut info)?;
-        copy_redo(fs.as_ref(), &self.path, dir, &mut info)?;
+        // Pinned while the versions still hold the objects, durably before the CATALOG.
+        let pin = pin_name(dir);
+        if !objects.is_empty() {
+            self.update_pins(|pins| {
+                pins.entries.insert(pin.clone(), objects);
+            })?;
+        }
+        let made = self.write_checkpoint(dir, catalog, tables, &mut info);
+        if made.is_err() && info.object_extents > 0 {
+            // Best effort: a pin left behind only keeps objects until released.
+            let _ = self.update_pins(|pins| {
+                pins.entries.remove(&pin);
+            });
+        }
+        made?;
+        info.micros = started.elapsed().as_micros() as u64;
+        Ok(info)
+    }
+
+    /// Steps after the capture: the copies, the metadata, then the `CATALOG`.
+    fn write_checkpoint(
+        &self,
+        dir: &Path,
+        catalog: crate::catalog::Catalog,
+        tables: BTreeMap<u32, TableMeta>,
+        info: &mut CheckpointInfo,
+    ) -> Result<()> {
+        let fs = self.opts.fs.clone();
+        // Every write acknowledged so far is in the redo files copied below.
+        self.pipeline.sync_log()?;
+        copy_extents(fs.as_ref(), &self.path, dir, &tables, info)?;
+        copy_redo(fs.as_ref(), &self.path, dir, info)?;
         let state = MetaState::from_tables(tables)?;
         let (mut slog, _) = Slog::open(fs.clone(), dir)?;
         slog.checkpoint(&state)?;
@@ -144,10 +186,40 @@ impl DbInner {
         }
 
         // Last: the CATALOG makes the checkpoint a database.
-        catalog.store(fs.as_ref(), dir)?;
-        info.micros = started.elapsed().as_micros() as u64;
-        Ok(info)
+        catalog.store(fs.as_ref(), dir)
     }
+
+    /// Changes the checkpoint pins (`PINS`) durably and hands the new set to the object tier.
+    fn update_pins(&self, change: impl FnOnce(&mut Pins)) -> Result<()> {
+        let _one_at_a_time = self.pins_lock.lock();
+        let fs = self.opts.fs.as_ref();
+        let mut pins = Pins::load(fs, &self.path)?;
+        change(&mut pins);
+        pins.store(fs, &self.path)?;
+        if let Some(tier) = &self.store.objects {
+            tier.set_pinned(pins.ids());
+        }
+        Ok(())
+    }
+
+    fn release_checkpoint(&self, dir: &Path) -> Result<bool> {
+        self.check_open()?;
+        self.check_writable()?;
+        let pin = pin_name(dir);
+        let mut found = false;
+        if Pins::load(self.opts.fs.as_ref(), &self.path)?
+            .entries
+            .contains_key(&pin)
+        {
+            self.update_pins(|pins| found = pins.entries.remove(&pin).is_some())?;
+        }
+        Ok(found)
+    }
+}
+
+/// How a checkpoint directory is named in `PINS`: its path as given.
+fn pin_name(dir: &Path) -> String {
+    dir.to_string_lossy().into_owned()
 }
 
 /// Makes `dir` ready for a checkpoint and locks it: refuses a database or a directory with

@@ -39,6 +39,8 @@ pub(super) fn is_own_entry(db: &Path, name: &str) -> bool {
     name == "LOCK"
         || name == crate::tier::owner::IDENTITY_FILE
         || name == format!("{}.tmp", crate::tier::owner::IDENTITY_FILE)
+        || name == crate::tier::pins::PINS_FILE
+        || name == format!("{}.tmp", crate::tier::pins::PINS_FILE)
         || own(catalog_path(db))
         || own(catalog_tmp_path(db))
         || subdirs(db).into_iter().any(|(d, _)| own(d))

@@ -132,6 +132,8 @@ pub(crate) struct DbInner {
     /// Opened with [`Db::open_read_only`]: no writes, no background work, nothing written to
     /// the directory (its file system is a [`crate::fs::ReadOnlyFs`]).
     read_only: bool,
+    /// Serializes changes of the checkpoint pins (`PINS`).
+    pins_lock: Mutex<()>,
 }
 
 /// An open database. Cheap to clone (all clones share one instance) and safe to share

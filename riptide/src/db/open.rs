@@ -9,7 +9,9 @@
 //!    extents fails the open.
 //! 4. Claim the object store (its `OWNER` object names this database's `IDENTITY`; another
 //!    database's store fails the open), then queue for deletion the extent objects no
-//!    metadata names (best effort; the collector starts last).
+//!    metadata and no checkpoint pin (`PINS`) names (best effort; the collector starts last).
+//!    A read-only open ([`Db::open_read_only`]) skips this step and step 7, and writes
+//!    nothing (its file system keeps what recovery writes in memory).
 //! 5. Drop the metadata of tables the catalog no longer names (a crash between the two
 //!    updates of a drop).
 //! 6. Replay the redo log into memtables from each table's recovery point (its last flush's
@@ -35,6 +37,7 @@ use crate::redo::{self, RedoLog};
 use crate::snapshot::SnapshotList;
 use crate::space::{ExtentId, ExtentSpace, SpaceOptions};
 use crate::subtable::{TableInner, TableState};
+use crate::tier::pins::Pins;
 use crate::tier::{owner, ExtentCache, ObjectTier, Tier, EXTENT_CACHE_DIR};
 use crate::version::LevelSet;
 use crate::write::pipeline::{Pipeline, PipelineConfig};
@@ -188,6 +191,7 @@ impl Db {
             // longer fail, deletes them. Only in a store this database owns (another's fails
             // the open). An unreachable store does not stop the open (recovery reads no object
             // data); the next open tries again.
+            tier.set_pinned(Pins::load(fs.as_ref(), &path)?.ids());
             let identity = owner::load_or_create_identity(fs.as_ref(), &path)?;
             if tier.claim(&identity)? {
                 let _ = tier.reclaim_orphans(&object_extents);
@@ -269,6 +273,7 @@ impl Db {
             object_threads: Mutex::new(Vec::new()),
             futile_shapes: Mutex::new(Default::default()),
             read_only,
+            pins_lock: Mutex::new(()),
             opts,
         });
         if read_only {

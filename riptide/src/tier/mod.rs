@@ -17,6 +17,7 @@ mod dir;
 mod fault;
 pub(crate) mod objects;
 pub(crate) mod owner;
+pub(crate) mod pins;
 mod retry;
 mod store;
 pub(crate) mod verify;

@@ -79,6 +79,8 @@ pub struct ObjectTierStats {
     pub objects_deleted: u64,
     /// Objects waiting in the deletion queue.
     pub pending_deletes: u64,
+    /// Extents that checkpoints pin (kept until [`crate::Db::release_checkpoint`]).
+    pub pinned_objects: u64,
     /// Objects found that no metadata names (queued for deletion at open).
     pub orphans_found: u64,
     /// Requests retried after a transient error.
@@ -133,7 +135,17 @@ pub(crate) struct ObjectTier {
     /// Extents being downloaded whole, and the signal that one finished.
     inflight: Mutex<std::collections::HashSet<u64>>,
     fetched: Condvar,
+    /// Extents that checkpoints name (`super::pins`): never deleted while pinned.
+    pins: Mutex<PinState>,
     counters: Counters,
+}
+
+/// Extents checkpoints pin, and those of them that fell due for deletion while pinned (kept:
+/// deleted once no pin names them).
+#[derive(Default)]
+struct PinState {
+    pinned: std::collections::HashSet<u64>,
+    kept: std::collections::HashSet<u64>,
 }
 
 /// Most read-ahead requests waiting; more are dropped (a hint).
@@ -166,6 +178,7 @@ impl ObjectTier {
             prefetch_wake: Condvar::new(),
             inflight: Mutex::new(std::collections::HashSet::new()),
             fetched: Condvar::new(),
+            pins: Mutex::new(PinState::default()),
             counters: Counters::default(),
         }
     }
@@ -365,6 +378,24 @@ impl ObjectTier {
         valid + FOOTER_SIZE as u64 <= self.cache.capacity()
     }
 
+    /// Replaces the set of extents checkpoints pin: the collector and orphan reclaim skip them.
+    /// Extents kept for a pin that no longer is are queued for deletion at once (their grace
+    /// period passed while they were kept).
+    pub(crate) fn set_pinned(&self, ids: std::collections::HashSet<u64>) {
+        let released: Vec<u64> = {
+            let mut p = self.pins.lock();
+            let released: Vec<u64> = p.kept.iter().filter(|id| !ids.contains(id)).copied().collect();
+            for id in &released {
+                p.kept.remove(id);
+            }
+            p.pinned = ids;
+            released
+        };
+        for id in released {
+            self.enqueue(ExtentId(id), Instant::now());
+        }
+    }
+
     /// Queues extent `id` for deletion after the grace period: no metadata names it and no
     /// reader holds it any more.
     pub(crate) fn retire(&self, id: ExtentId) {
@@ -399,6 +430,15 @@ impl ObjectTier {
             if self.queue.lock().stop {
                 break;
             }
+            {
+                let mut p = self.pins.lock();
+                if p.pinned.contains(&id) {
+                    // A checkpoint names it: kept until no pin does.
+                    p.kept.insert(id);
+                    self.queue.lock().due.remove(&id);
+                    continue;
+                }
+            }
             let id = ExtentId(id);
             let name = object_name(id);
             match self.store.delete(&name) {
@@ -423,7 +463,7 @@ impl ObjectTier {
     }
 
     /// Lists the store and queues for deletion (after the grace period) every extent object
-    /// that `live` does not name and that is not queued already. Returns how many it queued.
+    /// that `live` does not name, no checkpoint pins and that is not queued already. Returns how many it queued.
     /// Called at open, before anything can be uploaded.
     pub(crate) fn reclaim_orphans(&self, live: &HashMap<u64, u64>) -> Result<usize> {
         let listed = self.request("list", ExtentId(OBJECT_ID_BIT), || self.store.list(EXTENT_PREFIX))?;
@@ -432,7 +472,10 @@ impl ObjectTier {
             let Some(id) = parse_object_name(&info.name) else {
                 continue;
             };
-            if live.contains_key(&id.0) || self.queue.lock().due.contains_key(&id.0) {
+            if live.contains_key(&id.0)
+                || self.queue.lock().due.contains_key(&id.0)
+                || self.pins.lock().pinned.contains(&id.0)
+            {
                 continue;
             }
             self.enqueue(id, Instant::now() + self.grace);
@@ -547,6 +590,7 @@ impl ObjectTier {
             bytes_read: get(&c.bytes_read),
             objects_deleted: get(&c.objects_deleted),
             pending_deletes: self.queue.lock().due.len() as u64,
+            pinned_objects: self.pins.lock().pinned.len() as u64,
             orphans_found: get(&c.orphans_found),
             retries: get(&c.retries),
             errors: get(&c.errors),
