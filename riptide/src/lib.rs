@@ -41,10 +41,14 @@
 //!   and I/O-error tests (like RocksDB's `FaultInjectionTestFS`).
 //! - [`inspect`]: offline, read-only views of a database directory (levels, extents, slog,
 //!   redo log, checksum verification); the library behind `riptide inspect`.
+//! - [`backup`]: incremental, verifiable backups in an object store or a directory
+//!   ([`Db::backup`], [`backup::BackupEngine`]); [`Db::checkpoint`] makes a local copy, and
+//!   [`Db::open_read_only`] reads either without writing.
 //! - [`failpoint`]: the names of the engine's crash points, for whitebox crash drivers such as
 //!   `riptide stress --crash_points` (the points fire only with the `failpoints` feature).
 #![warn(missing_docs)]
 
+pub mod backup;
 mod cache;
 mod catalog;
 mod coding;

@@ -31,19 +31,21 @@
 
 use super::destroy::{is_own_entry, subdirs};
 use super::{check_path, lock_database, Db, DbInner};
-use crate::catalog::{catalog_path, catalog_tmp_path};
+use crate::catalog::{catalog_path, catalog_tmp_path, Catalog};
 use crate::error::{Error, Result};
 use crate::extent::FOOTER_SIZE;
 use crate::fs::{FileSystem, RandomRwFile, ReadableFile};
 use crate::meta::edit::{MetaState, TableMeta};
 use crate::meta::slog::Slog;
-use crate::redo::{is_segment_name, redo_dir};
+use crate::redo::{is_segment_name, redo_dir, RetireHold};
 use crate::space::header::{HEADER_COPY_OFFSETS, HEADER_SIZE};
 use crate::space::{data_file_name, ExtentId, DATA_DIR, EXTENT_SIZE};
 use crate::tier::pins::Pins;
+use crate::version::MetaSnapshot;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Bytes copied per read and write.
@@ -109,7 +111,41 @@ impl Db {
     }
 }
 
+/// A consistent cut of the database: the catalog and each table's metadata, with the versions
+/// that keep their extents from being freed and a hold that keeps every redo segment on disk,
+/// both until the cut is dropped.
+pub(super) struct Capture<'a> {
+    pub(super) catalog: Catalog,
+    pub(super) tables: BTreeMap<u32, TableMeta>,
+    pub(super) versions: Vec<Arc<MetaSnapshot>>,
+    pub(super) redo_hold: RetireHold<'a>,
+}
+
 impl DbInner {
+    /// Captures the catalog and every table's installed metadata (see [`Capture`]).
+    pub(super) fn capture(&self) -> Capture<'_> {
+        // No redo segment is deleted from here until the cut is dropped.
+        let redo_hold = self.redo_segments.hold();
+        let _ddl = self.ddl.lock();
+        let catalog = self.registry.read().catalog.clone();
+        let mut tables = BTreeMap::new();
+        let mut versions = Vec::new();
+        for t in self.all_tables() {
+            // A table's metadata and its installed version change together under its change
+            // lock (flushes and compactions commit and publish under it).
+            let _change = t.change.lock();
+            versions.push(t.current());
+            let meta: TableMeta = self.meta.lock().state.tables.get(&t.id).cloned().unwrap_or_default();
+            tables.insert(t.id, meta);
+        }
+        Capture {
+            catalog,
+            tables,
+            versions,
+            redo_hold,
+        }
+    }
+
     fn checkpoint(&self, dir: &Path) -> Result<CheckpointInfo> {
         let started = Instant::now();
         check_path(dir)?;
@@ -117,23 +153,12 @@ impl DbInner {
         self.check_writable()?;
         let fs = self.opts.fs.clone();
         let _target_lock = prepare_target(fs.as_ref(), dir)?;
-        // No redo segment is deleted from here until the copy is done.
-        let _redo = self.redo_segments.hold();
-        let (catalog, tables, _versions) = {
-            let _ddl = self.ddl.lock();
-            let catalog = self.registry.read().catalog.clone();
-            let mut tables = BTreeMap::new();
-            let mut versions = Vec::new();
-            for t in self.all_tables() {
-                // A table's metadata and its installed version change together under its
-                // change lock (flushes and compactions commit and publish under it).
-                let _change = t.change.lock();
-                versions.push(t.current());
-                let meta: TableMeta = self.meta.lock().state.tables.get(&t.id).cloned().unwrap_or_default();
-                tables.insert(t.id, meta);
-            }
-            (catalog, tables, versions)
-        };
+        let Capture {
+            catalog,
+            tables,
+            versions: _versions,
+            redo_hold: _redo_hold,
+        } = self.capture();
         let objects: Vec<u64> = tables
             .values()
             .flat_map(|m| m.extents())
@@ -168,7 +193,7 @@ impl DbInner {
     fn write_checkpoint(
         &self,
         dir: &Path,
-        catalog: crate::catalog::Catalog,
+        catalog: Catalog,
         tables: BTreeMap<u32, TableMeta>,
         info: &mut CheckpointInfo,
     ) -> Result<()> {
@@ -281,7 +306,7 @@ fn copy_extents(
                 .insert((start, e.data_size, e.slots));
         }
     }
-    let header_len = HEADER_COPY_OFFSETS[1] + HEADER_SIZE as u64;
+    let header_len = data_header_len();
     for (number, extents) in by_file {
         let src_path = db.join(DATA_DIR).join(data_file_name(number));
         let dst_path = dir.join(DATA_DIR).join(data_file_name(number));
@@ -306,6 +331,11 @@ fn copy_extents(
         dst.sync_data().map_err(|e| Error::io("fsync", &dst_path, e))?;
     }
     Ok(())
+}
+
+/// Bytes at the start of a data file that hold its header (both copies).
+pub(super) fn data_header_len() -> u64 {
+    HEADER_COPY_OFFSETS[1] + HEADER_SIZE as u64
 }
 
 /// Copies `n` bytes at `offset` of `src` to the same offset of `dst`.

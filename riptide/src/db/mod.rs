@@ -16,6 +16,7 @@
 //!   loses an acknowledged write.
 
 mod background;
+mod backup;
 mod checkpoint;
 mod destroy;
 mod open;
