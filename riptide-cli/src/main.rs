@@ -1,12 +1,13 @@
 //! The `riptide` command: `riptide bench` (db_bench-compatible benchmarks), `riptide inspect`
 //! (levels, extents, slog, redo log, checksum verification), `riptide stress` (random
-//! operations against an expected state, with a blackbox crash mode) and `riptide serve` (the
-//! MySQL-protocol server).
+//! operations against an expected state, with a blackbox crash mode), `riptide serve` (the
+//! MySQL-protocol server), `riptide checkpoint` and `riptide backup` (copies and backups).
 //!
 //! Exit status, the same for every subcommand: 0 on success; 1 when the run failed (a runtime
 //! error, a failed verification, damage found by `inspect verify`); 2 for a usage error, both
 //! clap's own parse errors and a flag value the tool refuses after parsing.
 
+mod backup;
 mod bench;
 mod inspect;
 mod objects;
@@ -29,7 +30,11 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Backups: create, list, verify, restore (incremental, in an object store or a directory)
+    Backup(backup::BackupArgs),
     Bench(Box<bench::flags::BenchFlags>),
+    /// Makes a consistent, openable copy of a database in another directory
+    Checkpoint(Box<backup::CheckpointArgs>),
     Inspect(inspect::InspectArgs),
     Serve(Box<serve::ServeArgs>),
     Stress(Box<stress::StressArgs>),
@@ -65,6 +70,20 @@ fn main() -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("riptide serve: error: {e}");
+                ExitCode::from(RUNTIME_ERROR)
+            }
+        },
+        Command::Checkpoint(args) => match backup::checkpoint(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("riptide checkpoint: error: {e}");
+                ExitCode::from(RUNTIME_ERROR)
+            }
+        },
+        Command::Backup(args) => match backup::backup(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("riptide backup: error: {e}");
                 ExitCode::from(RUNTIME_ERROR)
             }
         },
