@@ -25,6 +25,7 @@
 //!   [`Error::ObjectStore`] naming the object.
 
 use super::cache::{CachedImage, ExtentCache};
+use super::pins::PinSet;
 use super::retry::RetryPolicy;
 use super::store::{ObjectError, ObjectErrorKind, ObjectStore};
 use crate::error::{Error, ObjectReadError, Result};
@@ -136,16 +137,8 @@ pub(crate) struct ObjectTier {
     inflight: Mutex<std::collections::HashSet<u64>>,
     fetched: Condvar,
     /// Extents that checkpoints name (`super::pins`): never deleted while pinned.
-    pins: Mutex<PinState>,
+    pins: Mutex<PinSet>,
     counters: Counters,
-}
-
-/// Extents checkpoints pin, and those of them that fell due for deletion while pinned (kept:
-/// deleted once no pin names them).
-#[derive(Default)]
-struct PinState {
-    pinned: std::collections::HashSet<u64>,
-    kept: std::collections::HashSet<u64>,
 }
 
 /// Most read-ahead requests waiting; more are dropped (a hint).
@@ -178,7 +171,7 @@ impl ObjectTier {
             prefetch_wake: Condvar::new(),
             inflight: Mutex::new(std::collections::HashSet::new()),
             fetched: Condvar::new(),
-            pins: Mutex::new(PinState::default()),
+            pins: Mutex::new(PinSet::default()),
             counters: Counters::default(),
         }
     }
@@ -382,15 +375,7 @@ impl ObjectTier {
     /// Extents kept for a pin that no longer is are queued for deletion at once (their grace
     /// period passed while they were kept).
     pub(crate) fn set_pinned(&self, ids: std::collections::HashSet<u64>) {
-        let released: Vec<u64> = {
-            let mut p = self.pins.lock();
-            let released: Vec<u64> = p.kept.iter().filter(|id| !ids.contains(id)).copied().collect();
-            for id in &released {
-                p.kept.remove(id);
-            }
-            p.pinned = ids;
-            released
-        };
+        let released = self.pins.lock().replace(ids);
         for id in released {
             self.enqueue(ExtentId(id), Instant::now());
         }
@@ -430,14 +415,10 @@ impl ObjectTier {
             if self.queue.lock().stop {
                 break;
             }
-            {
-                let mut p = self.pins.lock();
-                if p.pinned.contains(&id) {
-                    // A checkpoint names it: kept until no pin does.
-                    p.kept.insert(id);
-                    self.queue.lock().due.remove(&id);
-                    continue;
-                }
+            if self.pins.lock().keep_if_pinned(id) {
+                // A checkpoint names it: kept until no pin does.
+                self.queue.lock().due.remove(&id);
+                continue;
             }
             let id = ExtentId(id);
             let name = object_name(id);
@@ -472,9 +453,7 @@ impl ObjectTier {
             let Some(id) = parse_object_name(&info.name) else {
                 continue;
             };
-            if live.contains_key(&id.0)
-                || self.queue.lock().due.contains_key(&id.0)
-                || self.pins.lock().pinned.contains(&id.0)
+            if live.contains_key(&id.0) || self.queue.lock().due.contains_key(&id.0) || self.pins.lock().is_pinned(id.0)
             {
                 continue;
             }
@@ -590,7 +569,7 @@ impl ObjectTier {
             bytes_read: get(&c.bytes_read),
             objects_deleted: get(&c.objects_deleted),
             pending_deletes: self.queue.lock().due.len() as u64,
-            pinned_objects: self.pins.lock().pinned.len() as u64,
+            pinned_objects: self.pins.lock().len() as u64,
             orphans_found: get(&c.orphans_found),
             retries: get(&c.retries),
             errors: get(&c.errors),

@@ -133,6 +133,45 @@ impl Pins {
     }
 }
 
+/// What the object tier knows of the pins: the pinned extents, and those of them that fell
+/// due for deletion while pinned (kept: deleted once no pin names them).
+#[derive(Debug, Default)]
+pub(crate) struct PinSet {
+    pinned: HashSet<u64>,
+    kept: HashSet<u64>,
+}
+
+impl PinSet {
+    /// Replaces the pinned set; returns the kept extents no pin names any more.
+    pub(crate) fn replace(&mut self, ids: HashSet<u64>) -> Vec<u64> {
+        let released: Vec<u64> = self.kept.iter().filter(|id| !ids.contains(id)).copied().collect();
+        for id in &released {
+            self.kept.remove(id);
+        }
+        self.pinned = ids;
+        released
+    }
+
+    /// True (and `id` is remembered as kept) if a pin names `id`.
+    pub(crate) fn keep_if_pinned(&mut self, id: u64) -> bool {
+        let pinned = self.pinned.contains(&id);
+        if pinned {
+            self.kept.insert(id);
+        }
+        pinned
+    }
+
+    /// True if a pin names `id`.
+    pub(crate) fn is_pinned(&self, id: u64) -> bool {
+        self.pinned.contains(&id)
+    }
+
+    /// Number of pinned extents.
+    pub(crate) fn len(&self) -> usize {
+        self.pinned.len()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
