@@ -8,32 +8,13 @@ use rand::{Rng, SeedableRng};
 use riptide::backup::{BackupEngine, RestoreOptions};
 use riptide::fs::PosixFs;
 use riptide::tier::{DirObjectStore, FaultyObjectStore, ObjectErrorKind, ObjectOp, ObjectStore, Tier};
-use riptide::{Db, Error, Options, ReadOptions, Table};
-use std::collections::BTreeMap;
+use riptide::{Db, Error, Options, Table};
 use std::path::Path;
 use std::sync::Arc;
 
-type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+mod common;
 
-fn small() -> Options {
-    Options {
-        write_buffer_size: 64 << 10,
-        level0_layer_trigger: 2,
-        level0_extents_trigger: 3,
-        level1_extents_trigger: 3,
-        level1_dynamic_trigger: false,
-        ..Default::default()
-    }
-}
-
-fn scan(t: &Table) -> Model {
-    t.iter(&ReadOptions::default())
-        .unwrap()
-        .collect::<riptide::Result<Vec<_>>>()
-        .unwrap()
-        .into_iter()
-        .collect()
-}
+use common::{scan, small, Model};
 
 fn load(t: &Table, model: &mut Model, seed: u64, ops: usize) {
     let mut rng = StdRng::seed_from_u64(seed);

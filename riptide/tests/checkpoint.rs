@@ -4,36 +4,15 @@
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use riptide::fs::{CrashMode, FaultFs, FaultOp, FileSystem};
+use riptide::fs::{CrashMode, FaultFs, FaultOp};
 use riptide::tier::{DirObjectStore, ObjectStore};
-use riptide::{Db, Error, Options, ReadOptions, Table, WriteOptions};
-use std::collections::BTreeMap;
+use riptide::{Db, Error, Options, ReadOptions, WriteOptions};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+mod common;
 
-fn small(fs: Arc<dyn FileSystem>) -> Options {
-    Options {
-        fs,
-        write_buffer_size: 64 << 10,
-        redo_segment_size: 256 << 10,
-        level0_layer_trigger: 2,
-        level0_extents_trigger: 3,
-        level1_extents_trigger: 3,
-        level1_dynamic_trigger: false,
-        ..Default::default()
-    }
-}
-
-fn scan(t: &Table) -> Model {
-    t.iter(&ReadOptions::default())
-        .unwrap()
-        .collect::<riptide::Result<Vec<_>>>()
-        .unwrap()
-        .into_iter()
-        .collect()
-}
+use common::{scan, small_on as small, Model};
 
 /// Random puts and deletes on tables `a` and `b`, with flushes and compactions now and then,
 /// so the data lies in every level and in the memtables.

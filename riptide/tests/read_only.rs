@@ -4,7 +4,7 @@
 
 use riptide::fs::PosixFs;
 use riptide::tier::{DirObjectStore, ObjectStore, Tier};
-use riptide::{Db, Error, Options, ReadOptions, Table, WriteOptions};
+use riptide::{Db, Error, Options, Table, WriteOptions};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -26,23 +26,9 @@ fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     out
 }
 
-fn scan(t: &Table) -> Vec<(Vec<u8>, Vec<u8>)> {
-    t.iter(&ReadOptions::default())
-        .unwrap()
-        .collect::<riptide::Result<_>>()
-        .unwrap()
-}
+mod common;
 
-fn small() -> Options {
-    Options {
-        write_buffer_size: 64 << 10,
-        level0_layer_trigger: 2,
-        level0_extents_trigger: 3,
-        level1_extents_trigger: 3,
-        level1_dynamic_trigger: false,
-        ..Default::default()
-    }
-}
+use common::{scan, small};
 
 fn fill(t: &Table, n: u32, round: u8) {
     for i in 0..n {
