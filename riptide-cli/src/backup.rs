@@ -24,6 +24,10 @@ pub struct CheckpointArgs {
     /// Directory of the checkpoint (must not hold a database)
     #[arg(long)]
     pub to: PathBuf,
+    /// Instead of making a checkpoint, release the pin an earlier checkpoint into --to made
+    /// on the database's object-tier extents (they are deleted once nothing else names them)
+    #[arg(long)]
+    pub release: bool,
     #[command(flatten)]
     pub objects: ObjectArgs,
 }
@@ -120,6 +124,18 @@ fn open(db: &PathBuf, objects: &ObjectArgs) -> Result<Db, String> {
 /// Runs `riptide checkpoint`.
 pub fn checkpoint(args: &CheckpointArgs) -> Result<(), String> {
     let db = open(&args.db, &args.objects)?;
+    if args.release {
+        let released = db.release_checkpoint(&args.to);
+        let closed = db.close();
+        let released = released.map_err(|e| format!("releasing {}: {e}", args.to.display()))?;
+        closed.map_err(|e| format!("closing: {e}"))?;
+        println!(
+            "checkpoint {}: {}",
+            args.to.display(),
+            if released { "released" } else { "had no pin" }
+        );
+        return Ok(());
+    }
     let made = db.checkpoint(&args.to);
     let closed = db.close();
     let info = made.map_err(|e| format!("checkpoint into {}: {e}", args.to.display()))?;

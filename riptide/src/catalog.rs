@@ -52,6 +52,12 @@ impl Catalog {
         }
     }
 
+    /// This catalog with `next_id` raised to at least `next_id`.
+    pub(crate) fn with_next_id(mut self, next_id: u32) -> Self {
+        self.next_id = self.next_id.max(next_id);
+        self
+    }
+
     /// The options of table `id` (defaults if it set none).
     pub(crate) fn options_of(&self, id: u32) -> TableOptions {
         self.options.get(&id).cloned().unwrap_or_default()

@@ -172,17 +172,28 @@ fn a_backup_cut_short_by_store_failures_is_absent() {
     assert!(matches!(db.backup(&engine), Err(Error::ObjectStore { .. })));
     assert!(engine.list().unwrap().is_empty());
     faulty.clear();
-    // The store fails once the extents are up (on the first file): still nothing.
-    let extent_puts = db
-        .backup(&BackupEngine::new(dir_store(&dir.path().join("probe"))))
-        .unwrap()
-        .extents_uploaded;
-    faulty.fail_always(ObjectOp::Put, ObjectErrorKind::Permanent, "injected");
-    let lister = BackupEngine::new(dir_store(&dir.path().join("backups")));
-    let _ = extent_puts;
-    assert!(matches!(db.backup(&engine), Err(Error::ObjectStore { .. })));
-    assert!(lister.list().unwrap().is_empty());
-    faulty.clear();
+    // The store fails at every later write in turn (an extent, a file, the manifest):
+    // never a backup.
+    db.wait_for_background_work().unwrap();
+    let total = {
+        let counter = Arc::new(FailAfter::new(dir_store(&dir.path().join("count")), u64::MAX));
+        db.backup(&BackupEngine::new(counter.clone())).unwrap();
+        counter.writes()
+    };
+    assert!(total > 5, "{total} writes");
+    for n in [1, 2, total / 2, total - 1] {
+        let store = Arc::new(FailAfter::new(dir_store(&dir.path().join(format!("cut{n}"))), n));
+        let engine = BackupEngine::new(store.clone());
+        assert!(
+            matches!(db.backup(&engine), Err(Error::ObjectStore { .. })),
+            "failing at write {n}"
+        );
+        assert!(engine.list().unwrap().is_empty(), "failing at write {n}");
+        // What the cut-short backup uploaded is reused: the next one completes.
+        store.heal();
+        let b = db.backup(&engine).unwrap();
+        engine.verify(b.id).unwrap();
+    }
     // Transient failures are retried.
     faulty.fail_next(ObjectOp::Put, 2, ObjectErrorKind::Transient, "503 SlowDown");
     let info = db.backup(&engine).unwrap();
@@ -228,4 +239,64 @@ fn object_tier_extents_are_backed_up_and_restored_into_another_store() {
     let r = Db::open(dir.path().join("r"), tiered(new_store)).unwrap();
     assert!(scan(&r.default_table()) == model);
     r.close().unwrap();
+}
+
+/// A store whose writes fail (permanently) from the `n`-th on, until healed; counts writes.
+#[derive(Debug)]
+struct FailAfter {
+    inner: Arc<DirObjectStore>,
+    fail_from: std::sync::atomic::AtomicU64,
+    writes: std::sync::atomic::AtomicU64,
+}
+
+impl FailAfter {
+    fn new(inner: Arc<DirObjectStore>, n: u64) -> Self {
+        FailAfter {
+            inner,
+            fail_from: n.into(),
+            writes: 0.into(),
+        }
+    }
+
+    fn writes(&self) -> u64 {
+        self.writes.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn heal(&self) {
+        self.fail_from.store(u64::MAX, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn write(&self) -> riptide::tier::ObjectResult<()> {
+        let n = self.writes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if n >= self.fail_from.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(riptide::tier::ObjectError::new(ObjectErrorKind::Permanent, "injected"));
+        }
+        Ok(())
+    }
+}
+
+impl ObjectStore for FailAfter {
+    fn location(&self) -> String {
+        self.inner.location()
+    }
+    fn put(&self, name: &str, data: &[u8]) -> riptide::tier::ObjectResult<()> {
+        self.write()?;
+        self.inner.put(name, data)
+    }
+    fn put_if_absent(&self, name: &str, data: &[u8]) -> riptide::tier::ObjectResult<bool> {
+        self.write()?;
+        self.inner.put_if_absent(name, data)
+    }
+    fn get_range(&self, name: &str, range: std::ops::Range<u64>) -> riptide::tier::ObjectResult<Vec<u8>> {
+        self.inner.get_range(name, range)
+    }
+    fn get(&self, name: &str) -> riptide::tier::ObjectResult<Vec<u8>> {
+        self.inner.get(name)
+    }
+    fn delete(&self, name: &str) -> riptide::tier::ObjectResult<()> {
+        self.inner.delete(name)
+    }
+    fn list(&self, prefix: &str) -> riptide::tier::ObjectResult<Vec<riptide::tier::ObjectInfo>> {
+        self.inner.list(prefix)
+    }
 }

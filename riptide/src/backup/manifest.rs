@@ -129,6 +129,50 @@ impl Manifest {
     }
 }
 
+impl Manifest {
+    /// Checks what the checksum cannot (a manifest may be written by hand): that it is backup
+    /// `id`'s, and that every extent fits where it goes: at least one slot, its bytes within
+    /// them, a local extent past its data file's header slot, inside the file's length, and
+    /// overlapping no other extent.
+    pub(crate) fn check(&self, name: &str, id: u64) -> Result<()> {
+        let bad = |reason: String| Error::corruption(name, 0, format!("backup manifest: {reason}"));
+        if self.id != id {
+            return Err(bad(format!("it is backup {}'s, not {id}'s", self.id)));
+        }
+        let footer = crate::extent::FOOTER_SIZE as u64;
+        let slot_size = crate::space::EXTENT_SIZE;
+        let lens: std::collections::HashMap<u32, u64> = self.data_files.iter().copied().collect();
+        let mut local: Vec<(u32, u64, u64)> = Vec::new();
+        for e in &self.extents {
+            let span = u64::from(e.slots).checked_mul(slot_size);
+            let fits = e
+                .data_size
+                .checked_add(footer)
+                .zip(span)
+                .is_some_and(|(need, span)| need <= span);
+            if e.slots == 0 || !fits {
+                return Err(bad(format!("extent {:016x} does not fit its {} slots", e.id, e.slots)));
+            }
+            let ext = crate::space::ExtentId(e.id);
+            if ext.is_object() {
+                continue;
+            }
+            let start = u64::from(ext.slot()) * slot_size;
+            let end = start + u64::from(e.slots) * slot_size;
+            let len = lens.get(&ext.file()).copied();
+            if ext.slot() == 0 || len.is_none_or(|len| end > len) {
+                return Err(bad(format!("extent {:016x} lies outside its data file", e.id)));
+            }
+            local.push((ext.file(), start, end));
+        }
+        local.sort_unstable();
+        if local.windows(2).any(|w| w[0].0 == w[1].0 && w[1].1 < w[0].2) {
+            return Err(bad("two extents overlap".into()));
+        }
+        Ok(())
+    }
+}
+
 /// `path` if it is a relative path of plain components (no `..`, no empty part).
 fn check_path(path: &str) -> Option<String> {
     let ok = !path.is_empty()
@@ -173,6 +217,42 @@ mod tests {
         }
         assert!(Manifest::decode("m", &bytes[..bytes.len() - 2]).is_err());
         assert!(Manifest::decode("m", b"").is_err());
+    }
+
+    #[test]
+    fn manifests_naming_impossible_places_are_refused() {
+        let m = sample();
+        m.check("m", 7).unwrap();
+        assert!(m.check("m", 8).is_err(), "another backup's manifest");
+        let with = |f: &dyn Fn(&mut Manifest)| {
+            let mut m = sample();
+            f(&mut m);
+            m.check("m", 7)
+        };
+        assert!(with(&|m| m.extents[0].slots = 0).is_err());
+        assert!(with(&|m| m.extents[0].data_size = u64::MAX).is_err());
+        assert!(
+            with(&|m| m.extents[0].data_size = 2 << 20).is_err(),
+            "no room for the footer"
+        );
+        assert!(with(&|m| m.extents[0].id = 1 << 32).is_err(), "slot 0 is the header");
+        assert!(
+            with(&|m| m.extents[0].id = 1 << 32 | 4).is_err(),
+            "past the file's length"
+        );
+        assert!(with(&|m| m.extents[0].id = 2 << 32 | 1).is_err(), "no such data file");
+        assert!(
+            with(&|m| {
+                let mut e = m.extents[0].clone();
+                e.key = "f".repeat(32);
+                e.slots = 2;
+                e.id = 1 << 32 | 2;
+                m.extents.push(e);
+            })
+            .is_err(),
+            "overlap"
+        );
+        with(&|m| m.extents[0].id = 1 << 63 | 12345).unwrap();
     }
 
     #[test]

@@ -119,15 +119,34 @@ impl BackupEngine {
         Ok(ids)
     }
 
-    /// The number the next backup takes.
-    pub(crate) fn next_id(&self) -> Result<u64> {
-        Ok(self.ids()?.last().map_or(1, |l| l + 1))
+    /// Takes a number for a new backup: one past every number in use (by a backup or by an
+    /// attempt cut short), claimed create-only (`backups/<id>/CLAIM`), so two backups running
+    /// at once never write under the same number.
+    pub(crate) fn claim_id(&self) -> Result<u64> {
+        let listed = self.request("list", "backups/", || self.store.list("backups/"))?;
+        let mut id = listed
+            .iter()
+            .filter_map(|o| o.name.strip_prefix("backups/")?.split('/').next()?.parse::<u64>().ok())
+            .max()
+            .unwrap_or(0);
+        for _ in 0..1000 {
+            id = id
+                .checked_add(1)
+                .ok_or_else(|| Error::corruption("backups/", 0, "backup numbers exhausted"))?;
+            let name = claim_name(id);
+            if self.request("put", &name, || self.store.put_if_absent(&name, b""))? {
+                return Ok(id);
+            }
+        }
+        Err(Error::AlreadyExists(format!("{}/backups", self.location()).into()))
     }
 
     pub(crate) fn manifest(&self, id: u64) -> Result<Manifest> {
         let name = manifest_name(id);
         let bytes = self.request("get", &name, || self.store.get(&name))?;
-        Manifest::decode(&name, &bytes)
+        let m = Manifest::decode(&name, &bytes)?;
+        m.check(&name, id)?;
+        Ok(m)
     }
 
     /// Every backup, oldest first.
@@ -139,7 +158,11 @@ impl BackupEngine {
                 Ok(BackupInfo {
                     id,
                     extents: m.extents.len() as u64,
-                    extent_bytes: m.extents.iter().map(|e| e.data_size + FOOTER).sum(),
+                    extent_bytes: m
+                        .extents
+                        .iter()
+                        .map(|e| e.data_size.saturating_add(FOOTER))
+                        .fold(0, u64::saturating_add),
                     files: m.files.len() as u64,
                     ..Default::default()
                 })
@@ -168,6 +191,10 @@ const FOOTER: u64 = crate::extent::FOOTER_SIZE as u64;
 
 pub(crate) fn manifest_name(id: u64) -> String {
     format!("backups/{id:06}/MANIFEST")
+}
+
+fn claim_name(id: u64) -> String {
+    format!("backups/{id:06}/CLAIM")
 }
 
 pub(crate) fn file_object(id: u64, path: &str) -> String {

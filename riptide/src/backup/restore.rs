@@ -49,7 +49,7 @@ fn get_file(engine: &BackupEngine, id: u64, path: &str, size: u64, crc: u32) -> 
 fn get_extent(engine: &BackupEngine, key: &str, data_size: u64) -> Result<Vec<u8>> {
     let name = extent_object(key);
     let bytes = engine.request("get", &name, || engine.store().get(&name))?;
-    if bytes.len() as u64 != data_size + FOOTER || content_key(&bytes) != key {
+    if Some(bytes.len() as u64) != data_size.checked_add(FOOTER) || content_key(&bytes) != key {
         return Err(Error::corruption(name, 0, "backup extent does not match its key"));
     }
     Ok(bytes)

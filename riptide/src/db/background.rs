@@ -114,10 +114,10 @@ impl DbInner {
             if t.is_dropped() || self.pipeline.is_closed() {
                 return Ok(());
             }
-            let shape = self.shape(t);
-            if self.futile_shapes.lock().get(&t.id) == Some(&shape) {
+            if self.futile_versions.lock().get(&t.id) == Some(&t.current().version) {
                 return Ok(());
             }
+            let shape = self.shape(t);
             let Some(task) = pick(&shape, &triggers) else {
                 return Ok(());
             };
@@ -148,12 +148,12 @@ impl DbInner {
                 return Ok(());
             }
             // A job that leaves the shape as it was would be picked again for the same
-            // result: remember the shape and end the round; a flush or another compaction
-            // changes the shape and starts the next one.
+            // result: remember the version it left and end the round; the next flush or
+            // compaction makes a new version and starts the next one.
             let after = self.shape(t);
-            let mut futile = self.futile_shapes.lock();
+            let mut futile = self.futile_versions.lock();
             if after == shape {
-                futile.insert(t.id, shape);
+                futile.insert(t.id, t.current().version);
                 return Ok(());
             }
             futile.remove(&t.id);

@@ -1,7 +1,8 @@
 //! [`Db::backup`]: a new backup in a [`BackupEngine`]'s store, from the same consistent cut as
 //! a checkpoint (`checkpoint.rs`): the extents no earlier backup uploaded, the small files
 //! (catalog, one meta checkpoint of the cut, the redo segments, data file headers), then the
-//! manifest, create-only. See `crate::backup` for the layout and invariants.
+//! manifest, create-only, under a number claimed first. See `crate::backup` for the layout and
+//! invariants.
 
 use super::checkpoint::{data_header_len, Capture};
 use super::{Db, DbInner};
@@ -53,7 +54,7 @@ impl Db {
 impl DbInner {
     fn backup(&self, engine: &BackupEngine) -> Result<BackupInfo> {
         self.check_open()?;
-        let id = engine.next_id()?;
+        let id = engine.claim_id()?;
         let existing = engine.extent_keys()?;
         let cut = self.capture();
         // Every write acknowledged so far is in the redo segments backed up below.
@@ -80,7 +81,6 @@ impl DbInner {
             });
             Ok(())
         };
-        upload("CATALOG".into(), cut.catalog.encode())?;
         for (name, bytes) in meta_files(cut.tables.clone())? {
             upload(format!("meta/{name}"), bytes)?;
         }
@@ -114,6 +114,9 @@ impl DbInner {
             upload(format!("{DATA_DIR}/{}", data_file_name(n)), header)?;
             manifest.data_files.push((n, len));
         }
+        // After the redo log, with the next table id of now (see `next_table_id`).
+        let catalog = cut.catalog.clone().with_next_id(self.next_table_id());
+        upload("CATALOG".into(), catalog.encode())?;
         drop(cut);
         let name = manifest_name(id);
         let bytes = manifest.encode();

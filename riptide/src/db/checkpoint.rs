@@ -122,6 +122,14 @@ pub(super) struct Capture<'a> {
 }
 
 impl DbInner {
+    /// The id the next table created will take. A copy's catalog carries it: a table created
+    /// after the cut may have records in the copied redo log, which recovery of the copy skips
+    /// (no table has its id there) and which must never reach a table the copy creates later.
+    pub(super) fn next_table_id(&self) -> u32 {
+        let _ddl = self.ddl.lock();
+        self.registry.read().catalog.next_id
+    }
+
     /// Captures the catalog and every table's installed metadata (see [`Capture`]).
     pub(super) fn capture(&self) -> Capture<'_> {
         // No redo segment is deleted from here until the cut is dropped.
@@ -178,11 +186,17 @@ impl DbInner {
             })?;
         }
         let made = self.write_checkpoint(dir, catalog, tables, &mut info);
-        if made.is_err() && info.object_extents > 0 {
-            // Best effort: a pin left behind only keeps objects until released.
-            let _ = self.update_pins(|pins| {
-                pins.entries.remove(&pin);
-            });
+        if made.is_err() {
+            // The CATALOG may be in place (its rename done, the directory sync failed): take it
+            // back, and keep the pin if that fails too.
+            let catalog = catalog_path(dir);
+            let gone = !fs.exists(&catalog) || fs.remove_file(&catalog).is_ok();
+            if gone && info.object_extents > 0 {
+                // Best effort: a pin left behind only keeps objects until released.
+                let _ = self.update_pins(|pins| {
+                    pins.entries.remove(&pin);
+                });
+            }
         }
         made?;
         info.micros = started.elapsed().as_micros() as u64;
@@ -202,6 +216,7 @@ impl DbInner {
         self.pipeline.sync_log()?;
         copy_extents(fs.as_ref(), &self.path, dir, &tables, info)?;
         copy_redo(fs.as_ref(), &self.path, dir, info)?;
+        let catalog = catalog.with_next_id(self.next_table_id());
         let state = MetaState::from_tables(tables)?;
         let (mut slog, _) = Slog::open(fs.clone(), dir)?;
         slog.checkpoint(&state)?;
@@ -242,9 +257,14 @@ impl DbInner {
     }
 }
 
-/// How a checkpoint directory is named in `PINS`: its path as given.
+/// How a checkpoint directory is named in `PINS`: its absolute path (made absolute against
+/// the working directory, without resolving links, so it names the same directory after the
+/// directory is gone).
 fn pin_name(dir: &Path) -> String {
-    dir.to_string_lossy().into_owned()
+    std::path::absolute(dir)
+        .unwrap_or_else(|_| dir.to_path_buf())
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// Makes `dir` ready for a checkpoint and locks it: refuses a database or a directory with

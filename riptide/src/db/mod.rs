@@ -30,7 +30,6 @@ pub use table::Table;
 
 use crate::cache::RowCache;
 use crate::catalog::{Catalog, DEFAULT_TABLE};
-use crate::compaction::picker::Shape;
 use crate::contention::LockContention;
 use crate::error::{Error, Result};
 use crate::extent_store::ExtentStore;
@@ -126,10 +125,10 @@ pub(crate) struct DbInner {
     /// The object tier's threads (the collector, which deletes retired objects, and the
     /// prefetcher), if there is a tier.
     object_threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
-    /// Per sub-table: the shape its last compaction left unchanged. The picker does not run
-    /// again while the shape is the same (a job that changes nothing would repeat forever,
-    /// restarted by every round that frees slots).
-    futile_shapes: Mutex<HashMap<u32, Shape>>,
+    /// Per sub-table: the version a compaction that left the shape unchanged installed. The
+    /// picker does not run again on that version (a job that changes nothing would repeat
+    /// forever, restarted by every round that frees slots).
+    futile_versions: Mutex<HashMap<u32, u64>>,
     /// Opened with [`Db::open_read_only`]: no writes, no background work, nothing written to
     /// the directory (its file system is a [`crate::fs::ReadOnlyFs`]).
     read_only: bool,

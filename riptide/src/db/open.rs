@@ -271,7 +271,7 @@ impl Db {
             bg_error: Mutex::new(None),
             counters: BackgroundCounters::default(),
             object_threads: Mutex::new(Vec::new()),
-            futile_shapes: Mutex::new(Default::default()),
+            futile_versions: Mutex::new(Default::default()),
             read_only,
             pins_lock: Mutex::new(()),
             opts,

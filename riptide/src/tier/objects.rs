@@ -415,10 +415,15 @@ impl ObjectTier {
             if self.queue.lock().stop {
                 break;
             }
-            if self.pins.lock().keep_if_pinned(id) {
-                // A checkpoint names it: kept until no pin does.
-                self.queue.lock().due.remove(&id);
-                continue;
+            {
+                // Under the pins lock (pins before queue), so a release in between cannot
+                // queue it again before it leaves the queue here.
+                let mut pins = self.pins.lock();
+                if pins.keep_if_pinned(id) {
+                    // A checkpoint names it: kept until no pin does.
+                    self.queue.lock().due.remove(&id);
+                    continue;
+                }
             }
             let id = ExtentId(id);
             let name = object_name(id);
@@ -453,8 +458,9 @@ impl ObjectTier {
             let Some(id) = parse_object_name(&info.name) else {
                 continue;
             };
-            if live.contains_key(&id.0) || self.queue.lock().due.contains_key(&id.0) || self.pins.lock().is_pinned(id.0)
-            {
+            let queued_already = self.queue.lock().due.contains_key(&id.0);
+            let pinned = self.pins.lock().is_pinned(id.0);
+            if live.contains_key(&id.0) || queued_already || pinned {
                 continue;
             }
             self.enqueue(id, Instant::now() + self.grace);
