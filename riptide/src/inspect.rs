@@ -400,7 +400,14 @@ pub fn verify_with_objects(
         let object_extents: Vec<&ExtentMeta> = state.extents().filter(|e| ExtentId(e.id).is_object()).collect();
         match objects {
             Some(store) => {
-                let found = crate::tier::verify::verify_objects(store, &object_extents);
+                let pinned = match crate::tier::pins::Pins::load(fs, db) {
+                    Ok(p) => p.ids(),
+                    Err(e) => {
+                        report.problems.push(format!("checkpoint pins: {e}"));
+                        Default::default()
+                    }
+                };
+                let found = crate::tier::verify::verify_objects(store, &object_extents, &pinned);
                 report.extents += found.extents;
                 report.problems.extend(found.problems);
                 report.notes.extend(found.notes);

@@ -292,6 +292,16 @@ fn object_tier_extents_are_pinned_until_the_checkpoint_is_released() {
         Err(Error::InvalidOption { option, .. }) => assert_eq!(option, "object_store"),
         other => panic!("read-write open of the checkpoint with the live store: {other:?}"),
     }
+    // `inspect verify` tells the pinned objects from orphans.
+    let report =
+        riptide::inspect::verify_with_objects(&riptide::fs::PosixFs, &dir.path().join("live"), Some(store.as_ref()))
+            .unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    assert!(
+        report.notes.iter().any(|n| n.contains("pinned by a checkpoint")),
+        "{:?}",
+        report.notes
+    );
     let before = store.list("ext/").unwrap().len();
     assert!(db.release_checkpoint(&copy).unwrap());
     assert!(!db.release_checkpoint(&copy).unwrap());

@@ -25,8 +25,8 @@ pub(crate) struct ObjectsReport {
 }
 
 /// Checks `extents` (object-tier extents the metadata names) in `store` and lists the
-/// unnamed ones.
-pub(crate) fn verify_objects(store: &dyn ObjectStore, extents: &[&ExtentMeta]) -> ObjectsReport {
+/// unnamed ones, telling those that checkpoints pin (`pinned`) from orphans.
+pub(crate) fn verify_objects(store: &dyn ObjectStore, extents: &[&ExtentMeta], pinned: &HashSet<u64>) -> ObjectsReport {
     let mut report = ObjectsReport::default();
     let location = store.location();
     for e in extents {
@@ -63,14 +63,20 @@ pub(crate) fn verify_objects(store: &dyn ObjectStore, extents: &[&ExtentMeta]) -
     match store.list(EXTENT_PREFIX) {
         Ok(listed) => {
             for o in listed {
-                if parse_object_name(&o.name).is_some_and(|id| !named.contains(&id.0)) {
-                    report.notes.push(format!(
-                        "object {}/{} ({} bytes): no metadata names it (queued for deletion at the next open)",
-                        location.trim_end_matches('/'),
-                        o.name,
-                        o.size
-                    ));
-                }
+                let Some(id) = parse_object_name(&o.name).filter(|id| !named.contains(&id.0)) else {
+                    continue;
+                };
+                let why = if pinned.contains(&id.0) {
+                    "pinned by a checkpoint (kept until Db::release_checkpoint)"
+                } else {
+                    "queued for deletion at the next open"
+                };
+                report.notes.push(format!(
+                    "object {}/{} ({} bytes): no metadata names it; {why}",
+                    location.trim_end_matches('/'),
+                    o.name,
+                    o.size
+                ));
             }
         }
         Err(err) => report.problems.push(format!("listing {location}: {err}")),
