@@ -49,6 +49,9 @@ pub struct FaultyObjectStore {
     latency: Mutex<Duration>,
     requests: [AtomicU64; 4],
     failed: AtomicU64,
+    /// Per kind: requests in progress now, and the most there ever were at once.
+    in_flight: [AtomicU64; 4],
+    max_in_flight: [AtomicU64; 4],
 }
 
 impl FaultyObjectStore {
@@ -60,6 +63,8 @@ impl FaultyObjectStore {
             latency: Mutex::new(Duration::ZERO),
             requests: Default::default(),
             failed: AtomicU64::new(0),
+            in_flight: Default::default(),
+            max_in_flight: Default::default(),
         }
     }
 
@@ -110,6 +115,13 @@ impl FaultyObjectStore {
         self.requests[i].load(Ordering::Relaxed)
     }
 
+    /// The most requests of kind `op` that were in progress at once so far (with a latency
+    /// set, requests that overlap in time count together).
+    pub fn max_in_flight(&self, op: ObjectOp) -> u64 {
+        let i = OPS.iter().position(|o| *o == op).unwrap_or(0);
+        self.max_in_flight[i].load(Ordering::Relaxed)
+    }
+
     /// Requests failed by a rule so far.
     pub fn failed(&self) -> u64 {
         self.failed.load(Ordering::Relaxed)
@@ -136,11 +148,16 @@ impl FaultyObjectStore {
     }
 
     fn run<T>(&self, op: ObjectOp, f: impl FnOnce() -> ObjectResult<T>) -> ObjectResult<T> {
-        match self.check(op) {
+        let k = OPS.iter().position(|o| *o == op).unwrap_or(0);
+        let now = self.in_flight[k].fetch_add(1, Ordering::AcqRel) + 1;
+        self.max_in_flight[k].fetch_max(now, Ordering::AcqRel);
+        let out = match self.check(op) {
             None => f(),
             Some((e, false)) => Err(e),
             Some((e, true)) => f().and(Err(e)),
-        }
+        };
+        self.in_flight[k].fetch_sub(1, Ordering::AcqRel);
+        out
     }
 }
 
