@@ -164,6 +164,18 @@ pub fn levels(fs: &dyn FileSystem, db: &Path, table: Option<&str>) -> Result<Str
             bytes(&objects)
         );
         let _ = writeln!(out, "{}", space_line(fs, db, bytes(&local))?);
+        let pins = crate::tier::pins::Pins::load(fs, db)?;
+        if !pins.entries.is_empty() {
+            let _ = writeln!(
+                out,
+                "checkpoint pins: {} checkpoint(s) keep {} object-tier extent(s)",
+                pins.entries.len(),
+                pins.ids().len()
+            );
+            for (dir, ids) in &pins.entries {
+                let _ = writeln!(out, "  {dir}: {} extent(s)", ids.len());
+            }
+        }
     }
     for n in notes {
         let _ = writeln!(out, "note: {n}");

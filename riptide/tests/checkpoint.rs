@@ -292,6 +292,8 @@ fn object_tier_extents_are_pinned_until_the_checkpoint_is_released() {
         Err(Error::InvalidOption { option, .. }) => assert_eq!(option, "object_store"),
         other => panic!("read-write open of the checkpoint with the live store: {other:?}"),
     }
+    let levels = riptide::inspect::levels(&riptide::fs::PosixFs, &dir.path().join("live"), None).unwrap();
+    assert!(levels.contains("checkpoint pins: 1 checkpoint(s) keep"), "{levels}");
     // `inspect verify` tells the pinned objects from orphans.
     let report =
         riptide::inspect::verify_with_objects(&riptide::fs::PosixFs, &dir.path().join("live"), Some(store.as_ref()))
