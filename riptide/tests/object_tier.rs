@@ -450,27 +450,11 @@ fn scans_read_ahead_and_reads_warm_extents() {
     let fs = FaultFs::new();
     let store = Arc::new(FaultyObjectStore::new(dir_store(&dir.path().join("bucket"))));
     let path = Path::new("/db");
-    let mut model = BTreeMap::new();
-    // Uncompressed, so the rows fill several extents.
+    let model = users_in_objects(&fs, store.clone());
     let plain = |o: Options| Options {
         compression_per_level: [riptide::Compression::None; 3],
         ..o
     };
-    let db = Db::open(
-        path,
-        plain(Options {
-            extent_cache_size: 0,
-            ..opts(&fs, store.clone())
-        }),
-    )
-    .unwrap();
-    let t = db.create_table("users").unwrap();
-    load(&t, &mut model, 0..100_000, 1);
-    t.flush().unwrap();
-    t.compact().unwrap();
-    assert!(db.stats().object_extents >= 3, "{}", db.stats().object_extents);
-    db.close().unwrap();
-
     let db = Db::open(
         path,
         plain(Options {
@@ -541,22 +525,13 @@ fn multi_get_overlaps_its_object_reads() {
     let fs = FaultFs::new();
     let store = Arc::new(FaultyObjectStore::new(dir_store(&dir.path().join("bucket"))));
     let path = Path::new("/db");
-    let mut model = BTreeMap::new();
+    let model = users_in_objects(&fs, store.clone());
     let plain = |o: Options| Options {
         compression_per_level: [riptide::Compression::None; 3],
         extent_cache_size: 0,
         block_cache_size: 0,
         ..o
     };
-    let db = Db::open(path, plain(opts(&fs, store.clone()))).unwrap();
-    let t = db.create_table("users").unwrap();
-    load(&t, &mut model, 0..100_000, 1);
-    t.compact().unwrap();
-    let extents = db.stats().object_extents;
-    assert!(extents >= 3, "{extents}");
-    drop(t);
-    db.close().unwrap();
-
     let db = Db::open(path, plain(opts(&fs, store.clone()))).unwrap();
     let t = db.table("users").unwrap();
     store.set_latency(Duration::from_millis(20));
@@ -578,4 +553,24 @@ fn multi_get_overlaps_its_object_reads() {
     }
     drop(t);
     db.close().unwrap();
+}
+
+/// Table `users` at `/db` with rows 0..100,000, uncompressed (so they fill several extents) and
+/// compacted into the object tier, with no extent cache; closed. Returns its contents.
+fn users_in_objects(fs: &FaultFs, store: Arc<FaultyObjectStore>) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let mut model = BTreeMap::new();
+    let o = Options {
+        compression_per_level: [riptide::Compression::None; 3],
+        extent_cache_size: 0,
+        ..opts(fs, store)
+    };
+    let db = Db::open(Path::new("/db"), o).unwrap();
+    let t = db.create_table("users").unwrap();
+    load(&t, &mut model, 0..100_000, 1);
+    t.flush().unwrap();
+    t.compact().unwrap();
+    assert!(db.stats().object_extents >= 3, "{}", db.stats().object_extents);
+    drop(t);
+    db.close().unwrap();
+    model
 }
