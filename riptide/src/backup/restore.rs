@@ -3,7 +3,7 @@
 
 use super::manifest::Manifest;
 use super::{content_key, extent_object, file_object, BackupEngine, VerifyReport, FOOTER};
-use crate::catalog::catalog_path;
+use crate::catalog::{catalog_path, Catalog};
 use crate::coding::masked_crc32c;
 use crate::error::{Error, Result};
 use crate::fs::{FaultFs, FileSystem, PosixFs, RandomRwFile};
@@ -189,11 +189,5 @@ pub(super) fn restore(engine: &BackupEngine, id: u64, dir: &Path, opts: &Restore
     }
     // Last: the CATALOG makes the directory a database.
     let catalog = catalog.ok_or_else(|| Error::corruption(super::manifest_name(id), 0, "no CATALOG in the backup"))?;
-    let tmp = dir.join("CATALOG.tmp");
-    let mut file = fs.create(&tmp).map_err(io("create", &tmp))?;
-    file.append(&catalog).map_err(io("write", &tmp))?;
-    file.sync_data().map_err(io("fsync", &tmp))?;
-    drop(file);
-    fs.rename(&tmp, &catalog_path(dir)).map_err(io("rename", &tmp))?;
-    fs.sync_dir(dir).map_err(io("fsync dir", dir))
+    Catalog::decode(Path::new(&file_object(id, "CATALOG")), &catalog)?.store(fs, dir)
 }

@@ -14,7 +14,7 @@ use crate::extent::FOOTER_SIZE;
 use crate::fs::{FaultFs, FileSystem};
 use crate::meta::edit::MetaState;
 use crate::meta::slog::Slog;
-use crate::redo::{is_segment_name, redo_dir};
+use crate::redo::{redo_dir, segment_names};
 use crate::space::{data_file_name, ExtentId, DATA_DIR, EXTENT_SIZE};
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
@@ -85,14 +85,7 @@ impl DbInner {
             upload(format!("meta/{name}"), bytes)?;
         }
         let redo = redo_dir(&self.path);
-        let mut segments: Vec<String> = fs
-            .list_dir(&redo)
-            .map_err(|e| Error::io("list", &redo, e))?
-            .into_iter()
-            .filter(|n| is_segment_name(n))
-            .collect();
-        segments.sort();
-        for name in segments {
+        for name in segment_names(fs, &redo)? {
             upload(format!("redo/{name}"), read_whole(fs, &redo.join(&name))?)?;
         }
         let files: HashSet<u32> = manifest

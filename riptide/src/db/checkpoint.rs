@@ -37,7 +37,7 @@ use crate::extent::FOOTER_SIZE;
 use crate::fs::{FileSystem, RandomRwFile, ReadableFile};
 use crate::meta::edit::{MetaState, TableMeta};
 use crate::meta::slog::Slog;
-use crate::redo::{is_segment_name, redo_dir, RetireHold};
+use crate::redo::{redo_dir, segment_names, RetireHold};
 use crate::space::header::{HEADER_COPY_OFFSETS, HEADER_SIZE};
 use crate::space::{data_file_name, ExtentId, DATA_DIR, EXTENT_SIZE};
 use crate::tier::pins::Pins;
@@ -385,14 +385,7 @@ fn copy_range(
 fn copy_redo(fs: &dyn FileSystem, db: &Path, dir: &Path, info: &mut CheckpointInfo) -> Result<()> {
     let src_dir = redo_dir(db);
     let dst_dir = redo_dir(dir);
-    let mut names: Vec<String> = fs
-        .list_dir(&src_dir)
-        .map_err(|e| Error::io("list", &src_dir, e))?
-        .into_iter()
-        .filter(|n| is_segment_name(n))
-        .collect();
-    names.sort();
-    for name in names {
+    for name in segment_names(fs, &src_dir)? {
         let src_path = src_dir.join(&name);
         let dst_path = dst_dir.join(&name);
         let src = fs.open_read(&src_path).map_err(|e| Error::io("open", &src_path, e))?;

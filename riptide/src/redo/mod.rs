@@ -43,6 +43,18 @@ pub(crate) fn is_segment_name(name: &str) -> bool {
     parse_segment_name(name).is_some()
 }
 
+/// The names of the redo segments in `dir`, oldest first (for copies of the log).
+pub(crate) fn segment_names(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<String>> {
+    let mut names: Vec<(u64, String)> = fs
+        .list_dir(dir)
+        .map_err(|e| Error::io("list", dir, e))?
+        .into_iter()
+        .filter_map(|n| Some((parse_segment_name(&n)?, n)))
+        .collect();
+    names.sort();
+    Ok(names.into_iter().map(|(_, n)| n).collect())
+}
+
 fn parse_segment_name(name: &str) -> Option<u64> {
     let stem = name.strip_suffix(".log")?;
     if stem.len() < 6 || !stem.bytes().all(|b| b.is_ascii_digit()) {
