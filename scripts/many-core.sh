@@ -28,6 +28,10 @@
 #                               parallel insertion (fillrandom at 16 threads,
 #                               --parallel_insert_helpers=0) and polling waiters (xbench zipf at 64
 #                               threads, --write_wait_spin_micros=0)
+#   TSUNAMI=1                   also seed 000's tsunami for each engine: 500K rows, 64 threads,
+#                               zipf 0.99, 1,000 tps then 300,000 tps then 1,000 (phases 5,15,5 s),
+#                               at most 20 s of draining after the schedule (--tsunami_drain_limit),
+#                               about 100 s more; tsunami-<engine>.{txt,csv,svg} in REPORT_DIR
 #
 # REPORT_DIR gets one compare.sh report per block (<block>.md, its stderr in <block>.err, its run
 # logs in logs/<block>/), vmstat-<engine>-xbench64.txt with the bench output next to it, and
@@ -61,7 +65,27 @@ if [[ ! -f "$RIPTIDE" || ! -x "$RIPTIDE" ]]; then
         exit 1
     fi
 fi
-command -v vmstat >/dev/null || dry || { echo "many-core.sh: vmstat not found (Debian package procps)" >&2; exit 1; }
+# `vmstat -n 1` where procps is installed; elsewhere the same us/sy/id/wa columns from /proc/stat
+# (the 16-core machine's image has no procps).
+cpu_sampler() {
+    if command -v vmstat >/dev/null; then
+        exec vmstat -n 1
+    fi
+    echo "procs ---cpu--- (from /proc/stat; vmstat not installed)"
+    echo " r us sy id wa"
+    local prev=() cur=() d=() tot i
+    read -r _ prev[0] prev[1] prev[2] prev[3] prev[4] prev[5] prev[6] prev[7] _ </proc/stat
+    echo "0 0 0 0 0"  # vmstat's first line (since boot) is skipped by the averages; so is this one
+    while sleep 1; do
+        read -r _ cur[0] cur[1] cur[2] cur[3] cur[4] cur[5] cur[6] cur[7] _ </proc/stat
+        tot=0
+        for i in 0 1 2 3 4 5 6 7; do d[i]=$((cur[i] - prev[i])); tot=$((tot + d[i])); done
+        ((tot > 0)) || tot=1
+        # user+nice, system+irq+softirq+steal, idle, iowait (percent, as vmstat rounds)
+        echo "0 $(((d[0] + d[1]) * 100 / tot)) $(((d[2] + d[5] + d[6] + d[7]) * 100 / tot)) $((d[3] * 100 / tot)) $((d[4] * 100 / tot))"
+        prev=("${cur[@]}")
+    done
+}
 
 T0=$(date +%s)
 EST_TOTAL=0
@@ -186,7 +210,7 @@ vm_run() {
     fi
     # The prefill's fresh start empties "$db" itself, refusing a database another process holds.
     "${prefill[@]}" >"$RET/xbench64-$e-prefill.txt" 2>&1 || echo "   prefill failed, see $RET/xbench64-$e-prefill.txt" >&2
-    vmstat -n 1 >"$RET/vmstat-$e-xbench64.txt" &
+    cpu_sampler >"$RET/vmstat-$e-xbench64.txt" &
     local vpid=$!
     "${run[@]}" >"$RET/xbench64-$e.txt" 2>&1 || echo "   run failed, see $RET/xbench64-$e.txt" >&2
     kill "$vpid" 2>/dev/null
@@ -194,6 +218,34 @@ vm_run() {
     rm -rf -- "$db"
 }
 for e in $VM_ENGINES; do vm_run "$e"; done
+
+# Seed 000's tsunami (optional): the same prefill, then the open-loop spike, per engine.
+TS_ENGINES="riptide rocksdb"
+tsunami_run() {
+    local e=$1 db="$WORK/ts-$e"
+    local prefill=("$RIPTIDE" bench --engine="$e" --db="$db" --benchmarks=fillseq,flush,waitforcompaction
+        --threads=1 --seed=1 --writes=500000 "${XF[@]}")
+    local run=("$RIPTIDE" bench --engine="$e" --db="$db" --use_existing_db=1 --benchmarks=tsunami
+        --mix=42:10:32:16 --zipf=0.99 --threads=64 --seed=2001 --tsunami_base_tps=1000 --tsunami_factor=300
+        --tsunami_phases=5,15,5 --tsunami_drain_limit=20 --tsunami_out="$RET/tsunami-$e" "${XF[@]}")
+    local est
+    est=$(estimate 1 45 3)
+    EST_TOTAL=$((EST_TOTAL + est))
+    echo "== tsunami-$e: 1,000 -> 300,000 tps at 64 threads, phases 5,15,5, drain limit 20 s; estimate ${est}s" >&2
+    if dry; then
+        printf '%q ' "${prefill[@]}"
+        printf '> %q 2>&1\n' "$RET/tsunami-$e-prefill.txt"
+        printf '%q ' "${run[@]}"
+        printf '> %q 2>&1\n' "$RET/tsunami-$e.txt"
+        return
+    fi
+    "${prefill[@]}" >"$RET/tsunami-$e-prefill.txt" 2>&1 || echo "   prefill failed, see $RET/tsunami-$e-prefill.txt" >&2
+    "${run[@]}" >"$RET/tsunami-$e.txt" 2>&1 || echo "   run failed, see $RET/tsunami-$e.txt" >&2
+    rm -rf -- "$db"
+}
+if [[ "${TSUNAMI:-0}" != 0 ]]; then
+    for e in $TS_ENGINES; do tsunami_run "$e"; done
+fi
 
 echo "many-core.sh: estimated total ${EST_TOTAL}s ($((EST_TOTAL / 60)) min $((EST_TOTAL % 60)) s)" >&2
 if dry; then
@@ -246,6 +298,17 @@ WALL=$(($(date +%s) - T0))
         echo "[$e] $(grep -m1 -E '^xbench +:' "$RET/xbench64-$e.txt" || echo 'no result line')"
     done
     echo '```'
+    if [[ "${TSUNAMI:-0}" != 0 ]]; then
+        echo
+        echo "## tsunami: 1,000 -> 300,000 -> 1,000 tps (phases 5,15,5 s), 64 threads, zipf 0.99, 500K rows (1 run per engine)"
+        echo
+        echo '```'
+        for e in $TS_ENGINES; do
+            grep -E '^tsunami (phase|schedule|left)' "$RET/tsunami-$e.txt" 2>/dev/null | sed "s/^/[$e] /" ||
+                echo "[$e] no tsunami lines"
+        done
+        echo '```'
+    fi
 } >"$RET/summary.md"
 cat "$RET/summary.md"
 echo "many-core.sh: reports in $RET (summary.md); total wall time ${WALL}s" >&2

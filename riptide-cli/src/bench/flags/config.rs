@@ -455,6 +455,12 @@ fn xbench_config(f: &BenchFlags) -> Result<XbenchConfig, BenchError> {
             f.tsunami_factor
         )));
     }
+    if f.tsunami_drain_limit > 86_400 {
+        return Err(BenchError::Usage(format!(
+            "--tsunami_drain_limit={}: must be at most 86400 seconds (0 = no limit)",
+            f.tsunami_drain_limit
+        )));
+    }
     let phases: Vec<u64> = f
         .tsunami_phases
         .split(',')
@@ -480,6 +486,7 @@ fn xbench_config(f: &BenchFlags) -> Result<XbenchConfig, BenchError> {
             factor: f.tsunami_factor,
             phases: [phases[0], phases[1], phases[2]],
             out: f.tsunami_out.clone(),
+            drain_limit: (f.tsunami_drain_limit > 0).then_some(f.tsunami_drain_limit),
         },
     })
 }

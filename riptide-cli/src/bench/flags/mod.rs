@@ -409,6 +409,12 @@ pub struct BenchFlags {
     #[arg(long = "tsunami_out", value_name = "PREFIX")]
     pub tsunami_out: Option<PathBuf>,
 
+    /// tsunami: seconds after the last phase that the run may go on draining its backlog (0 =
+    /// until every scheduled transaction has committed); transactions not started by then are
+    /// reported as left over
+    #[arg(long = "tsunami_drain_limit", value_name = "SECONDS", default_value_t = 0)]
+    pub tsunami_drain_limit: u64,
+
     /// Values compress to about this fraction of their size (db_bench's generator)
     #[arg(
         long = "compression_ratio",

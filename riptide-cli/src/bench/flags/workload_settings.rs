@@ -80,6 +80,10 @@ pub struct TsunamiConfig {
     pub phases: [u64; 3],
     /// Output path prefix (`.csv` and `.svg` are appended); `None` = `./bench-data/tsunami-<engine>`.
     pub out: Option<PathBuf>,
+    /// Seconds after the schedule's end that the run may go on draining its backlog; `None` =
+    /// until every scheduled transaction has committed. Transactions not started by then are
+    /// counted as left over, not run.
+    pub drain_limit: Option<u64>,
 }
 
 /// `--mix=P:R:U:I`: weights of point lookups, range lookups, updates and inserts.

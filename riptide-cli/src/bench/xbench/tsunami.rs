@@ -11,7 +11,9 @@
 //!   thread got to it, so a backlog shows up as latency (no coordinated omission).
 //! - A transaction is counted in the second (since the start) in which it committed.
 //! - When the engine cannot keep up, transactions complete after their phase; the run lasts
-//!   until every scheduled transaction has committed, and the CSV covers every second.
+//!   until every scheduled transaction has committed, and the CSV covers every second, unless
+//!   `--tsunami_drain_limit` ends it that many seconds after the schedule: transactions not
+//!   started by then are reported as left over (a started one always runs to its commit).
 
 use super::engine::TxnEngine;
 use super::plot;
@@ -169,6 +171,9 @@ pub fn run<T: TxnEngine>(
     let txn_queries = cfg.xbench.txn_queries as u64;
     let stop = AtomicBool::new(false);
     let start = Instant::now();
+    let give_up_at = t
+        .drain_limit
+        .map(|d| start + Duration::from_secs(schedule.seconds().saturating_add(d)));
     let (per_thread, cpu_use): (Vec<ThreadOutcome>, _) = cpu::measure(|| {
         std::thread::scope(|scope| {
             let handles: Vec<_> = seeds
@@ -180,6 +185,9 @@ pub fn run<T: TxnEngine>(
                         let mut totals = XStats::new();
                         let mut secs: Vec<Second> = Vec::new();
                         while !stop.load(Ordering::Relaxed) {
+                            if give_up_at.is_some_and(|g| Instant::now() >= g) {
+                                break;
+                            }
                             let Some(at) = schedule.due(next.fetch_add(1, Ordering::Relaxed)) else {
                                 break;
                             };
@@ -300,12 +308,19 @@ pub fn run<T: TxnEngine>(
             h.max() as f64 / 1000.0
         );
     }
+    let committed: u64 = seconds.iter().map(|s| s.txns).sum();
     println!(
         "tsunami schedule: {} transactions over {} s; the last committed {:.1} s after the start",
         schedule.total(),
         schedule.seconds(),
         elapsed.as_secs_f64()
     );
+    if let Some(limit) = t.drain_limit.filter(|_| committed < schedule.total()) {
+        println!(
+            "tsunami left over: {} transactions not started when the drain limit ({limit} s after the schedule) passed",
+            schedule.total() - committed
+        );
+    }
     println!(
         "tsunami output: {} (per second) and {} (plot)",
         csv_path.display(),
@@ -372,6 +387,7 @@ mod tests {
             factor,
             phases,
             out: None,
+            drain_limit: None,
         }
     }
 
