@@ -60,6 +60,7 @@ impl Pipeline {
         payload_crc: u32,
         payload_len: usize,
         leader_waits: bool,
+        leader_finishes: bool,
         timed: bool,
     ) -> std::result::Result<Buffered, (Error, Vec<Writer>)> {
         let ops: u64 = group.iter().map(|w| u64::from(w.batch.count)).sum();
@@ -118,6 +119,7 @@ impl Pipeline {
             seq,
             last_lsn: first_lsn + ops - 1,
             leader_waits,
+            leader_finishes,
             timed,
             flushed: AtomicBool::new(false),
             progress: Mutex::new(GroupProgress {

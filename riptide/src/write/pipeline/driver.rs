@@ -102,8 +102,8 @@ impl Pipeline {
     }
 
     /// Stage 2 once: writes (and fsyncs, if asked) everything buffered, then marks each group
-    /// flushed (or failed): a waiting leader is woken to finish it; an asynchronous leader's
-    /// group is finished here if its insertion already ended.
+    /// flushed (or failed): a leader that finishes its group is woken to; any other group is
+    /// finished here if its insertion already ended.
     pub(super) fn flush_round(&self) {
         let mut fl = self.contention.lock(LockClass::LogFile, &self.flusher);
         let spare = std::mem::take(&mut fl.spare);
@@ -149,11 +149,10 @@ impl Pipeline {
                 progress.flushed_at = flushed_at;
             }
             g.flushed.store(true, Ordering::Release);
-            if g.leader_waits {
+            if g.leader_finishes {
                 g.cond.notify_one();
             } else {
-                // An asynchronous leader's group: finished here if already inserted, else by
-                // its leader when its insertion ends.
+                // Finished here if already inserted, else by whoever ends its insertion.
                 self.finish_group(g, progress);
             }
         }

@@ -21,14 +21,15 @@
 //!    the visible LSN advances only over a contiguous prefix of done groups, and the thread
 //!    that advances it completes those groups' writers (waking sync writers, running async
 //!    callbacks). Whichever of stages 2 and 3 ends second runs it: the last inserter if the
-//!    flush ended first; otherwise the waiting leader, whom the driver wakes, or (for an
-//!    asynchronous leader's group) the driver itself.
+//!    flush ended first; otherwise the driver itself, except for a group with an fsync whose
+//!    leader waits: that leader, whom the driver wakes (so after an fsync the wake-ups of its
+//!    writers are spread over their leaders instead of delaying the next fsync).
 //!
 //! Who drives stage 2: a leader that finds no driver becomes it, flushes until its own group
 //! is flushed, and then, if more groups are waiting, hands driving to the pipeline's log-flush
 //! thread, which drives until the buffer is empty. So a lone writer does everything on its own
 //! thread (no context switch), and under load one thread flushes back to back while writers
-//! sleep once per write. A waiting leader is woken only when its group is flushed.
+//! wait once per write. A leader that finishes its group is woken only when it is flushed.
 //!
 //! The time a write spends in each step is counted ([`WriteStats`]'s commit-time split), and
 //! so is the contention of each mutex here ([`crate::contention`]).
@@ -347,7 +348,16 @@ impl Pipeline {
 
         // Stage 1: log buffering. Once the group is in the log buffer, the queue's next group may
         // form and buffer too, so one flush can carry several groups of every queue.
-        let buffered = self.buffer_group(group, wal_writers, payload_crc, payload_len, leader_waits, timed);
+        let leader_finishes = leader_waits && group_syncs;
+        let buffered = self.buffer_group(
+            group,
+            wal_writers,
+            payload_crc,
+            payload_len,
+            leader_waits,
+            leader_finishes,
+            timed,
+        );
         self.release_queue(q);
         if let Some(taken) = taken {
             self.counters.add(Counter::TimedWrites, writers);
@@ -390,8 +400,10 @@ impl Pipeline {
         if group_syncs {
             self.drive_if_idle(&state);
         }
-        if !state.leader_waits {
-            return; // the driver or the last inserter, whichever is done second, finishes it
+        if !state.leader_finishes {
+            // The driver or the last inserter, whichever is done second, finishes it; this
+            // thread then waits on its own completion like its followers.
+            return;
         }
         // Wait until flushed, then finish the group (unless a helper still inserting will).
         // Yield a few times before sleeping: a flush usually ends within a few scheduling slices,
