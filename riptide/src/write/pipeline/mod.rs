@@ -47,7 +47,8 @@
 //!   no later write is accepted, reads keep working.
 //! - Buffered groups are never stranded: the driver gives up driving only after seeing, under
 //!   the driver lock, an empty flush queue; a leader that buffers a group then checks, under
-//!   the same lock, whether a driver is active.
+//!   the same lock, whether a driver is active (or, without it, sees the `driving` flag that
+//!   is cleared only under the log-buffer lock; `driver.rs`).
 
 mod buffer;
 mod commit;
@@ -129,6 +130,8 @@ pub(crate) struct Pipeline {
     log: CachePadded<Mutex<LogBuffer>>,
     flusher: Mutex<Flusher>,
     driver: Mutex<DriverState>,
+    /// `driver.active`, readable without the lock (see `driver.rs`).
+    driving: CachePadded<AtomicBool>,
     driver_cond: Condvar,
     flush_thread: Mutex<Option<JoinHandle<()>>>,
     window: CachePadded<Mutex<CommitWindow>>,
@@ -168,6 +171,7 @@ impl Pipeline {
                 spare: Vec::with_capacity(1 << 20),
             }),
             driver: Mutex::new(DriverState::default()),
+            driving: CachePadded::new(AtomicBool::new(false)),
             driver_cond: Condvar::new(),
             flush_thread: Mutex::new(None),
             window: CachePadded::new(Mutex::new(CommitWindow {
