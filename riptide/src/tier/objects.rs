@@ -3,7 +3,7 @@
 //!
 //! Invariants:
 //! - An object-tier extent is one object, `ext/<id as 16 hex digits>`, written once by
-//!   [`ObjectTier::upload`] and never modified. Its bytes are the extent's image without the
+//!   [`ObjectTier::upload`], create-only (`upload.rs`), and never modified. Its bytes are the extent's image without the
 //!   gap: `valid ‖ footer` (see `crate::extent`). Its id carries [`OBJECT_ID_BIT`] and 63 random
 //!   bits, so no counter needs to be persisted; an id still waiting for deletion is never handed
 //!   out again.
@@ -215,23 +215,6 @@ impl ObjectTier {
                 return ExtentId(id);
             }
         }
-    }
-
-    /// Writes extent `id` (`valid ‖ footer`) as its object, and caches it locally (the newest
-    /// extents are the likeliest to be read). Durable when it returns.
-    pub(crate) fn upload(&self, id: ExtentId, valid: &[u8], footer: &[u8]) -> Result<()> {
-        let mut image = Vec::with_capacity(valid.len() + footer.len());
-        image.extend_from_slice(valid);
-        image.extend_from_slice(footer);
-        let name = object_name(id);
-        self.request("put", id, || self.store.put(&name, &image))?;
-        self.counters.objects_written.fetch_add(1, Ordering::Relaxed);
-        self.counters
-            .bytes_written
-            .fetch_add(image.len() as u64, Ordering::Relaxed);
-        // A cache that cannot write is only slower.
-        let _ = self.cache.insert(id.0, &image);
-        Ok(())
     }
 
     /// A file reading extent `id` (`valid` bytes of data, `slots` slots) at its usual offsets.
@@ -683,6 +666,8 @@ impl ReadableFile for ObjectExtentFile {
         let _ = self.tier.fetch_whole(self.id, self.valid);
     }
 }
+
+mod upload;
 
 #[cfg(test)]
 mod tests;

@@ -11,7 +11,7 @@ fn quick() -> RetryPolicy {
     }
 }
 
-fn tier(root: &Path, cache_bytes: u64) -> (Arc<ObjectTier>, Arc<FaultyObjectStore>) {
+pub(super) fn tier(root: &Path, cache_bytes: u64) -> (Arc<ObjectTier>, Arc<FaultyObjectStore>) {
     let fs: Arc<dyn crate::fs::FileSystem> = Arc::new(PosixFs);
     let store = Arc::new(FaultyObjectStore::new(Arc::new(DirObjectStore::new(
         fs.clone(),
