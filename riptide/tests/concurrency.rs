@@ -899,3 +899,68 @@ fn checker_rejects_torn_and_holey_views() {
     garbled[HEADER + 5] ^= 1;
     assert!(decode(&garbled).is_err());
 }
+
+/// A completion callback may drop the last handle of the database, also when the pipeline
+/// thread running it (the log-flush thread, or a leader driving the log) is the one that must
+/// flush the writes still in flight, which the shutdown waits for. Each round: a writer
+/// submits an asynchronous write whose callback holds a handle and waits until the writer has
+/// submitted more writes and dropped its own handles; the callback then drops the last one.
+/// The database must close (its LOCK released) with every write in it.
+#[test]
+fn a_callback_may_drop_the_last_handle_while_writes_are_in_flight() {
+    const ROUNDS: usize = 30;
+    const LATER: usize = 50;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for round in 0..ROUNDS {
+            let dir = tempfile::tempdir().unwrap();
+            let db = Db::open(dir.path(), Options::default()).unwrap();
+            let t = db.create_table("t").unwrap();
+            let dropped = Arc::new(AtomicBool::new(false));
+            let put = |i: usize| {
+                let mut b = WriteBatch::new();
+                b.put(&t, format!("k{i:04}").as_bytes(), b"v").unwrap();
+                db.write_async(b, &WriteOptions::default())
+            };
+            let (last, seen, writer) = (db.clone(), dropped.clone(), std::thread::current().id());
+            put(0).on_complete(move |r| {
+                r.unwrap();
+                // Run by this writer itself (it finished its own group), the callback cannot
+                // wait for it.
+                let wait = std::thread::current().id() != writer;
+                let deadline = Instant::now() + Duration::from_secs(5);
+                while wait && !seen.load(Ordering::Acquire) && Instant::now() < deadline {
+                    std::thread::yield_now();
+                }
+                drop(last);
+            });
+            for i in 1..=LATER {
+                drop(put(i));
+            }
+            drop(t);
+            drop(db);
+            dropped.store(true, Ordering::Release);
+            // The shutdown may still be running: reopen once the LOCK is free.
+            let deadline = Instant::now() + Duration::from_secs(20);
+            let db = loop {
+                match Db::open(dir.path(), Options::default()) {
+                    Ok(db) => break db,
+                    Err(e) if Instant::now() < deadline => {
+                        let _ = e;
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    Err(e) => panic!("round {round}: the database never closed: {e}"),
+                }
+            };
+            let t = db.table("t").unwrap();
+            assert_eq!(
+                t.iter(&ReadOptions::default()).unwrap().count(),
+                LATER + 1,
+                "round {round}"
+            );
+        }
+        tx.send(()).unwrap();
+    });
+    rx.recv_timeout(Duration::from_secs(120))
+        .expect("a callback dropping the last handle hung the shutdown");
+}

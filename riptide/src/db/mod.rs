@@ -635,6 +635,20 @@ impl std::ops::Deref for DbHandle {
 
 impl Drop for DbHandle {
     fn drop(&mut self) {
+        if crate::write::completion::in_completion_callback() {
+            // Dropped by a completion callback: the pipeline thread running it (the log-flush
+            // thread, or a leader driving the log) may be the one that must flush the writes
+            // in flight, which the shutdown waits for. It shuts down on a thread of its own.
+            let inner = self.0.clone();
+            let spawned = std::thread::Builder::new()
+                .name("riptide-shutdown".into())
+                .spawn(move || {
+                    let _ = inner.shutdown();
+                });
+            if spawned.is_ok() {
+                return;
+            }
+        }
         let _ = self.0.shutdown();
     }
 }

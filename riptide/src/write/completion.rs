@@ -14,6 +14,7 @@
 
 use crate::error::{Error, Result};
 use parking_lot::{Condvar, Mutex};
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -88,7 +89,7 @@ impl Completion {
             (cb, st.invitation.take())
         };
         if let Some(cb) = callback {
-            cb(result);
+            run_callback(cb, result);
         }
     }
 
@@ -164,9 +165,29 @@ impl Completion {
             }
         };
         if let Some(r) = done {
-            cb(r);
+            run_callback(cb, r);
         }
     }
+}
+
+thread_local! {
+    /// This thread is running a completion callback.
+    static IN_CALLBACK: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `cb`, marking this thread as inside a callback meanwhile (nested callbacks keep the
+/// mark until the outermost one returns).
+fn run_callback(cb: Callback, result: Result<()>) {
+    let outer = IN_CALLBACK.with(|c| c.replace(true));
+    cb(result);
+    IN_CALLBACK.with(|c| c.set(outer));
+}
+
+/// True while this thread runs a completion callback. The pipeline thread running it may be
+/// the one that must flush the writes still in flight, so a shutdown started here (the last
+/// database handle dropped by the callback) must not wait on this thread.
+pub(crate) fn in_completion_callback() -> bool {
+    IN_CALLBACK.with(Cell::get)
 }
 
 /// The handle of an asynchronous write ([`crate::Db::write_async`]).
@@ -197,7 +218,10 @@ impl WriteHandle {
     /// Runs `f` with the outcome when the batch commits (at once, on this thread, if it already
     /// has). `f` runs on whichever thread commits the batch's group: the log-flush thread or
     /// another writer's thread, possibly one inside its own `write` or `commit` call. Keep it
-    /// short, never block in it, and take no lock that a writing thread may hold.
+    /// short, never block in it (`Db::close` included), and take no lock that a writing thread
+    /// may hold. It may drop the last handle of the database: the shutdown then runs on a
+    /// thread of its own (the thread running `f` may have to flush the writes it waits for),
+    /// so the database is closed a little later, as reopening it finds.
     pub fn on_complete(self, f: impl FnOnce(Result<()>) + Send + 'static) {
         self.completion.set_callback(Box::new(f));
     }

@@ -60,9 +60,9 @@ impl Pipeline {
         payload_crc: u32,
         payload_len: usize,
         leader_waits: bool,
-        leader_finishes: bool,
         timed: bool,
     ) -> std::result::Result<Buffered, (Error, Vec<Writer>)> {
+        let leader_finishes = leader_waits && group[..wal_writers].iter().any(|w| w.sync);
         let ops: u64 = group.iter().map(|w| u64::from(w.batch.count)).sum();
         let wal_ops: u64 = group[..wal_writers].iter().map(|w| u64::from(w.batch.count)).sum();
         let mut tables: Vec<&Arc<TableInner>> = Vec::new();

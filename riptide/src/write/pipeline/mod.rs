@@ -352,16 +352,7 @@ impl Pipeline {
 
         // Stage 1: log buffering. Once the group is in the log buffer, the queue's next group may
         // form and buffer too, so one flush can carry several groups of every queue.
-        let leader_finishes = leader_waits && group_syncs;
-        let buffered = self.buffer_group(
-            group,
-            wal_writers,
-            payload_crc,
-            payload_len,
-            leader_waits,
-            leader_finishes,
-            timed,
-        );
+        let buffered = self.buffer_group(group, wal_writers, payload_crc, payload_len, leader_waits, timed);
         self.release_queue(q);
         if let Some(taken) = taken {
             self.counters.add(Counter::TimedWrites, writers);
