@@ -112,7 +112,7 @@ fn engine(s: &BackupStoreArgs) -> Result<BackupEngine, String> {
     Ok(BackupEngine::new(store(&s.backups, &s.backup_endpoint)?))
 }
 
-fn open(db: &PathBuf, objects: &ObjectArgs) -> Result<Db, String> {
+pub(crate) fn open(db: &PathBuf, objects: &ObjectArgs) -> Result<Db, String> {
     let mut opts = Options {
         create_if_missing: false,
         ..Default::default()

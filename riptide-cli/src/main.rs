@@ -1,7 +1,8 @@
 //! The `riptide` command: `riptide bench` (db_bench-compatible benchmarks), `riptide inspect`
 //! (levels, extents, slog, redo log, checksum verification), `riptide stress` (random
 //! operations against an expected state, with a blackbox crash mode), `riptide serve` (the
-//! MySQL-protocol server), `riptide checkpoint` and `riptide backup` (copies and backups).
+//! MySQL-protocol server), `riptide checkpoint` and `riptide backup` (copies and backups),
+//! `riptide compact` (a full manual compaction).
 //!
 //! Exit status, the same for every subcommand: 0 on success; 1 when the run failed (a runtime
 //! error, a failed verification, damage found by `inspect verify`); 2 for a usage error, both
@@ -9,6 +10,7 @@
 
 mod backup;
 mod bench;
+mod compact;
 mod inspect;
 mod objects;
 mod serve;
@@ -35,6 +37,8 @@ enum Command {
     Bench(Box<bench::flags::BenchFlags>),
     /// Makes a consistent, openable copy of a database in another directory
     Checkpoint(Box<backup::CheckpointArgs>),
+    /// Compacts a closed database fully into its bottom level (RocksDB's `ldb compact`)
+    Compact(Box<compact::CompactArgs>),
     Inspect(inspect::InspectArgs),
     Serve(Box<serve::ServeArgs>),
     Stress(Box<stress::StressArgs>),
@@ -77,6 +81,13 @@ fn main() -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("riptide checkpoint: error: {e}");
+                ExitCode::from(RUNTIME_ERROR)
+            }
+        },
+        Command::Compact(args) => match compact::run(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("riptide compact: error: {e}");
                 ExitCode::from(RUNTIME_ERROR)
             }
         },

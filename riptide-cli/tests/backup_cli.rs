@@ -91,3 +91,54 @@ fn checkpoint_and_backups_from_the_command_line() {
     assert_eq!(riptide(&["backup", "list", "--backups=ftp://x"]).status.code(), Some(1));
     assert_eq!(riptide(&["backup", "verify", &store, "--id=9"]).status.code(), Some(1));
 }
+
+/// `riptide compact` moves every table into its bottom level (zstd there by default: the
+/// database shrinks), keeps every key, and fails with status 1 on an unknown table.
+#[test]
+fn compact_moves_every_table_to_its_bottom_level() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let db = Db::open(&path, Options::default()).unwrap();
+    let other = db.create_table("other").unwrap();
+    for i in 0..20_000u32 {
+        let v = format!("value {i:08} {}", "x".repeat(60));
+        db.default_table()
+            .put(format!("k{i:06}").as_bytes(), v.as_bytes())
+            .unwrap();
+        other.put(format!("o{i:06}").as_bytes(), v.as_bytes()).unwrap();
+    }
+    drop(other);
+    db.close().unwrap();
+    let levels = |p: &Path| {
+        let db = Db::open(p, Options::default()).unwrap();
+        let per_table: Vec<(usize, usize)> = db
+            .tables()
+            .iter()
+            .map(|t| {
+                let s = db.table(t).unwrap().level_info().extents;
+                (s[0] + s[1], s[2])
+            })
+            .collect();
+        db.close().unwrap();
+        per_table
+    };
+    assert!(
+        levels(&path).iter().all(|&(upper, _)| upper > 0),
+        "the fill left data above L2"
+    );
+    let out = riptide(&["compact", "--db", path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("2 tables compacted"), "{}", text(&out));
+    assert!(
+        levels(&path).iter().all(|&(upper, bottom)| upper == 0 && bottom > 0),
+        "{:?}",
+        levels(&path)
+    );
+    assert_eq!(
+        get(&path, b"k019999").unwrap(),
+        format!("value {:08} {}", 19_999, "x".repeat(60)).into_bytes()
+    );
+    let out = riptide(&["compact", "--db", path.to_str().unwrap(), "--table", "nosuch"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("nosuch"), "{}", text(&out));
+}
