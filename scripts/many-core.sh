@@ -188,63 +188,60 @@ fi
 # does (fillseq, flush, waitforcompaction, 1 thread), then vmstat only while the measured run lasts.
 VM_ENGINES="riptide rocksdb"
 XF=(--num=500000 --key_size=12 --value_size=500 --cache_size=268435456)
-vm_run() {
-    local e=$1 db="$WORK/vm-$e"
+# prefill_and_run NAME ENGINE NOTE SAMPLE RUN_FLAGS...: a fresh 500K-row prefill of ENGINE (as
+# compare.sh makes it: fillseq, flush, waitforcompaction, 1 thread), then one measured run with
+# RUN_FLAGS; output in $RET/NAME-prefill.txt and $RET/NAME.txt; with SAMPLE (a file name),
+# cpu_sampler writes into $RET/SAMPLE while the measured run lasts. Estimates 5 s of run
+# unless EST_RUN says more.
+prefill_and_run() {
+    local name=$1 e=$2 note=$3 sample=$4
+    shift 4
+    local db="$WORK/$name"
     local prefill=("$RIPTIDE" bench --engine="$e" --db="$db" --benchmarks=fillseq,flush,waitforcompaction
         --threads=1 --seed=1 --writes=500000 "${XF[@]}")
-    local per=$((500000 / 64))
-    local run=("$RIPTIDE" bench --engine="$e" --db="$db" --use_existing_db=1 --benchmarks=xbench
-        --mix=42:10:32:16 --zipf=0.99 --threads=64 --duration=5 --seed=1001
-        --reads="$per" --writes="$per" --deletes="$per" "${XF[@]}")
+    local run=("$RIPTIDE" bench --engine="$e" --db="$db" --use_existing_db=1 "$@" "${XF[@]}")
     local est
-    est=$(estimate 1 5 3)
+    est=$(estimate 1 "${EST_RUN:-5}" 3)
     EST_TOTAL=$((EST_TOTAL + est))
-    echo "== vmstat-$e: vmstat 1 during xbench zipf 0.99 at 64 threads, 1 run; estimate ${est}s" >&2
+    echo "== $name: $note; estimate ${est}s" >&2
     if dry; then
         printf '%q ' "${prefill[@]}"
-        printf '> %q 2>&1\n' "$RET/xbench64-$e-prefill.txt"
-        printf 'vmstat -n 1 > %q &  # stopped when the run below ends\n' "$RET/vmstat-$e-xbench64.txt"
+        printf '> %q 2>&1\n' "$RET/$name-prefill.txt"
+        [[ -z "$sample" ]] || printf 'cpu_sampler > %q &  # stopped when the run below ends\n' "$RET/$sample"
         printf '%q ' "${run[@]}"
-        printf '> %q 2>&1\n' "$RET/xbench64-$e.txt"
+        printf '> %q 2>&1\n' "$RET/$name.txt"
         return
     fi
     # The prefill's fresh start empties "$db" itself, refusing a database another process holds.
-    "${prefill[@]}" >"$RET/xbench64-$e-prefill.txt" 2>&1 || echo "   prefill failed, see $RET/xbench64-$e-prefill.txt" >&2
-    cpu_sampler >"$RET/vmstat-$e-xbench64.txt" &
-    local vpid=$!
-    "${run[@]}" >"$RET/xbench64-$e.txt" 2>&1 || echo "   run failed, see $RET/xbench64-$e.txt" >&2
-    kill "$vpid" 2>/dev/null
-    wait "$vpid" 2>/dev/null
+    "${prefill[@]}" >"$RET/$name-prefill.txt" 2>&1 || echo "   prefill failed, see $RET/$name-prefill.txt" >&2
+    local vpid=
+    if [[ -n "$sample" ]]; then
+        cpu_sampler >"$RET/$sample" &
+        vpid=$!
+    fi
+    "${run[@]}" >"$RET/$name.txt" 2>&1 || echo "   run failed, see $RET/$name.txt" >&2
+    if [[ -n "$vpid" ]]; then
+        kill "$vpid" 2>/dev/null
+        wait "$vpid" 2>/dev/null
+    fi
     rm -rf -- "$db"
 }
-for e in $VM_ENGINES; do vm_run "$e"; done
+PER=$((500000 / 64))
+for e in $VM_ENGINES; do
+    prefill_and_run "xbench64-$e" "$e" "vmstat 1 during xbench zipf 0.99 at 64 threads, 1 run" "vmstat-$e-xbench64.txt" \
+        --benchmarks=xbench --mix=42:10:32:16 --zipf=0.99 --threads=64 --duration=5 --seed=1001 \
+        --reads="$PER" --writes="$PER" --deletes="$PER"
+done
 
 # Seed 000's tsunami (optional): the same prefill, then the open-loop spike, per engine.
 TS_ENGINES="riptide rocksdb"
-tsunami_run() {
-    local e=$1 db="$WORK/ts-$e"
-    local prefill=("$RIPTIDE" bench --engine="$e" --db="$db" --benchmarks=fillseq,flush,waitforcompaction
-        --threads=1 --seed=1 --writes=500000 "${XF[@]}")
-    local run=("$RIPTIDE" bench --engine="$e" --db="$db" --use_existing_db=1 --benchmarks=tsunami
-        --mix=42:10:32:16 --zipf=0.99 --threads=64 --seed=2001 --tsunami_base_tps=1000 --tsunami_factor=300
-        --tsunami_phases=5,15,5 --tsunami_drain_limit=20 --tsunami_out="$RET/tsunami-$e" "${XF[@]}")
-    local est
-    est=$(estimate 1 45 3)
-    EST_TOTAL=$((EST_TOTAL + est))
-    echo "== tsunami-$e: 1,000 -> 300,000 tps at 64 threads, phases 5,15,5, drain limit 20 s; estimate ${est}s" >&2
-    if dry; then
-        printf '%q ' "${prefill[@]}"
-        printf '> %q 2>&1\n' "$RET/tsunami-$e-prefill.txt"
-        printf '%q ' "${run[@]}"
-        printf '> %q 2>&1\n' "$RET/tsunami-$e.txt"
-        return
-    fi
-    "${prefill[@]}" >"$RET/tsunami-$e-prefill.txt" 2>&1 || echo "   prefill failed, see $RET/tsunami-$e-prefill.txt" >&2
-    "${run[@]}" >"$RET/tsunami-$e.txt" 2>&1 || echo "   run failed, see $RET/tsunami-$e.txt" >&2
-    rm -rf -- "$db"
-}
 if [[ "${TSUNAMI:-0}" != 0 ]]; then
-    for e in $TS_ENGINES; do tsunami_run "$e"; done
+    for e in $TS_ENGINES; do
+        EST_RUN=45 prefill_and_run "tsunami-$e" "$e" \
+            "tsunami 1,000 -> 300,000 tps at 64 threads, phases 5,15,5, drain limit 20 s" "" \
+            --benchmarks=tsunami --mix=42:10:32:16 --zipf=0.99 --threads=64 --seed=2001 --tsunami_base_tps=1000 \
+            --tsunami_factor=300 --tsunami_phases=5,15,5 --tsunami_drain_limit=20 --tsunami_out="$RET/tsunami-$e"
+    done
 fi
 
 echo "many-core.sh: estimated total ${EST_TOTAL}s ($((EST_TOTAL / 60)) min $((EST_TOTAL % 60)) s)" >&2

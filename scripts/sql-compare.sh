@@ -17,6 +17,7 @@
 # Environment: ENGINES REPS TESTS THREADS TIME TABLES TABLE_SIZE SETTLE WARMUP PORT RIPTIDE_PORT
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/serve.sh
 OUT=${1:?usage: scripts/sql-compare.sh OUTDIR}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -45,16 +46,10 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 run_riptide() { # rep
     local rep=$1 dir="$BASE/riptide" pid
     rm -rf "$dir"
-    mkdir -p "$dir"
-    "$RIPTIDE" serve --data-dir "$dir/data" --listen "127.0.0.1:$RIPTIDE_PORT" --sync 1 \
-        --create-database sbtest > "$dir/serve.out" 2> "$dir/serve.err" &
-    pid=$!
-    for _ in $(seq 1 100); do
-        grep -q 'listening on' "$dir/serve.out" 2>/dev/null && break
-        sleep 0.1
-    done
-    local sb=(--db-driver=mysql --mysql-host=127.0.0.1 --mysql-port="$RIPTIDE_PORT" --mysql-user=root
-              --mysql-password= --mysql-db=sbtest --tables="$TABLES" --table-size="$TABLE_SIZE")
+    start_riptide_serve "$dir" "$RIPTIDE_PORT" --sync 1
+    pid=$SERVE_PID
+    local sb
+    mapfile -t sb < <(sysbench_riptide_flags "$RIPTIDE_PORT")
     log "riptide rep $rep: prepare $TABLES x $TABLE_SIZE"
     local t0; t0=$(date +%s)
     sysbench oltp_read_write "${sb[@]}" --threads="$TABLES" prepare > "$dir/prepare.out" 2>&1

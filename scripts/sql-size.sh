@@ -18,6 +18,7 @@
 # Environment: TABLES (4) TABLE_SIZE (250000) SETTLE (10) PORT RIPTIDE_PORT BASE
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/serve.sh
 OUT=${1:?usage: scripts/sql-size.sh OUTDIR}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -38,19 +39,12 @@ mb() { awk -v b="$1" 'BEGIN {printf "%.1f", b / 1e6}'; }
 
 # Riptide.
 dir="$BASE/riptide"
-mkdir -p "$dir"
-"$RIPTIDE" serve --data-dir "$dir/data" --listen "127.0.0.1:$RIPTIDE_PORT" \
-    --create-database sbtest > "$dir/serve.out" 2> "$dir/serve.err" &
-pid=$!
-for _ in $(seq 1 100); do
-    grep -q 'listening on' "$dir/serve.out" 2>/dev/null && break
-    sleep 0.1
-done
+start_riptide_serve "$dir" "$RIPTIDE_PORT"
+pid=$SERVE_PID
+mapfile -t sb < <(sysbench_riptide_flags "$RIPTIDE_PORT")
 log "riptide: prepare $TABLES x $TABLE_SIZE"
 t0=$(date +%s)
-sysbench oltp_read_write --db-driver=mysql --mysql-host=127.0.0.1 --mysql-port="$RIPTIDE_PORT" \
-    --mysql-user=root --mysql-password= --mysql-db=sbtest --tables="$TABLES" --table-size="$TABLE_SIZE" \
-    --threads="$TABLES" prepare > "$OUT/riptide-prepare.out" 2>&1
+sysbench oltp_read_write "${sb[@]}" --threads="$TABLES" prepare > "$OUT/riptide-prepare.out" 2>&1
 log "riptide: prepare took $(($(date +%s) - t0)) s"
 kill -TERM "$pid"
 wait "$pid" || true
