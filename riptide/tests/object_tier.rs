@@ -446,11 +446,8 @@ fn a_store_owned_by_another_database_refuses_to_open() {
 
 #[test]
 fn scans_read_ahead_and_reads_warm_extents() {
-    let dir = tempfile::tempdir().unwrap();
-    let fs = FaultFs::new();
-    let store = Arc::new(FaultyObjectStore::new(dir_store(&dir.path().join("bucket"))));
+    let (_dir, fs, store, model) = users_setup();
     let path = Path::new("/db");
-    let model = users_in_objects(&fs, store.clone());
     let plain = |o: Options| Options {
         compression_per_level: [riptide::Compression::None; 3],
         ..o
@@ -521,11 +518,8 @@ fn scans_read_ahead_and_reads_warm_extents() {
 /// the one `get` gives, in the order asked.
 #[test]
 fn multi_get_overlaps_its_object_reads() {
-    let dir = tempfile::tempdir().unwrap();
-    let fs = FaultFs::new();
-    let store = Arc::new(FaultyObjectStore::new(dir_store(&dir.path().join("bucket"))));
+    let (_dir, fs, store, model) = users_setup();
     let path = Path::new("/db");
-    let model = users_in_objects(&fs, store.clone());
     let plain = |o: Options| Options {
         compression_per_level: [riptide::Compression::None; 3],
         extent_cache_size: 0,
@@ -553,6 +547,19 @@ fn multi_get_overlaps_its_object_reads() {
     }
     drop(t);
     db.close().unwrap();
+}
+
+/// A table's contents, key to value.
+type Rows = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// A bucket in a temporary directory (kept alive by the first value) behind a faulty store,
+/// and `users_in_objects` in it on a fresh `FaultFs`.
+fn users_setup() -> (tempfile::TempDir, FaultFs, Arc<FaultyObjectStore>, Rows) {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = FaultFs::new();
+    let store = Arc::new(FaultyObjectStore::new(dir_store(&dir.path().join("bucket"))));
+    let model = users_in_objects(&fs, store.clone());
+    (dir, fs, store, model)
 }
 
 /// Table `users` at `/db` with rows 0..100,000, uncompressed (so they fill several extents) and
