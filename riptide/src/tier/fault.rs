@@ -31,6 +31,11 @@ pub enum ObjectOp {
 
 const OPS: [ObjectOp; 4] = [ObjectOp::Put, ObjectOp::Get, ObjectOp::Delete, ObjectOp::List];
 
+/// The index of `op` in [`OPS`] (and in the per-kind counters).
+fn slot(op: ObjectOp) -> usize {
+    OPS.iter().position(|o| *o == op).unwrap_or(0)
+}
+
 #[derive(Debug)]
 struct Rule {
     op: ObjectOp,
@@ -111,14 +116,14 @@ impl FaultyObjectStore {
 
     /// Requests of kind `op` so far.
     pub fn requests(&self, op: ObjectOp) -> u64 {
-        let i = OPS.iter().position(|o| *o == op).unwrap_or(0);
+        let i = slot(op);
         self.requests[i].load(Ordering::Relaxed)
     }
 
     /// The most requests of kind `op` that were in progress at once so far (with a latency
     /// set, requests that overlap in time count together).
     pub fn max_in_flight(&self, op: ObjectOp) -> u64 {
-        let i = OPS.iter().position(|o| *o == op).unwrap_or(0);
+        let i = slot(op);
         self.max_in_flight[i].load(Ordering::Relaxed)
     }
 
@@ -129,7 +134,7 @@ impl FaultyObjectStore {
 
     /// Counts a request, sleeps the latency, and says whether (and when) it fails.
     fn check(&self, op: ObjectOp) -> Option<(ObjectError, bool)> {
-        let i = OPS.iter().position(|o| *o == op).unwrap_or(0);
+        let i = slot(op);
         self.requests[i].fetch_add(1, Ordering::Relaxed);
         let latency = *self.latency.lock();
         if !latency.is_zero() {
@@ -148,7 +153,7 @@ impl FaultyObjectStore {
     }
 
     fn run<T>(&self, op: ObjectOp, f: impl FnOnce() -> ObjectResult<T>) -> ObjectResult<T> {
-        let k = OPS.iter().position(|o| *o == op).unwrap_or(0);
+        let k = slot(op);
         let now = self.in_flight[k].fetch_add(1, Ordering::AcqRel) + 1;
         self.max_in_flight[k].fetch_max(now, Ordering::AcqRel);
         let out = match self.check(op) {

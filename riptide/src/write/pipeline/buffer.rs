@@ -62,7 +62,9 @@ impl Pipeline {
         leader_waits: bool,
         timed: bool,
     ) -> std::result::Result<Buffered, (Error, Vec<Writer>)> {
-        let leader_finishes = leader_waits && group[..wal_writers].iter().any(|w| w.sync);
+        // Counted before the lock: the stage-1 critical section stays as short as it can be.
+        let sync_writes = group[..wal_writers].iter().filter(|w| w.sync).count() as u64;
+        let leader_finishes = leader_waits && sync_writes > 0;
         let ops: u64 = group.iter().map(|w| u64::from(w.batch.count)).sum();
         let wal_ops: u64 = group[..wal_writers].iter().map(|w| u64::from(w.batch.count)).sum();
         let mut tables: Vec<&Arc<TableInner>> = Vec::new();
@@ -92,7 +94,6 @@ impl Pipeline {
             for w in &group[..wal_writers] {
                 log.buf.extend_from_slice(&w.batch.rep);
             }
-            let sync_writes = group[..wal_writers].iter().filter(|w| w.sync).count() as u64;
             log.sync_writes += sync_writes;
             log.sync_needed |= sync_writes > 0;
         }
