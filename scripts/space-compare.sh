@@ -16,8 +16,10 @@
 #                                   about this share of its size)
 #   CONFIGS="riptide:none:none riptide:lz4:lz4 riptide:lz4:zstd rocksdb:none:none rocksdb:lz4:lz4
 #            rocksdb:lz4:zstd fjall:none:none fjall:lz4:lz4"
-#                                   engine:codec:bottommost codec (riptide: L0 and L1, then L2;
-#                                   rocksdb: all levels but the bottommost, then the bottommost)
+#                                   engine:codec:bottommost codec[:dictionary bytes] (riptide: L0
+#                                   and L1, then L2; rocksdb: all levels but the bottommost, then
+#                                   the bottommost; the optional fourth field is
+#                                   --compression_max_dict_bytes, 0 when absent)
 #   LEVEL=3                         --compression_level (zstd)
 #   REPS=1                          runs per configuration (sizes are deterministic up to
 #                                   compaction timing; the median is reported)
@@ -43,14 +45,15 @@ median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 declare -A SIZE FILL COMPACT CMD
 for rep in $(seq 1 "$REPS"); do
     for cfg in $CONFIGS; do
-        IFS=: read -r engine codec bottom <<<"$cfg"
-        db="$OUT/db-$engine-$codec-$bottom"
+        IFS=: read -r engine codec bottom dict <<<"$cfg"
+        dict=${dict:-0}
+        db="$OUT/db-$engine-$codec-$bottom-$dict"
         rm -rf -- "$db"
-        log="$OUT/logs/$engine-$codec-$bottom-$rep.log"
+        log="$OUT/logs/$engine-$codec-$bottom-$dict-$rep.log"
         args=(bench "--engine=$engine" --benchmarks=fillrandom,compact "--num=$NUM"
               "--key_size=$KEY_SIZE" "--value_size=$VALUE_SIZE" "--compression_ratio=$COMPRESSION_RATIO"
               "--compression_type=$codec" "--bottommost_compression_type=$bottom"
-              "--compression_level=$LEVEL" "--db=$db" --seed=1)
+              "--compression_level=$LEVEL" "--compression_max_dict_bytes=$dict" "--db=$db" --seed=1)
         CMD[$cfg]="$RIPTIDE ${args[*]}"
         echo "[$rep/$REPS] $cfg" >&2
         "$RIPTIDE" "${args[@]}" >"$log" 2>&1
@@ -71,20 +74,20 @@ done
     echo "fillrandom then a full compaction, closed, then \`du -sB1\` of the directory (allocated bytes);"
     echo "median of $REPS run(s). zstd level $LEVEL. Raw data: $(( NUM * (KEY_SIZE + VALUE_SIZE) / 1000000 )) MB of keys and values."
     echo
-    echo "| engine | codec (upper levels) | bottommost | MB on disk | against RocksDB, same codecs | fillrandom s | compact s |"
-    echo "|---|---|---|---:|---:|---:|---:|"
+    echo "| engine | codec (upper levels) | bottommost | dictionary bytes | MB on disk | against RocksDB, same codecs | fillrandom s | compact s |"
+    echo "|---|---|---|---:|---:|---:|---:|---:|"
     for cfg in $CONFIGS; do
-        IFS=: read -r engine codec bottom <<<"$cfg"
+        IFS=: read -r engine codec bottom dict <<<"$cfg"
         s=$(tr ' ' '\n' <<<"${SIZE[$cfg]}" | grep . | median)
         f=$(tr ' ' '\n' <<<"${FILL[$cfg]}" | grep . | median)
         c=$(tr ' ' '\n' <<<"${COMPACT[$cfg]}" | grep . | median)
-        peer="rocksdb:$codec:$bottom"
+        peer="rocksdb:$codec:$bottom${dict:+:$dict}"
         ratio="—"
         if [[ $engine != rocksdb && -n "${SIZE[$peer]:-}" ]]; then
             p=$(tr ' ' '\n' <<<"${SIZE[$peer]}" | grep . | median)
             ratio=$(awk -v a="$s" -v b="$p" 'BEGIN {printf "%.2f", a / b}')
         fi
-        printf '| %s | %s | %s | %.1f | %s | %s | %s |\n' "$engine" "$codec" "$bottom" \
+        printf '| %s | %s | %s | %s | %.1f | %s | %s | %s |\n' "$engine" "$codec" "$bottom" "${dict:-0}" \
             "$(awk -v a="$s" 'BEGIN {print a / 1e6}')" "$ratio" "$f" "$c"
     done
     echo

@@ -134,7 +134,7 @@ pub fn data_block(data: &[u8]) -> Result<usize> {
         let (body, ctype) = check_block(&stored).map_err(|r| Error::corruption(&*path, 0, r))?;
         let codec = Compression::from_u8(ctype)
             .ok_or_else(|| Error::corruption(&*path, 0, format!("unknown block compression type {ctype}")))?;
-        decompress(codec, body).map_err(|r| Error::corruption(&*path, 0, r))?
+        decompress(codec, body, None).map_err(|r| Error::corruption(&*path, 0, r))?
     } else {
         rest.to_vec()
     };

@@ -89,7 +89,7 @@ pub(crate) const LEVELS: usize = 3;
 pub use cache::CacheStats;
 pub use catalog::{DEFAULT_TABLE, MAX_TABLE_NAME};
 pub use contention::{LockClass, LockContention};
-pub use db::{CheckpointInfo, Db, DbStats, LevelInfo, LevelStats, Table};
+pub use db::{CheckpointInfo, Db, DbStats, DictionaryStatus, LevelInfo, LevelStats, Table};
 pub use error::{Error, Result, QUOTED_NAME_BYTES};
 pub use extent_store::CacheCounters;
 pub use iter::{DbIterator, Iter};

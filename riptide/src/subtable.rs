@@ -52,6 +52,8 @@ pub(crate) struct TableInner {
     pub(crate) flush_lock: Mutex<()>,
     /// One compaction at a time per table.
     pub(crate) compaction_lock: Mutex<()>,
+    /// The zstd dictionary of the table's compactions (`zstd_dictionary_bytes`).
+    pub(crate) dictionary: Mutex<crate::extent::dictionary::DictChoice>,
     pub(crate) dropped: AtomicBool,
     /// Set while a flush refreshes cached rows and installs its layer: row-cache inserts are
     /// refused meanwhile (see the module header).
@@ -95,6 +97,7 @@ impl TableInner {
             change: Mutex::new(state),
             flush_lock: Mutex::new(()),
             compaction_lock: Mutex::new(()),
+            dictionary: Mutex::new(Default::default()),
             dropped: AtomicBool::new(false),
             row_cache_frozen: AtomicBool::new(false),
             delete_triggered: AtomicBool::new(false),

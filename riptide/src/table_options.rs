@@ -174,6 +174,21 @@ pub struct TableOptions {
     /// Where the table's L2 extents written from now on live; see
     /// [`crate::Options::l2_tier`].
     pub l2_tier: Option<Tier>,
+    /// Largest zstd dictionary the table's compactions train (0 = none); see
+    /// [`crate::Options::zstd_dictionary_bytes`].
+    pub zstd_dictionary_bytes: Option<usize>,
+}
+
+/// Checks a `zstd_dictionary_bytes` value: 0, or within the sizes a dictionary may have.
+pub(crate) fn validate_dictionary_bytes(n: usize) -> Result<()> {
+    use crate::extent::dictionary::{MAX_DICT_BYTES, MIN_DICT_BYTES};
+    if n != 0 && !(MIN_DICT_BYTES..=MAX_DICT_BYTES).contains(&n) {
+        return Err(Error::InvalidOption {
+            option: "zstd_dictionary_bytes",
+            reason: format!("{n} is neither 0 nor within {MIN_DICT_BYTES} ..= {MAX_DICT_BYTES}"),
+        });
+    }
+    Ok(())
 }
 
 // Field tags of the catalog encoding (stable).
@@ -182,6 +197,7 @@ const T_BLOCK_SIZE: u64 = 2;
 const T_BLOOM_BITS: u64 = 3;
 const T_ROW_CACHE: u64 = 4;
 const T_L2_TIER: u64 = 5;
+const T_ZSTD_DICTIONARY_BYTES: u64 = 6;
 
 impl TableOptions {
     /// Checks every set field against the same ranges as [`crate::Options::validate`].
@@ -198,6 +214,9 @@ impl TableOptions {
                     reason: format!("{b} is outside 1 KiB ..= 1 MiB"),
                 });
             }
+        }
+        if let Some(n) = self.zstd_dictionary_bytes {
+            validate_dictionary_bytes(n)?;
         }
         if let Some(bits) = self.bloom_bits_per_key {
             if bits > 32 {
@@ -234,6 +253,9 @@ impl TableOptions {
         if let Some(t) = self.l2_tier {
             out.push(format!("l2_tier = {}", t.name()));
         }
+        if let Some(n) = self.zstd_dictionary_bytes {
+            out.push(format!("zstd_dictionary_bytes = {n}"));
+        }
         out
     }
 
@@ -268,6 +290,9 @@ impl TableOptions {
         }
         if let Some(t) = self.l2_tier {
             field(T_L2_TIER, &num(t as u64));
+        }
+        if let Some(n) = self.zstd_dictionary_bytes {
+            field(T_ZSTD_DICTIONARY_BYTES, &num(n as u64));
         }
         out
     }
@@ -324,6 +349,9 @@ impl TableOptions {
                         v => return Err(format!("L2 tier {v}")),
                     })
                 }
+                T_ZSTD_DICTIONARY_BYTES => {
+                    o.zstd_dictionary_bytes = Some(usize::try_from(num()?).map_err(|_| "dictionary size too large")?)
+                }
                 _ => {}
             }
         }
@@ -362,6 +390,7 @@ mod tests {
             bloom_bits_per_key: Some(0),
             row_cache: Some(false),
             l2_tier: Some(Tier::Object),
+            zstd_dictionary_bytes: Some(16 << 10),
         };
         for o in [all.clone(), TableOptions::default()] {
             assert_eq!(TableOptions::decode(&o.encode()).unwrap(), o);

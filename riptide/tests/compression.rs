@@ -209,6 +209,7 @@ fn table_options_persist_and_apply_to_their_table_alone() {
         bloom_bits_per_key: Some(0),
         row_cache: Some(false),
         l2_tier: None,
+        zstd_dictionary_bytes: Some(8192),
     };
     let t = db.create_table_with("orders", own.clone()).unwrap();
     let u = db.create_table("users").unwrap();
@@ -275,6 +276,7 @@ fn table_options_persist_and_apply_to_their_table_alone() {
         "{text}"
     );
     assert!(text.contains("option row_cache = off"), "{text}");
+    assert!(text.contains("option zstd_dictionary_bytes = 8192"), "{text}");
     db.close().unwrap();
 
     // The options survive a reopen; a dropped table's options go with it.
@@ -355,4 +357,101 @@ fn bottom_rows_older_than_every_snapshot_are_written_with_lsn_0() {
     let t = db.default_table();
     t.put(&key(7), b"after").unwrap();
     assert_eq!(t.get(&key(7)).unwrap().as_deref(), Some(&b"after"[..]));
+}
+
+/// A table with `zstd_dictionary_bytes`: its first compaction into zstd trains a dictionary on
+/// the table's rows (they share their field names), L2 extents store it and their blocks use it
+/// (type 3), the data take fewer bytes than plain zstd, and after a reopen the table takes the
+/// same dictionary back from its extents, so later compactions copy blocks verbatim.
+#[test]
+fn a_table_trains_a_zstd_dictionary_and_keeps_it_across_reopens() {
+    let codecs = [Compression::Lz4, Compression::Lz4, Compression::Zstd { level: 3 }];
+    let mut l2_bytes = Vec::new();
+    for dict_bytes in [0usize, 4096] {
+        let fs = FaultFs::new();
+        let dir = Path::new("/db");
+        let open = |fs: &FaultFs| {
+            Db::open(
+                dir,
+                Options {
+                    zstd_dictionary_bytes: dict_bytes,
+                    // Small blocks: where a dictionary pays most.
+                    block_size: 4096,
+                    ..opts(fs, codecs)
+                },
+            )
+            .unwrap()
+        };
+        let db = open(&fs);
+        let t = db.default_table();
+        let mut model = BTreeMap::new();
+        fill(&t, &mut model, 0..30_000, 1);
+        t.compact().unwrap();
+        check(&t, &model);
+        let status = t.level_info().zstd_dictionary;
+        let l2 = codecs_in(&fs, dir, "default", 2);
+        if dict_bytes == 0 {
+            assert_eq!(status, riptide::DictionaryStatus::None);
+            assert!(l2.iter().all(|c| *c == 2), "{l2:?}");
+            l2_bytes.push(t.level_info().bytes[2]);
+            continue;
+        }
+        let riptide::DictionaryStatus::InUse { id, bytes } = status else {
+            panic!("no dictionary in use: {status:?}");
+        };
+        assert!(bytes <= 4096);
+        assert!(!l2.is_empty() && l2.iter().all(|c| *c == 3), "{l2:?}");
+        l2_bytes.push(t.level_info().bytes[2]);
+        // Reopen: the dictionary comes back from the extents, and the next compaction into L2
+        // copies the untouched blocks verbatim (same dictionary) instead of recompressing.
+        db.close().unwrap();
+        let db = open(&fs);
+        let t = db.default_table();
+        check(&t, &model);
+        for i in (0..30_000).step_by(50) {
+            let v = row(i, 2);
+            t.put(&key(i), &v).unwrap();
+            model.insert(key(i), v);
+        }
+        let before = db.stats().levels[2];
+        t.compact().unwrap();
+        let after = db.stats().levels[2];
+        assert_eq!(
+            t.level_info().zstd_dictionary,
+            riptide::DictionaryStatus::InUse { id, bytes }
+        );
+        assert_eq!(after.blocks_recompressed, before.blocks_recompressed, "{after:?}");
+        assert!(after.blocks_reused > before.blocks_reused, "{after:?}");
+        check(&t, &model);
+        assert!(inspect::verify(&fs, dir).unwrap().ok());
+        // Reopened without dictionaries, the type-3 extents still read.
+        db.close().unwrap();
+        let db = Db::open(dir, opts(&fs, codecs)).unwrap();
+        check(&db.default_table(), &model);
+    }
+    assert!(
+        l2_bytes[1] < l2_bytes[0] * 95 / 100,
+        "the dictionary saves under 5 %: {l2_bytes:?}"
+    );
+}
+
+#[test]
+fn bad_dictionary_sizes_are_refused() {
+    for n in [1usize, 255, (64 << 10) + 1] {
+        let fs = FaultFs::new();
+        let o = Options {
+            zstd_dictionary_bytes: n,
+            ..opts(&fs, riptide::DEFAULT_COMPRESSION_PER_LEVEL)
+        };
+        assert!(
+            matches!(Db::open(Path::new("/db"), o), Err(Error::InvalidOption { .. })),
+            "{n}"
+        );
+        let db = Db::open(Path::new("/db"), opts(&fs, riptide::DEFAULT_COMPRESSION_PER_LEVEL)).unwrap();
+        let t = TableOptions {
+            zstd_dictionary_bytes: Some(n),
+            ..Default::default()
+        };
+        assert!(matches!(db.create_table_with("t", t), Err(Error::InvalidOption { .. })));
+    }
 }

@@ -323,7 +323,12 @@ struct Variant {
 
 const ZSTD1: Compression = Compression::Zstd { level: 1 };
 
-/// The fixtures this build writes ([`regenerate`]).
+/// The extent format version this build writes (compacted fixtures hold only these).
+const WRITTEN_EXTENT_VERSION: u64 = 5;
+
+/// The newest fixtures, written by the build that wrote extent v4 ([`regenerate`] refuses to
+/// overwrite them now that this build writes v5: new `db-v5` variants must be added next to
+/// them first).
 const VARIANTS: [Variant; 2] = [
     Variant {
         dir: "db-v4",
@@ -676,6 +681,14 @@ fn first_payload(data: &[u8], header: usize, kind: u8) -> usize {
 #[test]
 #[ignore = "writes tests/fixtures; run by hand only when adding a new format version"]
 fn regenerate() {
+    for v in VARIANTS {
+        assert_eq!(
+            v.extent_version, WRITTEN_EXTENT_VERSION,
+            "{} holds extent v{}, and this build writes v{WRITTEN_EXTENT_VERSION}: move it to \
+             OLD_VARIANTS and add variants for the new version instead of overwriting it",
+            v.dir, v.extent_version
+        );
+    }
     let root = fixtures_dir();
     for v in VARIANTS {
         let mut runs = Vec::new();
@@ -1126,7 +1139,7 @@ fn check_compacted(v: Variant) {
         for id in levels.iter().flatten() {
             let (props, _) = extent_rows(dir, id);
             assert_eq!(
-                props["format_version"], VARIANTS[0].extent_version,
+                props["format_version"], WRITTEN_EXTENT_VERSION,
                 "{}: {name} extent {id}",
                 v.dir
             );

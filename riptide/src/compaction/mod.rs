@@ -22,6 +22,7 @@
 //! - The edit is one slog transaction: consumed extents removed, outputs added, re-linked
 //!   extents removed from their old position and added at the new one (same id).
 
+pub(crate) mod dictionary;
 mod job;
 mod merge;
 pub(crate) mod picker;
@@ -125,6 +126,8 @@ pub(crate) trait CompactionContext {
     fn commit_meta(&self, entries: Vec<SlogEntry>) -> Result<()>;
     /// How table `t`'s extents are built in `level`.
     fn extent_options(&self, t: &TableInner, level: usize) -> ExtentOptions;
+    /// Largest zstd dictionary table `t`'s compactions train (0 = none).
+    fn dictionary_bytes(&self, t: &TableInner) -> usize;
     /// Where table `t`'s new extents in `level` go.
     fn output_tier(&self, t: &TableInner, level: usize) -> crate::tier::Tier;
     /// Compactions may re-link extents and copy blocks (data reuse).
@@ -233,10 +236,12 @@ pub(crate) fn compact(
     };
     let store = t.store.clone();
     let mut result = JobResult::default();
+    let mut opts = ctx.extent_options(t, usize::from(plan.out_level));
+    opts.dictionary = dictionary::choose(&store, t, &view.levels, &plan, &opts, ctx.dictionary_bytes(t));
     let ran = job::run(
         &store,
         &plan,
-        ctx.extent_options(t, usize::from(plan.out_level)),
+        opts,
         ctx.output_tier(t, usize::from(plan.out_level)),
         &snapshots,
         ctx.units(),

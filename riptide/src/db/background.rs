@@ -280,6 +280,7 @@ impl DbInner {
             bloom_bits_per_key: o.bloom_bits_per_key.unwrap_or(self.opts.bloom_bits_per_key),
             compression,
             compression_level,
+            dictionary: None,
         }
     }
 
@@ -311,6 +312,12 @@ impl FlushContext for DbInner {
 }
 
 impl CompactionContext for DbInner {
+    fn dictionary_bytes(&self, t: &TableInner) -> usize {
+        t.options
+            .zstd_dictionary_bytes
+            .unwrap_or(self.opts.zstd_dictionary_bytes)
+    }
+
     fn output_tier(&self, t: &TableInner, level: usize) -> Tier {
         if level + 1 < crate::LEVELS {
             return Tier::Local;

@@ -25,7 +25,7 @@ mod table;
 mod workers;
 
 pub use checkpoint::CheckpointInfo;
-pub use stats::{DbStats, LevelInfo, LevelStats};
+pub use stats::{DbStats, DictionaryStatus, LevelInfo, LevelStats};
 pub use table::Table;
 
 use crate::cache::RowCache;

@@ -7,6 +7,7 @@
 
 use super::{Db, Table};
 use crate::compaction::{CompactionKind, JobStats};
+use crate::extent::dictionary::DictChoice;
 use crate::extent_store::CacheCounters;
 use crate::key::Lsn;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -251,6 +252,31 @@ pub struct LevelInfo {
     pub immutable_memtables: usize,
     /// The table's recovery point: writes at or below this LSN are in extents.
     pub flushed_lsn: Lsn,
+    /// The zstd dictionary its compactions use ([`crate::Options::zstd_dictionary_bytes`]).
+    pub zstd_dictionary: DictionaryStatus,
+}
+
+/// Where a table's zstd dictionary stands.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum DictionaryStatus {
+    /// None: not configured, or no compaction into a zstd level has decided yet.
+    #[default]
+    None,
+    /// Trained and judged not worth its copy per extent: the judged sample blocks took
+    /// `plain_bytes` stored without it and `dict_bytes` with it.
+    Declined {
+        /// Stored bytes of the judged samples without a dictionary.
+        plain_bytes: u64,
+        /// Stored bytes of the judged samples with the dictionary.
+        dict_bytes: u64,
+    },
+    /// In use by compactions into zstd levels.
+    InUse {
+        /// XXH3-64 of the dictionary (as `riptide inspect` shows per extent).
+        id: u64,
+        /// Its size in bytes.
+        bytes: usize,
+    },
 }
 
 impl LevelCounters {
@@ -352,6 +378,17 @@ impl Table {
             l0_layers: view.levels.l0.iter().map(|l| l.extents.len()).collect(),
             immutable_memtables: view.immutables.len(),
             flushed_lsn: self.inner.change.lock().flushed_lsn,
+            zstd_dictionary: match &*self.inner.dictionary.lock() {
+                DictChoice::Undecided => DictionaryStatus::None,
+                DictChoice::Declined { plain, with_dict } => DictionaryStatus::Declined {
+                    plain_bytes: *plain,
+                    dict_bytes: *with_dict,
+                },
+                DictChoice::Use(d) => DictionaryStatus::InUse {
+                    id: d.id(),
+                    bytes: d.bytes().len(),
+                },
+            },
             ..Default::default()
         };
         for (i, layers) in [

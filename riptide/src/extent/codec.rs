@@ -6,7 +6,9 @@
 //! - type 1 (LZ4): `varint32 raw_len ‖ LZ4 block` (lz4_flex block format);
 //! - type 2 (zstd, extent format 4 on): `varint32 raw_len ‖ zstd frame` (no checksum and no
 //!   content size in the frame: the trailer's CRC32C covers the stored bytes, the prefix gives
-//!   the size).
+//!   the size);
+//! - type 3 (zstd with the extent's dictionary, extent format 5 on): as type 2, the frame
+//!   compressed with the dictionary stored in the same extent (no dictionary id in the frame).
 //!
 //! Invariants:
 //! - A block is stored compressed only when that saves at least 12.5 % ([`worth_it`]);
@@ -15,11 +17,13 @@
 //!   crafted file may still hand it anything) and returns `Err(reason)`, never panics, and
 //!   never allocates more than [`MAX_DECOMPRESSED`] bytes or far beyond what the stored bytes
 //!   can expand to; the output length must equal the prefix exactly.
-//! - Any zstd level decodes with the same decoder: blocks of one type are interchangeable
-//!   whatever level wrote them (compaction copies them between extents of different levels).
+//! - Any zstd level decodes with the same decoder: blocks of types 0 to 2 are interchangeable
+//!   whatever level wrote them (compaction copies them between extents of different levels);
+//!   a type-3 block only between extents holding the same dictionary.
 
 use std::cell::RefCell;
 
+use super::dictionary::BlockDict;
 use super::Compression;
 use crate::coding::{get_varint32, put_varint};
 
@@ -39,15 +43,26 @@ fn worth_it(stored: usize, raw_len: usize) -> bool {
 pub(crate) struct BlockCompressor {
     kind: Compression,
     level: i32,
+    /// The dictionary's bytes and id (type 3), loaded into the zstd context when it is made.
+    dict: Option<(Box<[u8]>, u64)>,
     zstd: Option<zstd::bulk::Compressor<'static>>,
 }
 
 impl BlockCompressor {
-    /// A compressor for `kind` (at zstd level `level`; ignored by the other codecs).
-    pub(crate) fn new(kind: Compression, level: i32) -> Self {
+    /// A compressor for `kind` (at zstd level `level`; ignored by the other codecs). With
+    /// `dict`, zstd blocks are compressed with it (stored type 3); other codecs ignore it.
+    pub(crate) fn new(kind: Compression, level: i32, dict: Option<&BlockDict>) -> Self {
+        let zstd_like = matches!(kind, Compression::Zstd | Compression::ZstdDict);
+        let (kind, dict) = match dict {
+            Some(d) if zstd_like => (Compression::ZstdDict, Some((d.bytes().into(), d.id()))),
+            // Type 3 without a dictionary is plain zstd.
+            _ if zstd_like => (Compression::Zstd, None),
+            _ => (kind, None),
+        };
         BlockCompressor {
             kind,
             level,
+            dict,
             zstd: None,
         }
     }
@@ -55,6 +70,11 @@ impl BlockCompressor {
     /// The stored type this compressor aims for.
     pub(crate) fn kind(&self) -> Compression {
         self.kind
+    }
+
+    /// The id of the dictionary blocks are compressed with (type 3), if any.
+    pub(crate) fn dict_id(&self) -> Option<u64> {
+        self.dict.as_ref().map(|d| d.1)
     }
 
     /// Compresses `raw` into `out` (cleared first). Returns the stored type: `self.kind()`,
@@ -68,7 +88,7 @@ impl BlockCompressor {
         let ok = match self.kind {
             Compression::None => false,
             Compression::Lz4 => compress_lz4(raw, out),
-            Compression::Zstd => self.compress_zstd(raw, out),
+            Compression::Zstd | Compression::ZstdDict => self.compress_zstd(raw, out),
         };
         if ok {
             self.kind
@@ -79,11 +99,15 @@ impl BlockCompressor {
 
     fn compress_zstd(&mut self, raw: &[u8], out: &mut Vec<u8>) -> bool {
         if self.zstd.is_none() {
-            let Ok(mut c) = zstd::bulk::Compressor::new(self.level) else {
+            let dict: &[u8] = self.dict.as_ref().map_or(&[], |d| &d.0);
+            let Ok(mut c) = zstd::bulk::Compressor::with_dictionary(self.level, dict) else {
                 return false;
             };
-            // The trailer's CRC covers the bytes and the prefix gives the size.
-            let configured = c.include_checksum(false).is_ok() && c.include_contentsize(false).is_ok();
+            // The trailer's CRC covers the bytes, the prefix gives the size and the extent
+            // names the dictionary.
+            let configured = c.include_checksum(false).is_ok()
+                && c.include_contentsize(false).is_ok()
+                && c.include_dictid(false).is_ok();
             if !configured {
                 return false;
             }
@@ -123,12 +147,16 @@ fn compress_lz4(raw: &[u8], out: &mut Vec<u8>) -> bool {
 }
 
 /// Decompresses the stored `contents` of a block of type `kind` (the caller has checked its
-/// CRC). Type 0 is copied.
-pub(crate) fn decompress(kind: Compression, contents: &[u8]) -> Result<Vec<u8>, String> {
+/// CRC); `dict` is the dictionary of the block's extent, which type 3 needs. Type 0 is copied.
+pub(crate) fn decompress(kind: Compression, contents: &[u8], dict: Option<&BlockDict>) -> Result<Vec<u8>, String> {
     match kind {
         Compression::None => Ok(contents.to_vec()),
         Compression::Lz4 => decompress_lz4(contents),
-        Compression::Zstd => decompress_zstd(contents),
+        Compression::Zstd => decompress_zstd(contents, None),
+        Compression::ZstdDict => match dict {
+            Some(d) => decompress_zstd(contents, Some(d)),
+            None => Err("zstd block needs a dictionary its extent does not have".into()),
+        },
     }
 }
 
@@ -162,26 +190,33 @@ pub(crate) fn decompress_lz4(contents: &[u8]) -> Result<Vec<u8>, String> {
 thread_local! {
     /// One zstd decompression context per thread (creating one per block costs more than
     /// decompressing a small block).
-    static ZSTD_DECODER: RefCell<Option<zstd::bulk::Decompressor<'static>>> = const { RefCell::new(None) };
+    static ZSTD_DECODER: RefCell<Option<zstd::zstd_safe::DCtx<'static>>> = const { RefCell::new(None) };
 }
 
-/// Decompresses zstd block contents written by [`BlockCompressor`].
-fn decompress_zstd(contents: &[u8]) -> Result<Vec<u8>, String> {
+/// Decompresses zstd block contents written by [`BlockCompressor`] (with `dict` for type 3).
+fn decompress_zstd(contents: &[u8], dict: Option<&BlockDict>) -> Result<Vec<u8>, String> {
     let (raw_len, body) = split_prefix(contents, "zstd", ZSTD_MAX_RATIO)?;
     ZSTD_DECODER.with(|cell| {
         let mut slot = cell.try_borrow_mut().map_err(|_| "zstd decoder in use".to_string())?;
         if slot.is_none() {
-            *slot = Some(zstd::bulk::Decompressor::new().map_err(|e| format!("zstd decoder: {e}"))?);
+            *slot = Some(zstd::zstd_safe::DCtx::try_create().ok_or("zstd decoder: out of memory")?);
         }
         let d = slot.as_mut().ok_or("zstd decoder missing")?;
         let mut out = Vec::with_capacity(raw_len);
-        match d.decompress_to_buffer(body, &mut out) {
+        let done = match dict {
+            Some(dict) => d.decompress_using_ddict(&mut out, body, dict.ddict()),
+            None => d.decompress(&mut out, body),
+        };
+        match done {
             Ok(n) if n == raw_len && out.len() == raw_len => Ok(out),
             Ok(n) => Err(format!("zstd block decompressed to {n} bytes, expected {raw_len}")),
-            Err(e) => {
+            Err(code) => {
                 // A failed frame may leave the context mid-frame: start the next one afresh.
                 *slot = None;
-                Err(format!("zstd block does not decompress: {e}"))
+                Err(format!(
+                    "zstd block does not decompress: {}",
+                    zstd::zstd_safe::get_error_name(code)
+                ))
             }
         }
     })
@@ -200,13 +235,13 @@ mod tests {
         let raw = sample(16 << 10);
         for kind in [Compression::None, Compression::Lz4, Compression::Zstd] {
             for level in [1, 3, 19] {
-                let mut c = BlockCompressor::new(kind, level);
+                let mut c = BlockCompressor::new(kind, level, None);
                 let mut out = Vec::new();
                 let stored_as = c.compress(&raw, &mut out);
                 assert_eq!(stored_as, kind, "{kind:?} level {level}");
                 let back = match stored_as {
                     Compression::None => raw.clone(),
-                    k => decompress(k, &out).unwrap(),
+                    k => decompress(k, &out, None).unwrap(),
                 };
                 assert_eq!(back, raw);
                 if kind != Compression::None {
@@ -230,7 +265,7 @@ mod tests {
         for kind in [Compression::Lz4, Compression::Zstd] {
             let mut out = Vec::new();
             assert_eq!(
-                BlockCompressor::new(kind, 3).compress(&raw, &mut out),
+                BlockCompressor::new(kind, 3, None).compress(&raw, &mut out),
                 Compression::None
             );
         }
@@ -238,12 +273,12 @@ mod tests {
 
     #[test]
     fn a_compressor_reuses_its_context_across_blocks() {
-        let mut c = BlockCompressor::new(Compression::Zstd, 3);
+        let mut c = BlockCompressor::new(Compression::Zstd, 3, None);
         let mut out = Vec::new();
         for n in [1000, 16 << 10, 300, 64 << 10] {
             let raw = sample(n);
             assert_eq!(c.compress(&raw, &mut out), Compression::Zstd);
-            assert_eq!(decompress(Compression::Zstd, &out).unwrap(), raw);
+            assert_eq!(decompress(Compression::Zstd, &out, None).unwrap(), raw);
         }
     }
 
@@ -252,7 +287,7 @@ mod tests {
         let raw = sample(8 << 10);
         let mut out = Vec::new();
         assert_eq!(
-            BlockCompressor::new(Compression::Zstd, 3).compress(&raw, &mut out),
+            BlockCompressor::new(Compression::Zstd, 3, None).compress(&raw, &mut out),
             Compression::Zstd
         );
         // Every single-byte flip: an error or (rarely, in literals) different bytes; never a
@@ -260,24 +295,24 @@ mod tests {
         for i in 0..out.len() {
             let mut bad = out.clone();
             bad[i] ^= 0x41;
-            if let Ok(v) = decompress(Compression::Zstd, &bad) {
+            if let Ok(v) = decompress(Compression::Zstd, &bad, None) {
                 let mut pos = 0;
                 assert_eq!(v.len() as u32, get_varint32(&bad, &mut pos).unwrap());
             }
         }
         // Truncations.
         for n in 0..out.len() {
-            let _ = decompress(Compression::Zstd, &out[..n]);
+            let _ = decompress(Compression::Zstd, &out[..n], None);
         }
         // A length prefix beyond what the body can expand to is refused before allocating.
         let mut huge = Vec::new();
         put_varint(&mut huge, (MAX_DECOMPRESSED as u64) - 1);
         huge.extend_from_slice(&out[2..]);
-        assert!(decompress(Compression::Zstd, &huge)
+        assert!(decompress(Compression::Zstd, &huge, None)
             .unwrap_err()
             .contains("implausible"));
         // The decoder still works after a failure.
-        assert_eq!(decompress(Compression::Zstd, &out).unwrap(), raw);
+        assert_eq!(decompress(Compression::Zstd, &out, None).unwrap(), raw);
     }
 
     #[test]
@@ -285,6 +320,8 @@ mod tests {
         let mut bad = Vec::new();
         put_varint(&mut bad, 1 << 29);
         bad.extend_from_slice(&[0u8; 8]);
-        assert!(decompress(Compression::Lz4, &bad).unwrap_err().contains("implausible"));
+        assert!(decompress(Compression::Lz4, &bad, None)
+            .unwrap_err()
+            .contains("implausible"));
     }
 }

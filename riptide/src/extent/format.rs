@@ -15,9 +15,12 @@ use crate::key::Lsn;
 /// them); version 3 added each block's user-key count and raw sizes to its index entry and
 /// replaced the extent-wide bloom filter by one filter per data block (filter kind 2), so a
 /// compaction copies a block, its index entry and its filter lines without decoding it; version
-/// 4 added zstd data blocks (trailer type 2) and the properties' codec tag (17). This build
-/// reads versions 1 to 4.
-pub(crate) const EXTENT_FORMAT_VERSION: u32 = 4;
+/// 4 added zstd data blocks (trailer type 2) and the properties' codec tag (17); version 5
+/// added a zstd dictionary block after the filter (properties tag 18 locates it) and data
+/// blocks compressed with it (trailer type 3). This build reads versions 1 to 5.
+pub(crate) const EXTENT_FORMAT_VERSION: u32 = 5;
+/// First format version that may hold a dictionary block.
+pub(crate) const DICTIONARY_VERSION: u32 = 5;
 /// First format version whose index entries carry `users`, `key_bytes` and `value_bytes` and
 /// whose filter (if any) is per block.
 pub(crate) const BLOCK_STATS_VERSION: u32 = 3;
@@ -366,6 +369,8 @@ pub(crate) struct ExtentProperties {
     /// that would not shrink are stored raw whatever it says). Extents before format 4 do not
     /// record it: LZ4 if any block is compressed, else none.
     pub compression: u8,
+    /// The zstd dictionary block (format 5 on), when the data blocks use one (type 3).
+    pub dictionary: Option<Handle>,
 }
 
 // Property tags (stable; unknown tags are skipped by readers).
@@ -389,12 +394,15 @@ const P_BLOOM_BITS: u32 = 16;
 const P_MAX_REQUIRED: u32 = 16;
 /// Codec of the data blocks (format 4 on; optional).
 const P_COMPRESSION: u32 = 17;
+/// The dictionary block: `varint offset ‖ varint size` (format 5 on; only with a dictionary).
+const P_DICTIONARY: u32 = 18;
 /// Largest tag this build knows; larger ones are skipped.
-const P_MAX_KNOWN: u32 = 17;
+const P_MAX_KNOWN: u32 = 18;
 
 /// Upper bound of the properties block size (without trailer) for these key lengths.
 pub(crate) fn props_size_bound(smallest_len: usize, largest_len: usize) -> usize {
-    P_MAX_KNOWN as usize * (1 + 1 + 10) + smallest_len + largest_len + 2 * 4
+    // The dictionary handle's two varints take up to 15 bytes, 5 more than a number's.
+    P_MAX_KNOWN as usize * (1 + 1 + 10) + smallest_len + largest_len + 2 * 4 + 5
 }
 
 impl ExtentProperties {
@@ -431,10 +439,16 @@ impl ExtentProperties {
         if self.format_version >= 4 {
             num(&mut out, P_COMPRESSION, u64::from(self.compression));
         }
+        if let Some(h) = self.dictionary {
+            let mut v = Vec::with_capacity(15);
+            put_varint(&mut v, h.offset);
+            put_varint(&mut v, u64::from(h.size));
+            bytes(&mut out, P_DICTIONARY, &v);
+        }
         out
     }
 
-    /// Decodes a properties block. Every tag 1..=16 must appear exactly once, 17 at most once;
+    /// Decodes a properties block. Every tag 1..=16 must appear exactly once, 17 and 18 at most once;
     /// larger tags are skipped (added by later versions).
     pub(crate) fn decode(buf: &[u8]) -> Result<ExtentProperties, String> {
         let mut p = ExtentProperties::default();
@@ -488,6 +502,15 @@ impl ExtentProperties {
                         .ok()
                         .filter(|c| super::Compression::from_u8(*c).is_some())
                         .ok_or_else(|| format!("unknown codec in property {tag} at {at}"))?
+                }
+                P_DICTIONARY => {
+                    let mut vp = 0;
+                    let offset = get_varint(value, &mut vp);
+                    let size = get_varint32(value, &mut vp);
+                    match (offset, size) {
+                        (Some(offset), Some(size)) if vp == value.len() => p.dictionary = Some(Handle { offset, size }),
+                        _ => return Err(format!("malformed value of property {tag} at {at}")),
+                    }
                 }
                 _ => {}
             }
@@ -547,8 +570,8 @@ mod tests {
         assert!(Footer::decode(&enc[..10]).is_err());
         let older = Footer { version: 1, ..f }.encode();
         assert_eq!(Footer::decode(&older).map(|f| f.version), Ok(1));
-        let newer = Footer { version: 5, ..f }.encode();
-        assert_eq!(Footer::decode(&newer), Err(FooterError::Version(5)));
+        let newer = Footer { version: 6, ..f }.encode();
+        assert_eq!(Footer::decode(&newer), Err(FooterError::Version(6)));
     }
 
     #[test]
@@ -659,6 +682,7 @@ mod tests {
             bloom_bits_per_key: 10,
             // Not encoded before format 4: derived from `compressed_blocks`.
             compression: 1,
+            dictionary: None,
         };
         let mut enc = p.encode();
         assert!(enc.len() <= props_size_bound(p.smallest.len(), p.largest.len()));
@@ -690,5 +714,23 @@ mod tests {
         assert!(ExtentProperties::decode(&unknown.encode())
             .unwrap_err()
             .contains("codec"));
+        // Format 5 may locate a dictionary block; a malformed handle is refused.
+        let v5 = ExtentProperties {
+            format_version: 5,
+            compression: 3,
+            dictionary: Some(Handle {
+                offset: u64::from(u32::MAX) + 7,
+                size: u32::MAX,
+            }),
+            ..v4.clone()
+        };
+        let enc5 = v5.encode();
+        assert!(enc5.len() <= props_size_bound(v5.smallest.len(), v5.largest.len()));
+        assert_eq!(ExtentProperties::decode(&enc5).unwrap(), v5);
+        let mut bad = v4.encode();
+        put_varint(&mut bad, u64::from(P_DICTIONARY));
+        put_varint(&mut bad, 1);
+        bad.push(0x80);
+        assert!(ExtentProperties::decode(&bad).unwrap_err().contains("malformed"));
     }
 }

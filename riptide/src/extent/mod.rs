@@ -7,7 +7,8 @@
 //!
 //! ```text
 //! [data block 0 | trailer] ... [data block N-1 | trailer]
-//! [index block | trailer] [filter block | trailer] [properties block | trailer]   <- `valid` bytes
+//! [index block | trailer] [filter block | trailer] [dictionary block | trailer]
+//! [properties block | trailer]                                                  <- `valid` bytes
 //! ... gap (never read) ...
 //! [footer (FOOTER_SIZE bytes)]                                                  <- ends at slots * 2 MiB
 //! ```
@@ -29,6 +30,7 @@
 mod block;
 mod builder;
 pub(crate) mod codec;
+pub(crate) mod dictionary;
 mod filter;
 pub(crate) mod format;
 mod packed;
@@ -36,8 +38,10 @@ mod point;
 mod reader;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_dictionary;
 
-pub(crate) use block::{scan_entries, Block, BlockIter};
+pub(crate) use block::{scan_entries, Block, BlockBuilder, BlockIter};
 pub(crate) use builder::{BuiltExtent, ExtentBuilder};
 pub(crate) use filter::filter_hash;
 pub(crate) use format::{EXTENT_MAGIC, FOOTER_SIZE};
@@ -73,6 +77,9 @@ pub(crate) enum Compression {
     /// A zstd frame (any level), prefixed by the varint32 uncompressed length (extent format 4
     /// on).
     Zstd = 2,
+    /// As `Zstd`, compressed with the dictionary stored in the block's extent (extent format 5
+    /// on; [`dictionary`]).
+    ZstdDict = 3,
 }
 
 impl Compression {
@@ -82,6 +89,7 @@ impl Compression {
             0 => Some(Compression::None),
             1 => Some(Compression::Lz4),
             2 => Some(Compression::Zstd),
+            3 => Some(Compression::ZstdDict),
             _ => None,
         }
     }
@@ -106,6 +114,9 @@ pub(crate) struct ExtentOptions {
     pub compression_level: i32,
     /// Data blocks carry a hash index of their user keys for point lookups (default true).
     pub hash_index: bool,
+    /// With zstd: the dictionary blocks are compressed with (stored in the extent; type-3
+    /// blocks). Other codecs ignore it.
+    pub dictionary: Option<std::sync::Arc<dictionary::BlockDict>>,
 }
 
 impl Default for ExtentOptions {
@@ -117,6 +128,7 @@ impl Default for ExtentOptions {
             compression: Compression::Lz4,
             compression_level: crate::table_options::DEFAULT_ZSTD_LEVEL,
             hash_index: true,
+            dictionary: None,
         }
     }
 }

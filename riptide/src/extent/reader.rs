@@ -18,10 +18,11 @@ use super::block::{Block, BlockIter};
 use super::builder::BuiltExtent;
 use super::builder::RawBlock;
 use super::codec::decompress;
+use super::dictionary::BlockDict;
 use super::filter::{hash64, Filter};
 use super::format::{
     check_block, decode_index, ExtentProperties, Footer, FooterError, Handle, IndexEntry, BLOCK_STATS_VERSION,
-    EXTENT_FORMAT_VERSION, FOOTER_SIZE, TRAILER_SIZE,
+    DICTIONARY_VERSION, EXTENT_FORMAT_VERSION, FOOTER_SIZE, TRAILER_SIZE,
 };
 use super::point::{PointRead, PointScratch};
 use super::{Compression, PackedKeys, EXTENT_SIZE};
@@ -77,6 +78,8 @@ pub(crate) struct ExtentReader {
     block_offsets: Vec<u64>,
     filter: Option<Filter>,
     props: ExtentProperties,
+    /// The zstd dictionary of the extent's type-3 blocks (format 5 on).
+    dictionary: Option<Arc<BlockDict>>,
 }
 
 impl std::fmt::Debug for ExtentReader {
@@ -177,6 +180,32 @@ impl ExtentReader {
         let props =
             ExtentProperties::decode(block(footer.props)?).map_err(|r| Error::corruption(&*path, props_at, r))?;
         check_props(&props, &index, &footer).map_err(|r| Error::corruption(&*path, props_at, r))?;
+        let filter_end = if footer.filter.size > 0 {
+            footer.filter.end()
+        } else {
+            footer.filter.offset
+        };
+        let gap = footer.props.offset - filter_end;
+        if props.dictionary.map_or(0, |h| h.end().saturating_sub(h.offset)) != gap
+            || props.dictionary.is_some_and(|h| h.offset != filter_end)
+        {
+            return Err(Error::corruption(
+                &*path,
+                props_at,
+                format!(
+                    "dictionary block {:?} does not fill the {gap} bytes between filter and properties",
+                    props.dictionary
+                ),
+            ));
+        }
+        let dictionary = match props.dictionary {
+            Some(h) => {
+                let at = base + h.offset;
+                let d = BlockDict::from_bytes(block(h)?).map_err(|r| Error::corruption(&*path, at, r))?;
+                Some(Arc::new(d))
+            }
+            None => None,
+        };
         let last_keys = PackedKeys::new(index.iter().map(|e| e.last_key.as_slice()));
         let block_offsets = index.iter().map(|e| e.offset).collect();
         Ok(ExtentReader {
@@ -189,7 +218,13 @@ impl ExtentReader {
             block_offsets,
             filter,
             props,
+            dictionary,
         })
+    }
+
+    /// The zstd dictionary the extent's type-3 blocks were compressed with, if any.
+    pub(crate) fn dictionary(&self) -> Option<&Arc<BlockDict>> {
+        self.dictionary.as_ref()
     }
 
     /// False only if no version of `user_key` is in this extent (bloom filter); true when the
@@ -336,9 +371,8 @@ impl ExtentReader {
                 buf.truncate(e.size as usize);
                 buf
             }
-            Some(codec) => {
-                decompress(codec, &buf[..e.size as usize]).map_err(|r| Error::corruption(&*self.path, at, r))?
-            }
+            Some(codec) => decompress(codec, &buf[..e.size as usize], self.dictionary.as_deref())
+                .map_err(|r| Error::corruption(&*self.path, at, r))?,
             None => {
                 return Err(Error::corruption(
                     &*self.path,
@@ -431,12 +465,14 @@ fn parse_footer(path: &Path, footer_off: u64, f: &[u8], slots: u32) -> Result<Fo
         )));
     }
     let filter_end = if flt.size > 0 { flt.end() } else { flt.offset };
-    if idx.offset == 0
-        || idx.size < 4
-        || idx.end() != flt.offset
-        || filter_end != props.offset
-        || props.end() != footer.valid_size
-    {
+    // From format 5 a dictionary block may lie between the filter and the properties (the
+    // properties locate it; `from_parts` checks that it fills the gap exactly).
+    let gap_ok = if footer.version >= DICTIONARY_VERSION {
+        filter_end <= props.offset
+    } else {
+        filter_end == props.offset
+    };
+    if idx.offset == 0 || idx.size < 4 || idx.end() != flt.offset || !gap_ok || props.end() != footer.valid_size {
         return Err(corrupt(format!(
             "inconsistent footer handles: index {idx:?}, filter {flt:?}, properties {props:?}, valid size {}",
             footer.valid_size
@@ -497,7 +533,7 @@ fn check_props(p: &ExtentProperties, index: &[IndexEntry], footer: &Footer) -> R
     let max_lsn = index.iter().map(|e| e.max_lsn).max().unwrap_or(0);
     let first = index.first().map(|e| &e.first_key[..]).unwrap_or_default();
     let last = index.last().map(|e| &e.last_key[..]).unwrap_or_default();
-    let checks: [(&str, bool); 12] = [
+    let checks: [(&str, bool); 13] = [
         ("format version", p.format_version == footer.version),
         ("data block count", p.data_blocks as usize == index.len()),
         ("entries", p.entries == rows),
@@ -510,6 +546,11 @@ fn check_props(p: &ExtentProperties, index: &[IndexEntry], footer: &Footer) -> R
         ("index size", p.index_size == footer.index.size),
         ("filter size", p.filter_size == footer.filter.size),
         ("bloom bits", (p.bloom_bits_per_key == 0) == (footer.filter.size == 0)),
+        (
+            "dictionary",
+            (p.compression == Compression::ZstdDict as u8) == p.dictionary.is_some()
+                && (p.dictionary.is_none() || footer.version >= DICTIONARY_VERSION),
+        ),
     ];
     for (what, ok) in checks {
         if !ok {

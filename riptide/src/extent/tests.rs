@@ -21,7 +21,7 @@ use crate::fs::ReadableFile;
 use crate::key::{compare_internal_keys, decode_internal_key, encode_internal_key, Lsn, ValueKind, MAX_LSN};
 
 /// An in-memory file.
-struct MemFile(Vec<u8>);
+pub(super) struct MemFile(pub(super) Vec<u8>);
 
 impl ReadableFile for MemFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
@@ -51,28 +51,28 @@ impl ReadableFile for FailFile {
     }
 }
 
-fn path() -> PathBuf {
+pub(super) fn path() -> PathBuf {
     PathBuf::from("/db/data/000007.ext")
 }
 
 /// Extents are placed after a 2 MiB header slot, so offsets in errors must be absolute.
-const BASE: u64 = EXTENT_SIZE;
+pub(super) const BASE: u64 = EXTENT_SIZE;
 
-fn file_with(built: &BuiltExtent) -> MemFile {
+pub(super) fn file_with(built: &BuiltExtent) -> MemFile {
     let mut f = vec![0xAAu8; BASE as usize];
     f.extend_from_slice(&built.image());
     MemFile(f)
 }
 
-fn ikey(user: &[u8], lsn: Lsn, kind: ValueKind) -> Vec<u8> {
+pub(super) fn ikey(user: &[u8], lsn: Lsn, kind: ValueKind) -> Vec<u8> {
     let mut v = Vec::with_capacity(user.len() + 8);
     encode_internal_key(&mut v, user, lsn, kind);
     v
 }
 
-type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+pub(super) type Entries = Vec<(Vec<u8>, Vec<u8>)>;
 
-fn build(entries: &Entries, opts: ExtentOptions) -> BuiltExtent {
+pub(super) fn build(entries: &Entries, opts: ExtentOptions) -> BuiltExtent {
     let mut b = ExtentBuilder::new(opts);
     for (k, v) in entries {
         b.add(k, v).unwrap();
@@ -185,7 +185,7 @@ impl<'a> Cursor<'a> {
 }
 
 /// Checks everything a reader exposes against the entries the extent was built from.
-fn check_extent(entries: &Entries, built: &BuiltExtent, opts: &ExtentOptions, rng: &mut StdRng) {
+pub(super) fn check_extent(entries: &Entries, built: &BuiltExtent, opts: &ExtentOptions, rng: &mut StdRng) {
     let file = file_with(built);
     let r = ExtentReader::open(&file, &path(), BASE, built.slots).unwrap();
     assert_eq!(r.path(), path());
@@ -333,6 +333,8 @@ fn random_opts(rng: &mut StdRng) -> ExtentOptions {
         compression: [Compression::Lz4, Compression::None, Compression::Zstd][rng.random_range(0..3)],
         compression_level: rng.random_range(-3..=9),
         hash_index: rng.random_bool(0.5),
+        // Used by zstd only; the others must ignore it.
+        dictionary: rng.random_bool(0.4).then(super::tests_dictionary::test_dict),
     }
 }
 
@@ -781,8 +783,8 @@ fn missing_truncated_or_foreign_extents() {
     assert!(matches!(
         ExtentReader::open(&newer, &path(), BASE, 1),
         Err(Error::UnsupportedFormat {
-            found: 5,
-            supported: 4,
+            found: 6,
+            supported: 5,
             ..
         })
     ));
@@ -1132,7 +1134,7 @@ fn constants() {
     assert_eq!(EXTENT_SIZE, 2 << 20);
     assert_eq!(FOOTER_SIZE, 64);
     assert_eq!(EXTENT_MAGIC.to_le_bytes(), *b"RPTEXTNT");
-    assert_eq!(EXTENT_FORMAT_VERSION, 4);
+    assert_eq!(EXTENT_FORMAT_VERSION, 5);
     let _ = Path::new("");
 }
 
@@ -1172,6 +1174,7 @@ mod prop {
                 compression: if lz4 { Compression::Lz4 } else { Compression::Zstd },
                 compression_level: 1,
                 hash_index: lz4,
+                dictionary: None,
             };
             let built = build(&entries, opts.clone());
             let mut rng = StdRng::seed_from_u64(entries.len() as u64);

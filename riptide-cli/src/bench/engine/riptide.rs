@@ -548,6 +548,15 @@ impl BenchEngine for RiptideEngine {
                 "L0 layers (newest first, extents each): {:?}; immutable memtables: {}; flushed LSN: {}",
                 info.l0_layers, info.immutable_memtables, info.flushed_lsn
             );
+            let dict = match info.zstd_dictionary {
+                riptide::DictionaryStatus::None => "none".to_string(),
+                riptide::DictionaryStatus::Declined {
+                    plain_bytes,
+                    dict_bytes,
+                } => format!("declined (judged samples: {plain_bytes} bytes plain, {dict_bytes} with it)"),
+                riptide::DictionaryStatus::InUse { id, bytes } => format!("in use, {bytes} bytes, id {id:016x}"),
+            };
+            let _ = writeln!(s, "zstd dictionary: {dict}");
         }
         Ok(s)
     }

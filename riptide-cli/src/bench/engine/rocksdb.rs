@@ -148,10 +148,18 @@ impl RocksDbEngine {
         opts.set_block_based_table_factory(&table);
         opts.set_compression_type(compression(cfg.compression));
         // Window bits -14 and strategy 0 are RocksDB's defaults; only the level changes.
-        opts.set_compression_options(-14, cfg.compression_level, 0, 0);
+        // A dictionary (max_dict_bytes) is trained on 100x its size of samples, as zstd advises.
+        let dict = i32::try_from(cfg.compression_max_dict_bytes).unwrap_or(0);
+        opts.set_compression_options(-14, cfg.compression_level, 0, dict);
+        if dict > 0 {
+            opts.set_zstd_max_train_bytes(dict.saturating_mul(100));
+        }
         if cfg.bottommost_compression != cfg.compression {
             opts.set_bottommost_compression_type(compression(cfg.bottommost_compression));
-            opts.set_bottommost_compression_options(-14, cfg.compression_level, 0, 0, true);
+            opts.set_bottommost_compression_options(-14, cfg.compression_level, 0, dict, true);
+            if dict > 0 {
+                opts.set_bottommost_zstd_max_train_bytes(dict.saturating_mul(100), true);
+            }
         }
         opts.set_write_buffer_size(cfg.options.write_buffer_size);
         opts.set_max_write_buffer_number(Self::max_write_buffer_number(cfg) as i32);

@@ -67,6 +67,9 @@ pub struct Config {
     /// zstd level.
     #[cfg_attr(not(any(feature = "bench-rocksdb", feature = "bench-fjall")), allow(dead_code))]
     pub compression_level: i32,
+    /// Largest zstd dictionary (0 = none).
+    #[cfg_attr(not(any(feature = "bench-rocksdb", feature = "bench-fjall")), allow(dead_code))]
+    pub compression_max_dict_bytes: usize,
     /// Row cache bytes; 0 = none.
     #[cfg_attr(not(any(feature = "bench-rocksdb", feature = "bench-fjall")), allow(dead_code))]
     pub row_cache_size: usize,
@@ -198,6 +201,13 @@ impl Config {
         };
         let compression_level =
             in_range("compression_level", f.compression_level, -7, 22, "must be in -7..=22")? as i32;
+        let compression_max_dict_bytes = in_range(
+            "compression_max_dict_bytes",
+            f.compression_max_dict_bytes,
+            0,
+            64 << 10,
+            "must be in 0..=65536",
+        )? as usize;
         let row_cache_size =
             in_range("row_cache_size", f.row_cache_size, 0, i64::MAX, "must not be negative")? as usize;
         let read_random_exp_range = f.read_random_exp_range;
@@ -318,6 +328,7 @@ impl Config {
                 },
             };
             options.compression_per_level = [codec(compression), codec(compression), codec(bottommost_compression)];
+            options.zstd_dictionary_bytes = compression_max_dict_bytes;
             options.block_cache_size = cache_size;
             options.row_cache_size = row_cache_size;
             if let Some(n) = max_background_flushes {
@@ -396,6 +407,7 @@ impl Config {
             compression,
             bottommost_compression,
             compression_level,
+            compression_max_dict_bytes,
             row_cache_size,
             read_random_exp_range,
             zipf,

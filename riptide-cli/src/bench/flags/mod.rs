@@ -288,6 +288,17 @@ pub struct BenchFlags {
     )]
     pub compression_level: i64,
 
+    /// Largest zstd dictionary trained for zstd levels, in bytes; 0 = none (riptide:
+    /// zstd_dictionary_bytes per table; rocksdb: max_dict_bytes with 100x as many training
+    /// bytes)
+    #[arg(
+        long = "compression_max_dict_bytes",
+        alias = "compression-max-dict-bytes",
+        value_name = "BYTES",
+        default_value_t = 0
+    )]
+    pub compression_max_dict_bytes: i64,
+
     /// Row cache size in bytes (riptide, rocksdb); 0 = none
     #[arg(
         long = "row_cache_size",

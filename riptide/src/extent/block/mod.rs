@@ -368,7 +368,6 @@ impl Block {
     }
 
     /// The decoded block contents.
-    #[cfg(any(test, feature = "fuzzing"))]
     pub(crate) fn data(&self) -> &[u8] {
         &self.data
     }

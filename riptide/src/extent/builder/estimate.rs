@@ -49,7 +49,12 @@ impl ExtentBuilder {
             index += IndexEntry::encoded_len_bound(self.blk_first.len(), self.last_key.len());
         }
         let props = props_size_bound(self.props.smallest.len(), self.last_key.len()) + TRAILER_SIZE;
-        data + index + self.filter_bound() + props + FOOTER_SIZE
+        data + index + self.filter_bound() + self.dictionary_bound() + props + FOOTER_SIZE
+    }
+
+    /// Bytes the dictionary block takes (with its trailer), 0 without a dictionary.
+    fn dictionary_bound(&self) -> usize {
+        self.dictionary.as_ref().map_or(0, |d| d.bytes().len() + TRAILER_SIZE)
     }
 
     /// Upper bound of [`Self::estimated_size`] after adding an entry with these lengths next.

@@ -23,6 +23,7 @@ use std::cmp::Ordering;
 
 use super::block::BlockBuilder;
 use super::codec::BlockCompressor;
+use super::dictionary::BlockDict;
 use super::filter::{build_filter, filter_block_size, hash64, BlockFilterBuilder};
 use super::format::{
     check_block, encode_index, props_size_bound, trailer, ExtentProperties, Footer, Handle, IndexEntry,
@@ -104,6 +105,8 @@ pub(crate) struct ExtentBuilder {
     props: ExtentProperties,
     /// Compresses data blocks (keeps a zstd context between blocks).
     compressor: BlockCompressor,
+    /// The zstd dictionary stored in the extent, when the compressor uses one (type-3 blocks).
+    dictionary: Option<std::sync::Arc<BlockDict>>,
     /// Compression output buffer.
     scratch: Vec<u8>,
     /// Format version written (older versions only in tests of the readers' compatibility).
@@ -131,7 +134,8 @@ impl ExtentBuilder {
     /// extents neither reallocates nor touches fresh memory for each one.
     pub fn with_buffer(opts: ExtentOptions, mut buf: Vec<u8>) -> Self {
         let opts = opts.sanitized();
-        let compressor = BlockCompressor::new(opts.compression, opts.compression_level);
+        let compressor = BlockCompressor::new(opts.compression, opts.compression_level, opts.dictionary.as_deref());
+        let dictionary = opts.dictionary.clone().filter(|_| compressor.dict_id().is_some());
         let filter = BlockFilterBuilder::new(opts.bloom_bits_per_key);
         buf.clear();
         buf.reserve(EXTENT_SIZE as usize);
@@ -158,6 +162,7 @@ impl ExtentBuilder {
                 ..Default::default()
             },
             compressor,
+            dictionary,
             scratch: Vec::new(),
             version: EXTENT_FORMAT_VERSION,
             decoded_copies: 0,
@@ -368,6 +373,10 @@ impl ExtentBuilder {
                 size: 0,
             }
         };
+        let dictionary = match self.dictionary.take() {
+            Some(d) => Some(self.append_meta_block(d.bytes())?),
+            None => None,
+        };
         let blocks = u32::try_from(self.index.len()).map_err(|_| invalid("extent", "too many data blocks"))?;
         let mut props = std::mem::take(&mut self.props);
         props.format_version = self.version;
@@ -378,6 +387,7 @@ impl ExtentBuilder {
         props.index_size = index.size;
         props.filter_size = filter.size;
         props.bloom_bits_per_key = bits;
+        props.dictionary = dictionary;
         let props_block = props.encode();
         let props_handle = self.append_meta_block(&props_block)?;
         let valid_size = self.out.len() as u64;

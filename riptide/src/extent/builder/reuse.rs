@@ -65,11 +65,12 @@ fn check_stored<'a>(stored: &'a [u8], e: &IndexEntry) -> Result<(&'a [u8], Compr
 }
 
 impl ExtentBuilder {
-    /// True if blocks of `reader` are stored with another codec than this builder's, so that
-    /// [`Self::copy_block`] would keep the source's codec: a compaction recompresses them
-    /// ([`Self::recompressed_block`]) instead.
+    /// True if blocks of `reader` are stored with another codec (or another zstd dictionary)
+    /// than this builder's, so that [`Self::copy_block`] would keep the source's codec: a
+    /// compaction recompresses them ([`Self::recompressed_block`]) instead.
     pub fn recompresses(&self, reader: &ExtentReader) -> bool {
         reader.props().compression != self.compressor.kind() as u8
+            || reader.dictionary().map(|d| d.id()) != self.compressor.dict_id()
     }
 
     /// Reads data block `i` of `reader` (checksum verified) and stores its contents with this
@@ -79,7 +80,7 @@ impl ExtentBuilder {
         let raw = reader.read_raw_block(file, i)?;
         let corrupt = |reason: String| Error::corruption(&*raw.path, raw.file_offset, reason);
         let (contents, ctype) = check_stored(&raw.stored, &raw.entry).map_err(corrupt)?;
-        let plain = decompress(ctype, contents).map_err(corrupt)?;
+        let plain = decompress(ctype, contents, reader.dictionary().map(|d| &**d)).map_err(corrupt)?;
         let kind = self.compressor.compress(&plain, &mut self.scratch);
         let body: &[u8] = if kind == Compression::None {
             &plain
@@ -272,7 +273,9 @@ impl ExtentBuilder {
         let data: &[u8] = match compression {
             Compression::None => contents,
             codec => {
-                decoded = decompress(codec, contents).map_err(corrupt)?;
+                // A type-3 block is only copied between extents with the same dictionary
+                // (`recompresses`), which is this builder's.
+                decoded = decompress(codec, contents, self.dictionary.as_deref()).map_err(corrupt)?;
                 &decoded
             }
         };
