@@ -120,7 +120,8 @@ fn walk_block(block: Block) -> Result<usize> {
 
 /// Data block decoding. `data[0]` selects the mode: bit 0 set = `data[1..]` are stored block
 /// contents whose trailer the harness appends with a correct CRC (type: bits 1-2, 0 none, 1
-/// LZ4, 2 zstd, 3 an unknown type), so the decompressors and then the decoder are reached; bit 0 clear = `data[1..]` are decoded block
+/// LZ4, 2 zstd, 3 zstd with a dictionary, refused here for want of one), so the decompressors
+/// and then the decoder are reached; bit 0 clear = `data[1..]` are decoded block
 /// contents handed straight to the decoder. Returns the number of entries read.
 pub fn data_block(data: &[u8]) -> Result<usize> {
     let path: Arc<Path> = Arc::from(Path::new("fuzz.dat"));

@@ -245,6 +245,9 @@ pub fn extent(fs: &dyn FileSystem, db: &Path, id: &str, rows: usize) -> Result<S
         }
     }
     let _ = writeln!(out, "properties: {p:#?}");
+    if let Some(d) = reader.dictionary() {
+        let _ = writeln!(out, "zstd dictionary: {} bytes, id {:016x}", d.bytes().len(), d.id());
+    }
     let _ = writeln!(out, "index: {} data block(s)", reader.index().len());
     for (i, e) in reader.index().iter().enumerate() {
         let _ = writeln!(

@@ -12,6 +12,9 @@
 //!   was closed without a flush). Its metadata is a CHECKPOINT plus a slog with transactions
 //!   after it (including a table drop).
 //! - `db-v4-plain/`: the same workload without compression, bloom filters or hash indexes.
+//! - `db-v5-dict/`: extent v5 with a zstd dictionary: one table of JSON-like rows compacted into
+//!   a zstd L2 with `zstd_dictionary_bytes` (type-3 blocks, dictionary block, hash indexes
+//!   rebuilt on read); its own small workload (`doc`, `run_dict_workload`).
 //! - `db-v1/`, `db-v2/`, `db-v3/`, `db-v3-plain/`: the same workload written by the builds
 //!   that wrote extent v1, v2 and v3 (catalog v1); this build reads those versions but cannot
 //!   write them, so these are never regenerated here (the README names the generator and the
@@ -23,7 +26,7 @@
 //!   over `db-v1/` / `db-v2/` / `db-v4/`.
 //!
 //! Format versions covered: catalog v1 and v2, redo v1, data file v1, meta v1 (CURRENT, slog,
-//! checkpoint) and extent v1 to v4. For the old extent versions the test also checks that
+//! checkpoint) and extent v1 to v5. For the old extent versions the test also checks that
 //! `inspect` reports them, and that compacting every table with this build (which writes only
 //! v4 extents, copying, recompressing or decoding old blocks) keeps every key and value exact.
 //!
@@ -1349,3 +1352,134 @@ const SLOG_DAMAGED_RECORD: u64 = 56;
 const REDO_DAMAGED_RECORD: u64 = 32;
 /// Extent 1.2 (the L2 extent of `users`): data block 0 starts at slot 2, 2 x 2 MiB.
 const EXTENT_DAMAGED_BLOCK: u64 = 2 * (2 << 20);
+
+// ---------------------------------------------------------------------------------------------
+// `db-v5-dict`: an extent v5 database whose L2 extents hold a zstd dictionary (type-3 blocks).
+// ---------------------------------------------------------------------------------------------
+
+/// Rows of table `docs` in `db-v5-dict`: JSON-like values sharing their field names, so the
+/// table's compaction keeps the dictionary it trains.
+fn doc(i: usize) -> (Vec<u8>, Vec<u8>) {
+    const CITIES: [&str; 5] = ["Hangzhou", "Shanghai", "Beijing", "Shenzhen", "Chengdu"];
+    const STATES: [&str; 4] = ["paid", "shipped", "delivered", "refunded"];
+    let v = format!(
+        "{{\"order_id\":{},\"user\":\"user{}\",\"city\":\"{}\",\"status\":\"{}\",\"sku\":\"SKU-{:06}\"}}",
+        1_000_000 + i,
+        (i * 7919) % 10_000,
+        CITIES[(i * 31) % CITIES.len()],
+        STATES[(i * 17) % STATES.len()],
+        (i * 104_729) % 100_000,
+    );
+    (format!("doc{i:05}").into_bytes(), v.into_bytes())
+}
+
+const DOCS: usize = 3000;
+
+/// Options of `db-v5-dict`: the fixtures' options (zstd level 1 in L2) with 1 KiB
+/// dictionaries and a memtable that holds every row.
+fn dict_options() -> Options {
+    Options {
+        zstd_dictionary_bytes: 1024,
+        // Every row in one memtable, flushed by an explicit step: no background flush whose
+        // timing would move extents between runs of the generator.
+        write_buffer_size: 4 << 20,
+        ..options(VARIANTS[0])
+    }
+}
+
+/// Writes `db-v5-dict` into `dir`: table `docs` filled and compacted into L2, closed.
+fn run_dict_workload(dir: &Path) {
+    let db = Db::open(dir, dict_options()).unwrap();
+    let t = db.create_table("docs").unwrap();
+    for i in 0..DOCS {
+        let (k, v) = doc(i);
+        t.put(&k, &v).unwrap();
+    }
+    t.flush().unwrap();
+    t.compact().unwrap();
+    assert!(
+        matches!(t.level_info().zstd_dictionary, riptide::DictionaryStatus::InUse { .. }),
+        "{:?}",
+        t.level_info().zstd_dictionary
+    );
+    db.wait_for_background_work().unwrap();
+    db.close().unwrap();
+}
+
+/// Writes `tests/fixtures/db-v5-dict`. Run only to add it (see the header).
+#[test]
+#[ignore = "writes tests/fixtures/db-v5-dict; run by hand only when adding it"]
+fn regenerate_dict() {
+    let mut runs = Vec::new();
+    for _ in 0..2 {
+        let tmp = tempfile::tempdir().unwrap();
+        run_dict_workload(tmp.path());
+        let frozen = tempfile::tempdir().unwrap();
+        freeze(tmp.path(), frozen.path());
+        let mut files = BTreeMap::new();
+        read_tree(frozen.path(), &mut files, frozen.path());
+        runs.push(files);
+    }
+    for (rel, bytes) in &runs[0] {
+        let other = runs[1].get(rel).unwrap_or_else(|| panic!("{rel:?} only in run 1"));
+        let at = bytes.iter().zip(other).position(|(a, b)| a != b);
+        assert!(
+            at.is_none() && bytes.len() == other.len(),
+            "two runs of the generator differ in {rel:?} at byte {at:?} (lengths {} and {})",
+            bytes.len(),
+            other.len()
+        );
+    }
+    assert_eq!(runs[0].len(), runs[1].len(), "two runs of the generator differ");
+    let dst = fixtures_dir().join("db-v5-dict");
+    let _ = fs::remove_dir_all(&dst);
+    for (rel, bytes) in &runs[0] {
+        fs::create_dir_all(dst.join(rel).parent().unwrap()).unwrap();
+        fs::write(dst.join(rel), bytes).unwrap();
+    }
+}
+
+/// `db-v5-dict` reads exactly; its L2 extents are type 3 with a dictionary block; a compaction
+/// after the reopen takes the same dictionary back from them.
+#[test]
+fn db_v5_dict_reads_exactly_and_keeps_its_dictionary() {
+    let tmp = fixture_copy("db-v5-dict", None);
+    let want: Pairs = (0..DOCS).map(doc).collect();
+    let l2 = extents_by_level(tmp.path())["docs"][2].clone();
+    assert!(!l2.is_empty());
+    for id in &l2 {
+        // Properties only (the rows' values are too long for `extent_rows`' parser).
+        let text = inspect::extent(&*inspect::posix(), tmp.path(), id, 0).unwrap();
+        for want in [
+            "format_version: 5,",
+            "compression: 3,",
+            "hash_index_on_read: true,",
+            "zstd dictionary: ",
+        ] {
+            assert!(text.contains(want), "extent {id} lacks {want:?}:\n{text}");
+        }
+    }
+    assert!(inspect::verify(&*inspect::posix(), tmp.path()).unwrap().ok());
+    let db = Db::open(tmp.path(), dict_options()).unwrap();
+    assert_eq!(scan(&db, "docs").unwrap(), want);
+    let t = db.table("docs").unwrap();
+    for i in (0..DOCS).step_by(97) {
+        assert_eq!(t.get(&doc(i).0).unwrap(), Some(doc(i).1));
+    }
+    // One new row and a full compaction: the dictionary comes from the fixture's extents, so
+    // the untouched blocks are copied, not recompressed.
+    t.put(b"doc99999", b"{}").unwrap();
+    t.compact().unwrap();
+    assert!(matches!(
+        t.level_info().zstd_dictionary,
+        riptide::DictionaryStatus::InUse { .. }
+    ));
+    assert_eq!(db.stats().levels[2].blocks_recompressed, 0);
+    db.close().unwrap();
+    // Read without any dictionary option, the extents still decode.
+    let db = Db::open(tmp.path(), options(VARIANTS[0])).unwrap();
+    let mut want = want;
+    want.push((b"doc99999".to_vec(), b"{}".to_vec()));
+    assert_eq!(scan(&db, "docs").unwrap(), want);
+    db.close().unwrap();
+}

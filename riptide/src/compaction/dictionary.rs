@@ -8,14 +8,12 @@
 //! - Choosing reads blocks through the readers only (no block cache traffic) and never fails a
 //!   compaction for the dictionary's sake: a sample that cannot be read is skipped.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use super::job::Plan;
-use crate::extent::dictionary::{train, BlockDict, DictChoice, Trained};
-use crate::extent::{Block, BlockBuilder, BlockIter, Compression, ExtentOptions};
+use crate::extent::dictionary::{as_zstd_block, train, BlockDict, DictChoice, Trained};
+use crate::extent::{Compression, ExtentOptions};
 use crate::extent_store::ExtentStore;
-use crate::key::{decode_internal_key, encode_internal_key};
 use crate::subtable::TableInner;
 use crate::version::LevelSet;
 
@@ -38,70 +36,68 @@ pub(crate) fn choose(
         return None;
     }
     let level = opts.compression_level;
-    let mut choice = t.dictionary.lock();
-    match &*choice {
+    match &*t.dictionary.lock() {
         DictChoice::Use(d) => return Some(d.clone()),
         DictChoice::Declined { .. } => return None,
         DictChoice::Undecided => {}
     }
-    if let Some(d) = existing(store, levels, usize::from(plan.out_level)) {
-        *choice = DictChoice::Use(d.clone());
-        return Some(d);
+    // Decided without the lock held (readers of the table's stats take it; the table's
+    // compaction lock already keeps other compactions of the table out).
+    let decided = decide(store, levels, plan, opts, level, max_bytes)?;
+    let mut choice = t.dictionary.lock();
+    *choice = decided;
+    match &*choice {
+        DictChoice::Use(d) => Some(d.clone()),
+        _ => None,
     }
-    let mut samples = sample_blocks(store, plan, max_bytes * SAMPLE_BYTES_PER_DICT_BYTE, opts.block_size);
-    if plan.zeroes_lsns() {
-        // The output's rows will mostly carry LSN 0: train and judge on blocks like those.
-        samples = samples.iter().filter_map(|b| with_lsns_zeroed(b, opts)).collect();
+}
+
+/// A dictionary found in the output level's extents, or trained and judged on the plan's
+/// inputs; `None` when the samples are too few to judge.
+fn decide(
+    store: &ExtentStore,
+    levels: &LevelSet,
+    plan: &Plan,
+    opts: &ExtentOptions,
+    level: i32,
+    max_bytes: usize,
+) -> Option<DictChoice> {
+    if let Some(d) = existing(store, levels, plan) {
+        return Some(DictChoice::Use(d));
     }
+    // Train and judge on blocks as the output will store them: re-encoded as zstd blocks are
+    // (no hash index, no region checksums) and, into the bottom level, with LSN 0.
+    let samples: Vec<Vec<u8>> = sample_blocks(store, plan, max_bytes * SAMPLE_BYTES_PER_DICT_BYTE, opts.block_size)
+        .iter()
+        .filter_map(|b| as_zstd_block(b, opts.restart_interval, plan.zeroes_lsns()))
+        .collect();
     let slices: Vec<&[u8]> = samples.iter().map(Vec::as_slice).collect();
     match train(&slices, max_bytes, level) {
-        Trained::Dict(d) => {
-            let d = Arc::new(d);
-            *choice = DictChoice::Use(d.clone());
-            Some(d)
-        }
-        Trained::NotWorthIt { plain, with_dict } => {
-            *choice = DictChoice::Declined { plain, with_dict };
-            None
-        }
+        Trained::Dict(d) => Some(DictChoice::Use(Arc::new(d))),
+        Trained::NotWorthIt { plain, with_dict } => Some(DictChoice::Declined { plain, with_dict }),
         Trained::TooFewSamples => None,
     }
 }
 
-/// The dictionary of one of the first extents of output level `out_level`, if one has any.
-fn existing(store: &ExtentStore, levels: &LevelSet, out_level: usize) -> Option<Arc<BlockDict>> {
-    let layer = match out_level {
-        0 => return None,
-        n => levels.sorted.get(n - 1)?,
-    };
-    layer
-        .extents
+/// The dictionary of an extent of the output level: first among the plan's own inputs from
+/// that level (the extents compactions wrote most recently), then among the level's first
+/// extents.
+fn existing(store: &ExtentStore, levels: &LevelSet, plan: &Plan) -> Option<Arc<BlockDict>> {
+    let out_level = usize::from(plan.out_level);
+    let inputs = plan
+        .runs
         .iter()
+        .filter(|r| usize::from(r.level) == out_level)
+        .flat_map(|r| r.extents.iter());
+    let layer = match out_level {
+        0 => None,
+        n => levels.sorted.get(n - 1),
+    };
+    let others = layer.into_iter().flat_map(|l| l.extents.iter());
+    inputs
+        .chain(others)
         .take(EXTENTS_SEARCHED)
         .find_map(|e| store.open(e).ok()?.reader.dictionary().cloned())
-}
-
-/// `block` re-encoded with every LSN 0 (kinds kept), as a bottom-level merge writes rows older
-/// than every snapshot; `None` if it does not decode.
-fn with_lsns_zeroed(block: &[u8], opts: &ExtentOptions) -> Option<Vec<u8>> {
-    let decoded = Block::new(block.to_vec(), Arc::from(Path::new("sample")), 0).ok()?;
-    let mut it = BlockIter::new(Arc::new(decoded));
-    it.seek_to_first();
-    let mut out = BlockBuilder::with_hash_index(opts.restart_interval, opts.hash_index);
-    let (mut prev, mut key) = (Vec::new(), Vec::new());
-    while it.valid() {
-        let (user, _, kind) = decode_internal_key(it.key())?;
-        key.clear();
-        encode_internal_key(&mut key, user, 0, kind);
-        // Versions of one user key collapse to one row once their LSNs are equal.
-        if key != prev {
-            out.add(&prev, &key, it.value());
-            std::mem::swap(&mut prev, &mut key);
-        }
-        it.next();
-    }
-    it.status().ok()?;
-    (!out.is_empty()).then(|| out.finish().to_vec())
 }
 
 /// Decoded data blocks (of about `block_size` bytes each) spread evenly over the plan's

@@ -263,7 +263,8 @@ pub enum DictionaryStatus {
     #[default]
     None,
     /// Trained and judged not worth its copy per extent: the judged sample blocks took
-    /// `plain_bytes` stored without it and `dict_bytes` with it.
+    /// `plain_bytes` stored without it and `dict_bytes` with it (both 0: zstd could not train
+    /// one on the samples).
     Declined {
         /// Stored bytes of the judged samples without a dictionary.
         plain_bytes: u64,
@@ -272,7 +273,7 @@ pub enum DictionaryStatus {
     },
     /// In use by compactions into zstd levels.
     InUse {
-        /// XXH3-64 of the dictionary (as `riptide inspect` shows per extent).
+        /// XXH3-64 of the dictionary (as `riptide inspect extent` shows for each extent).
         id: u64,
         /// Its size in bytes.
         bytes: usize,
@@ -374,10 +375,13 @@ impl Table {
     /// The shape of this table's levels.
     pub fn level_info(&self) -> LevelInfo {
         let view = self.inner.current();
+        // One lock at a time: the change lock is taken by writers, the dictionary's by a
+        // compaction that may be training one.
+        let flushed_lsn = self.inner.change.lock().flushed_lsn;
         let mut info = LevelInfo {
             l0_layers: view.levels.l0.iter().map(|l| l.extents.len()).collect(),
             immutable_memtables: view.immutables.len(),
-            flushed_lsn: self.inner.change.lock().flushed_lsn,
+            flushed_lsn,
             zstd_dictionary: match &*self.inner.dictionary.lock() {
                 DictChoice::Undecided => DictionaryStatus::None,
                 DictChoice::Declined { plain, with_dict } => DictionaryStatus::Declined {

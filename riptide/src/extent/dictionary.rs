@@ -15,12 +15,17 @@
 //!   trailer's CRC covers the stored bytes) and no content size (the length prefix gives it).
 
 use std::fmt;
-use std::sync::Arc;
+use std::path::Path;
+use std::sync::{Arc, Weak};
+
+use parking_lot::Mutex;
 
 use xxhash_rust::xxh3::xxh3_64;
 
+use super::block::{Block, BlockBuilder, BlockIter};
 use super::codec::BlockCompressor;
 use super::{Compression, EXTENT_SIZE};
+use crate::key::{decode_internal_key, encode_internal_key};
 
 /// Smallest dictionary accepted (zstd's trainer needs some room; smaller is not worth a block).
 pub(crate) const MIN_DICT_BYTES: usize = 256;
@@ -63,6 +68,26 @@ impl BlockDict {
         })
     }
 
+    /// [`Self::from_bytes`], shared: every extent of a sub-table stores the same dictionary, so
+    /// open extents with equal bytes share one digested copy (about 27 KiB of tables plus the
+    /// bytes) instead of holding one each.
+    pub(crate) fn shared(bytes: &[u8]) -> Result<Arc<BlockDict>, String> {
+        static OPEN: Mutex<Vec<Weak<BlockDict>>> = Mutex::new(Vec::new());
+        let id = xxh3_64(bytes);
+        let mut open = OPEN.lock();
+        open.retain(|w| w.strong_count() > 0);
+        if let Some(d) = open
+            .iter()
+            .filter_map(Weak::upgrade)
+            .find(|d| d.id == id && *d.bytes == *bytes)
+        {
+            return Ok(d);
+        }
+        let d = Arc::new(BlockDict::from_bytes(bytes)?);
+        open.push(Arc::downgrade(&d));
+        Ok(d)
+    }
+
     /// The dictionary's identity (XXH3-64 of its bytes).
     pub(crate) fn id(&self) -> u64 {
         self.id
@@ -79,6 +104,31 @@ impl BlockDict {
     }
 }
 
+/// Decoded block contents `block` re-encoded as an extent of a zstd level stores them: no hash
+/// index and no region checksums, restart points every `restart_interval` entries, and with
+/// `zero_lsns` every LSN 0 (kinds kept; versions of a user key then collapse to the newest), as
+/// a bottom-level merge writes rows older than every snapshot. `None` if it does not decode.
+pub(crate) fn as_zstd_block(block: &[u8], restart_interval: usize, zero_lsns: bool) -> Option<Vec<u8>> {
+    let decoded = Block::new(block.to_vec(), Arc::from(Path::new("sample")), 0).ok()?;
+    let mut it = BlockIter::new(Arc::new(decoded));
+    it.seek_to_first();
+    let mut out = BlockBuilder::with_hash_index(restart_interval, false);
+    out.region_crcs = false;
+    let (mut prev, mut key) = (Vec::new(), Vec::new());
+    while it.valid() {
+        let (user, lsn, kind) = decode_internal_key(it.key())?;
+        key.clear();
+        encode_internal_key(&mut key, user, if zero_lsns { 0 } else { lsn }, kind);
+        if key != prev {
+            out.add(&prev, &key, it.value());
+            std::mem::swap(&mut prev, &mut key);
+        }
+        it.next();
+    }
+    it.status().ok()?;
+    (!out.is_empty()).then(|| out.finish().to_vec())
+}
+
 /// A sub-table's dictionary state, kept by its compactions (`crate::compaction::dictionary`).
 #[derive(Debug, Default)]
 pub(crate) enum DictChoice {
@@ -88,7 +138,8 @@ pub(crate) enum DictChoice {
     /// Compactions into zstd levels compress with this one.
     Use(Arc<BlockDict>),
     /// Training found no gain: the judged samples took `plain` bytes without a dictionary and
-    /// `with_dict` with it. Not tried again until the database is reopened.
+    /// `with_dict` with it (both 0: zstd could not train one). Not tried again until the
+    /// database is reopened.
     Declined {
         /// Stored bytes of the judged samples without a dictionary.
         plain: u64,
@@ -122,8 +173,8 @@ pub(crate) fn train(samples: &[&[u8]], max_bytes: usize, level: i32) -> Trained 
     let max_bytes = max_bytes.clamp(MIN_DICT_BYTES, MAX_DICT_BYTES);
     let total: usize = samples.iter().map(|s| s.len()).sum();
     // Too little data trains a dictionary of the samples themselves, which then looks great
-    // on those very samples.
-    if samples.len() < 8 || total < 8 * max_bytes {
+    // on those very samples (and zstd's trainer wants several samples to train on).
+    if samples.len() < 16 || total < 16 * max_bytes {
         return Trained::TooFewSamples;
     }
     // Train on every other sample and judge on the rest, so the judgement is not on the
@@ -142,11 +193,14 @@ pub(crate) fn train(samples: &[&[u8]], max_bytes: usize, level: i32) -> Trained 
         taken += s.len();
         taken <= budget
     });
+    // Enough samples, yet zstd cannot train on them: nothing to gain, and not worth trying
+    // again on every compaction.
+    let failed = Trained::NotWorthIt { plain: 0, with_dict: 0 };
     let Ok(bytes) = zstd::dict::from_samples(&train_on, max_bytes) else {
-        return Trained::TooFewSamples;
+        return failed;
     };
     let Ok(dict) = BlockDict::from_bytes(&bytes) else {
-        return Trained::TooFewSamples;
+        return failed;
     };
     let (plain, with_dict) = compressed_sizes(&judge_on, level, &dict);
     // Per extent of compressed data, the dictionary saves `EXTENT_SIZE * (1 - with/plain)`
@@ -269,6 +323,22 @@ mod tests {
         let blocks = structured_blocks(4, 4 << 10, 2);
         let samples: Vec<&[u8]> = blocks.iter().map(Vec::as_slice).collect();
         assert!(matches!(train(&samples, 8 << 10, 3), Trained::TooFewSamples));
+    }
+
+    #[test]
+    fn open_extents_share_one_copy_of_a_dictionary() {
+        let raw: Vec<u8> = (0..4096u32).map(|i| (i * 7 % 253) as u8).collect();
+        let a = BlockDict::shared(&raw).unwrap();
+        let b = BlockDict::shared(&raw).unwrap();
+        assert!(Arc::ptr_eq(&a, &b));
+        let mut other = raw.clone();
+        other[0] ^= 1;
+        let c = BlockDict::shared(&other).unwrap();
+        assert!(!Arc::ptr_eq(&a, &c));
+        // Once every holder is gone, the next one digests it afresh.
+        let id = a.id();
+        drop((a, b));
+        assert_eq!(BlockDict::shared(&raw).unwrap().id(), id);
     }
 
     #[test]

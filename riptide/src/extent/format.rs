@@ -371,6 +371,9 @@ pub(crate) struct ExtentProperties {
     pub compression: u8,
     /// The zstd dictionary block (format 5 on), when the data blocks use one (type 3).
     pub dictionary: Option<Handle>,
+    /// Readers give every data block stored without a hash index one once it is decoded
+    /// (format 5 on; zstd extents store their blocks without it).
+    pub hash_index_on_read: bool,
 }
 
 // Property tags (stable; unknown tags are skipped by readers).
@@ -396,8 +399,10 @@ const P_MAX_REQUIRED: u32 = 16;
 const P_COMPRESSION: u32 = 17;
 /// The dictionary block: `varint offset ‖ varint size` (format 5 on; only with a dictionary).
 const P_DICTIONARY: u32 = 18;
+/// Blocks without a stored hash index get one on read: int 1 (format 5 on; absent = 0).
+const P_HASH_INDEX_ON_READ: u32 = 19;
 /// Largest tag this build knows; larger ones are skipped.
-const P_MAX_KNOWN: u32 = 18;
+const P_MAX_KNOWN: u32 = 19;
 
 /// Upper bound of the properties block size (without trailer) for these key lengths.
 pub(crate) fn props_size_bound(smallest_len: usize, largest_len: usize) -> usize {
@@ -445,10 +450,13 @@ impl ExtentProperties {
             put_varint(&mut v, u64::from(h.size));
             bytes(&mut out, P_DICTIONARY, &v);
         }
+        if self.hash_index_on_read {
+            num(&mut out, P_HASH_INDEX_ON_READ, 1);
+        }
         out
     }
 
-    /// Decodes a properties block. Every tag 1..=16 must appear exactly once, 17 and 18 at most once;
+    /// Decodes a properties block. Every tag 1..=16 must appear exactly once, 17 to 19 at most once;
     /// larger tags are skipped (added by later versions).
     pub(crate) fn decode(buf: &[u8]) -> Result<ExtentProperties, String> {
         let mut p = ExtentProperties::default();
@@ -502,6 +510,13 @@ impl ExtentProperties {
                         .ok()
                         .filter(|c| super::Compression::from_u8(*c).is_some())
                         .ok_or_else(|| format!("unknown codec in property {tag} at {at}"))?
+                }
+                P_HASH_INDEX_ON_READ => {
+                    p.hash_index_on_read = match num()? {
+                        0 => false,
+                        1 => true,
+                        v => return Err(format!("property {tag} at {at} is {v}, not 0 or 1")),
+                    }
                 }
                 P_DICTIONARY => {
                     let mut vp = 0;
@@ -683,6 +698,7 @@ mod tests {
             // Not encoded before format 4: derived from `compressed_blocks`.
             compression: 1,
             dictionary: None,
+            hash_index_on_read: false,
         };
         let mut enc = p.encode();
         assert!(enc.len() <= props_size_bound(p.smallest.len(), p.largest.len()));
@@ -722,6 +738,7 @@ mod tests {
                 offset: u64::from(u32::MAX) + 7,
                 size: u32::MAX,
             }),
+            hash_index_on_read: true,
             ..v4.clone()
         };
         let enc5 = v5.encode();

@@ -41,7 +41,7 @@ mod tests;
 #[cfg(test)]
 mod tests_dictionary;
 
-pub(crate) use block::{scan_entries, Block, BlockBuilder, BlockIter};
+pub(crate) use block::{scan_entries, Block, BlockIter};
 pub(crate) use builder::{BuiltExtent, ExtentBuilder};
 pub(crate) use filter::filter_hash;
 pub(crate) use format::{EXTENT_MAGIC, FOOTER_SIZE};

@@ -13,7 +13,7 @@ use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::block::{Block, BlockIter};
+use super::block::{with_hash_index, Block, BlockIter};
 #[cfg(any(test, feature = "fuzzing"))]
 use super::builder::BuiltExtent;
 use super::builder::RawBlock;
@@ -201,8 +201,7 @@ impl ExtentReader {
         let dictionary = match props.dictionary {
             Some(h) => {
                 let at = base + h.offset;
-                let d = BlockDict::from_bytes(block(h)?).map_err(|r| Error::corruption(&*path, at, r))?;
-                Some(Arc::new(d))
+                Some(BlockDict::shared(block(h)?).map_err(|r| Error::corruption(&*path, at, r))?)
             }
             None => None,
         };
@@ -312,7 +311,7 @@ impl ExtentReader {
 
     /// Absolute file offset of block `i` (`None` if out of range).
     /// Offset (relative to the extent start) and stored length (trailer included) of the
-    /// index, filter and properties blocks, for inspection tools.
+    /// index, filter, dictionary and properties blocks, for inspection tools.
     pub fn meta_regions(&self) -> Vec<(&'static str, (u64, u64))> {
         let f = &self.footer;
         let mut out = vec![("index", (f.index.offset, u64::from(f.index.size) + TRAILER_SIZE as u64))];
@@ -321,6 +320,9 @@ impl ExtentReader {
                 "filter",
                 (f.filter.offset, u64::from(f.filter.size) + TRAILER_SIZE as u64),
             ));
+        }
+        if let Some(d) = self.props.dictionary {
+            out.push(("dictionary", (d.offset, u64::from(d.size) + TRAILER_SIZE as u64)));
         }
         out.push((
             "properties",
@@ -381,6 +383,11 @@ impl ExtentReader {
                 ))
             }
         };
+        let data = if self.props.hash_index_on_read {
+            with_hash_index(data, &self.path, at)?
+        } else {
+            data
+        };
         Block::new(data, self.path.clone(), at)
     }
 
@@ -391,6 +398,7 @@ impl ExtentReader {
         let e = self.entry(i)?;
         let (stored, _) = self.read_stored(file, e)?;
         Ok(RawBlock {
+            dict_id: self.dictionary.as_ref().map(|d| d.id()),
             entry: e.clone(),
             stored,
             path: self.path.clone(),

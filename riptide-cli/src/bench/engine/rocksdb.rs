@@ -139,6 +139,9 @@ impl RocksDbEngine {
         let mut table = BlockBasedOptions::default();
         table.set_block_size(cfg.block_size);
         table.set_block_restart_interval(cfg.block_restart_interval as i32);
+        if cfg.data_block_hash_index == Some(true) {
+            table.set_data_block_index_type(rocksdb::DataBlockIndexType::BinaryAndHash);
+        }
         table.set_block_cache(&cache);
         if cfg.bloom_bits > 0 {
             table.set_bloom_filter(f64::from(cfg.bloom_bits), false);

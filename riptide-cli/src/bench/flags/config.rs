@@ -59,6 +59,9 @@ pub struct Config {
     /// Entries between restart points in data blocks.
     #[cfg_attr(not(any(feature = "bench-rocksdb", feature = "bench-fjall")), allow(dead_code))]
     pub block_restart_interval: usize,
+    /// Data blocks carry a hash index (`None`: the engine's default).
+    #[cfg_attr(not(any(feature = "bench-rocksdb", feature = "bench-fjall")), allow(dead_code))]
+    pub data_block_hash_index: Option<bool>,
     /// Block compression (riptide: L0 and L1; rocksdb: all levels but the bottommost).
     pub compression: Compression,
     /// Block compression of the bottommost level (riptide: L2).
@@ -187,6 +190,10 @@ impl Config {
             "must be in 1024..=1048576",
         )? as usize;
         let bloom_bits = in_range("bloom_bits", f.bloom_bits, 0, 64, "must be in 0..=64")? as u32;
+        let data_block_hash_index = match f.data_block_index_type {
+            Some(v) => Some(in_range("data_block_index_type", v, 0, 1, "must be 0 or 1")? == 1),
+            None => None,
+        };
         let block_restart_interval = in_range(
             "block_restart_interval",
             f.block_restart_interval,
@@ -319,6 +326,9 @@ impl Config {
             // db_bench's flags onto Riptide's options (the peers map them in their adapters).
             options.block_size = block_size;
             options.block_restart_interval = block_restart_interval;
+            if let Some(h) = data_block_hash_index {
+                options.block_hash_index = h;
+            }
             options.bloom_bits_per_key = bloom_bits;
             let codec = |c: Compression| match c {
                 Compression::None => riptide::Compression::None,
@@ -404,6 +414,7 @@ impl Config {
             block_size,
             bloom_bits,
             block_restart_interval,
+            data_block_hash_index,
             compression,
             bottommost_compression,
             compression_level,

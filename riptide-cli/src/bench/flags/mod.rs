@@ -249,6 +249,11 @@ pub struct BenchFlags {
     )]
     pub block_restart_interval: i64,
 
+    /// Index inside data blocks (db_bench's --data_block_index_type): 0 = binary search only,
+    /// 1 = binary search and a hash index; default: each engine's own (riptide 1, rocksdb 0)
+    #[arg(long = "data_block_index_type", value_name = "0|1")]
+    pub data_block_index_type: Option<i64>,
+
     /// Bloom filter bits per key; 0 = no filter
     #[arg(
         long = "bloom_bits",

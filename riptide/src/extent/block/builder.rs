@@ -47,7 +47,7 @@ impl BlockBuilder {
     }
 
     fn num_buckets(&self) -> usize {
-        (self.hashed.len() * BUCKETS_PER_KEY).clamp(1, u16::MAX as usize)
+        num_buckets(self.hashed.len())
     }
 
     fn hash_index_size(&self) -> usize {
@@ -108,18 +108,9 @@ impl BlockBuilder {
             footer |= REGION_CRC_FLAG;
         }
         if self.hash_index_size() > 0 {
-            let n = self.num_buckets();
-            let mut buckets = vec![BUCKET_EMPTY; n];
-            for &(h, r) in &self.hashed {
-                let b = &mut buckets[bucket_of(h, n)];
-                *b = match *b {
-                    BUCKET_EMPTY => r,
-                    same if same == r => r,
-                    _ => BUCKET_COLLISION,
-                };
-            }
+            let buckets = hash_buckets(&self.hashed);
             self.buf.extend_from_slice(&buckets);
-            self.buf.extend_from_slice(&(n as u16).to_le_bytes());
+            self.buf.extend_from_slice(&(buckets.len() as u16).to_le_bytes());
             footer |= HASH_INDEX_FLAG;
         }
         for r in &self.restarts {
@@ -147,6 +138,27 @@ impl BlockBuilder {
         self.entries = 0;
         self.hashed.clear();
     }
+}
+
+/// Buckets of a hash index over `keys` distinct user keys.
+fn num_buckets(keys: usize) -> usize {
+    (keys * BUCKETS_PER_KEY).clamp(1, u16::MAX as usize)
+}
+
+/// The hash index's buckets for `hashed` = (user-key hash, restart index of the key's first
+/// entry), one per distinct user key in block order.
+pub(super) fn hash_buckets(hashed: &[(u64, u8)]) -> Vec<u8> {
+    let n = num_buckets(hashed.len());
+    let mut buckets = vec![BUCKET_EMPTY; n];
+    for &(h, r) in hashed {
+        let b = &mut buckets[bucket_of(h, n)];
+        *b = match *b {
+            BUCKET_EMPTY => r,
+            same if same == r => r,
+            _ => BUCKET_COLLISION,
+        };
+    }
+    buckets
 }
 
 /// Length of the common prefix of two byte strings.

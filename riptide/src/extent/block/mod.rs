@@ -33,12 +33,14 @@
 
 mod builder;
 mod iter;
+mod rehash;
 #[cfg(test)]
 mod tests;
 
 pub(crate) use builder::{common_prefix, BlockBuilder};
 pub(super) use iter::decode_entry;
 pub(crate) use iter::BlockIter;
+pub(crate) use rehash::with_hash_index;
 
 use std::cmp::Ordering;
 use std::path::Path;

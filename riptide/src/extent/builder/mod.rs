@@ -136,11 +136,17 @@ impl ExtentBuilder {
         let opts = opts.sanitized();
         let compressor = BlockCompressor::new(opts.compression, opts.compression_level, opts.dictionary.as_deref());
         let dictionary = opts.dictionary.clone().filter(|_| compressor.dict_id().is_some());
+        // zstd blocks are always read whole: region checksums would serve nothing, and the
+        // hash index (about 4 bytes per key that compress poorly) is rebuilt by the reader
+        // instead (`block::with_hash_index`).
+        let zstd = matches!(compressor.kind(), Compression::Zstd | Compression::ZstdDict);
+        let mut block = BlockBuilder::with_hash_index(opts.restart_interval, opts.hash_index && !zstd);
+        block.region_crcs = !zstd;
         let filter = BlockFilterBuilder::new(opts.bloom_bits_per_key);
         buf.clear();
         buf.reserve(EXTENT_SIZE as usize);
         ExtentBuilder {
-            block: BlockBuilder::with_hash_index(opts.restart_interval, opts.hash_index),
+            block,
             opts,
             out: buf,
             blk_first: Vec::new(),
@@ -388,6 +394,7 @@ impl ExtentBuilder {
         props.filter_size = filter.size;
         props.bloom_bits_per_key = bits;
         props.dictionary = dictionary;
+        props.hash_index_on_read = self.opts.hash_index && self.version >= super::format::DICTIONARY_VERSION;
         let props_block = props.encode();
         let props_handle = self.append_meta_block(&props_block)?;
         let valid_size = self.out.len() as u64;

@@ -31,6 +31,9 @@ pub(crate) struct RawBlock {
     pub path: Arc<Path>,
     /// Absolute offset of the block in the source file.
     pub file_offset: u64,
+    /// The id of the zstd dictionary `stored` needs if it is a type-3 block (its source
+    /// extent's, or this builder's once recompressed).
+    pub dict_id: Option<u64>,
 }
 
 /// What a decoded copied block adds to the extent being built beyond its index entry (whose
@@ -62,6 +65,19 @@ fn check_stored<'a>(stored: &'a [u8], e: &IndexEntry) -> Result<(&'a [u8], Compr
     }
     let compression = Compression::from_u8(ctype).ok_or_else(|| format!("unknown block compression type {ctype}"))?;
     Ok((contents, compression))
+}
+
+/// The trailer type of a stored block (`contents ‖ trailer`), if it has one.
+fn stored_type(stored: &[u8]) -> Option<Compression> {
+    let at = stored.len().checked_sub(TRAILER_SIZE)?;
+    Compression::from_u8(*stored.get(at)?)
+}
+
+fn foreign_dictionary() -> Error {
+    Error::InvalidOption {
+        option: "block",
+        reason: "a block compressed with another zstd dictionary cannot be copied verbatim; recompress it".into(),
+    }
 }
 
 impl ExtentBuilder {
@@ -96,6 +112,7 @@ impl ExtentBuilder {
             stored,
             path: raw.path,
             file_offset: raw.file_offset,
+            dict_id: self.compressor.dict_id(),
         })
     }
 
@@ -104,6 +121,9 @@ impl ExtentBuilder {
     /// sort after the last key added. The block is decoded once to check it against its index
     /// entry and to feed the filter; it is not re-encoded.
     pub fn add_raw_block(&mut self, raw: &RawBlock) -> Result<()> {
+        if stored_type(&raw.stored) == Some(Compression::ZstdDict) && raw.dict_id != self.compressor.dict_id() {
+            return Err(foreign_dictionary());
+        }
         let (_, _, starts_user) = self.check_next(&raw.entry.first_key)?;
         // Close the open block so the reused one keeps its own boundaries.
         self.flush_block()?;
@@ -117,6 +137,13 @@ impl ExtentBuilder {
     /// A block of a format-3 extent whose filter this builder can take lines from (or with no
     /// filter wanted) is not decoded: its index entry and filter lines are copied.
     pub fn copy_block(&mut self, reader: &ExtentReader, file: &dyn ReadableFile, i: usize) -> Result<()> {
+        // Type-3 blocks decode only with their own dictionary (callers recompress them first,
+        // `Self::recompresses`); refuse rather than write an extent that cannot be read.
+        if reader.props().compression == Compression::ZstdDict as u8
+            && reader.dictionary().map(|d| d.id()) != self.compressor.dict_id()
+        {
+            return Err(foreign_dictionary());
+        }
         let e = reader.entry(i)?;
         // Whether the block's first user key differs from the last one added (else the block
         // continues that user key).
