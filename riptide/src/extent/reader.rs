@@ -13,7 +13,7 @@ use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::block::{with_hash_index, Block, BlockIter};
+use super::block::{Block, BlockIter};
 #[cfg(any(test, feature = "fuzzing"))]
 use super::builder::BuiltExtent;
 use super::builder::RawBlock;
@@ -383,11 +383,9 @@ impl ExtentReader {
                 ))
             }
         };
-        let data = if self.props.hash_index_on_read {
-            with_hash_index(data, &self.path, at)?
-        } else {
-            data
-        };
+        if self.props.hash_index_on_read {
+            return Block::new_lazy_index(data, self.path.clone(), at);
+        }
         Block::new(data, self.path.clone(), at)
     }
 

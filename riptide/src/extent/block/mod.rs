@@ -40,11 +40,12 @@ mod tests;
 pub(crate) use builder::{common_prefix, BlockBuilder};
 pub(super) use iter::decode_entry;
 pub(crate) use iter::BlockIter;
-pub(crate) use rehash::with_hash_index;
 
 use std::cmp::Ordering;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
+
+use rehash::LazyIndex;
 
 use crate::coding::{get_u32, mask_crc};
 use crate::error::{Error, Result};
@@ -110,6 +111,9 @@ pub(crate) struct Block {
     /// need them). `None` if a restart entry is malformed or the heads are out of order (the
     /// seek then probes exactly as without heads).
     heads: OnceLock<Option<Box<[u64]>>>,
+    /// A hash index built in memory once the block is hot, for a block stored without one
+    /// (`rehash.rs`); `None` for blocks with a stored index or that cannot have one.
+    lazy: Option<Box<LazyIndex>>,
     /// File the block came from, for errors.
     path: Arc<Path>,
     /// Absolute file offset of the stored block, for errors.
@@ -285,9 +289,28 @@ impl Block {
             buckets: l.buckets,
             num_restarts: l.num_restarts,
             heads: OnceLock::new(),
+            lazy: None,
             path,
             offset,
         })
+    }
+
+    /// [`Self::new`] for a block of an extent whose blocks may lack their stored hash index:
+    /// one is built in memory once the block has served a few point lookups (`rehash.rs`).
+    pub(crate) fn new_lazy_index(data: Vec<u8>, path: Arc<Path>, offset: u64) -> Result<Block> {
+        let mut b = Block::new(data, path, offset)?;
+        b.lazy = LazyIndex::for_block(&b.data, &b.layout());
+        Ok(b)
+    }
+
+    /// The block's layout, as `Block::new` found it.
+    fn layout(&self) -> BlockLayout {
+        BlockLayout {
+            restarts_offset: self.restarts_offset,
+            entries_end: self.entries_end,
+            buckets: self.buckets,
+            num_restarts: self.num_restarts,
+        }
     }
 
     /// The restart heads (see `heads`), built on first use.
@@ -385,15 +408,19 @@ impl Block {
     #[inline]
     fn hashed_restart(&self, hash: u64) -> Option<Option<usize>> {
         let (start, n) = self.buckets;
-        if n == 0 {
-            return None;
-        }
+        let buckets: &[u8] = if n > 0 {
+            self.data.get(start..start + n)?
+        } else {
+            self.lazy
+                .as_ref()?
+                .buckets(|| rehash::build_buckets(&self.data, &self.layout()))?
+        };
         // The restart array is read right after the bucket: start loading it now so the two
         // cache misses overlap.
         let restarts_end = self.restarts_offset + 4 * self.num_restarts;
         super::prefetch_range(&self.data, self.restarts_offset, restarts_end, 4);
-        let b = bucket_of(hash, n);
-        match self.data.get(start + b).copied().unwrap_or(BUCKET_COLLISION) {
+        let b = bucket_of(hash, buckets.len());
+        match buckets.get(b).copied().unwrap_or(BUCKET_COLLISION) {
             BUCKET_EMPTY => Some(None),
             BUCKET_COLLISION => None,
             r if (r as usize) < self.num_restarts => Some(Some(r as usize)),

@@ -1,62 +1,85 @@
-//! Hash indexes rebuilt on read. Extents of zstd levels store their data blocks without the
+//! Hash indexes rebuilt in memory. Extents of zstd levels store their data blocks without the
 //! hash index (about 4 bytes per key that compress poorly) and without region checksums (a
-//! compressed block is always read whole, so they would serve nothing); the reader rebuilds
-//! the index once a block is decoded, before the block cache keeps it, so a cached block
-//! answers point lookups exactly as one stored with its index (properties tag 19,
-//! `docs/format.md`).
+//! compressed block is always read whole, so they would serve nothing). A decoded block of such
+//! an extent (properties tag 19, `docs/format.md`) carries a [`LazyIndex`]: its first point
+//! lookups binary-search, and once it has served [`BUILD_AFTER_LOOKUPS`] of them (it stays in
+//! the block cache and is hot) the index is built beside it, so a hot cached block answers
+//! point lookups as one stored with its index does, while a block read once (a cache miss) costs
+//! no more than before.
 //!
 //! Invariants:
-//! - The rebuilt block is byte for byte what [`super::BlockBuilder`] writes with a hash index
-//!   and without region checksums for the same entries and restart points.
-//! - A block that already has a hash index or region checksums, or more restart points than a
-//!   hash index can name, is returned unchanged; a malformed one is a corruption error, never a
-//!   panic.
+//! - The built buckets are byte for byte what [`super::BlockBuilder`] stores for the same
+//!   entries and restart points.
+//! - A block with a stored hash index, region checksums, or more restart points than a hash
+//!   index can name gets no lazy index; a block whose entries do not decode gets none either
+//!   (its lookups binary-search, and the iterator reports the damage).
 
-use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
 
 use super::builder::hash_buckets;
 use super::iter::decode_entry;
 use super::{BlockLayout, HASH_INDEX_FLAG, MAX_HASHED_RESTARTS, REGION_CRC_FLAG};
 use crate::coding::get_u32;
-use crate::error::{Error, Result};
 use crate::extent::filter::filter_hash;
 
-/// `data` (decoded block contents) with a hash index, as described in the module docs. Errors
-/// name `path` and `offset` (the stored block's absolute offset).
-pub(crate) fn with_hash_index(data: Vec<u8>, path: &Path, offset: u64) -> Result<Vec<u8>> {
-    let layout = BlockLayout::of(&data, path, offset)?;
-    let footer = get_u32(&data, data.len() - 4).unwrap_or(0);
-    if footer & (HASH_INDEX_FLAG | REGION_CRC_FLAG) != 0 || layout.num_restarts > MAX_HASHED_RESTARTS {
-        return Ok(data);
+/// Point lookups a block serves by binary search before its index is built (a build costs
+/// about as much as decompressing a third of the block; a lookup saved, a fraction of that).
+pub(super) const BUILD_AFTER_LOOKUPS: u32 = 8;
+
+/// A hash index built on demand for a block stored without one.
+#[derive(Debug, Default)]
+pub(super) struct LazyIndex {
+    lookups: AtomicU32,
+    buckets: OnceLock<Option<Box<[u8]>>>,
+}
+
+impl LazyIndex {
+    /// A lazy index for decoded block `data` with `layout`, if it is one that can have one.
+    pub(super) fn for_block(data: &[u8], layout: &BlockLayout) -> Option<Box<LazyIndex>> {
+        let footer = get_u32(data, data.len().checked_sub(4)?)?;
+        let eligible = footer & (HASH_INDEX_FLAG | REGION_CRC_FLAG) == 0 && layout.num_restarts <= MAX_HASHED_RESTARTS;
+        eligible.then(Box::default)
     }
-    let bad = |why: String| Error::corruption(path, offset, why);
+
+    /// The buckets, once built; counts the lookup and builds them with `build` when it is
+    /// due. `None`: binary-search this time.
+    #[inline]
+    pub(super) fn buckets(&self, build: impl FnOnce() -> Option<Box<[u8]>>) -> Option<&[u8]> {
+        if let Some(b) = self.buckets.get() {
+            return b.as_deref();
+        }
+        if self.lookups.fetch_add(1, Ordering::Relaxed) + 1 < BUILD_AFTER_LOOKUPS {
+            return None;
+        }
+        self.buckets.get_or_init(build).as_deref()
+    }
+}
+
+/// The hash index buckets of decoded block `data`, as the builder would have stored them;
+/// `None` if an entry does not decode.
+pub(super) fn build_buckets(data: &[u8], layout: &BlockLayout) -> Option<Box<[u8]>> {
     let restarts: Vec<usize> = (0..layout.num_restarts)
-        .map(|i| get_u32(&data, layout.restarts_offset + 4 * i).unwrap_or(0) as usize)
-        .collect();
+        .map(|i| get_u32(data, layout.restarts_offset + 4 * i).map(|r| r as usize))
+        .collect::<Option<_>>()?;
     // (user-key hash, restart region of the key's first entry), as the builder records them.
     let mut hashed: Vec<(u64, u8)> = Vec::new();
     let mut key: Vec<u8> = Vec::new();
     let mut prev_user: Option<Vec<u8>> = None;
     let (mut p, mut region) = (0, 0);
     while p < layout.entries_end {
-        let (shared, non_shared, value_len, key_start) = decode_entry(&data, p, layout.entries_end)
-            .ok_or_else(|| bad(format!("malformed entry at block offset {p}")))?;
+        let (shared, non_shared, value_len, key_start) = decode_entry(data, p, layout.entries_end)?;
         while region + 1 < restarts.len() && restarts[region + 1] <= p {
             region += 1;
         }
         if shared > key.len() {
-            return Err(bad(format!(
-                "entry at block offset {p} shares more than its previous key"
-            )));
+            return None;
         }
         key.truncate(shared);
-        key.extend_from_slice(&data[key_start..key_start + non_shared]);
-        let Some(user_len) = key.len().checked_sub(8) else {
-            return Err(bad(format!("entry at block offset {p} is not an internal key")));
-        };
+        key.extend_from_slice(data.get(key_start..key_start + non_shared)?);
+        let user = &key[..key.len().checked_sub(8)?];
         // Whole user keys compared: a restart entry shares nothing with its predecessor even
         // when both are versions of one user key.
-        let user = &key[..user_len];
         if prev_user.as_deref() != Some(user) {
             hashed.push((filter_hash(user), region as u8));
             let prev = prev_user.get_or_insert_with(Vec::new);
@@ -65,14 +88,7 @@ pub(crate) fn with_hash_index(data: Vec<u8>, path: &Path, offset: u64) -> Result
         }
         p = key_start + non_shared + value_len;
     }
-    let buckets = hash_buckets(&hashed);
-    let mut out = Vec::with_capacity(data.len() + buckets.len() + 2);
-    out.extend_from_slice(&data[..layout.entries_end]);
-    out.extend_from_slice(&buckets);
-    out.extend_from_slice(&(buckets.len() as u16).to_le_bytes());
-    out.extend_from_slice(&data[layout.restarts_offset..layout.restarts_offset + 4 * layout.num_restarts]);
-    out.extend_from_slice(&(footer | HASH_INDEX_FLAG).to_le_bytes());
-    Ok(out)
+    Some(hash_buckets(&hashed).into_boxed_slice())
 }
 
 #[cfg(test)]
@@ -81,6 +97,7 @@ mod tests {
     use crate::extent::block::BlockBuilder;
     use crate::key::{encode_internal_key, ValueKind};
     use rand::{Rng, SeedableRng};
+    use std::path::Path;
 
     /// Sorted internal keys: user keys of varied lengths sharing prefixes, some with several
     /// versions.
@@ -117,23 +134,65 @@ mod tests {
         b.finish().to_vec()
     }
 
+    fn layout(b: &[u8]) -> BlockLayout {
+        BlockLayout::of(b, Path::new("x"), 0).unwrap()
+    }
+
     #[test]
-    fn a_rebuilt_index_equals_the_one_the_builder_writes() {
+    fn built_buckets_equal_the_ones_the_builder_stores() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(3);
         for round in 0..200 {
             let e = entries(&mut rng, [1, 2, 5, 40, 300][round % 5]);
             let interval = [1, 2, 4, 16][round % 4];
             let with = block(&e, interval, true);
             let without = block(&e, interval, false);
-            let rebuilt = with_hash_index(without.clone(), Path::new("x"), 0).unwrap();
+            let lazy = LazyIndex::for_block(&without, &layout(&without));
             if footer_of(&with) & HASH_INDEX_FLAG == 0 {
-                // Too many restart points for an index: nothing to rebuild.
-                assert_eq!(rebuilt, without);
-            } else {
-                assert_eq!(rebuilt, with, "round {round}");
+                // Too many restart points for an index: none, lazy or stored.
+                assert!(lazy.is_none(), "round {round}");
+                continue;
             }
-            // A block that has its index already is returned as it is.
-            assert_eq!(with_hash_index(with.clone(), Path::new("x"), 0).unwrap(), with);
+            let lazy = lazy.expect("an eligible block");
+            let l = layout(&without);
+            for _ in 1..BUILD_AFTER_LOOKUPS {
+                assert!(lazy.buckets(|| build_buckets(&without, &l)).is_none());
+            }
+            let built = lazy
+                .buckets(|| build_buckets(&without, &l))
+                .expect("built at the due lookup")
+                .to_vec();
+            let lw = layout(&with);
+            assert_eq!(
+                &built[..],
+                &with[lw.buckets.0..lw.buckets.0 + lw.buckets.1],
+                "round {round}"
+            );
+            // A block with a stored index gets no lazy one.
+            assert!(LazyIndex::for_block(&with, &lw).is_none());
+        }
+    }
+
+    #[test]
+    fn point_lookups_find_the_same_rows_before_and_after_the_build() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+        let e = entries(&mut rng, 200);
+        let data = block(&e, 16, false);
+        let b = std::sync::Arc::new(
+            crate::extent::Block::new_lazy_index(data, std::sync::Arc::from(Path::new("x")), 0).unwrap(),
+        );
+        for round in 0..3 {
+            for (k, v) in &e {
+                let mut it = crate::extent::BlockIter::new(b.clone());
+                it.seek_point(k);
+                assert!(it.valid(), "round {round}");
+                assert_eq!((it.key(), it.value()), (&k[..], &v[..]));
+            }
+            // Absent keys: an empty bucket or a binary search both find nothing equal.
+            let mut absent = Vec::new();
+            encode_internal_key(&mut absent, b"zzzzzzzzzzzzzz", 5, ValueKind::Put);
+            let mut it = crate::extent::BlockIter::new(b.clone());
+            it.seek_point(&absent);
+            assert!(!it.valid() || it.key() != &absent[..]);
         }
     }
 
@@ -142,19 +201,23 @@ mod tests {
     }
 
     #[test]
-    fn damaged_blocks_are_errors_never_panics() {
+    fn damaged_blocks_never_panic() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(4);
         let e = entries(&mut rng, 60);
         let good = block(&e, 4, false);
+        let mut damaged: Vec<Vec<u8>> = Vec::new();
         for i in 0..good.len() {
             for flip in [0x01u8, 0x80] {
                 let mut bad = good.clone();
                 bad[i] ^= flip;
-                let _ = with_hash_index(bad, Path::new("x"), 0);
+                damaged.push(bad);
             }
         }
-        for n in 0..good.len() {
-            let _ = with_hash_index(good[..n].to_vec(), Path::new("x"), 0);
+        damaged.extend((0..good.len()).map(|n| good[..n].to_vec()));
+        for bad in damaged {
+            if let Ok(l) = BlockLayout::of(&bad, Path::new("x"), 0) {
+                let _ = build_buckets(&bad, &l);
+            }
         }
     }
 }

@@ -137,8 +137,8 @@ impl ExtentBuilder {
         let compressor = BlockCompressor::new(opts.compression, opts.compression_level, opts.dictionary.as_deref());
         let dictionary = opts.dictionary.clone().filter(|_| compressor.dict_id().is_some());
         // zstd blocks are always read whole: region checksums would serve nothing, and the
-        // hash index (about 4 bytes per key that compress poorly) is rebuilt by the reader
-        // instead (`block::with_hash_index`).
+        // hash index (about 4 bytes per key that compress poorly) is built in memory for hot
+        // cached blocks instead (`block/rehash.rs`).
         let zstd = matches!(compressor.kind(), Compression::Zstd | Compression::ZstdDict);
         let mut block = BlockBuilder::with_hash_index(opts.restart_interval, opts.hash_index && !zstd);
         block.region_crcs = !zstd;
