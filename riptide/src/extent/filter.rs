@@ -150,6 +150,9 @@ pub(crate) struct BlockFilterBuilder {
     ends: Vec<u32>,
     bits_per_key: u32,
     probes: u8,
+    /// Bits the blocks hashed so far were given beyond (negative: short of) `bits_per_key` per
+    /// key; the next block's line count evens it out (kept within one line either way).
+    carry_bits: i64,
 }
 
 impl BlockFilterBuilder {
@@ -160,13 +163,25 @@ impl BlockFilterBuilder {
             ends: Vec::new(),
             bits_per_key,
             probes: num_probes(bits_per_key),
+            carry_bits: 0,
         }
+    }
+
+    /// Lines for the next block of `keys` user keys: its `bits_per_key` share rounded to the
+    /// nearest line, at least one, with the rounding carried to the next block, so an extent's
+    /// filter takes `bits_per_key` bits per key on average instead of a part line more per
+    /// block (at 10 bits and 16 KiB blocks of 100-byte rows: 11.4 bits per key).
+    fn lines_for(&mut self, keys: usize) -> usize {
+        let want = keys as i64 * i64::from(self.bits_per_key) - self.carry_bits;
+        let lines = ((want + 256) / 512).max(1);
+        self.carry_bits = (lines * 512 - want).clamp(-512, 512);
+        lines as usize
     }
 
     /// Adds the next data block's filter, over the hashes of its user keys.
     pub(crate) fn add_block(&mut self, hashes: &[u64]) {
         let start = self.bits.len();
-        let lines = num_lines(hashes.len(), self.bits_per_key);
+        let lines = self.lines_for(hashes.len());
         self.bits.resize(start + lines * 64, 0);
         for &h in hashes {
             set_bits(&mut self.bits[start..], self.probes, h);
@@ -197,9 +212,10 @@ impl BlockFilterBuilder {
         self.bits.len() + 4 * self.ends.len() + 6
     }
 
-    /// Upper bound of [`Self::size`] after adding a block of `keys` user keys.
+    /// Upper bound of [`Self::size`] after adding a block of `keys` user keys (the carried
+    /// rounding may add one line to the block's own share).
     pub(crate) fn size_after_block(&self, keys: usize) -> usize {
-        self.size() + num_lines(keys, self.bits_per_key) * 64 + 4
+        self.size() + (num_lines(keys, self.bits_per_key) + 1) * 64 + 4
     }
 
     /// The filter block contents.

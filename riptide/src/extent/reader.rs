@@ -95,6 +95,37 @@ impl std::fmt::Debug for ExtentReader {
     }
 }
 
+/// The contents of the index block at `h` in `meta` (the extent's meta area from `meta_start`):
+/// as stored, or decompressed when a format-5 extent stored it zstd-compressed (type 2; any
+/// other type is corruption).
+fn index_block<'a>(
+    path: &Path,
+    meta: &'a [u8],
+    meta_start: u64,
+    base: u64,
+    h: Handle,
+    version: u32,
+) -> Result<std::borrow::Cow<'a, [u8]>> {
+    let at = base + h.offset;
+    let lo = (h.offset - meta_start) as usize;
+    let stored = lo
+        .checked_add(h.size as usize + TRAILER_SIZE)
+        .and_then(|hi| meta.get(lo..hi))
+        .ok_or_else(|| Error::corruption(path, at, "index block lies outside the extent's meta area"))?;
+    let (contents, ctype) = check_block(stored).map_err(|r| Error::corruption(path, at, r))?;
+    match Compression::from_u8(ctype) {
+        Some(Compression::None) => Ok(std::borrow::Cow::Borrowed(contents)),
+        Some(Compression::Zstd) if version >= DICTIONARY_VERSION => decompress(Compression::Zstd, contents, None)
+            .map(std::borrow::Cow::Owned)
+            .map_err(|r| Error::corruption(path, at, format!("index block: {r}"))),
+        _ => Err(Error::corruption(
+            path,
+            at,
+            format!("index block has compression type {ctype}"),
+        )),
+    }
+}
+
 /// Absolute offset of the end of an extent, checked.
 fn extent_end(path: &Path, base: u64, slots: u32) -> Result<u64> {
     if slots == 0 {
@@ -159,8 +190,9 @@ impl ExtentReader {
             Ok(contents)
         };
         let index_at = base + footer.index.offset;
+        let index_contents = index_block(&path, meta, meta_start, base, footer.index, footer.version)?;
         let index =
-            decode_index(block(footer.index)?, footer.version).map_err(|r| Error::corruption(&*path, index_at, r))?;
+            decode_index(&index_contents, footer.version).map_err(|r| Error::corruption(&*path, index_at, r))?;
         check_index(&index, footer.index.offset, footer.version).map_err(|r| Error::corruption(&*path, index_at, r))?;
         let filter = if footer.filter.size > 0 {
             let at = base + footer.filter.offset;

@@ -31,8 +31,9 @@ impl ExtentBuilder {
         if self.opts.bloom_bits_per_key == 0 {
             0
         } else if self.per_block() {
-            // One more line in the open block, or a new block of one line and its end.
-            64 + 4
+            // One more line in the open block, or a new block of one line (plus the line the
+            // carried rounding may add) and its end.
+            2 * 64 + 4
         } else {
             let keys = self.hashes.len();
             let bits = self.opts.bloom_bits_per_key;

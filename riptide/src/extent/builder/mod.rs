@@ -349,11 +349,29 @@ impl ExtentBuilder {
     }
 
     fn append_meta_block(&mut self, contents: &[u8]) -> Result<Handle> {
+        self.append_block_of_type(contents, Compression::None)
+    }
+
+    fn append_block_of_type(&mut self, contents: &[u8], ctype: Compression) -> Result<Handle> {
         let offset = self.out.len() as u64;
         let size = u32::try_from(contents.len()).map_err(|_| invalid("extent", "meta block exceeds 4 GiB"))?;
         self.out.extend_from_slice(contents);
-        self.out.extend_from_slice(&trailer(contents, Compression::None as u8));
+        self.out.extend_from_slice(&trailer(contents, ctype as u8));
         Ok(Handle { offset, size })
+    }
+
+    /// Appends the index block: in an extent of zstd data blocks (format 5 on) compressed with
+    /// plain zstd when that saves 12.5 % (its keys share much), else as is.
+    fn append_index_block(&mut self, contents: &[u8]) -> Result<Handle> {
+        let zstd = matches!(self.compressor.kind(), Compression::Zstd | Compression::ZstdDict);
+        if zstd && self.version >= super::format::DICTIONARY_VERSION {
+            let mut c = BlockCompressor::new(Compression::Zstd, self.opts.compression_level, None);
+            let mut stored = Vec::new();
+            if c.compress(contents, &mut stored) == Compression::Zstd {
+                return self.append_block_of_type(&stored, Compression::Zstd);
+            }
+        }
+        self.append_meta_block(contents)
     }
 
     /// Finishes the extent. An extent needs at least one entry.
@@ -364,7 +382,7 @@ impl ExtentBuilder {
         self.flush_block()?;
         let data_size = self.out.len() as u64;
         let index_block = encode_index(&self.index, self.version);
-        let index = self.append_meta_block(&index_block)?;
+        let index = self.append_index_block(&index_block)?;
         let bits = self.opts.bloom_bits_per_key;
         let filter = if bits > 0 {
             let f = if self.per_block() {
