@@ -220,13 +220,20 @@ fn zstd_dictionaries_read_the_same() {
     let mut used = 0;
     for seed in 300..303 {
         let dict = open_with(true, |o| {
-            o.compression_per_level = [Compression::Lz4, Compression::Zstd { level: 1 }, Compression::Zstd { level: 3 }];
+            o.compression_per_level = [
+                Compression::Lz4,
+                Compression::Zstd { level: 1 },
+                Compression::Zstd { level: 3 },
+            ];
             o.zstd_dictionary_bytes = 256;
         });
         let plain = open_with(false, |o| o.compression_per_level = [Compression::None; 3]);
         let probe = dict.clone();
         run_pair(seed, [dict, plain]);
-        if matches!(probe.default_table().level_info().zstd_dictionary, DictionaryStatus::InUse { .. }) {
+        if matches!(
+            probe.default_table().level_info().zstd_dictionary,
+            DictionaryStatus::InUse { .. }
+        ) {
             used += 1;
         }
     }
