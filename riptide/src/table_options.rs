@@ -179,13 +179,18 @@ pub struct TableOptions {
     pub zstd_dictionary_bytes: Option<usize>,
 }
 
+/// Smallest zstd dictionary (zstd's trainer needs some room; smaller is not worth a block).
+pub(crate) const MIN_ZSTD_DICTIONARY_BYTES: usize = 256;
+/// Largest zstd dictionary (one is copied into every extent that uses it).
+pub(crate) const MAX_ZSTD_DICTIONARY_BYTES: usize = 64 << 10;
+
 /// Checks a `zstd_dictionary_bytes` value: 0, or within the sizes a dictionary may have.
 pub(crate) fn validate_dictionary_bytes(n: usize) -> Result<()> {
-    use crate::extent::dictionary::{MAX_DICT_BYTES, MIN_DICT_BYTES};
-    if n != 0 && !(MIN_DICT_BYTES..=MAX_DICT_BYTES).contains(&n) {
+    let (min, max) = (MIN_ZSTD_DICTIONARY_BYTES, MAX_ZSTD_DICTIONARY_BYTES);
+    if n != 0 && !(min..=max).contains(&n) {
         return Err(Error::InvalidOption {
             option: "zstd_dictionary_bytes",
-            reason: format!("{n} is neither 0 nor within {MIN_DICT_BYTES} ..= {MAX_DICT_BYTES}"),
+            reason: format!("{n} is neither 0 nor within {min} ..= {max}"),
         });
     }
     Ok(())

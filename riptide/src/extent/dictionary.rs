@@ -28,9 +28,9 @@ use super::{Compression, EXTENT_SIZE};
 use crate::key::{decode_internal_key, encode_internal_key};
 
 /// Smallest dictionary accepted (zstd's trainer needs some room; smaller is not worth a block).
-pub(crate) const MIN_DICT_BYTES: usize = 256;
+pub(crate) const MIN_DICT_BYTES: usize = crate::table_options::MIN_ZSTD_DICTIONARY_BYTES;
 /// Largest dictionary accepted (a dictionary is copied into every extent that uses it).
-pub(crate) const MAX_DICT_BYTES: usize = 64 << 10;
+pub(crate) const MAX_DICT_BYTES: usize = crate::table_options::MAX_ZSTD_DICTIONARY_BYTES;
 /// Sample bytes per dictionary byte the trainer is given at most (zstd suggests about 100).
 const SAMPLE_BYTES_PER_DICT_BYTE: usize = 100;
 
@@ -129,7 +129,7 @@ pub(crate) fn as_zstd_block(block: &[u8], restart_interval: usize, zero_lsns: bo
     (!out.is_empty()).then(|| out.finish().to_vec())
 }
 
-/// A sub-table's dictionary state, kept by its compactions (`crate::compaction::dictionary`).
+/// A sub-table's dictionary state, kept by its compactions (which choose it).
 #[derive(Debug, Default)]
 pub(crate) enum DictChoice {
     /// Not known yet: look in the extents, else train on the next compaction's inputs.
