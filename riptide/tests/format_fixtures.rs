@@ -680,6 +680,40 @@ fn first_payload(data: &[u8], header: usize, kind: u8) -> usize {
     panic!("no record of type {kind}");
 }
 
+/// Runs `generate` into a fresh directory twice, asserts both runs froze to the same bytes, and
+/// writes them as fixture `name` (replacing it).
+fn write_fixture(name: &str, generate: impl Fn(&Path)) {
+    let mut runs = Vec::new();
+    for _ in 0..2 {
+        let tmp = tempfile::tempdir().unwrap();
+        generate(tmp.path());
+        let frozen = tempfile::tempdir().unwrap();
+        freeze(tmp.path(), frozen.path());
+        let mut files = BTreeMap::new();
+        read_tree(frozen.path(), &mut files, frozen.path());
+        runs.push(files);
+    }
+    for (rel, bytes) in &runs[0] {
+        let other = runs[1]
+            .get(rel)
+            .unwrap_or_else(|| panic!("{name}: {rel:?} only in run 1"));
+        let at = bytes.iter().zip(other).position(|(a, b)| a != b);
+        assert!(
+            at.is_none() && bytes.len() == other.len(),
+            "{name}: two runs of the generator differ in {rel:?} at byte {at:?} (lengths {} and {})",
+            bytes.len(),
+            other.len()
+        );
+    }
+    assert_eq!(runs[0].len(), runs[1].len(), "{name}: two runs of the generator differ");
+    let dst = fixtures_dir().join(name);
+    let _ = fs::remove_dir_all(&dst);
+    for (rel, bytes) in &runs[0] {
+        fs::create_dir_all(dst.join(rel).parent().unwrap()).unwrap();
+        fs::write(dst.join(rel), bytes).unwrap();
+    }
+}
+
 /// Writes every fixture from scratch. Run only when adding a format version (see the header).
 #[test]
 #[ignore = "writes tests/fixtures; run by hand only when adding a new format version"]
@@ -694,41 +728,7 @@ fn regenerate() {
     }
     let root = fixtures_dir();
     for v in VARIANTS {
-        let mut runs = Vec::new();
-        for _ in 0..2 {
-            let tmp = tempfile::tempdir().unwrap();
-            run_workload(tmp.path(), v);
-            let frozen = tempfile::tempdir().unwrap();
-            freeze(tmp.path(), frozen.path());
-            let mut files = BTreeMap::new();
-            read_tree(frozen.path(), &mut files, frozen.path());
-            runs.push(files);
-        }
-        for (rel, bytes) in &runs[0] {
-            let other = runs[1]
-                .get(rel)
-                .unwrap_or_else(|| panic!("{}: {rel:?} only in run 1", v.dir));
-            let at = bytes.iter().zip(other).position(|(a, b)| a != b);
-            assert!(
-                at.is_none() && bytes.len() == other.len(),
-                "{}: two runs of the generator differ in {rel:?} at byte {at:?} (lengths {} and {})",
-                v.dir,
-                bytes.len(),
-                other.len()
-            );
-        }
-        assert_eq!(
-            runs[0].len(),
-            runs[1].len(),
-            "{}: two runs of the generator differ",
-            v.dir
-        );
-        let dst = root.join(v.dir);
-        let _ = fs::remove_dir_all(&dst);
-        for (rel, bytes) in &runs[0] {
-            fs::create_dir_all(dst.join(rel).parent().unwrap()).unwrap();
-            fs::write(dst.join(rel), bytes).unwrap();
-        }
+        write_fixture(v.dir, |dir| run_workload(dir, v));
     }
 
     // db-v4's first L2 extent of `users` holds zstd blocks: one flipped byte in block 0.
@@ -1410,33 +1410,7 @@ fn run_dict_workload(dir: &Path) {
 #[test]
 #[ignore = "writes tests/fixtures/db-v5-dict; run by hand only when adding it"]
 fn regenerate_dict() {
-    let mut runs = Vec::new();
-    for _ in 0..2 {
-        let tmp = tempfile::tempdir().unwrap();
-        run_dict_workload(tmp.path());
-        let frozen = tempfile::tempdir().unwrap();
-        freeze(tmp.path(), frozen.path());
-        let mut files = BTreeMap::new();
-        read_tree(frozen.path(), &mut files, frozen.path());
-        runs.push(files);
-    }
-    for (rel, bytes) in &runs[0] {
-        let other = runs[1].get(rel).unwrap_or_else(|| panic!("{rel:?} only in run 1"));
-        let at = bytes.iter().zip(other).position(|(a, b)| a != b);
-        assert!(
-            at.is_none() && bytes.len() == other.len(),
-            "two runs of the generator differ in {rel:?} at byte {at:?} (lengths {} and {})",
-            bytes.len(),
-            other.len()
-        );
-    }
-    assert_eq!(runs[0].len(), runs[1].len(), "two runs of the generator differ");
-    let dst = fixtures_dir().join("db-v5-dict");
-    let _ = fs::remove_dir_all(&dst);
-    for (rel, bytes) in &runs[0] {
-        fs::create_dir_all(dst.join(rel).parent().unwrap()).unwrap();
-        fs::write(dst.join(rel), bytes).unwrap();
-    }
+    write_fixture("db-v5-dict", run_dict_workload);
 }
 
 /// `db-v5-dict` reads exactly; its L2 extents are type 3 with a dictionary block; a compaction
