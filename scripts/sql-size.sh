@@ -7,7 +7,9 @@
 #   scripts/sql-size.sh OUTDIR
 #
 # Riptide: prepare, clean shutdown (memtables flushed), sizes; then `riptide compact` (every
-# table in L2, zstd) and sizes again. MariaDB: through ../shared/anchors/sysbench_mariadb.sh
+# table in L2, zstd) and sizes again; then, for each of CODECS, a copy of the closed database
+# compacted with those codecs (`riptide compact --compression-per-level`, a `+N` suffix adds
+# `--zstd-dictionary-bytes N`). MariaDB: through ../shared/anchors/sysbench_mariadb.sh
 # with no tests (TESTS=" ": an empty value means its default matrix), so it prepares, idles
 # SETTLE seconds and shuts down cleanly (KEEP_DATA=1); then InnoDB's
 # sbtest/*.ibd and MyRocks' #rocksdb/ (SST files, and its WAL apart). Sizes are allocated bytes
@@ -16,6 +18,8 @@
 # Needs: sysbench, mariadb-server and mariadb-plugin-rocksdb (Debian), a release riptide
 # binary (RIPTIDE, default target/release/riptide). Builds nothing.
 # Environment: TABLES (4) TABLE_SIZE (250000) SETTLE (10) PORT RIPTIDE_PORT BASE
+#   CODECS ("none,none,none lz4,lz4,lz4 lz4,lz4,zstd:3 lz4,lz4,zstd:3+16384"; empty: none)
+#   PEERS (1; 0 skips MariaDB: then no ratio column)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/serve.sh
@@ -30,6 +34,8 @@ RIPTIDE_PORT=${RIPTIDE_PORT:-3320}
 RIPTIDE=${RIPTIDE:-target/release/riptide}
 ANCHOR=${ANCHOR:-../shared/anchors/sysbench_mariadb.sh}
 BASE=${BASE:-/tmp/sql-size}
+CODECS=${CODECS-"none,none,none lz4,lz4,lz4 lz4,lz4,zstd:3 lz4,lz4,zstd:3+16384"}
+PEERS=${PEERS:-1}
 rm -rf "$BASE"
 mkdir -p "$BASE"
 
@@ -49,6 +55,7 @@ log "riptide: prepare took $(($(date +%s) - t0)) s"
 kill -TERM "$pid"
 wait "$pid" || true
 R_CLOSED=$(bytes "$dir/data")
+cp -a "$dir/data" "$BASE/riptide-closed"
 "$RIPTIDE" inspect levels --db "$dir/data" > "$OUT/riptide-levels-closed.txt" 2>&1 || true
 t0=$(date +%s)
 "$RIPTIDE" compact --db "$dir/data" | tee -a "$OUT/run.log"
@@ -56,15 +63,34 @@ log "riptide: compact took $(($(date +%s) - t0)) s"
 R_COMPACT=$(bytes "$dir/data")
 "$RIPTIDE" inspect levels --db "$dir/data" > "$OUT/riptide-levels-compacted.txt" 2>&1 || true
 
+# The same closed database compacted with each of CODECS.
+declare -A R_CODEC
+for c in $CODECS; do
+    codecs=${c%%+*}
+    dict=0
+    [[ $c == *+* ]] && dict=${c##*+}
+    copy="$BASE/riptide-$codecs-$dict"
+    rm -rf "$copy"
+    cp -a "$BASE/riptide-closed" "$copy"
+    "$RIPTIDE" compact --db "$copy" --compression-per-level "$codecs" --zstd-dictionary-bytes "$dict" \
+        > "$OUT/riptide-compact-$codecs-$dict.txt" 2>&1
+    R_CODEC[$c]=$(bytes "$copy")
+    log "riptide: compacted with $codecs, dictionary $dict bytes: $(mb "${R_CODEC[$c]}") MB"
+    rm -rf "$copy"
+done
+
 # MariaDB InnoDB and MyRocks.
-log "mariadb: prepare through $ANCHOR"
-ENGINES="innodb rocksdb" TESTS=" " WARMUP=0 SKEW_TEST=none SETTLE="$SETTLE" KEEP_DATA=1 TABLES="$TABLES" \
-    TABLE_SIZE="$TABLE_SIZE" PORT="$PORT" BASE="$BASE/mariadb" RAW_LOG="$OUT/mariadb.log" \
-    bash "$ANCHOR" > /dev/null 2>&1 || log "anchor exited with $?"
-I_IBD=$(bytes "$BASE"/mariadb/bench-innodb/data/sbtest/*.ibd)
-M_SST=$(bytes "$BASE"/mariadb/bench-rocksdb/data/\#rocksdb/*.sst)
-M_WAL=$(bytes "$BASE"/mariadb/bench-rocksdb/data/\#rocksdb/*.log)
-ls -la "$BASE"/mariadb/bench-rocksdb/data/\#rocksdb/ > "$OUT/myrocks-files.txt" 2>&1 || true
+I_IBD=0 M_SST=0 M_WAL=0
+if [[ $PEERS == 1 ]]; then
+    log "mariadb: prepare through $ANCHOR"
+    ENGINES="innodb rocksdb" TESTS=" " WARMUP=0 SKEW_TEST=none SETTLE="$SETTLE" KEEP_DATA=1 TABLES="$TABLES" \
+        TABLE_SIZE="$TABLE_SIZE" PORT="$PORT" BASE="$BASE/mariadb" RAW_LOG="$OUT/mariadb.log" \
+        bash "$ANCHOR" > /dev/null 2>&1 || log "anchor exited with $?"
+    I_IBD=$(bytes "$BASE"/mariadb/bench-innodb/data/sbtest/*.ibd)
+    M_SST=$(bytes "$BASE"/mariadb/bench-rocksdb/data/\#rocksdb/*.sst)
+    M_WAL=$(bytes "$BASE"/mariadb/bench-rocksdb/data/\#rocksdb/*.log)
+    ls -la "$BASE"/mariadb/bench-rocksdb/data/\#rocksdb/ > "$OUT/myrocks-files.txt" 2>&1 || true
+fi
 
 {
     echo "# sysbench tables on disk: riptide serve vs MariaDB InnoDB and MyRocks ($(date -I))"
@@ -75,10 +101,15 @@ ls -la "$BASE"/mariadb/bench-rocksdb/data/\#rocksdb/ > "$OUT/myrocks-files.txt" 
     echo
     echo "| engine | what is counted | MB | ÷ InnoDB |"
     echo "|---|---|---:|---:|"
-    for row in "Riptide, after a clean shutdown (L0/L1 uncompressed)|data directory|$R_CLOSED" \
-        "Riptide, after \`riptide compact\` (all in L2, zstd)|data directory|$R_COMPACT" \
-        "InnoDB|sbtest/*.ibd|$I_IBD" \
-        "MyRocks|#rocksdb/*.sst (WAL apart: $(mb "$M_WAL") MB)|$M_SST"; do
+    rows=("Riptide, after a clean shutdown|data directory|$R_CLOSED"
+          "Riptide, after \`riptide compact\` (all in L2, default codecs: zstd)|data directory|$R_COMPACT")
+    for c in $CODECS; do
+        rows+=("Riptide, \`riptide compact --compression-per-level ${c%%+*}\`$([[ $c == *+* ]] && echo " \`--zstd-dictionary-bytes ${c##*+}\`")|data directory|${R_CODEC[$c]}")
+    done
+    if [[ $PEERS == 1 ]]; then
+        rows+=("InnoDB|sbtest/*.ibd|$I_IBD" "MyRocks|#rocksdb/*.sst (WAL apart: $(mb "$M_WAL") MB)|$M_SST")
+    fi
+    for row in "${rows[@]}"; do
         IFS='|' read -r name what b <<<"$row"
         echo "| $name | $what | $(mb "$b") | $(awk -v a="$b" -v i="$I_IBD" 'BEGIN {if (i > 0) printf "%.2f", a / i; else print "NA"}') |"
     done

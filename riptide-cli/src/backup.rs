@@ -113,9 +113,15 @@ fn engine(s: &BackupStoreArgs) -> Result<BackupEngine, String> {
 }
 
 pub(crate) fn open(db: &PathBuf, objects: &ObjectArgs) -> Result<Db, String> {
+    open_with(db, objects, Options::default())
+}
+
+/// [`open`] with `base` options (the object-store flags and `create_if_missing: false` are set
+/// on top of them).
+pub(crate) fn open_with(db: &PathBuf, objects: &ObjectArgs, base: Options) -> Result<Db, String> {
     let mut opts = Options {
         create_if_missing: false,
-        ..Default::default()
+        ..base
     };
     objects.apply(&mut opts)?;
     Db::open(db, opts).map_err(|e| format!("opening {}: {e}", db.display()))

@@ -1,8 +1,10 @@
 //! `riptide compact`: a full manual compaction of a closed database (RocksDB's `ldb compact`):
 //! every table (or the ones named) is compacted into its bottom level, so the data takes the
 //! bottom level's codec and the database its size at rest; prints the size before and after.
+//! `--compression-per-level` and `--zstd-dictionary-bytes` set what the compaction writes (for
+//! tables without their own options), e.g. to compare codecs on the same data.
 
-use crate::backup::open;
+use crate::backup::open_with;
 use crate::objects::ObjectArgs;
 use clap::Args;
 use riptide::Db;
@@ -18,6 +20,13 @@ pub struct CompactArgs {
     /// Compact only this table (repeatable); default: every table
     #[arg(long = "table")]
     pub tables: Vec<String>,
+    /// Codecs the compaction writes, per level: `L0,L1,L2`, each none, lz4, zstd or
+    /// zstd:LEVEL (default: the database defaults, lz4,lz4,zstd:3)
+    #[arg(long, value_name = "L0,L1,L2")]
+    pub compression_per_level: Option<String>,
+    /// Largest zstd dictionary the compaction trains per table for its zstd levels (0 = none)
+    #[arg(long, default_value_t = 0)]
+    pub zstd_dictionary_bytes: usize,
     #[command(flatten)]
     pub objects: ObjectArgs,
 }
@@ -33,9 +42,27 @@ fn sizes(db: &Db) -> String {
     )
 }
 
+/// Parses `L0,L1,L2` codecs.
+fn parse_codecs(list: &str) -> Result<[riptide::Compression; 3], String> {
+    let codecs = list
+        .split(',')
+        .map(|c| riptide::Compression::parse(c).map_err(|e| format!("--compression-per-level: {e}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    codecs
+        .try_into()
+        .map_err(|v: Vec<_>| format!("--compression-per-level needs 3 codecs (L0,L1,L2), got {}", v.len()))
+}
+
 /// Runs `riptide compact`.
 pub fn run(args: &CompactArgs) -> Result<(), String> {
-    let db = open(&args.db, &args.objects)?;
+    let mut base = riptide::Options {
+        zstd_dictionary_bytes: args.zstd_dictionary_bytes,
+        ..Default::default()
+    };
+    if let Some(list) = &args.compression_per_level {
+        base.compression_per_level = parse_codecs(list)?;
+    }
+    let db = open_with(&args.db, &args.objects, base)?;
     let names = if args.tables.is_empty() {
         db.tables()
     } else {
