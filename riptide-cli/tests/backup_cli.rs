@@ -149,19 +149,30 @@ fn compact_moves_every_table_to_its_bottom_level() {
         let out = riptide(&all);
         assert!(out.status.success(), "{}", text(&out));
         let t = text(&out);
-        let after = t.lines().find(|l| l.starts_with("after:")).unwrap_or_else(|| panic!("{t}"));
+        let after = t
+            .lines()
+            .find(|l| l.starts_with("after:"))
+            .unwrap_or_else(|| panic!("{t}"));
         after.split_whitespace().nth(3).unwrap().parse().unwrap()
     };
     let zstd = live(&[]);
     let raw = live(&["--compression-per-level", "lz4,lz4,none"]);
     assert!(raw > zstd * 3 / 2, "raw L2 {raw} bytes, zstd {zstd}");
-    let dict = live(&["--compression-per-level", "lz4,lz4,zstd:3", "--zstd-dictionary-bytes", "4096"]);
+    let dict = live(&[
+        "--compression-per-level",
+        "lz4,lz4,zstd:3",
+        "--zstd-dictionary-bytes",
+        "4096",
+    ]);
     assert!(dict < raw, "zstd with a dictionary {dict} bytes, raw {raw}");
     assert_eq!(
         get(&path, b"k000123").unwrap(),
         format!("value {:08} {}", 123, "x".repeat(60)).into_bytes()
     );
-    for bad in [&["--compression-per-level", "lz4,zstd"][..], &["--zstd-dictionary-bytes", "7"]] {
+    for bad in [
+        &["--compression-per-level", "lz4,zstd"][..],
+        &["--zstd-dictionary-bytes", "7"],
+    ] {
         let mut all = vec!["compact", "--db", path.to_str().unwrap()];
         all.extend_from_slice(bad);
         let out = riptide(&all);
