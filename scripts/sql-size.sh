@@ -104,7 +104,9 @@ fi
     rows=("Riptide, after a clean shutdown|data directory|$R_CLOSED"
           "Riptide, after \`riptide compact\` (all in L2, default codecs: zstd)|data directory|$R_COMPACT")
     for c in $CODECS; do
-        rows+=("Riptide, \`riptide compact --compression-per-level ${c%%+*}\`$([[ $c == *+* ]] && echo " \`--zstd-dictionary-bytes ${c##*+}\`")|data directory|${R_CODEC[$c]}")
+        flags="--compression-per-level ${c%%+*}"
+        if [[ $c == *+* ]]; then flags+=" --zstd-dictionary-bytes ${c##*+}"; fi
+        rows+=("Riptide, \`riptide compact $flags\`|data directory|${R_CODEC[$c]}")
     done
     if [[ $PEERS == 1 ]]; then
         rows+=("InnoDB|sbtest/*.ibd|$I_IBD" "MyRocks|#rocksdb/*.sst (WAL apart: $(mb "$M_WAL") MB)|$M_SST")
