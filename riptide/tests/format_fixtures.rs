@@ -4,31 +4,33 @@
 //!
 //! What is frozen (`tests/fixtures/README.md` lists every file):
 //!
-//! - `db-v4/`: a closed database with four tables (`default`, `users`, `orders`, `empty`; a
+//! - `db-v5/`: a closed database with four tables (`default`, `users`, `orders`, `empty`; a
 //!   fifth, `scratch`, was dropped), LZ4 in L0 and L1 and zstd in L2, compressed and
 //!   uncompressed data blocks, bloom filters and block hash indexes; `orders` has its own
 //!   options in the catalog (zstd everywhere, 2 KiB blocks); table `users` has data in L0, L1
 //!   and L2 at once, and every table has writes that live only in the redo log (the database
 //!   was closed without a flush). Its metadata is a CHECKPOINT plus a slog with transactions
-//!   after it (including a table drop).
-//! - `db-v4-plain/`: the same workload without compression, bloom filters or hash indexes.
+//!   after it (including a table drop). Its zstd extents store their blocks without hash index
+//!   or region checksums and their index blocks compressed.
+//! - `db-v5-plain/`: the same workload without compression, bloom filters or hash indexes.
+//! - `db-v4/`, `db-v4-plain/`: the same two, written by the build that wrote extent v4.
 //! - `db-v5-dict/`: extent v5 with a zstd dictionary: one table of JSON-like rows compacted into
 //!   a zstd L2 with `zstd_dictionary_bytes` (type-3 blocks, dictionary block, hash indexes
 //!   rebuilt on read); its own small workload (`doc`, `run_dict_workload`).
 //! - `db-v1/`, `db-v2/`, `db-v3/`, `db-v3-plain/`: the same workload written by the builds
-//!   that wrote extent v1, v2 and v3 (catalog v1); this build reads those versions but cannot
-//!   write them, so these are never regenerated here (the README names the generator and the
-//!   commands).
+//!   that wrote extent v1, v2 and v3 (catalog v1); this build reads those versions (and v4) but
+//!   cannot write them, so these are never regenerated here (the README names the generator and
+//!   the commands).
 //! - `corrupt/<case>/`: one file each, laid over a copy of `db-v3/` with one flipped byte in a
 //!   checksummed region (CATALOG, CURRENT, checkpoint, slog, redo segment, an extent's data
-//!   block, one data-file header copy); `corrupt/extent-v1/`, `corrupt/extent-v2/` and
-//!   `corrupt/extent-v4/` flip a byte of a data block of a v1 / v2 / v4 (zstd) extent, laid
-//!   over `db-v1/` / `db-v2/` / `db-v4/`.
+//!   block, one data-file header copy); `corrupt/extent-v1/`, `corrupt/extent-v2/`,
+//!   `corrupt/extent-v4/` and `corrupt/extent-v5/` flip a byte of a data block of a v1 / v2 /
+//!   v4 (zstd) / v5 (zstd) extent, laid over `db-v1/` / `db-v2/` / `db-v4/` / `db-v5/`.
 //!
 //! Format versions covered: catalog v1 and v2, redo v1, data file v1, meta v1 (CURRENT, slog,
 //! checkpoint) and extent v1 to v5. For the old extent versions the test also checks that
 //! `inspect` reports them, and that compacting every table with this build (which writes only
-//! v4 extents, copying, recompressing or decoding old blocks) keeps every key and value exact.
+//! v5 extents, copying, recompressing or decoding old blocks) keeps every key and value exact.
 //!
 //! Data files (`data/NNNNNN.dat`) are 2 MiB slots, mostly zeros; they are stored as
 //! `NNNNNN.dat.sparse` (the non-zero byte ranges, lossless; layout in `Sparse` below) and
@@ -329,21 +331,20 @@ const ZSTD1: Compression = Compression::Zstd { level: 1 };
 /// The extent format version this build writes (compacted fixtures hold only these).
 const WRITTEN_EXTENT_VERSION: u64 = 5;
 
-/// The newest fixtures, written by the build that wrote extent v4 ([`regenerate`] refuses to
-/// overwrite them now that this build writes v5: new `db-v5` variants must be added next to
-/// them first).
+/// The fixtures this build writes ([`regenerate`]; it refuses to overwrite fixtures of another
+/// extent version).
 const VARIANTS: [Variant; 2] = [
     Variant {
-        dir: "db-v4",
-        extent_version: 4,
+        dir: "db-v5",
+        extent_version: 5,
         compression: [Compression::Lz4, Compression::Lz4, ZSTD1],
         bloom_bits_per_key: 10,
         block_hash_index: true,
         table_options: true,
     },
     Variant {
-        dir: "db-v4-plain",
-        extent_version: 4,
+        dir: "db-v5-plain",
+        extent_version: 5,
         compression: [Compression::None; 3],
         bloom_bits_per_key: 0,
         block_hash_index: false,
@@ -365,7 +366,7 @@ fn orders_options() -> TableOptions {
 /// Fixtures written by older builds, with the same [`workload`] (`tests/fixtures/README.md`
 /// names the commit and command of each). Never regenerated here: this build cannot write
 /// these extent versions.
-const OLD_VARIANTS: [Variant; 4] = [
+const OLD_VARIANTS: [Variant; 6] = [
     Variant {
         dir: "db-v1",
         extent_version: 1,
@@ -393,6 +394,22 @@ const OLD_VARIANTS: [Variant; 4] = [
     Variant {
         dir: "db-v3-plain",
         extent_version: 3,
+        compression: [Compression::None; 3],
+        bloom_bits_per_key: 0,
+        block_hash_index: false,
+        table_options: false,
+    },
+    Variant {
+        dir: "db-v4",
+        extent_version: 4,
+        compression: [Compression::Lz4, Compression::Lz4, ZSTD1],
+        bloom_bits_per_key: 10,
+        block_hash_index: true,
+        table_options: true,
+    },
+    Variant {
+        dir: "db-v4-plain",
+        extent_version: 4,
         compression: [Compression::None; 3],
         bloom_bits_per_key: 0,
         block_hash_index: false,
@@ -731,10 +748,11 @@ fn regenerate() {
         write_fixture(v.dir, |dir| run_workload(dir, v));
     }
 
-    // db-v4's first L2 extent of `users` holds zstd blocks: one flipped byte in block 0.
-    let _ = fs::remove_dir_all(root.join("corrupt").join("extent-v4"));
+    // db-v5's first L2 extent of `users` holds zstd blocks: one flipped byte in block 0.
+    // (`corrupt/extent-v4`, over db-v4, was written by the build that wrote extent v4.)
+    let _ = fs::remove_dir_all(root.join("corrupt").join("extent-v5"));
     let (file, at) = users_l2_block0_byte(VARIANTS[0].dir);
-    write_corrupt_of(VARIANTS[0].dir, "extent-v4", &file, at);
+    write_corrupt_of(VARIANTS[0].dir, "extent-v5", &file, at);
 
     // Corrupt copies of files of db-v3, one flipped byte each.
     // (Only the cases written here: `extent-v1` and `extent-v2` come from the old fixtures.)
@@ -1032,19 +1050,39 @@ fn check_fixture(v: Variant) {
 }
 
 #[test]
-fn db_v4_reads_exactly() {
+fn db_v5_reads_exactly() {
     check_fixture(VARIANTS[0]);
 }
 
 #[test]
-fn db_v4_plain_reads_exactly() {
+fn db_v5_plain_reads_exactly() {
     check_fixture(VARIANTS[1]);
 }
 
 #[test]
+fn db_v5_keeps_table_options() {
+    check_table_options(VARIANTS[0]);
+}
+
+#[test]
+fn db_v4_reads_exactly() {
+    check_fixture(OLD_VARIANTS[4]);
+}
+
+#[test]
+fn db_v4_plain_reads_exactly() {
+    check_fixture(OLD_VARIANTS[5]);
+}
+
+#[test]
 fn db_v4_keeps_table_options() {
-    let tmp = fixture_copy(VARIANTS[0].dir, None);
-    let db = Db::open(tmp.path(), options(VARIANTS[0])).unwrap();
+    check_table_options(OLD_VARIANTS[4]);
+}
+
+/// Fixture `v`'s table `orders` has its own options, `users` none.
+fn check_table_options(v: Variant) {
+    let tmp = fixture_copy(v.dir, None);
+    let db = Db::open(tmp.path(), options(v)).unwrap();
     assert_eq!(db.table("orders").unwrap().options(), &orders_options());
     assert!(db.table("users").unwrap().options().is_default());
     db.close().unwrap();
@@ -1253,11 +1291,22 @@ fn corrupt_extent_block_is_reported_never_returned() {
 /// A damaged zstd block (db-v4's L2) is a corruption error, never wrong data.
 #[test]
 fn corrupt_v4_zstd_extent_block_is_reported_never_returned() {
-    let tmp = fixture_copy(VARIANTS[0].dir, None);
+    check_corrupt_zstd_extent(OLD_VARIANTS[4], "extent-v4");
+}
+
+/// The same in db-v5 (blocks stored without hash index, compressed index block).
+#[test]
+fn corrupt_v5_zstd_extent_block_is_reported_never_returned() {
+    check_corrupt_zstd_extent(VARIANTS[0], "extent-v5");
+}
+
+/// `corrupt/<case>` flips a byte in data block 0 of `users`' first L2 extent in fixture `v`.
+fn check_corrupt_zstd_extent(v: Variant, case: &str) {
+    let tmp = fixture_copy(v.dir, None);
     let ext = extents_by_level(tmp.path())["users"][2][0].clone();
     let regions = inspect::extent_regions(&*inspect::posix(), tmp.path(), &ext).unwrap();
     let (_, _, block0, _) = regions.iter().find(|r| r.0 == "data block 0").unwrap();
-    check_corrupt_extent(VARIANTS[0], "extent-v4", *block0);
+    check_corrupt_extent(v, case, *block0);
 }
 
 #[test]
