@@ -247,8 +247,16 @@ pub fn extent(data: &[u8], fix: bool) -> Result<u64> {
             }
             let index = usize::try_from(f.index.offset)
                 .ok()
-                .and_then(|lo| head.get(lo..lo.checked_add(f.index.size as usize)?));
-            if let Some(Ok(entries)) = index.map(|b| decode_index(b, f.version)) {
+                .and_then(|lo| head.get(lo..lo.checked_add(f.index.size as usize)?.checked_add(1)?));
+            // A v5 zstd extent's index block is compressed (its trailer's type byte says so).
+            let index = index.and_then(|b| {
+                let (contents, ctype) = b.split_at(b.len() - 1);
+                match Compression::from_u8(ctype[0])? {
+                    Compression::None => Some(contents.to_vec()),
+                    codec => decompress(codec, contents, None).ok(),
+                }
+            });
+            if let Some(Ok(entries)) = index.map(|b| decode_index(&b, f.version)) {
                 for e in entries {
                     fix_trailer(&mut head, e.offset, e.size);
                 }

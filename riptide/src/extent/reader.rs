@@ -105,6 +105,7 @@ fn index_block<'a>(
     base: u64,
     h: Handle,
     version: u32,
+    max_len: u64,
 ) -> Result<std::borrow::Cow<'a, [u8]>> {
     let at = base + h.offset;
     let lo = (h.offset - meta_start) as usize;
@@ -115,9 +116,22 @@ fn index_block<'a>(
     let (contents, ctype) = check_block(stored).map_err(|r| Error::corruption(path, at, r))?;
     match Compression::from_u8(ctype) {
         Some(Compression::None) => Ok(std::borrow::Cow::Borrowed(contents)),
-        Some(Compression::Zstd) if version >= DICTIONARY_VERSION => decompress(Compression::Zstd, contents, None)
-            .map(std::borrow::Cow::Owned)
-            .map_err(|r| Error::corruption(path, at, format!("index block: {r}"))),
+        Some(Compression::Zstd) if version >= DICTIONARY_VERSION => {
+            // The index was built to fit the extent: a larger length prefix is damage, refused
+            // before anything is allocated for it.
+            let mut pos = 0;
+            let raw_len = crate::coding::get_varint32(contents, &mut pos).unwrap_or(u32::MAX);
+            if u64::from(raw_len) > max_len {
+                return Err(Error::corruption(
+                    path,
+                    at,
+                    format!("index block claims {raw_len} bytes, more than its extent"),
+                ));
+            }
+            decompress(Compression::Zstd, contents, None)
+                .map(std::borrow::Cow::Owned)
+                .map_err(|r| Error::corruption(path, at, format!("index block: {r}")))
+        }
         _ => Err(Error::corruption(
             path,
             at,
@@ -190,7 +204,8 @@ impl ExtentReader {
             Ok(contents)
         };
         let index_at = base + footer.index.offset;
-        let index_contents = index_block(&path, meta, meta_start, base, footer.index, footer.version)?;
+        let max_index = u64::from(slots) * EXTENT_SIZE;
+        let index_contents = index_block(&path, meta, meta_start, base, footer.index, footer.version, max_index)?;
         let index =
             decode_index(&index_contents, footer.version).map_err(|r| Error::corruption(&*path, index_at, r))?;
         check_index(&index, footer.index.offset, footer.version).map_err(|r| Error::corruption(&*path, index_at, r))?;
@@ -387,9 +402,15 @@ impl ExtentReader {
         scratch: &mut PointScratch,
     ) -> Result<PointRead> {
         let e = self.entry(i)?;
-        // v1 extents have no region checksums; in an extent whose blocks are mostly compressed
-        // the first read would mostly be wasted.
-        if self.footer.version < 2 || self.props.compressed_blocks.saturating_mul(2) > self.props.data_blocks {
+        // v1 extents have no region checksums, nor do the blocks of zstd extents (v5, even those
+        // stored raw); in an extent whose blocks are mostly compressed the first read would
+        // mostly be wasted.
+        let zstd =
+            self.props.compression == Compression::Zstd as u8 || self.props.compression == Compression::ZstdDict as u8;
+        if self.footer.version < 2
+            || (zstd && self.props.hash_index_on_read)
+            || self.props.compressed_blocks.saturating_mul(2) > self.props.data_blocks
+        {
             return Ok(PointRead::NeedFull);
         }
         super::point::read_point(file, &self.path, self.base + e.offset, e.size, seek, hash, scratch)
@@ -416,7 +437,7 @@ impl ExtentReader {
             }
         };
         if self.props.hash_index_on_read {
-            return Block::new_lazy_index(data, self.path.clone(), at);
+            return Block::new_lazy_index(data, self.path.clone(), at, e.users);
         }
         Block::new(data, self.path.clone(), at)
     }

@@ -141,7 +141,7 @@ impl BlockBuilder {
 }
 
 /// Buckets of a hash index over `keys` distinct user keys.
-fn num_buckets(keys: usize) -> usize {
+pub(super) fn num_buckets(keys: usize) -> usize {
     (keys * BUCKETS_PER_KEY).clamp(1, u16::MAX as usize)
 }
 

@@ -297,9 +297,11 @@ impl Block {
 
     /// [`Self::new`] for a block of an extent whose blocks may lack their stored hash index:
     /// one is built in memory once the block has served a few point lookups (`rehash.rs`).
-    pub(crate) fn new_lazy_index(data: Vec<u8>, path: Arc<Path>, offset: u64) -> Result<Block> {
+    /// `users` is the block's distinct user keys (its index entry's), which size the index for
+    /// the cache's charge before it exists.
+    pub(crate) fn new_lazy_index(data: Vec<u8>, path: Arc<Path>, offset: u64, users: u32) -> Result<Block> {
         let mut b = Block::new(data, path, offset)?;
-        b.lazy = LazyIndex::for_block(&b.data, &b.layout());
+        b.lazy = LazyIndex::for_block(&b.data, &b.layout(), users as usize);
         Ok(b)
     }
 
@@ -387,9 +389,11 @@ impl Block {
         Ok(())
     }
 
-    /// Bytes charged for this block in a cache (its restart heads included, built or not).
+    /// Bytes charged for this block in a cache (its restart heads and lazy hash index
+    /// included, built or not).
     pub fn size(&self) -> usize {
-        self.data.capacity() + std::mem::size_of::<Self>() + 8 * self.num_restarts
+        let lazy = self.lazy.as_ref().map_or(0, |l| l.charge());
+        self.data.capacity() + std::mem::size_of::<Self>() + 8 * self.num_restarts + lazy
     }
 
     /// The decoded block contents.

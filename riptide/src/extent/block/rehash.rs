@@ -17,7 +17,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 
-use super::builder::hash_buckets;
+use super::builder::{hash_buckets, num_buckets};
 use super::iter::decode_entry;
 use super::{BlockLayout, HASH_INDEX_FLAG, MAX_HASHED_RESTARTS, REGION_CRC_FLAG};
 use crate::coding::get_u32;
@@ -32,14 +32,28 @@ pub(super) const BUILD_AFTER_LOOKUPS: u32 = 8;
 pub(super) struct LazyIndex {
     lookups: AtomicU32,
     buckets: OnceLock<Option<Box<[u8]>>>,
+    /// Bytes the built buckets take (from the block's user-key count), charged to the cache
+    /// from the start.
+    charge: usize,
 }
 
 impl LazyIndex {
-    /// A lazy index for decoded block `data` with `layout`, if it is one that can have one.
-    pub(super) fn for_block(data: &[u8], layout: &BlockLayout) -> Option<Box<LazyIndex>> {
+    /// A lazy index for decoded block `data` with `layout` and `users` distinct user keys, if
+    /// it is one that can have one.
+    pub(super) fn for_block(data: &[u8], layout: &BlockLayout, users: usize) -> Option<Box<LazyIndex>> {
         let footer = get_u32(data, data.len().checked_sub(4)?)?;
         let eligible = footer & (HASH_INDEX_FLAG | REGION_CRC_FLAG) == 0 && layout.num_restarts <= MAX_HASHED_RESTARTS;
-        eligible.then(Box::default)
+        eligible.then(|| {
+            Box::new(LazyIndex {
+                charge: num_buckets(users) + std::mem::size_of::<LazyIndex>(),
+                ..Default::default()
+            })
+        })
+    }
+
+    /// Bytes to charge for it in a cache, built or not.
+    pub(super) fn charge(&self) -> usize {
+        self.charge
     }
 
     /// The buckets, once built; counts the lookup and builds them with `build` when it is
@@ -146,7 +160,7 @@ mod tests {
             let interval = [1, 2, 4, 16][round % 4];
             let with = block(&e, interval, true);
             let without = block(&e, interval, false);
-            let lazy = LazyIndex::for_block(&without, &layout(&without));
+            let lazy = LazyIndex::for_block(&without, &layout(&without), e.len());
             if footer_of(&with) & HASH_INDEX_FLAG == 0 {
                 // Too many restart points for an index: none, lazy or stored.
                 assert!(lazy.is_none(), "round {round}");
@@ -168,7 +182,7 @@ mod tests {
                 "round {round}"
             );
             // A block with a stored index gets no lazy one.
-            assert!(LazyIndex::for_block(&with, &lw).is_none());
+            assert!(LazyIndex::for_block(&with, &lw, e.len()).is_none());
         }
     }
 
@@ -178,7 +192,8 @@ mod tests {
         let e = entries(&mut rng, 200);
         let data = block(&e, 16, false);
         let b = std::sync::Arc::new(
-            crate::extent::Block::new_lazy_index(data, std::sync::Arc::from(Path::new("x")), 0).unwrap(),
+            crate::extent::Block::new_lazy_index(data, std::sync::Arc::from(Path::new("x")), 0, e.len() as u32)
+                .unwrap(),
         );
         for round in 0..3 {
             for (k, v) in &e {
