@@ -301,6 +301,29 @@ pub(crate) fn encode_index(entries: &[IndexEntry], version: u32) -> Vec<u8> {
     out
 }
 
+/// The contents of a stored index block (`contents ‖ trailer`; its CRC is checked here): as
+/// stored, or decompressed when an extent of format 5 on stored it zstd-compressed (type 2; any
+/// other type is an error). A length prefix above `max_len` (the extent's size: the index was
+/// built to fit it) is refused before anything is allocated.
+pub(crate) fn index_contents(stored: &[u8], version: u32, max_len: u64) -> Result<std::borrow::Cow<'_, [u8]>, String> {
+    use super::Compression;
+    let (contents, ctype) = check_block(stored)?;
+    match Compression::from_u8(ctype) {
+        Some(Compression::None) => Ok(std::borrow::Cow::Borrowed(contents)),
+        Some(Compression::Zstd) if version >= DICTIONARY_VERSION => {
+            let mut pos = 0;
+            let raw_len = get_varint32(contents, &mut pos).unwrap_or(u32::MAX);
+            if u64::from(raw_len) > max_len {
+                return Err(format!("index block claims {raw_len} bytes, more than its extent"));
+            }
+            super::codec::decompress(Compression::Zstd, contents, None)
+                .map(std::borrow::Cow::Owned)
+                .map_err(|r| format!("index block: {r}"))
+        }
+        _ => Err(format!("index block has compression type {ctype}")),
+    }
+}
+
 /// Decodes the index block contents of extent format `version`.
 pub(crate) fn decode_index(buf: &[u8], version: u32) -> Result<Vec<IndexEntry>, String> {
     let Some(body_len) = buf.len().checked_sub(4) else {

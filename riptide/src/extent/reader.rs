@@ -21,8 +21,8 @@ use super::codec::decompress;
 use super::dictionary::BlockDict;
 use super::filter::{hash64, Filter};
 use super::format::{
-    check_block, decode_index, ExtentProperties, Footer, FooterError, Handle, IndexEntry, BLOCK_STATS_VERSION,
-    DICTIONARY_VERSION, EXTENT_FORMAT_VERSION, FOOTER_SIZE, TRAILER_SIZE,
+    check_block, decode_index, index_contents, ExtentProperties, Footer, FooterError, Handle, IndexEntry,
+    BLOCK_STATS_VERSION, DICTIONARY_VERSION, EXTENT_FORMAT_VERSION, FOOTER_SIZE, TRAILER_SIZE,
 };
 use super::point::{PointRead, PointScratch};
 use super::{Compression, PackedKeys, EXTENT_SIZE};
@@ -95,51 +95,6 @@ impl std::fmt::Debug for ExtentReader {
     }
 }
 
-/// The contents of the index block at `h` in `meta` (the extent's meta area from `meta_start`):
-/// as stored, or decompressed when a format-5 extent stored it zstd-compressed (type 2; any
-/// other type is corruption).
-fn index_block<'a>(
-    path: &Path,
-    meta: &'a [u8],
-    meta_start: u64,
-    base: u64,
-    h: Handle,
-    version: u32,
-    max_len: u64,
-) -> Result<std::borrow::Cow<'a, [u8]>> {
-    let at = base + h.offset;
-    let lo = (h.offset - meta_start) as usize;
-    let stored = lo
-        .checked_add(h.size as usize + TRAILER_SIZE)
-        .and_then(|hi| meta.get(lo..hi))
-        .ok_or_else(|| Error::corruption(path, at, "index block lies outside the extent's meta area"))?;
-    let (contents, ctype) = check_block(stored).map_err(|r| Error::corruption(path, at, r))?;
-    match Compression::from_u8(ctype) {
-        Some(Compression::None) => Ok(std::borrow::Cow::Borrowed(contents)),
-        Some(Compression::Zstd) if version >= DICTIONARY_VERSION => {
-            // The index was built to fit the extent: a larger length prefix is damage, refused
-            // before anything is allocated for it.
-            let mut pos = 0;
-            let raw_len = crate::coding::get_varint32(contents, &mut pos).unwrap_or(u32::MAX);
-            if u64::from(raw_len) > max_len {
-                return Err(Error::corruption(
-                    path,
-                    at,
-                    format!("index block claims {raw_len} bytes, more than its extent"),
-                ));
-            }
-            decompress(Compression::Zstd, contents, None)
-                .map(std::borrow::Cow::Owned)
-                .map_err(|r| Error::corruption(path, at, format!("index block: {r}")))
-        }
-        _ => Err(Error::corruption(
-            path,
-            at,
-            format!("index block has compression type {ctype}"),
-        )),
-    }
-}
-
 /// Absolute offset of the end of an extent, checked.
 fn extent_end(path: &Path, base: u64, slots: u32) -> Result<u64> {
     if slots == 0 {
@@ -204,8 +159,11 @@ impl ExtentReader {
             Ok(contents)
         };
         let index_at = base + footer.index.offset;
-        let max_index = u64::from(slots) * EXTENT_SIZE;
-        let index_contents = index_block(&path, meta, meta_start, base, footer.index, footer.version, max_index)?;
+        let index_stored = meta
+            .get(..footer.index.size as usize + TRAILER_SIZE)
+            .ok_or_else(|| Error::corruption(&*path, index_at, "index block lies outside the extent's meta area"))?;
+        let index_contents = index_contents(index_stored, footer.version, u64::from(slots) * EXTENT_SIZE)
+            .map_err(|r| Error::corruption(&*path, index_at, r))?;
         let index =
             decode_index(&index_contents, footer.version).map_err(|r| Error::corruption(&*path, index_at, r))?;
         check_index(&index, footer.index.offset, footer.version).map_err(|r| Error::corruption(&*path, index_at, r))?;
