@@ -52,7 +52,7 @@ impl BlockCompressor {
     /// A compressor for `kind` (at zstd level `level`; ignored by the other codecs). With
     /// `dict`, zstd blocks are compressed with it (stored type 3); other codecs ignore it.
     pub(crate) fn new(kind: Compression, level: i32, dict: Option<&BlockDict>) -> Self {
-        let zstd_like = matches!(kind, Compression::Zstd | Compression::ZstdDict);
+        let zstd_like = kind.is_zstd();
         let (kind, dict) = match dict {
             Some(d) if zstd_like => (Compression::ZstdDict, Some((d.bytes().into(), d.id()))),
             // Type 3 without a dictionary is plain zstd.

@@ -241,7 +241,7 @@ mod tests {
     use rand::{Rng, SeedableRng};
 
     /// Blocks of JSON-like rows: shared field names and enumerations, random ids.
-    pub(crate) fn structured_blocks(n: usize, block: usize, seed: u64) -> Vec<Vec<u8>> {
+    fn structured_blocks(n: usize, block: usize, seed: u64) -> Vec<Vec<u8>> {
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let cities = ["Hangzhou", "Shanghai", "Beijing", "Shenzhen", "Chengdu"];
         let states = ["paid", "shipped", "delivered", "refunded"];

@@ -93,6 +93,12 @@ impl Compression {
             _ => None,
         }
     }
+
+    /// True for the zstd types (2 and 3): blocks always read whole, stored without hash index
+    /// or region checksums in format 5 on.
+    pub(crate) fn is_zstd(self) -> bool {
+        matches!(self, Compression::Zstd | Compression::ZstdDict)
+    }
 }
 
 /// Options of one extent build.

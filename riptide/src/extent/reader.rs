@@ -363,8 +363,7 @@ impl ExtentReader {
         // v1 extents have no region checksums, nor do the blocks of zstd extents (v5, even those
         // stored raw); in an extent whose blocks are mostly compressed the first read would
         // mostly be wasted.
-        let zstd =
-            self.props.compression == Compression::Zstd as u8 || self.props.compression == Compression::ZstdDict as u8;
+        let zstd = Compression::from_u8(self.props.compression).is_some_and(Compression::is_zstd);
         if self.footer.version < 2
             || (zstd && self.props.hash_index_on_read)
             || self.props.compressed_blocks.saturating_mul(2) > self.props.data_blocks

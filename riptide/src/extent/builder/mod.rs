@@ -139,7 +139,7 @@ impl ExtentBuilder {
         // zstd blocks are always read whole: region checksums would serve nothing, and the
         // hash index (about 4 bytes per key that compress poorly) is built in memory for hot
         // cached blocks instead (`block/rehash.rs`).
-        let zstd = matches!(compressor.kind(), Compression::Zstd | Compression::ZstdDict);
+        let zstd = compressor.kind().is_zstd();
         let mut block = BlockBuilder::with_hash_index(opts.restart_interval, opts.hash_index && !zstd);
         block.region_crcs = !zstd;
         let filter = BlockFilterBuilder::new(opts.bloom_bits_per_key);
@@ -363,7 +363,7 @@ impl ExtentBuilder {
     /// Appends the index block: in an extent of zstd data blocks (format 5 on) compressed with
     /// plain zstd when that saves 12.5 % (its keys share much), else as is.
     fn append_index_block(&mut self, contents: &[u8]) -> Result<Handle> {
-        let zstd = matches!(self.compressor.kind(), Compression::Zstd | Compression::ZstdDict);
+        let zstd = self.compressor.kind().is_zstd();
         if zstd && self.version >= super::format::DICTIONARY_VERSION {
             let mut c = BlockCompressor::new(Compression::Zstd, self.opts.compression_level, None);
             let mut stored = Vec::new();
