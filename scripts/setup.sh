@@ -54,7 +54,9 @@ fi
 
 # `scripts/setup.sh --peers`: also what the peer engines of `riptide bench` need
 # (cargo features bench-rocksdb / bench-fjall): RocksDB compiles from C++ source and its
-# bindings run bindgen, which needs libclang; Debian's db_bench is the historical anchor.
+# bindings run bindgen, which needs libclang; Debian's db_bench is the historical anchor;
+# and the SQL peers of `scripts/sql-compare.sh`: MariaDB with InnoDB and MyRocks (the anchor
+# script starts its own mariadbd on loopback; the package's own service is not used).
 if [ "${1:-}" = "--peers" ]; then
     missing=()
     command -v c++ >/dev/null 2>&1 || missing+=(g++)
@@ -62,6 +64,8 @@ if [ "${1:-}" = "--peers" ]; then
     [ -n "$(ls /usr/lib/llvm-*/lib/libclang.so* /usr/lib/*/libclang-[0-9]*.so* 2>/dev/null)" ] \
         || missing+=(libclang-dev)
     command -v db_bench >/dev/null 2>&1 || missing+=(rocksdb-tools)
+    command -v mariadbd >/dev/null 2>&1 || missing+=(mariadb-server)
+    [ -n "$(ls /usr/lib/mysql/plugin/ha_rocksdb.so 2>/dev/null)" ] || missing+=(mariadb-plugin-rocksdb)
     if [ ${#missing[@]} -gt 0 ]; then
         if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
             apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"

@@ -73,6 +73,12 @@ pub struct Options {
     pub write_wait_spin_micros: u64,
     /// Size at which the redo log rolls over to a new segment. Default: 64 MiB. Min: 64 KiB.
     pub redo_segment_size: u64,
+    /// Once a commit waits for durability (`WriteOptions::sync`), zero-fill the redo segment
+    /// 1 MiB ahead of its appends, so each commit's fdatasync writes its records only instead
+    /// of also journaling the file's new length (as InnoDB's preallocated log files do). Off for
+    /// a file system that allocates on every overwrite anyway (copy-on-write: btrfs, ZFS).
+    /// Default: true.
+    pub redo_preallocate: bool,
     /// How recovery treats redo-log damage. Default: [`RecoveryMode::TolerateCorruptedTail`].
     pub recovery_mode: RecoveryMode,
     /// At a clean close, flush every memtable to L0 and delete the redo segments, so the next
@@ -246,6 +252,7 @@ impl Default for Options {
             parallel_insert_helpers: std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 64) - 1,
             write_wait_spin_micros: 50,
             redo_segment_size: 64 << 20,
+            redo_preallocate: true,
             recovery_mode: RecoveryMode::default(),
             flush_on_close: true,
             max_flushes: 2,
@@ -309,6 +316,7 @@ impl fmt::Debug for Options {
             .field("parallel_insert_helpers", &self.parallel_insert_helpers)
             .field("write_wait_spin_micros", &self.write_wait_spin_micros)
             .field("redo_segment_size", &self.redo_segment_size)
+            .field("redo_preallocate", &self.redo_preallocate)
             .field("recovery_mode", &self.recovery_mode)
             .field("flush_on_close", &self.flush_on_close)
             .field("max_flushes", &self.max_flushes)

@@ -90,6 +90,19 @@ fn checkpoint_holds_the_writes_before_it_and_none_after() {
 /// writer's sequence that includes every write acknowledged before the call.
 #[test]
 fn checkpoint_under_writes_is_a_prefix_with_every_acknowledged_write() {
+    checkpoint_under_writes(false);
+}
+
+/// The same with durable commits: the newest redo segment is then zero-filled ahead of its
+/// records and filled while the checkpoint copies it, so the copy must stop where the log was
+/// synced (copying zeros that a later write fills behind the copy's position would leave a
+/// hole of zeros between records: a checkpoint that does not open).
+#[test]
+fn checkpoint_under_durable_commits_is_a_prefix_with_every_acknowledged_write() {
+    checkpoint_under_writes(true);
+}
+
+fn checkpoint_under_writes(sync: bool) {
     let dir = tempfile::tempdir().unwrap();
     let live = dir.path().join("live");
     let db = Db::open(&live, small(Arc::new(riptide::fs::PosixFs))).unwrap();
@@ -102,7 +115,11 @@ fn checkpoint_under_writes_is_a_prefix_with_every_acknowledged_write() {
             let mut i = 0u64;
             while !stop.load(Ordering::Relaxed) {
                 let v = vec![(i % 251) as u8; 100];
-                t.put(&format!("k{i:08}").into_bytes(), &v).unwrap();
+                let opts = WriteOptions {
+                    sync,
+                    ..Default::default()
+                };
+                t.put_opt(&format!("k{i:08}").into_bytes(), &v, &opts).unwrap();
                 i += 1;
                 acked.store(i, Ordering::Release);
             }

@@ -217,7 +217,7 @@ fn locks_are_released_when_the_commit_fails_before_it_is_placed() {
     let fs = FaultFs::new();
     let db = open(&fs);
     let t = db.default_table();
-    fs.fail_always(FaultOp::Append, Some("redo"), libc::EIO);
+    fs.fail_always(FaultOp::WriteAt, Some("redo"), libc::EIO);
     assert!(t.put(b"x", b"1").is_err()); // poisons the instance
     for asynchronous in [false, true] {
         let mut txn = db.begin(opts(Isolation::Snapshot, false)).unwrap();

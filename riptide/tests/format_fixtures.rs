@@ -17,6 +17,9 @@
 //! - `db-v5-dict/`: extent v5 with a zstd dictionary: one table of JSON-like rows compacted into
 //!   a zstd L2 with `zstd_dictionary_bytes` (type-3 blocks, dictionary block, hash indexes
 //!   rebuilt on read); its own small workload (`doc`, `run_dict_workload`).
+//! - `db-redo-v2/`: redo v2: a database copied while open after 400 durable commits (no flush),
+//!   as a power cut leaves it: one segment whose records are followed by the zero-filled space
+//!   kept ahead of durable commits (`run_durable_workload`).
 //! - `db-v1/`, `db-v2/`, `db-v3/`, `db-v3-plain/`: the same workload written by the builds
 //!   that wrote extent v1, v2 and v3 (catalog v1); this build reads those versions (and v4) but
 //!   cannot write them, so these are never regenerated here (the README names the generator and
@@ -27,7 +30,7 @@
 //!   `corrupt/extent-v4/` and `corrupt/extent-v5/` flip a byte of a data block of a v1 / v2 /
 //!   v4 (zstd) / v5 (zstd) extent, laid over `db-v1/` / `db-v2/` / `db-v4/` / `db-v5/`.
 //!
-//! Format versions covered: catalog v1 and v2, redo v1, data file v1, meta v1 (CURRENT, slog,
+//! Format versions covered: catalog v1 and v2, redo v1 and v2, data file v1, meta v1 (CURRENT, slog,
 //! checkpoint) and extent v1 to v5. For the old extent versions the test also checks that
 //! `inspect` reports them, and that compacting every table with this build (which writes only
 //! v5 extents, copying, recompressing or decoding old blocks) keeps every key and value exact.
@@ -1505,4 +1508,97 @@ fn db_v5_dict_reads_exactly_and_keeps_its_dictionary() {
     want.push((b"doc99999".to_vec(), b"{}".to_vec()));
     assert_eq!(scan(&db, "docs").unwrap(), want);
     db.close().unwrap();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Redo v2: a segment zero-filled ahead of durable commits, as a crash leaves it.
+// ---------------------------------------------------------------------------------------------
+
+/// Rows of `db-redo-v2`: durable single-row commits, most to `default`, every 7th a delete.
+const DURABLE_COMMITS: usize = 400;
+
+fn durable_row(i: usize) -> (Vec<u8>, Vec<u8>) {
+    (
+        format!("durable/{i:04}").into_bytes(),
+        format!("value {i} {}", "r".repeat(i % 37)).into_bytes(),
+    )
+}
+
+/// What `db-redo-v2` holds after replay: puts of [`durable_row`], each 7th key then deleted.
+fn durable_rows() -> Pairs {
+    (0..DURABLE_COMMITS).filter(|i| i % 7 != 6).map(durable_row).collect()
+}
+
+/// Opens a database, commits [`DURABLE_COMMITS`] rows with `sync` (and deletes every 7th), then
+/// copies its directory while it is still open, as a power cut would leave it: the redo
+/// segment ends in the zero-filled space ahead of its records.
+fn run_durable_workload(dir: &Path) {
+    let live = tempfile::tempdir().unwrap();
+    let opts = Options {
+        flush_on_close: false,
+        ..Options::default()
+    };
+    let db = Db::open(live.path(), opts).unwrap();
+    let t = db.default_table();
+    let sync = riptide::WriteOptions {
+        sync: true,
+        ..Default::default()
+    };
+    for i in 0..DURABLE_COMMITS {
+        let (k, v) = durable_row(i);
+        t.put_opt(&k, &v, &sync).unwrap();
+        if i % 7 == 6 {
+            t.delete_opt(&k, &sync).unwrap();
+        }
+    }
+    copy_tree(live.path(), dir);
+    db.close().unwrap();
+}
+
+fn copy_tree(src: &Path, dst: &Path) {
+    fs::create_dir_all(dst).unwrap();
+    for e in fs::read_dir(src).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name();
+        if e.path().is_dir() {
+            copy_tree(&e.path(), &dst.join(&name));
+        } else if name != "LOCK" {
+            fs::copy(e.path(), dst.join(&name)).unwrap();
+        }
+    }
+}
+
+/// Writes `tests/fixtures/db-redo-v2`. Run only to add it (see the header).
+#[test]
+#[ignore = "writes tests/fixtures/db-redo-v2; run by hand only when adding it"]
+fn regenerate_redo_v2() {
+    write_fixture("db-redo-v2", run_durable_workload);
+}
+
+/// `db-redo-v2` replays every durable commit from a v2 segment that ends in zeros, in every
+/// recovery mode, and the open cuts the zeros.
+#[test]
+fn db_redo_v2_replays_its_zero_filled_segment() {
+    for mode in [
+        RecoveryMode::AbsoluteConsistency,
+        RecoveryMode::TolerateCorruptedTail,
+        RecoveryMode::PointInTime,
+    ] {
+        let tmp = fixture_copy("db-redo-v2", None);
+        let seg = only_file(&tmp.path().join("redo"), "");
+        let data = fs::read(&seg).unwrap();
+        assert_eq!(u32::from_le_bytes(data[8..12].try_into().unwrap()), 2, "redo v2");
+        assert_eq!(*data.last().unwrap(), 0, "the segment ends in zero-filled space");
+        assert!(data.len() >= 1 << 20, "{} bytes", data.len());
+        let opts = Options {
+            recovery_mode: mode,
+            ..Options::default()
+        };
+        let db = Db::open(tmp.path(), opts).unwrap();
+        assert_eq!(scan(&db, "default").unwrap(), durable_rows(), "{mode:?}");
+        db.close().unwrap();
+        let db = Db::open(tmp.path(), Options::default()).unwrap();
+        assert_eq!(scan(&db, "default").unwrap(), durable_rows(), "{mode:?}, reopened");
+        db.close().unwrap();
+    }
 }

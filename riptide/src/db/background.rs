@@ -299,7 +299,7 @@ impl FlushContext for DbInner {
     }
 
     fn sync_redo(&self) -> Result<()> {
-        self.pipeline.sync_log()
+        self.pipeline.sync_log().map(drop)
     }
 
     fn commit_meta(&self, entries: Vec<SlogEntry>) -> Result<()> {

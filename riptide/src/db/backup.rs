@@ -14,7 +14,7 @@ use crate::extent::FOOTER_SIZE;
 use crate::fs::{FaultFs, FileSystem};
 use crate::meta::edit::MetaState;
 use crate::meta::slog::Slog;
-use crate::redo::{redo_dir, segment_names};
+use crate::redo::{redo_dir, segment_names, SyncedEnd};
 use crate::space::{data_file_name, ExtentId, DATA_DIR, EXTENT_SIZE};
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
@@ -58,7 +58,7 @@ impl DbInner {
         let existing = engine.extent_keys()?;
         let cut = self.capture();
         // Every write acknowledged so far is in the redo segments backed up below.
-        self.pipeline.sync_log()?;
+        let synced_end = self.pipeline.sync_log()?;
         let mut info = BackupInfo {
             id,
             ..Default::default()
@@ -86,7 +86,12 @@ impl DbInner {
         }
         let redo = redo_dir(&self.path);
         for name in segment_names(fs, &redo)? {
-            upload(format!("redo/{name}"), read_whole(fs, &redo.join(&name))?)?;
+            let mut bytes = read_whole(fs, &redo.join(&name))?;
+            match SyncedEnd::copy_len(synced_end, &name, bytes.len() as u64) {
+                Some(len) => bytes.truncate(len as usize),
+                None => continue,
+            }
+            upload(format!("redo/{name}"), bytes)?;
         }
         let files: HashSet<u32> = manifest
             .extents

@@ -37,7 +37,7 @@ use crate::extent::FOOTER_SIZE;
 use crate::fs::{FileSystem, RandomRwFile, ReadableFile};
 use crate::meta::edit::{MetaState, TableMeta};
 use crate::meta::slog::Slog;
-use crate::redo::{redo_dir, segment_names, RetireHold};
+use crate::redo::{redo_dir, segment_names, RetireHold, SyncedEnd};
 use crate::space::header::{HEADER_COPY_OFFSETS, HEADER_SIZE};
 use crate::space::{data_file_name, ExtentId, DATA_DIR, EXTENT_SIZE};
 use crate::tier::pins::Pins;
@@ -213,9 +213,9 @@ impl DbInner {
     ) -> Result<()> {
         let fs = self.opts.fs.clone();
         // Every write acknowledged so far is in the redo files copied below.
-        self.pipeline.sync_log()?;
+        let synced_end = self.pipeline.sync_log()?;
         copy_extents(fs.as_ref(), &self.path, dir, &tables, info)?;
-        copy_redo(fs.as_ref(), &self.path, dir, info)?;
+        copy_redo(fs.as_ref(), &self.path, dir, synced_end, info)?;
         let catalog = catalog.with_next_id(self.next_table_id());
         let state = MetaState::from_tables(tables)?;
         let (mut slog, _) = Slog::open(fs.clone(), dir)?;
@@ -380,16 +380,25 @@ fn copy_range(
     Ok(())
 }
 
-/// Copies every redo segment of the database at `db` into `dir`, each as long as it is now
-/// (the newest may end in a torn record, which recovery cuts as after a crash), each synced.
-fn copy_redo(fs: &dyn FileSystem, db: &Path, dir: &Path, info: &mut CheckpointInfo) -> Result<()> {
+/// Copies the redo segments of the database at `db` into `dir` up to where the log was
+/// synced (`synced_end`; see [`SyncedEnd::copy_len`]), each synced.
+fn copy_redo(
+    fs: &dyn FileSystem,
+    db: &Path,
+    dir: &Path,
+    synced_end: Option<SyncedEnd>,
+    info: &mut CheckpointInfo,
+) -> Result<()> {
     let src_dir = redo_dir(db);
     let dst_dir = redo_dir(dir);
     for name in segment_names(fs, &src_dir)? {
         let src_path = src_dir.join(&name);
         let dst_path = dst_dir.join(&name);
         let src = fs.open_read(&src_path).map_err(|e| Error::io("open", &src_path, e))?;
-        let len = src.len().map_err(|e| Error::io("stat", &src_path, e))?;
+        let file_len = src.len().map_err(|e| Error::io("stat", &src_path, e))?;
+        let Some(len) = SyncedEnd::copy_len(synced_end, &name, file_len) else {
+            continue;
+        };
         let mut dst = fs.create(&dst_path).map_err(|e| Error::io("create", &dst_path, e))?;
         let mut buf = Vec::with_capacity(COPY_CHUNK);
         let mut done = 0u64;

@@ -235,7 +235,8 @@ impl Db {
             report.next_segment,
             opts.redo_segment_size,
             report.segments.clone(),
-        )?;
+        )?
+        .with_preallocation(opts.redo_preallocate);
         let redo_segments = log.segments();
         let cfg = PipelineConfig {
             queues: opts.write_queues,

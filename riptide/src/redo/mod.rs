@@ -8,26 +8,46 @@
 //! - A segment whose header has `FLAG_SUPERSEDES` (written at a clean close with the live data)
 //!   makes every older segment obsolete; it appears under its final name only after it was
 //!   written in full and fsynced (write `.tmp`, fsync, rename, fsync the directory).
-//! - Recovery never replays a record whose CRCs fail; see [`RecoveryMode`] for what it does then.
+//! - Recovery never replays a record whose CRCs fail; see
+//!   [`RecoveryMode`](crate::options::RecoveryMode) for what it does then (`recovery.rs`).
+//! - Once a durable commit was asked for in a segment, appends zero-fill the file ahead of
+//!   themselves ([`PREALLOCATE_BYTES`] at a time), so the fdatasync of a commit writes data
+//!   only: the file's length, and so its metadata, changes once per chunk instead of once per
+//!   commit. In a segment with [`FLAG_PREALLOCATED`] (format v2) zeros from a record boundary
+//!   to the end of the file are its clean end; a rolled or closed segment is cut to its records
+//!   first, so only the newest segment can end in zeros.
 
 pub(crate) mod record;
+mod recovery;
 
-use crate::coding::{crc_tail_ok, seal_crc_tail, RecordHeader, RECORD_HEADER_SIZE};
+pub(crate) use recovery::{dump, recover};
+#[cfg(test)]
+use recovery::{all_zero, RecoveryReport};
+
+use crate::coding::{crc_tail_ok, seal_crc_tail};
+#[cfg(test)]
+use crate::coding::{RecordHeader, RECORD_HEADER_SIZE};
 use crate::error::{Error, Result};
-use crate::fs::{FileSystem, WritableFile};
+use crate::fs::{FileSystem, RandomRwFile};
 use crate::key::Lsn;
+#[cfg(test)]
 use crate::options::RecoveryMode;
-use record::{decode_ops, Op};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// Current redo format version.
-pub(crate) const REDO_FORMAT_VERSION: u32 = 1;
+/// Current redo format version (2: [`FLAG_PREALLOCATED`] segments; version 1 segments still
+/// replay).
+pub(crate) const REDO_FORMAT_VERSION: u32 = 2;
 const SEGMENT_MAGIC: &[u8; 8] = b"RPTREDO\0";
 /// Size of a segment header.
 pub(crate) const SEGMENT_HEADER_SIZE: usize = 32;
 /// The segment replaces all older segments.
 const FLAG_SUPERSEDES: u32 = 1;
+/// The segment may end in zeros after its last record (space zero-filled ahead of appends):
+/// from a record boundary, all-zero bytes to the end of the file are its clean end.
+const FLAG_PREALLOCATED: u32 = 2;
+/// How far ahead of its appends a segment with durable commits is zero-filled.
+pub(crate) const PREALLOCATE_BYTES: u64 = 1 << 20;
 
 /// Directory of the redo log inside the database directory.
 pub(crate) fn redo_dir(db: &Path) -> PathBuf {
@@ -108,13 +128,15 @@ fn create_segment(
     number: u64,
     flags: u32,
     tmp: bool,
-) -> Result<(PathBuf, Box<dyn WritableFile>)> {
+) -> Result<(PathBuf, Arc<dyn RandomRwFile>)> {
     let mut path = segment_path(dir, number);
     if tmp {
         path.set_extension("log.tmp");
     }
-    let mut file = fs.create(&path).map_err(|e| Error::io("create", &path, e))?;
-    file.append(&encode_segment_header(number, flags))
+    let file = fs.open_rw(&path, true).map_err(|e| Error::io("create", &path, e))?;
+    // A leftover file of this name (a creation cut short) starts over.
+    file.set_len(0).map_err(|e| Error::io("set_len", &path, e))?;
+    file.write_at(&encode_segment_header(number, flags), 0)
         .map_err(|e| Error::io("write", &path, e))?;
     file.sync_data().map_err(|e| Error::io("fsync", &path, e))?;
     fs.sync_dir(dir).map_err(|e| Error::io("fsync dir", dir, e))?;
@@ -200,6 +222,29 @@ impl SegmentList {
 /// segment (a 64 MiB segment took tens to hundreds of milliseconds, stalling every writer).
 pub(crate) const WRITEBACK_BYTES: u64 = 1 << 20;
 
+/// Where the records of the log ended at a sync: a copy of the log (checkpoint, backup)
+/// takes older segments whole, this segment up to `len`, and no newer one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SyncedEnd {
+    pub(crate) segment: u64,
+    pub(crate) len: u64,
+}
+
+impl SyncedEnd {
+    /// How many bytes of the segment file `name` (of `file_len` bytes) a copy takes, `None`
+    /// for a segment begun after the sync. `end` is `None` for a closed (sealed) log.
+    pub(crate) fn copy_len(end: Option<SyncedEnd>, name: &str, file_len: u64) -> Option<u64> {
+        let Some(end) = end else {
+            return Some(file_len);
+        };
+        match parse_segment_name(name)?.cmp(&end.segment) {
+            std::cmp::Ordering::Less => Some(file_len),
+            std::cmp::Ordering::Equal => Some(file_len.min(end.len)),
+            std::cmp::Ordering::Greater => None,
+        }
+    }
+}
+
 /// The open redo log: the segment new records are appended to.
 pub(crate) struct RedoLog {
     fs: Arc<dyn FileSystem>,
@@ -207,11 +252,19 @@ pub(crate) struct RedoLog {
     segment_size: u64,
     number: u64,
     path: PathBuf,
-    file: Box<dyn WritableFile>,
+    file: Arc<dyn RandomRwFile>,
+    /// End of the segment's header and records: where the next append goes.
+    len: u64,
+    /// The file's length: `len` plus the zeros written ahead of it (never less than `len`).
+    file_len: u64,
+    /// Zero-filling ahead is allowed (`Options::redo_preallocate`).
+    preallocation: bool,
+    /// A durable commit was asked for since this segment began: appends zero-fill ahead.
+    preallocate: bool,
     /// Bytes appended since the last fsync.
     unsynced: bool,
     /// Offset up to which writeback of the segment was started
-    /// ([`WritableFile::start_writeback`], every [`WRITEBACK_BYTES`]).
+    /// ([`RandomRwFile::start_writeback`], every [`WRITEBACK_BYTES`]).
     written_back: u64,
     /// Highest LSN appended so far (to this or an older segment).
     max_lsn: Lsn,
@@ -228,7 +281,7 @@ impl RedoLog {
         segment_size: u64,
         older: Vec<(u64, Lsn)>,
     ) -> Result<Self> {
-        let (path, file) = create_segment(fs.as_ref(), &dir, number, 0, false)?;
+        let (path, file) = create_segment(fs.as_ref(), &dir, number, FLAG_PREALLOCATED, false)?;
         let max_lsn = older.last().map_or(0, |s| s.1);
         Ok(RedoLog {
             fs,
@@ -237,6 +290,10 @@ impl RedoLog {
             number,
             path,
             file,
+            len: SEGMENT_HEADER_SIZE as u64,
+            file_len: SEGMENT_HEADER_SIZE as u64,
+            preallocation: true,
+            preallocate: false,
             unsynced: false,
             written_back: 0,
             max_lsn,
@@ -247,6 +304,26 @@ impl RedoLog {
         })
     }
 
+    /// Where the open segment's records end (call after [`RedoLog::sync`]).
+    pub(crate) fn synced_end(&self) -> SyncedEnd {
+        SyncedEnd {
+            segment: self.number,
+            len: self.len,
+        }
+    }
+
+    /// Allows or forbids zero-filling ahead of appends (see the module header).
+    pub(crate) fn with_preallocation(mut self, on: bool) -> Self {
+        self.preallocation = on;
+        self
+    }
+
+    /// Bytes of header and records in the open segment.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> u64 {
+        self.len
+    }
+
     /// The list of closed segments (for retiring them after flushes).
     pub(crate) fn segments(&self) -> Arc<SegmentList> {
         self.segments.clone()
@@ -254,14 +331,40 @@ impl RedoLog {
 
     /// Appends encoded records with one write call; `last_lsn` is the highest LSN in them.
     pub(crate) fn append(&mut self, data: &[u8], last_lsn: Lsn) -> Result<()> {
-        self.file.append(data).map_err(|e| Error::io("write", &self.path, e))?;
+        let end = self.len + data.len() as u64;
+        if self.preallocate && self.file_len < end + PREALLOCATE_BYTES / 2 {
+            self.zero_fill_ahead(end)?;
+        }
+        self.file
+            .write_at(data, self.len)
+            .map_err(|e| Error::io("write", &self.path, e))?;
+        self.len = end;
+        self.file_len = self.file_len.max(end);
         self.unsynced = true;
-        let len = self.file.len();
-        if len - self.written_back >= WRITEBACK_BYTES {
-            self.file.start_writeback(self.written_back, len - self.written_back);
-            self.written_back = len;
+        if end - self.written_back >= WRITEBACK_BYTES {
+            self.file.start_writeback(self.written_back, end - self.written_back);
+            self.written_back = end;
         }
         self.max_lsn = self.max_lsn.max(last_lsn);
+        Ok(())
+    }
+
+    /// Writes zeros from the file's end (or `end`, where the next append stops) to a chunk
+    /// boundary at least [`PREALLOCATE_BYTES`] past `end`, and starts their writeback beyond
+    /// the pages the next appends fill, so that the commit that syncs them has only the new
+    /// length left to write.
+    fn zero_fill_ahead(&mut self, end: u64) -> Result<()> {
+        let from = self.file_len.max(end);
+        let to = end.next_multiple_of(PREALLOCATE_BYTES) + PREALLOCATE_BYTES;
+        let zeros = vec![0u8; (to - from) as usize];
+        self.file
+            .write_at(&zeros, from)
+            .map_err(|e| Error::io("write", &self.path, e))?;
+        self.file_len = to;
+        let hint_from = (end + (64 << 10)).next_multiple_of(4096).max(from);
+        if hint_from < to {
+            self.file.start_writeback(hint_from, to - hint_from);
+        }
         Ok(())
     }
 
@@ -271,22 +374,46 @@ impl RedoLog {
             self.file.sync_data().map_err(|e| Error::io("fsync", &self.path, e))?;
             self.unsynced = false;
             // Everything is on disk: the next writeback hint starts here, not over clean pages.
-            self.written_back = self.file.len();
+            self.written_back = self.len;
         }
         Ok(())
     }
 
-    /// Rolls to a new segment if the current one is full (the old one is fsynced first).
+    /// Makes every appended byte durable for a commit that waits for it, and from then on
+    /// zero-fills the segment ahead of its appends (see the module header).
+    pub(crate) fn sync_for_commit(&mut self) -> Result<()> {
+        self.preallocate = self.preallocation;
+        self.sync()
+    }
+
+    /// Syncs the segment and cuts the zeros written ahead of its records (durably), so that
+    /// it ends at its last record once it is no longer the newest.
+    fn seal(&mut self) -> Result<()> {
+        self.sync()?;
+        if self.file_len > self.len {
+            self.file
+                .set_len(self.len)
+                .map_err(|e| Error::io("set_len", &self.path, e))?;
+            self.file.sync_data().map_err(|e| Error::io("fsync", &self.path, e))?;
+            self.file_len = self.len;
+        }
+        Ok(())
+    }
+
+    /// Rolls to a new segment if the current one is full (the old one is sealed first).
     pub(crate) fn maybe_roll(&mut self) -> Result<()> {
-        if self.file.len() < self.segment_size {
+        if self.len < self.segment_size {
             return Ok(());
         }
-        self.sync()?;
-        let (path, file) = create_segment(self.fs.as_ref(), &self.dir, self.number + 1, 0, false)?;
+        self.seal()?;
+        let (path, file) = create_segment(self.fs.as_ref(), &self.dir, self.number + 1, FLAG_PREALLOCATED, false)?;
         self.segments.closed.lock().push((self.number, self.max_lsn));
         self.number += 1;
         self.path = path;
         self.file = file;
+        self.len = SEGMENT_HEADER_SIZE as u64;
+        self.file_len = self.len;
+        self.preallocate = false;
         self.written_back = 0;
         Ok(())
     }
@@ -294,7 +421,7 @@ impl RedoLog {
     /// Closes the log after a clean shutdown: syncs it and, when every LSN up to `needed - 1`
     /// is in extents, deletes every closed segment below `needed`.
     pub(crate) fn close(mut self, needed: Lsn) -> Result<()> {
-        self.sync()?;
+        self.seal()?;
         self.segments.retire(self.fs.as_ref(), &self.dir, needed)?;
         if self.max_lsn < needed && self.segments.len() == 0 {
             // Everything is in extents: the open segment is not needed either.
@@ -313,10 +440,16 @@ impl RedoLog {
     /// encoded rewrite records), then deletes the older ones. Consumes the log: used at close.
     #[cfg(test)]
     pub(crate) fn rewrite_and_retire(mut self, fill: &mut dyn FnMut(&mut RecordSink<'_>) -> Result<()>) -> Result<()> {
-        self.sync()?;
+        self.seal()?;
         let number = self.number + 1;
-        let (tmp_path, mut file) = create_segment(self.fs.as_ref(), &self.dir, number, FLAG_SUPERSEDES, true)?;
-        fill(&mut |records: &[u8]| file.append(records).map_err(|e| Error::io("write", &tmp_path, e)))?;
+        let (tmp_path, file) = create_segment(self.fs.as_ref(), &self.dir, number, FLAG_SUPERSEDES, true)?;
+        let mut at = SEGMENT_HEADER_SIZE as u64;
+        fill(&mut |records: &[u8]| {
+            file.write_at(records, at)
+                .map_err(|e| Error::io("write", &tmp_path, e))?;
+            at += records.len() as u64;
+            Ok(())
+        })?;
         file.sync_data().map_err(|e| Error::io("fsync", &tmp_path, e))?;
         drop(file);
         let final_path = segment_path(&self.dir, number);
@@ -350,280 +483,6 @@ fn remove_segments_below(fs: &dyn FileSystem, dir: &Path, number: u64) -> Result
         fs.sync_dir(dir).map_err(|e| Error::io("fsync dir", dir, e))?;
     }
     Ok(())
-}
-
-/// What recovery found.
-#[derive(Debug, Default, Clone)]
-pub(crate) struct RecoveryReport {
-    /// Highest LSN replayed (0 if none).
-    pub(crate) max_lsn: Lsn,
-    /// Number for the next segment to create.
-    pub(crate) next_segment: u64,
-    /// Records replayed.
-    pub(crate) records: u64,
-    /// Ops replayed.
-    pub(crate) ops: u64,
-    /// `(segment path, offset)` where a torn tail or (point-in-time) damage was cut off.
-    pub(crate) truncated_at: Option<(PathBuf, u64)>,
-    /// Segments kept on disk, oldest first, each with the highest LSN up to it.
-    pub(crate) segments: Vec<(u64, Lsn)>,
-}
-
-/// Outcome of scanning one segment.
-enum ScanEnd {
-    Clean,
-    /// Damage at `offset`: `torn` says whether it looks like an interrupted final write.
-    Damaged {
-        offset: u64,
-        torn: bool,
-        reason: String,
-    },
-}
-
-fn all_zero(b: &[u8]) -> bool {
-    b.iter().all(|&x| x == 0)
-}
-
-/// Scans records of one segment, calling `apply` for each op of each good record.
-fn scan_segment(
-    path: &Path,
-    data: &[u8],
-    last_lsn: &mut Lsn,
-    report: &mut RecoveryReport,
-    apply: &mut dyn FnMut(&Op<'_>) -> Result<()>,
-) -> Result<ScanEnd> {
-    let mut off = SEGMENT_HEADER_SIZE;
-    loop {
-        let rest = &data[off..];
-        if rest.is_empty() {
-            return Ok(ScanEnd::Clean);
-        }
-        let damaged = |torn: bool, reason: &str| {
-            Ok(ScanEnd::Damaged {
-                offset: off as u64,
-                torn,
-                reason: reason.to_string(),
-            })
-        };
-        if rest.len() < RECORD_HEADER_SIZE {
-            // A prefix of a header: the final append was cut short.
-            return damaged(true, "incomplete record header");
-        }
-        let Some(header) = RecordHeader::decode(rest) else {
-            // Zeros to the end are a write that never reached the disk; anything else is damage.
-            return damaged(all_zero(rest), "record header checksum mismatch");
-        };
-        let end = RECORD_HEADER_SIZE + header.payload_len as usize;
-        if rest.len() < end {
-            return damaged(true, "record extends past the end of the segment");
-        }
-        let payload = &rest[RECORD_HEADER_SIZE..end];
-        if crc32c::crc32c(payload) != header.payload_crc {
-            // Only the very last record may be torn.
-            return damaged(
-                rest.len() == end || all_zero(&rest[end..]),
-                "record payload checksum mismatch",
-            );
-        }
-        let ops = match decode_ops(&header, payload) {
-            Ok(ops) => ops,
-            Err(at) => {
-                return Err(Error::corruption(
-                    path,
-                    (off + RECORD_HEADER_SIZE + at) as u64,
-                    "malformed op in a record whose checksum matches",
-                ))
-            }
-        };
-        if header.record_type == record::RECORD_GROUP && header.first_lsn <= *last_lsn && !ops.is_empty() {
-            return Err(Error::corruption(
-                path,
-                off as u64,
-                format!("LSN {} does not follow {}", header.first_lsn, last_lsn),
-            ));
-        }
-        for op in &ops {
-            apply(op)?;
-            *last_lsn = (*last_lsn).max(op.lsn);
-        }
-        report.records += 1;
-        report.ops += ops.len() as u64;
-        off += end;
-    }
-}
-
-/// Replays the redo log in `dir` through `apply`, repairing or refusing damage per `mode`.
-/// Creates `dir` if missing. Leaves no `.tmp` segment behind.
-pub(crate) fn recover(
-    fs: &dyn FileSystem,
-    dir: &Path,
-    mode: RecoveryMode,
-    apply: &mut dyn FnMut(&Op<'_>) -> Result<()>,
-) -> Result<RecoveryReport> {
-    fs.create_dir_all(dir).map_err(|e| Error::io("mkdir", dir, e))?;
-    for name in fs.list_dir(dir).map_err(|e| Error::io("list", dir, e))? {
-        if name.ends_with(".log.tmp") {
-            let p = dir.join(&name);
-            fs.remove_file(&p).map_err(|e| Error::io("remove", &p, e))?;
-        }
-    }
-    let numbers = list_segments(fs, dir)?;
-    let mut report = RecoveryReport {
-        next_segment: numbers.last().map_or(1, |n| n + 1),
-        ..Default::default()
-    };
-    // Read headers to find the newest superseding segment.
-    let mut segments = Vec::with_capacity(numbers.len());
-    for &n in &numbers {
-        let path = segment_path(dir, n);
-        let file = fs.open_read(&path).map_err(|e| Error::io("open", &path, e))?;
-        let data = file.read_all().map_err(|e| Error::io("read", &path, e))?;
-        segments.push((n, path, data));
-    }
-    // Pass 1: segment headers. The newest superseding segment makes older ones obsolete; in
-    // point-in-time mode a damaged header ends the log there.
-    let count = segments.len();
-    let mut start = 0;
-    let mut end = count;
-    let mut superseding = vec![false; count];
-    for (i, (n, path, data)) in segments.iter().enumerate() {
-        let is_last = i + 1 == count;
-        if data.len() < SEGMENT_HEADER_SIZE && is_last && mode != RecoveryMode::AbsoluteConsistency {
-            continue; // creation cut short; removed below
-        }
-        let header = decode_segment_header(path, data).and_then(|(number, flags)| {
-            if number == *n {
-                Ok(flags)
-            } else {
-                Err(Error::corruption(path, 16, format!("header says segment {number}")))
-            }
-        });
-        match header {
-            Ok(flags) if flags & FLAG_SUPERSEDES != 0 => {
-                start = i;
-                superseding[i] = true;
-            }
-            Ok(_) => {}
-            Err(e) if mode == RecoveryMode::PointInTime && e.is_corruption() => {
-                report.truncated_at = Some((path.clone(), 0));
-                end = i;
-                break;
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    // Pass 2: replay segments[start..end].
-    let mut last_lsn = 0;
-    let mut cut = (end < count).then_some(end);
-    let mut newest_replayed: Option<(&Path, u64)> = None;
-    for i in start..end {
-        let (_, path, data) = &segments[i];
-        let is_last = i + 1 == count;
-        if data.len() < SEGMENT_HEADER_SIZE {
-            // Only reachable for the newest segment (see pass 1): its creation was cut short.
-            fs.remove_file(path).map_err(|e| Error::io("remove", path, e))?;
-            fs.sync_dir(dir).map_err(|e| Error::io("fsync dir", dir, e))?;
-            report.truncated_at = Some((path.clone(), 0));
-            continue;
-        }
-        newest_replayed = Some((path, data.len() as u64));
-        if let ScanEnd::Damaged { offset, torn, reason } = scan_segment(path, data, &mut last_lsn, &mut report, apply)?
-        {
-            let tolerate = match mode {
-                // A superseding segment was fsynced before it got its name: it cannot be torn.
-                RecoveryMode::TolerateCorruptedTail => torn && is_last && !superseding[i],
-                RecoveryMode::AbsoluteConsistency => false,
-                RecoveryMode::PointInTime => true,
-            };
-            if !tolerate {
-                return Err(Error::corruption(path, offset, reason));
-            }
-            newest_replayed = Some((path, offset));
-            report.truncated_at = Some((path.clone(), offset));
-            if !is_last {
-                report.segments.push((segments[i].0, last_lsn));
-                cut = Some(i + 1);
-                break;
-            }
-        }
-        report.segments.push((segments[i].0, last_lsn));
-    }
-    // Point-in-time: everything after the damage is dropped.
-    if let Some(c) = cut {
-        for (_, later, _) in &segments[c..] {
-            fs.remove_file(later).map_err(|e| Error::io("remove", later, e))?;
-        }
-    }
-    // What was replayed is now visible to readers, so it must be durable before new writes
-    // follow it: a killed process may have left bytes in the page cache that were never
-    // fsynced. `truncate` cuts a torn tail and makes the length and data durable.
-    if let Some((path, len)) = newest_replayed {
-        fs.truncate(path, len).map_err(|e| Error::io("truncate", path, e))?;
-    }
-    fs.sync_dir(dir).map_err(|e| Error::io("fsync dir", dir, e))?;
-    if start > 0 {
-        remove_segments_below(fs, dir, segments[start].0)?;
-    }
-    report.max_lsn = last_lsn;
-    Ok(report)
-}
-
-/// What a read-only scan of one segment found (for `riptide inspect`).
-#[derive(Debug, Clone)]
-pub(crate) struct SegmentDump {
-    pub(crate) path: PathBuf,
-    pub(crate) bytes: u64,
-    /// Flags from the header, or the header's damage.
-    pub(crate) header: std::result::Result<u32, String>,
-    pub(crate) records: u64,
-    pub(crate) ops: u64,
-    /// LSN range of the ops (0, 0 when none).
-    pub(crate) lsns: (Lsn, Lsn),
-    /// Where damage starts, whether it looks like a torn write, and why.
-    pub(crate) damage: Option<(u64, bool, String)>,
-}
-
-/// Scans every segment in `dir` without changing anything.
-pub(crate) fn dump(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<SegmentDump>> {
-    let mut out = Vec::new();
-    if !fs.exists(dir) {
-        return Ok(out);
-    }
-    for n in list_segments(fs, dir)? {
-        let path = segment_path(dir, n);
-        let file = fs.open_read(&path).map_err(|e| Error::io("open", &path, e))?;
-        let data = file.read_all().map_err(|e| Error::io("read", &path, e))?;
-        let mut d = SegmentDump {
-            path: path.clone(),
-            bytes: data.len() as u64,
-            header: decode_segment_header(&path, &data)
-                .map(|(_, flags)| flags)
-                .map_err(|e| e.to_string()),
-            records: 0,
-            ops: 0,
-            lsns: (0, 0),
-            damage: None,
-        };
-        if d.header.is_ok() {
-            let mut report = RecoveryReport::default();
-            let mut last = 0;
-            let mut first: Option<Lsn> = None;
-            let end = scan_segment(&path, &data, &mut last, &mut report, &mut |op| {
-                first.get_or_insert(op.lsn);
-                Ok(())
-            });
-            match end {
-                Ok(ScanEnd::Clean) => {}
-                Ok(ScanEnd::Damaged { offset, torn, reason }) => d.damage = Some((offset, torn, reason)),
-                Err(e) => d.damage = Some((0, false, e.to_string())),
-            }
-            d.records = report.records;
-            d.ops = report.ops;
-            d.lsns = (first.unwrap_or(0), last);
-        }
-        out.push(d);
-    }
-    Ok(out)
 }
 
 #[cfg(test)]

@@ -165,7 +165,7 @@ fn write_log(
         let ops = group_ops(lsn, n, pad);
         lsn += n;
         let rec = group_record(&ops);
-        let off = log.file.len();
+        let off = log.len();
         log.append(&rec, 0).unwrap();
         log.sync().unwrap();
         out.push(Pos {
@@ -281,7 +281,7 @@ fn segments_roll_and_replay_in_order() {
             "segment {n} rolled before it was full: {} bytes",
             data.len()
         );
-        assert_eq!(decode_segment_header(&seg(n), &data).unwrap(), (n, 0));
+        assert_eq!(decode_segment_header(&seg(n), &data).unwrap(), (n, FLAG_PREALLOCATED));
         // Records never straddle segments.
         assert!(pos.iter().filter(|p| p.seg == n).all(|p| p.end <= data.len() as u64));
     }
@@ -333,7 +333,7 @@ fn appends_start_writeback_every_writeback_bytes() {
         log.append(&chunk, 1).unwrap();
     }
     let hints = fs.writebacks();
-    let appended = log.file.len();
+    let appended = log.len();
     assert_eq!(hints.len() as u64, appended / WRITEBACK_BYTES, "{hints:?}");
     let mut next = 0;
     for (path, off, len) in &hints {
@@ -344,7 +344,7 @@ fn appends_start_writeback_every_writeback_bytes() {
     }
     // After an fsync the next hint starts where the sync left off: no hint over clean pages.
     log.sync().unwrap();
-    let synced_at = log.file.len();
+    let synced_at = log.len();
     for _ in 0..11 {
         log.append(&chunk, 1).unwrap();
     }
@@ -419,7 +419,7 @@ fn torn_tail_is_truncated_on_a_real_file() {
         let ops = group_ops(1 + i * 2, 2, 100);
         log.append(&group_record(&ops), 0).unwrap();
         log.sync().unwrap();
-        ends.push(log.file.len());
+        ends.push(log.len());
         all.extend(ops);
     }
     drop(log);
@@ -437,10 +437,10 @@ fn torn_tail_is_truncated_on_a_real_file() {
     assert_eq!(res.unwrap().truncated_at, Some((path.clone(), ends[3])));
     assert_eq!(got, all[..8]);
     assert_eq!(std::fs::metadata(&path).unwrap().len(), ends[3]);
-    // Preallocated zeros after the last record are a tail too.
+    // Zeros after the last record (of a preallocated segment) are its clean end, cut too.
     set_len(ends[3] + 4096);
     let (res, got) = replay_dyn(fs.as_ref(), &dir, RecoveryMode::default());
-    assert_eq!(res.unwrap().truncated_at, Some((path.clone(), ends[3])));
+    assert_eq!(res.unwrap().truncated_at, None);
     assert_eq!(got, all[..8]);
     assert_eq!(std::fs::metadata(&path).unwrap().len(), ends[3]);
 }
@@ -517,7 +517,7 @@ fn damage_to_the_newest_segments_last_record() {
 }
 
 #[test]
-fn zeros_after_the_last_record_are_a_tail() {
+fn zeros_after_the_last_record_are_its_end() {
     let (fs, afs) = new_fs();
     let (log, pos) = write_log(&afs, 1, 300, 1, &many_sizes(20), 20);
     let last_seg = log.number;
@@ -531,7 +531,10 @@ fn zeros_after_the_last_record_are_a_tail() {
         let (res, got) = replay(&fs, RecoveryMode::default());
         let report = res.unwrap_or_else(|e| panic!("{zeros} zeros: {e}"));
         assert_eq!(got, ops_of(&pos), "{zeros} zeros");
-        assert_eq!(report.truncated_at, Some((seg(last_seg), end)));
+        assert_eq!(
+            report.truncated_at, None,
+            "zeros are the clean end of a preallocated segment"
+        );
         assert_eq!(fs.read_file(&seg(last_seg)).unwrap().len() as u64, end);
     }
     // Zeros followed by a good record are a hole, not a tail.
@@ -862,7 +865,8 @@ fn recovered_records_are_durable() {
 fn failed_rewrite_then_crash_keeps_the_data() {
     let ops = [
         FaultOp::Create,
-        FaultOp::Append,
+        FaultOp::WriteAt,
+        FaultOp::SetLen,
         FaultOp::Sync,
         FaultOp::Rename,
         FaultOp::SyncDir,
@@ -932,7 +936,7 @@ fn lsn_going_backward_is_corruption() {
         let mut log = RedoLog::create(afs.clone(), dir(), 1, 64 << 20, Vec::new()).unwrap();
         let mut offs = Vec::new();
         for &f in firsts {
-            offs.push(log.file.len());
+            offs.push(log.len());
             log.append(&group_record(&group_ops(f, 3, 5)), 0).unwrap();
         }
         // A good record after it, so the bad one is not the tail.
@@ -1042,7 +1046,7 @@ fn malformed_record_with_valid_checksums_is_corruption() {
     let (fs, afs) = new_fs();
     let mut log = RedoLog::create(afs.clone(), dir(), 1, 64 << 20, Vec::new()).unwrap();
     log.append(&group_record(&group_ops(1, 2, 5)), 0).unwrap();
-    let bad_at = log.file.len();
+    let bad_at = log.len();
     // An op whose key length runs past the payload.
     let mut payload = Vec::new();
     put_op(&mut payload, ValueKind::Put, 1, b"ok", b"fine");
@@ -1062,7 +1066,7 @@ fn malformed_record_with_valid_checksums_is_corruption() {
     let (fs, afs) = new_fs();
     let mut log = RedoLog::create(afs.clone(), dir(), 1, 64 << 20, Vec::new()).unwrap();
     log.append(&group_record(&group_ops(1, 2, 5)), 0).unwrap();
-    let bad_at = log.file.len();
+    let bad_at = log.len();
     let mut rec = Vec::new();
     let payload = group_record(&group_ops(3, 1, 5))[RECORD_HEADER_SIZE..].to_vec();
     encode_record(&mut rec, 9, 3, &payload, crc32c::crc32c(&payload));
@@ -1101,3 +1105,5 @@ fn retire_deletes_only_segments_wholly_below_the_needed_lsn() {
     let report = recover(fs.as_ref(), &dir(), RecoveryMode::default(), &mut |_| Ok(())).unwrap();
     assert_eq!(report.segments, vec![(4, 0)]);
 }
+
+mod preallocate;

@@ -371,6 +371,9 @@ impl Config {
             if let Some(n) = f.write_wait_spin_micros {
                 options.write_wait_spin_micros = n;
             }
+            if let Some(on) = f.redo_preallocate {
+                options.redo_preallocate = on;
+            }
             if let Some(on) = f.level1_dynamic_trigger {
                 options.level1_dynamic_trigger = on;
             }
@@ -441,6 +444,7 @@ impl Config {
                 ("block_swizzling", f.block_swizzling.is_some()),
                 ("parallel_insert_helpers", f.parallel_insert_helpers.is_some()),
                 ("write_wait_spin_micros", f.write_wait_spin_micros.is_some()),
+                ("redo_preallocate", f.redo_preallocate.is_some()),
                 ("level1_dynamic_trigger", f.level1_dynamic_trigger.is_some()),
             ]
             .into_iter()

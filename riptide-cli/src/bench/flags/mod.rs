@@ -617,6 +617,16 @@ pub struct BenchFlags {
     )]
     pub write_wait_spin_micros: Option<u64>,
 
+    /// Riptide only: zero-fill the redo log ahead of durable commits so their fdatasync
+    /// writes no file-size change [default: true]
+    #[arg(
+        long = "redo_preallocate",
+        alias = "redo-preallocate",
+        value_name = "BOOL",
+        action = clap::ArgAction::Set
+    )]
+    pub redo_preallocate: Option<bool>,
+
     /// Puts (or deletes) per WriteBatch in write benchmarks
     #[arg(
         long = "batch_size",

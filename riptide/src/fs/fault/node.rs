@@ -19,7 +19,9 @@
 //! - A crash image under [`CrashMode::KeepRandomPrefix`](super::CrashMode::KeepRandomPrefix)
 //!   keeps a random number `k` of the logged changes, in order (rolling back only the rest);
 //!   when `k = 0`, and for every node without a log, it also keeps a random byte prefix of the
-//!   unsynced appended bytes. So a crashed file always holds its synced content plus possibly
+//!   unsynced appended bytes. When the first change not kept is a `write_at` (and, for `k = 0`,
+//!   every unsynced appended byte was kept), a random byte prefix of that write is kept too: a
+//!   torn positional write. So a crashed file always holds its synced content plus possibly
 //!   an in-order prefix of the later changes. A node without a log draws exactly as it did
 //!   before undo logs existed.
 
@@ -47,6 +49,8 @@ pub(super) struct Undo {
     pub(super) prev: Vec<u8>,
     /// The length before the change.
     pub(super) prev_len: usize,
+    /// For a `write_at`, the range it wrote (what a torn write keeps a prefix of).
+    pub(super) written: Option<(usize, usize)>,
 }
 
 impl Undo {
@@ -67,6 +71,7 @@ impl Node {
             offset: start,
             prev,
             prev_len: old,
+            written: None,
         });
     }
 
@@ -83,6 +88,9 @@ impl Node {
         let offset = usize::try_from(offset).map_err(|_| too_large())?;
         let end = offset.checked_add(data.len()).ok_or_else(too_large)?;
         self.log(offset, end);
+        if let Some(u) = self.undo.last_mut() {
+            u.written = Some((offset, end));
+        }
         if end > self.data.len() {
             self.data.resize(end, 0);
         }
@@ -112,9 +120,16 @@ impl Node {
                 kept_changes = rng.random_range(0..=self.undo.len());
             }
         }
-        for u in self.undo[kept_changes..].iter().rev() {
+        let mut torn: Option<(usize, Vec<u8>)> = None;
+        for (i, u) in self.undo.iter().enumerate().skip(kept_changes).rev() {
+            if let (true, Some(rng), Some((offset, end))) = (i == kept_changes, rng.as_deref_mut(), u.written) {
+                // `data` is the file right after this write: keep a prefix of what it wrote.
+                let cut = rng.random_range(0..=end - offset);
+                torn = Some((offset, data[offset..offset + cut].to_vec()));
+            }
             u.roll_back(&mut data);
         }
+        let before_torn_write = data.len();
         if kept_changes == 0 {
             // `data` is back at `base_len`: the synced bytes plus unsynced appends.
             let unsynced = data.len() - self.synced_len;
@@ -125,6 +140,13 @@ impl Node {
                 }
             }
             data.truncate(keep);
+        }
+        if let Some((offset, bytes)) = torn.filter(|(_, b)| !b.is_empty() && data.len() == before_torn_write) {
+            let end = offset + bytes.len();
+            if end > data.len() {
+                data.resize(end, 0);
+            }
+            data[offset..end].copy_from_slice(&bytes);
         }
         data
     }

@@ -443,7 +443,8 @@ fn rw_set_len_durable_only_after_sync() {
 
 #[test]
 fn rw_keep_random_prefix_keeps_changes_in_order() {
-    // Each change is a whole step of a sequence; a crash must leave exactly one step's state.
+    // Each change is a whole step of a sequence; a crash must leave exactly one step's state,
+    // or the state before a write with a prefix of that write (a torn write).
     let steps: Vec<Vec<u8>> = {
         let mut v = vec![b"0123456789".to_vec()];
         let mut cur = v[0].clone();
@@ -464,8 +465,30 @@ fn rw_keep_random_prefix_keeps_changes_in_order() {
         }
         v
     };
+    // (state before the write, offset, bytes) of each write_at.
+    let writes = [
+        (0usize, 2usize, &b"ab"[..]),
+        (1, 12, b"xyz"),
+        (3, 0, b"Q"),
+        (4, 5, b"-"),
+    ];
+    let torn: Vec<Vec<u8>> = writes
+        .iter()
+        .flat_map(|&(before, offset, bytes)| {
+            let steps = &steps;
+            (1..bytes.len()).map(move |cut| {
+                let mut img = steps[before].clone();
+                if offset + cut > img.len() {
+                    img.resize(offset + cut, 0);
+                }
+                img[offset..offset + cut].copy_from_slice(&bytes[..cut]);
+                img
+            })
+        })
+        .collect();
     let mut seen = BTreeSet::new();
-    for seed in 0..64 {
+    let mut torn_seen = 0;
+    for seed in 0..256 {
         let (fs, f) = rw_setup(&steps[0]);
         f.write_at(b"ab", 2).unwrap();
         f.write_at(b"xyz", 12).unwrap();
@@ -475,16 +498,21 @@ fn rw_keep_random_prefix_keeps_changes_in_order() {
         assert_eq!(&f.read_all().unwrap(), steps.last().unwrap());
         fs.crash(CrashMode::KeepRandomPrefix { seed });
         let data = fs.read_file(p("/db/d")).unwrap();
-        let step = steps
-            .iter()
-            .position(|s| *s == data)
-            .expect("not a prefix of the changes");
-        seen.insert(step);
+        match steps.iter().position(|s| *s == data) {
+            Some(step) => {
+                seen.insert(step);
+            }
+            None => {
+                assert!(torn.contains(&data), "not a prefix of the changes: {data:?}");
+                torn_seen += 1;
+            }
+        }
         // What survived is synced now.
         fs.crash(CrashMode::DropUnsynced);
         assert_eq!(fs.read_file(p("/db/d")).unwrap(), data);
     }
     assert_eq!(seen.len(), steps.len(), "not every prefix was chosen: {seen:?}");
+    assert!(torn_seen > 0, "no torn write was chosen");
 }
 
 #[test]

@@ -137,7 +137,7 @@ impl Pipeline {
             (None, None) => Err(Error::Closed),
             (None, Some(redo)) => redo
                 .append(&buf, groups.iter().map(|g| g.last_lsn).max().unwrap_or(0))
-                .and_then(|()| if sync { redo.sync() } else { Ok(()) })
+                .and_then(|()| if sync { redo.sync_for_commit() } else { Ok(()) })
                 .and_then(|()| redo.maybe_roll())
                 .map_err(|e| self.poison_with(&e)),
         };

@@ -71,7 +71,7 @@ use super::completion::Completion;
 use crate::contention::{Contention, LockClass};
 use crate::error::{Error, Result};
 use crate::key::Lsn;
-use crate::redo::RedoLog;
+use crate::redo::{RedoLog, SyncedEnd};
 use crossbeam_utils::CachePadded;
 use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
@@ -428,15 +428,21 @@ impl Pipeline {
 
     /// Makes every record written to the redo log so far durable (a flush calls this before
     /// its slog commit, so extents never hold a write whose predecessors could be lost).
-    pub(crate) fn sync_log(&self) -> Result<()> {
+    /// Returns where the synced records end (`None` once the log was closed and sealed): a
+    /// copy of the log must stop there, since the newest segment's zero-filled space ahead
+    /// fills while it is read.
+    pub(crate) fn sync_log(&self) -> Result<Option<SyncedEnd>> {
         if let Some(e) = self.poison_error() {
             return Err(Error::Poisoned(Arc::new(e)));
         }
         let mut fl = self.flusher.lock();
         match fl.log.as_mut() {
-            Some(log) => log.sync().map_err(|e| self.poison_with(&e)),
+            Some(log) => {
+                log.sync().map_err(|e| self.poison_with(&e))?;
+                Ok(Some(log.synced_end()))
+            }
             // Closed: only a clean shutdown that synced the log itself may go on flushing.
-            None if self.synced_at_close.load(Ordering::Acquire) => Ok(()),
+            None if self.synced_at_close.load(Ordering::Acquire) => Ok(None),
             None => Err(Error::Closed),
         }
     }
