@@ -21,7 +21,8 @@
 #   ENGINES="riptide rocksdb"           riptide, riptide-base (riptide from the $RIPTIDE_BASE binary: a
 #                                       baseline build, to measure a change A B A B against it),
 #                                       riptide-asyncN (riptide with --async_commit_depth=N;
-#                                       its prefill is synchronous), rocksdb, fjall, and db_bench78 (Debian's db_bench,
+#                                       its prefill is synchronous), riptide-noprealloc (riptide with
+#                                       --redo_preallocate=false), rocksdb, fjall, and db_bench78 (Debian's db_bench,
 #                                       RocksDB 7.8.3, assertions enabled; flags as in
 #                                       shared/anchors/rocksdb_dbbench.sh)
 #   PREFILL=fillrandom,flush,waitforcompaction
@@ -99,12 +100,12 @@ die() { echo "compare.sh: $*" >&2; exit 1; }
 [[ "$REPS" -ge 3 ]] || echo "compare.sh: warning: REPS=$REPS; use at least 3 for a meaningful median" >&2
 for e in $ENGINES; do
     case $e in
-        riptide | riptide-async[1-9]* | rocksdb | fjall)
+        riptide | riptide-async[1-9]* | riptide-noprealloc | rocksdb | fjall)
             [[ -x "$RIPTIDE" ]] || die "$RIPTIDE not found; build it with: CARGO_TARGET_DIR=target/peers cargo build --release -p riptide-cli --features bench-rocksdb,bench-fjall"
             ;;
         riptide-base) [[ -x "$RIPTIDE_BASE" ]] || die "$RIPTIDE_BASE not found (the baseline build of engine riptide-base)" ;;
         db_bench78) command -v "$DB_BENCH" >/dev/null || die "db_bench not found (Debian package rocksdb-tools)" ;;
-        *) die "unknown engine $e (riptide, riptide-base, riptide-asyncN, rocksdb, fjall, db_bench78)" ;;
+        *) die "unknown engine $e (riptide, riptide-base, riptide-asyncN, riptide-noprealloc, rocksdb, fjall, db_bench78)" ;;
     esac
 done
 
@@ -146,6 +147,7 @@ command_for() {
         riptide-base) printf '%s\n' "$RIPTIDE_BASE" bench --engine=riptide "${common[@]}" ;;
         riptide-async*) printf '%s\n' "$RIPTIDE" bench --engine=riptide "${common[@]}" \
             --async_commit_depth="${engine#riptide-async}" ;;
+        riptide-noprealloc) printf '%s\n' "$RIPTIDE" bench --engine=riptide "${common[@]}" --redo_preallocate=false ;;
         db_bench78) printf '%s\n' "$DB_BENCH" "${common[@]}" ;;
     esac
 }

@@ -309,9 +309,13 @@ pub fn redo(fs: &dyn FileSystem, db: &Path) -> Result<String> {
     for d in crate::redo::dump(fs, &crate::redo::redo_dir(db))? {
         let _ = writeln!(
             out,
-            "{}: {} bytes, header {:?}, {} records, {} ops, LSN {}..{}{}",
+            "{}: {} bytes{}, header {:?}, {} records, {} ops, LSN {}..{}{}",
             d.path.display(),
             d.bytes,
+            match d.zeros_from {
+                Some(end) => format!(" (records end at {end}, zero-filled after)"),
+                None => String::new(),
+            },
             d.header,
             d.records,
             d.ops,

@@ -74,7 +74,7 @@ pub struct Options {
     /// Size at which the redo log rolls over to a new segment. Default: 64 MiB. Min: 64 KiB.
     pub redo_segment_size: u64,
     /// Once a commit waits for durability (`WriteOptions::sync`), zero-fill the redo segment
-    /// 1 MiB ahead of its appends, so each commit's fdatasync writes its records only instead
+    /// 0.5–2 MiB ahead of its appends, so each commit's fdatasync writes its records only instead
     /// of also journaling the file's new length (as InnoDB's preallocated log files do). Off for
     /// a file system that allocates on every overwrite anyway (copy-on-write: btrfs, ZFS).
     /// Default: true.

@@ -14,7 +14,7 @@ use crate::extent::FOOTER_SIZE;
 use crate::fs::{FaultFs, FileSystem};
 use crate::meta::edit::MetaState;
 use crate::meta::slog::Slog;
-use crate::redo::{redo_dir, segment_names, SyncedEnd};
+use crate::redo::{redo_dir, segment_names};
 use crate::space::{data_file_name, ExtentId, DATA_DIR, EXTENT_SIZE};
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
@@ -87,7 +87,7 @@ impl DbInner {
         let redo = redo_dir(&self.path);
         for name in segment_names(fs, &redo)? {
             let mut bytes = read_whole(fs, &redo.join(&name))?;
-            match SyncedEnd::copy_len(synced_end, &name, bytes.len() as u64) {
+            match synced_end.copy_len(&name, bytes.len() as u64) {
                 Some(len) => bytes.truncate(len as usize),
                 None => continue,
             }

@@ -386,7 +386,7 @@ fn copy_redo(
     fs: &dyn FileSystem,
     db: &Path,
     dir: &Path,
-    synced_end: Option<SyncedEnd>,
+    synced_end: SyncedEnd,
     info: &mut CheckpointInfo,
 ) -> Result<()> {
     let src_dir = redo_dir(db);
@@ -396,7 +396,7 @@ fn copy_redo(
         let dst_path = dst_dir.join(&name);
         let src = fs.open_read(&src_path).map_err(|e| Error::io("open", &src_path, e))?;
         let file_len = src.len().map_err(|e| Error::io("stat", &src_path, e))?;
-        let Some(len) = SyncedEnd::copy_len(synced_end, &name, file_len) else {
+        let Some(len) = synced_end.copy_len(&name, file_len) else {
             continue;
         };
         let mut dst = fs.create(&dst_path).map_err(|e| Error::io("create", &dst_path, e))?;

@@ -558,7 +558,7 @@ impl DbInner {
                 self.lock.lock().take();
                 return Err(e);
             }
-            self.pipeline.mark_synced_at_close();
+            self.pipeline.mark_synced_at_close(log.synced_end());
         }
         let result = if self.pipeline.poison_error().is_some() || self.read_only {
             // Nothing more may be written after a failed write; reopen recovers. A read-only

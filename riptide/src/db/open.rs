@@ -229,14 +229,14 @@ impl Db {
             }
             Ok(())
         })?;
-        let log = RedoLog::create(
+        let log = RedoLog::create_with(
             fs.clone(),
             redo_dir.clone(),
             report.next_segment,
             opts.redo_segment_size,
             report.segments.clone(),
-        )?
-        .with_preallocation(opts.redo_preallocate);
+            opts.redo_preallocate,
+        )?;
         let redo_segments = log.segments();
         let cfg = PipelineConfig {
             queues: opts.write_queues,

@@ -15,14 +15,17 @@
 //!   only: the file's length, and so its metadata, changes once per chunk instead of once per
 //!   commit. In a segment with [`FLAG_PREALLOCATED`] (format v2) zeros from a record boundary
 //!   to the end of the file are its clean end; a rolled or closed segment is cut to its records
-//!   first, so only the newest segment can end in zeros.
+//!   first, so only the newest segment can end in zeros. Each record the pipeline appends
+//!   carries how far the synced end lay behind it ([`RedoLog::append_records`]), so recovery
+//!   can tell damage in never-synced bytes (a torn tail, even with good records after it)
+//!   from damage in synced ones.
 
 pub(crate) mod record;
 mod recovery;
 
-pub(crate) use recovery::{dump, recover};
 #[cfg(test)]
 use recovery::{all_zero, RecoveryReport};
+pub(crate) use recovery::{dump, recover};
 
 use crate::coding::{crc_tail_ok, seal_crc_tail};
 #[cfg(test)]
@@ -232,14 +235,11 @@ pub(crate) struct SyncedEnd {
 
 impl SyncedEnd {
     /// How many bytes of the segment file `name` (of `file_len` bytes) a copy takes, `None`
-    /// for a segment begun after the sync. `end` is `None` for a closed (sealed) log.
-    pub(crate) fn copy_len(end: Option<SyncedEnd>, name: &str, file_len: u64) -> Option<u64> {
-        let Some(end) = end else {
-            return Some(file_len);
-        };
-        match parse_segment_name(name)?.cmp(&end.segment) {
+    /// for a segment begun after the sync.
+    pub(crate) fn copy_len(self, name: &str, file_len: u64) -> Option<u64> {
+        match parse_segment_name(name)?.cmp(&self.segment) {
             std::cmp::Ordering::Less => Some(file_len),
-            std::cmp::Ordering::Equal => Some(file_len.min(end.len)),
+            std::cmp::Ordering::Equal => Some(file_len.min(self.len)),
             std::cmp::Ordering::Greater => None,
         }
     }
@@ -261,6 +261,8 @@ pub(crate) struct RedoLog {
     preallocation: bool,
     /// A durable commit was asked for since this segment began: appends zero-fill ahead.
     preallocate: bool,
+    /// End of the segment's bytes at its last fsync (what a crash cannot take).
+    synced_len: u64,
     /// Bytes appended since the last fsync.
     unsynced: bool,
     /// Offset up to which writeback of the segment was started
@@ -272,8 +274,9 @@ pub(crate) struct RedoLog {
 }
 
 impl RedoLog {
-    /// Starts a new segment numbered `number`; `older` lists the segments recovery found
-    /// (number and highest LSN up to it), oldest first.
+    /// Starts a new segment numbered `number`, zero-filling ahead of durable commits; `older`
+    /// lists the segments recovery found (number and highest LSN up to it), oldest first.
+    #[cfg(test)]
     pub(crate) fn create(
         fs: Arc<dyn FileSystem>,
         dir: PathBuf,
@@ -281,7 +284,21 @@ impl RedoLog {
         segment_size: u64,
         older: Vec<(u64, Lsn)>,
     ) -> Result<Self> {
-        let (path, file) = create_segment(fs.as_ref(), &dir, number, FLAG_PREALLOCATED, false)?;
+        Self::create_with(fs, dir, number, segment_size, older, true)
+    }
+
+    /// [`RedoLog::create`], with zero-filling ahead allowed or not (`Options::redo_preallocate`;
+    /// without it segments carry no [`FLAG_PREALLOCATED`]).
+    pub(crate) fn create_with(
+        fs: Arc<dyn FileSystem>,
+        dir: PathBuf,
+        number: u64,
+        segment_size: u64,
+        older: Vec<(u64, Lsn)>,
+        preallocation: bool,
+    ) -> Result<Self> {
+        let flags = if preallocation { FLAG_PREALLOCATED } else { 0 };
+        let (path, file) = create_segment(fs.as_ref(), &dir, number, flags, false)?;
         let max_lsn = older.last().map_or(0, |s| s.1);
         Ok(RedoLog {
             fs,
@@ -292,8 +309,9 @@ impl RedoLog {
             file,
             len: SEGMENT_HEADER_SIZE as u64,
             file_len: SEGMENT_HEADER_SIZE as u64,
-            preallocation: true,
+            preallocation,
             preallocate: false,
+            synced_len: SEGMENT_HEADER_SIZE as u64,
             unsynced: false,
             written_back: 0,
             max_lsn,
@@ -312,12 +330,6 @@ impl RedoLog {
         }
     }
 
-    /// Allows or forbids zero-filling ahead of appends (see the module header).
-    pub(crate) fn with_preallocation(mut self, on: bool) -> Self {
-        self.preallocation = on;
-        self
-    }
-
     /// Bytes of header and records in the open segment.
     #[cfg(test)]
     pub(crate) fn len(&self) -> u64 {
@@ -329,7 +341,15 @@ impl RedoLog {
         self.segments.clone()
     }
 
-    /// Appends encoded records with one write call; `last_lsn` is the highest LSN in them.
+    /// Appends whole encoded records (the write pipeline's groups) with one write call, each
+    /// stamped with how far the synced end lies behind it (see `record.rs`); `last_lsn` is
+    /// the highest LSN in them.
+    pub(crate) fn append_records(&mut self, records: &mut [u8], last_lsn: Lsn) -> Result<()> {
+        record::stamp_unsynced_distance(records, self.len, self.synced_len);
+        self.append(records, last_lsn)
+    }
+
+    /// Appends encoded bytes with one write call; `last_lsn` is the highest LSN in them.
     pub(crate) fn append(&mut self, data: &[u8], last_lsn: Lsn) -> Result<()> {
         let end = self.len + data.len() as u64;
         if self.preallocate && self.file_len < end + PREALLOCATE_BYTES / 2 {
@@ -350,12 +370,16 @@ impl RedoLog {
     }
 
     /// Writes zeros from the file's end (or `end`, where the next append stops) to a chunk
-    /// boundary at least [`PREALLOCATE_BYTES`] past `end`, and starts their writeback beyond
-    /// the pages the next appends fill, so that the commit that syncs them has only the new
-    /// length left to write.
+    /// boundary at least [`PREALLOCATE_BYTES`] past `end` (at most to the segment's size, where
+    /// it rolls), and starts their writeback beyond the pages the next appends fill, so that
+    /// the commit that syncs them has only the new length left to write.
     fn zero_fill_ahead(&mut self, end: u64) -> Result<()> {
         let from = self.file_len.max(end);
-        let to = end.next_multiple_of(PREALLOCATE_BYTES) + PREALLOCATE_BYTES;
+        let to =
+            (end.next_multiple_of(PREALLOCATE_BYTES) + PREALLOCATE_BYTES).min(self.segment_size.next_multiple_of(4096));
+        if to <= from {
+            return Ok(());
+        }
         let zeros = vec![0u8; (to - from) as usize];
         self.file
             .write_at(&zeros, from)
@@ -373,6 +397,7 @@ impl RedoLog {
         if self.unsynced {
             self.file.sync_data().map_err(|e| Error::io("fsync", &self.path, e))?;
             self.unsynced = false;
+            self.synced_len = self.len;
             // Everything is on disk: the next writeback hint starts here, not over clean pages.
             self.written_back = self.len;
         }
@@ -406,13 +431,15 @@ impl RedoLog {
             return Ok(());
         }
         self.seal()?;
-        let (path, file) = create_segment(self.fs.as_ref(), &self.dir, self.number + 1, FLAG_PREALLOCATED, false)?;
+        let flags = if self.preallocation { FLAG_PREALLOCATED } else { 0 };
+        let (path, file) = create_segment(self.fs.as_ref(), &self.dir, self.number + 1, flags, false)?;
         self.segments.closed.lock().push((self.number, self.max_lsn));
         self.number += 1;
         self.path = path;
         self.file = file;
         self.len = SEGMENT_HEADER_SIZE as u64;
         self.file_len = self.len;
+        self.synced_len = self.len;
         self.preallocate = false;
         self.written_back = 0;
         Ok(())

@@ -9,14 +9,48 @@
 //!   [`RECORD_GROUP`] or [`RECORD_REWRITE`], its sequence field the group's first LSN.
 //! - Ops are self-delimiting; decoding never trusts a length beyond the payload and never
 //!   panics on arbitrary bytes.
+//! - In a v2 segment with zero-filled space, header bytes 13..16 of a record hold how far the
+//!   log's synced end lay behind the record's start when it was written, in [`UNSYNCED_UNIT`]s
+//!   rounded up ([`UNSYNCED_UNKNOWN`] when too far to say); recovery uses it to tell damage in
+//!   bytes that were never synced from damage in bytes that were.
 
-use crate::coding::{get_varint, put_varint, RecordHeader};
+use crate::coding::{get_varint, masked_crc32c, put_varint, RecordHeader, RECORD_HEADER_SIZE};
 use crate::key::{Lsn, ValueKind, MAX_LSN};
 
 /// Record type: a write group; op `i` has LSN `first_lsn + i`.
 pub(crate) const RECORD_GROUP: u8 = 1;
 /// Record type: rewritten live data; every op carries its own LSN.
 pub(crate) const RECORD_REWRITE: u8 = 2;
+
+/// The unit of a record's unsynced distance (header bytes 13..16).
+pub(crate) const UNSYNCED_UNIT: u64 = 512;
+/// An unsynced distance too large for 24 bits: nothing is known about the synced end.
+pub(crate) const UNSYNCED_UNKNOWN: u32 = 0xFF_FFFF;
+
+/// Writes into each record of `records` (whole encoded records, the first at file offset
+/// `offset`) how far behind its start the synced end `synced` lies, and re-seals its header.
+pub(crate) fn stamp_unsynced_distance(records: &mut [u8], offset: u64, synced: u64) {
+    let mut at = 0usize;
+    while let Some(h) = records.get_mut(at..at + RECORD_HEADER_SIZE) {
+        let distance = (offset + at as u64).saturating_sub(synced).div_ceil(UNSYNCED_UNIT);
+        let units = u32::try_from(distance)
+            .unwrap_or(UNSYNCED_UNKNOWN)
+            .min(UNSYNCED_UNKNOWN);
+        h[13..16].copy_from_slice(&units.to_le_bytes()[..3]);
+        let crc = masked_crc32c(&h[4..]);
+        h[0..4].copy_from_slice(&crc.to_le_bytes());
+        let payload_len = u32::from_le_bytes([h[8], h[9], h[10], h[11]]) as usize;
+        at += RECORD_HEADER_SIZE + payload_len;
+    }
+    debug_assert_eq!(at, records.len(), "whole records only");
+}
+
+/// The least file offset the log was synced to when the record whose header `h` starts at
+/// `offset` was written (`None` if its distance is unknown).
+pub(crate) fn synced_at_least(h: &[u8], offset: u64) -> Option<u64> {
+    let units = u32::from_le_bytes([*h.get(13)?, *h.get(14)?, *h.get(15)?, 0]);
+    (units != UNSYNCED_UNKNOWN).then(|| offset.saturating_sub(u64::from(units) * UNSYNCED_UNIT))
+}
 
 /// Appends one op in the group encoding: `kind ‖ varint table ‖ varint klen ‖ key ‖ [varint vlen ‖ value]`.
 pub(crate) fn put_op(out: &mut Vec<u8>, kind: ValueKind, table: u32, key: &[u8], value: &[u8]) {

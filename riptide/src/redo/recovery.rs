@@ -52,6 +52,58 @@ pub(super) fn all_zero(b: &[u8]) -> bool {
     b.iter().all(|&x| x == 0)
 }
 
+/// The unit a device writes whole or not at all (what a power cut can lose of an overwrite).
+const SECTOR: usize = 512;
+/// Fewest zero bytes (to the end of a sector) that look like a lost sector rather than data.
+const MIN_LOST_ZEROS: usize = 8;
+
+/// Whether damage at `damage` in a [`FLAG_PREALLOCATED`] segment is a hole a power cut left in
+/// bytes that were never synced. Records there overwrite zero-filled space, and a device
+/// persists any subset of the sectors in flight, so a lost sector reads as zeros while later
+/// records may have survived. It is one if (a) the damaged bytes show a lost sector: from the
+/// damage (or a sector boundary after it) to the end of a sector, at least [`MIN_LOST_ZEROS`]
+/// zero bytes, before the next record with good checksums; and (b) no later good record proves
+/// the damaged bytes synced: none was written when the log was already synced past them
+/// ([`record::synced_at_least`]). Scans every byte offset after `damage` (zero runs quickly).
+fn unsynced_hole(data: &[u8], damage: usize) -> bool {
+    let mut p = damage + 1;
+    let mut region_end = data.len();
+    while p + RECORD_HEADER_SIZE <= data.len() {
+        if data[p..p + RECORD_HEADER_SIZE].iter().all(|&b| b == 0) {
+            // A header may start with zeros, up to 23 of them, before the next non-zero byte.
+            let Some(n) = data[p..].iter().position(|&b| b != 0) else {
+                break;
+            };
+            p = (p + 1).max((p + n).saturating_sub(RECORD_HEADER_SIZE - 1));
+            continue;
+        }
+        if let Some(h) = RecordHeader::decode(&data[p..]) {
+            let end = (p + RECORD_HEADER_SIZE).saturating_add(h.payload_len as usize);
+            if end <= data.len() && crc32c::crc32c(&data[p + RECORD_HEADER_SIZE..end]) == h.payload_crc {
+                if record::synced_at_least(&data[p..], p as u64).is_some_and(|s| s > damage as u64) {
+                    return false;
+                }
+                region_end = region_end.min(p);
+                p = end;
+                continue;
+            }
+        }
+        p += 1;
+    }
+    let mut from = damage;
+    while from < region_end {
+        let sector_end = (from / SECTOR + 1) * SECTOR;
+        if sector_end <= region_end
+            && sector_end - from >= MIN_LOST_ZEROS
+            && data[from..sector_end].iter().all(|&b| b == 0)
+        {
+            return true;
+        }
+        from = sector_end;
+    }
+    false
+}
+
 /// Scans records of one segment, calling `apply` for each op of each good record;
 /// `preallocated` when its header has [`FLAG_PREALLOCATED`].
 fn scan_segment(
@@ -78,6 +130,9 @@ fn scan_segment(
             })
         };
         let damaged = |torn: bool, reason: &str| {
+            // Overwrites of zero-filled space reach the disk in any order: a lost sector
+            // followed by good records is a torn write too, unless one proves it synced.
+            let torn = torn || (preallocated && unsynced_hole(data, off));
             Ok(ScanEnd::Damaged {
                 offset: off as u64,
                 torn,
@@ -280,8 +335,11 @@ pub(crate) struct SegmentDump {
     pub(crate) ops: u64,
     /// LSN range of the ops (0, 0 when none).
     pub(crate) lsns: (Lsn, Lsn),
-    /// Where damage starts, whether it looks like a torn write, and why.
+    /// Where damage starts, whether it is a torn tail recovery cuts (only ever in the newest
+    /// segment), and why.
     pub(crate) damage: Option<(u64, bool, String)>,
+    /// Where the records of a segment that ends in zero-filled space end.
+    pub(crate) zeros_from: Option<u64>,
 }
 
 /// Scans every segment in `dir` without changing anything.
@@ -290,7 +348,9 @@ pub(crate) fn dump(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<SegmentDump>> 
     if !fs.exists(dir) {
         return Ok(out);
     }
-    for n in list_segments(fs, dir)? {
+    let numbers = list_segments(fs, dir)?;
+    for (i, &n) in numbers.iter().enumerate() {
+        let is_last = i + 1 == numbers.len();
         let path = segment_path(dir, n);
         let file = fs.open_read(&path).map_err(|e| Error::io("open", &path, e))?;
         let data = file.read_all().map_err(|e| Error::io("read", &path, e))?;
@@ -304,6 +364,7 @@ pub(crate) fn dump(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<SegmentDump>> 
             ops: 0,
             lsns: (0, 0),
             damage: None,
+            zeros_from: None,
         };
         if d.header.is_ok() {
             let mut report = RecoveryReport::default();
@@ -314,9 +375,17 @@ pub(crate) fn dump(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<SegmentDump>> 
                 first.get_or_insert(op.lsn);
                 Ok(())
             });
+            // As recovery judges it: only the newest segment may end torn or in zeros.
             match end {
-                Ok(ScanEnd::Clean { .. }) => {}
-                Ok(ScanEnd::Damaged { offset, torn, reason }) => d.damage = Some((offset, torn, reason)),
+                Ok(ScanEnd::Clean { zero_tail: false, .. }) => {}
+                Ok(ScanEnd::Clean { end, zero_tail: true }) if is_last => d.zeros_from = Some(end),
+                Ok(ScanEnd::Clean { end, .. }) => {
+                    d.damage = Some((end, false, "zeros after the last record of an older segment".into()))
+                }
+                Ok(ScanEnd::Damaged { offset, torn, reason }) => {
+                    let superseding = d.header.as_ref().is_ok_and(|f| f & FLAG_SUPERSEDES != 0);
+                    d.damage = Some((offset, torn && is_last && !superseding, reason))
+                }
                 Err(e) => d.damage = Some((0, false, e.to_string())),
             }
             d.records = report.records;

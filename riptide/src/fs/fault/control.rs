@@ -112,9 +112,12 @@ impl FaultFs {
     /// Registered faults and the counters survive the crash.
     pub fn crash(&self, mode: CrashMode) {
         let mut st = self.state.lock();
+        let sectors = matches!(mode, CrashMode::KeepRandomSectors { .. });
         let mut rng = match mode {
             CrashMode::DropUnsynced => None,
-            CrashMode::KeepRandomPrefix { seed } => Some(StdRng::seed_from_u64(seed)),
+            CrashMode::KeepRandomPrefix { seed } | CrashMode::KeepRandomSectors { seed } => {
+                Some(StdRng::seed_from_u64(seed))
+            }
         };
         // Old nodes stay with the (now dead) handles; survivors get fresh copies, deduplicated
         // so a node durable under two names stays one node. BTreeMap order keeps the random
@@ -124,7 +127,13 @@ impl FaultFs {
         for (path, node) in &st.durable {
             let copy = fresh
                 .entry(Arc::as_ptr(node))
-                .or_insert_with(|| new_node(node.lock().crash_image(rng.as_mut())))
+                .or_insert_with(|| {
+                    let node = node.lock();
+                    new_node(match rng.as_mut() {
+                        Some(rng) if sectors => node.crash_image_sectors(rng),
+                        rng => node.crash_image(rng),
+                    })
+                })
                 .clone();
             durable.insert(path.clone(), copy);
         }

@@ -16,7 +16,8 @@
 //! - Durability follows the [`FileSystem`](super::FileSystem) contract exactly: file data is
 //!   durable after the handle's `sync_data`, directory entries after `sync_dir` on the parent;
 //!   a crash keeps only what was durable (plus, under [`CrashMode::KeepRandomPrefix`], an
-//!   in-order prefix of the later changes of each file).
+//!   in-order prefix of the later changes of each file; under
+//!   [`CrashMode::KeepRandomSectors`], any subset of the sectors of its unsynced overwrites).
 //! - Fault injection happens first in every operation that has a [`FaultOp`], before any other
 //!   check, and a fault that fires changes nothing.
 //! - All state lives behind one `parking_lot::Mutex`; node mutexes are only ever taken while
@@ -84,6 +85,15 @@ pub enum CrashMode {
     KeepRandomPrefix {
         /// Seed of the random generator choosing each file's kept prefix; the same seed on the
         /// same state gives the same result.
+        seed: u64,
+    },
+    /// Like DropUnsynced, but of every unsynced positional write (`write_at`) each 512-byte
+    /// sector inside the file's synced length survives or not at random: a power cut during
+    /// writeback, where the device persisted any subset of the pages in flight, so later bytes
+    /// may survive where earlier ones did not. Appends and length changes are dropped.
+    KeepRandomSectors {
+        /// Seed of the random generator choosing the sectors; the same seed on the same state
+        /// gives the same result.
         seed: u64,
     },
 }

@@ -22,12 +22,19 @@
 //!   unsynced appended bytes. When the first change not kept is a `write_at` (and, for `k = 0`,
 //!   every unsynced appended byte was kept), a random byte prefix of that write is kept too: a
 //!   torn positional write. So a crashed file always holds its synced content plus possibly
-//!   an in-order prefix of the later changes. A node without a log draws exactly as it did
+//!   an in-order prefix of the later changes.
+//! - Under [`CrashMode::KeepRandomSectors`](super::CrashMode::KeepRandomSectors) the image is
+//!   the synced content, cut to the synced length, in which every [`SECTOR`] an unsynced
+//!   `write_at` touched holds, at random, its synced content or its whole content after one
+//!   of those writes: a device persists any subset of the sectors in flight when the power
+//!   goes, each as some writeback found it, so later bytes can survive where earlier ones did
+//!   not (but never half of a sector). Appends and length changes are dropped. A node without a log draws exactly as it did
 //!   before undo logs existed.
 
 use parking_lot::Mutex;
 use rand::rngs::StdRng;
 use rand::Rng;
+use std::collections::BTreeMap;
 use std::io;
 use std::sync::Arc;
 
@@ -111,6 +118,36 @@ impl Node {
         self.undo.clear();
     }
 
+    /// What a crash leaves of this node under
+    /// [`CrashMode::KeepRandomSectors`](super::CrashMode::KeepRandomSectors).
+    pub(super) fn crash_image_sectors(&self, rng: &mut StdRng) -> Vec<u8> {
+        let mut data = self.data.clone();
+        // Per sector an unsynced write touched: its content after each such write, newest first.
+        let mut versions: BTreeMap<usize, Vec<Vec<u8>>> = BTreeMap::new();
+        for u in self.undo.iter().rev() {
+            if let Some((offset, end)) = u.written {
+                for sector in offset / SECTOR..end.div_ceil(SECTOR) {
+                    let range = sector * SECTOR..((sector + 1) * SECTOR).min(data.len());
+                    versions.entry(sector).or_default().push(data[range].to_vec());
+                }
+            }
+            u.roll_back(&mut data);
+        }
+        data.truncate(self.synced_len);
+        // Each sector inside the synced length: as synced, or as some write left it.
+        for (sector, mut newest_first) in versions {
+            newest_first.reverse();
+            let pick = rng.random_range(0..=newest_first.len());
+            let at = sector * SECTOR;
+            if pick > 0 && at < data.len() {
+                let bytes = &newest_first[pick - 1];
+                let n = bytes.len().min(data.len() - at);
+                data[at..at + n].copy_from_slice(&bytes[..n]);
+            }
+        }
+        data
+    }
+
     /// What a crash leaves of this node; `rng` is `Some` under [`CrashMode::KeepRandomPrefix`].
     pub(super) fn crash_image(&self, mut rng: Option<&mut StdRng>) -> Vec<u8> {
         let mut data = self.data.clone();
@@ -151,6 +188,10 @@ impl Node {
         data
     }
 }
+
+/// The unit a device persists whole (or not at all) under
+/// [`CrashMode::KeepRandomSectors`](super::CrashMode::KeepRandomSectors).
+pub(super) const SECTOR: usize = 512;
 
 pub(super) type NodeRef = Arc<Mutex<Node>>;
 

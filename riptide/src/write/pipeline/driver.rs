@@ -136,7 +136,7 @@ impl Pipeline {
             (Some(e), _) => Err(Error::Poisoned(Arc::new(e))),
             (None, None) => Err(Error::Closed),
             (None, Some(redo)) => redo
-                .append(&buf, groups.iter().map(|g| g.last_lsn).max().unwrap_or(0))
+                .append_records(&mut buf, groups.iter().map(|g| g.last_lsn).max().unwrap_or(0))
                 .and_then(|()| if sync { redo.sync_for_commit() } else { Ok(()) })
                 .and_then(|()| redo.maybe_roll())
                 .map_err(|e| self.poison_with(&e)),

@@ -142,8 +142,9 @@ pub(crate) struct Pipeline {
     inflight: AtomicUsize,
     counters: Counters,
     contention: Contention,
-    /// The log was taken by `close` and synced by the shutdown that took it.
-    synced_at_close: AtomicBool,
+    /// The log was taken by `close` and synced by the shutdown that took it: where its
+    /// records ended then.
+    synced_at_close: Mutex<Option<SyncedEnd>>,
 }
 
 /// How often a waiting leader yields its time slice before sleeping on its group.
@@ -180,7 +181,7 @@ impl Pipeline {
                 failed: None,
             })),
             visible_lsn: CachePadded::new(AtomicU64::new(last_lsn)),
-            synced_at_close: AtomicBool::new(false),
+            synced_at_close: Mutex::new(None),
             poisoned: AtomicBool::new(false),
             poison: Mutex::new(None),
             closed: AtomicBool::new(false),
@@ -428,10 +429,9 @@ impl Pipeline {
 
     /// Makes every record written to the redo log so far durable (a flush calls this before
     /// its slog commit, so extents never hold a write whose predecessors could be lost).
-    /// Returns where the synced records end (`None` once the log was closed and sealed): a
-    /// copy of the log must stop there, since the newest segment's zero-filled space ahead
-    /// fills while it is read.
-    pub(crate) fn sync_log(&self) -> Result<Option<SyncedEnd>> {
+    /// Returns where the synced records end: a copy of the log must stop there, since the
+    /// newest segment's zero-filled space fills (or is cut off) while it is read.
+    pub(crate) fn sync_log(&self) -> Result<SyncedEnd> {
         if let Some(e) = self.poison_error() {
             return Err(Error::Poisoned(Arc::new(e)));
         }
@@ -439,18 +439,17 @@ impl Pipeline {
         match fl.log.as_mut() {
             Some(log) => {
                 log.sync().map_err(|e| self.poison_with(&e))?;
-                Ok(Some(log.synced_end()))
+                Ok(log.synced_end())
             }
             // Closed: only a clean shutdown that synced the log itself may go on flushing.
-            None if self.synced_at_close.load(Ordering::Acquire) => Ok(None),
-            None => Err(Error::Closed),
+            None => (*self.synced_at_close.lock()).ok_or(Error::Closed),
         }
     }
 
     /// Records that the closed log was synced by its owner (a clean shutdown), so flushes
     /// during shutdown may proceed.
-    pub(crate) fn mark_synced_at_close(&self) {
-        self.synced_at_close.store(true, Ordering::Release);
+    pub(crate) fn mark_synced_at_close(&self, end: SyncedEnd) {
+        *self.synced_at_close.lock() = Some(end);
     }
 
     /// True once [`Pipeline::close`] started.
