@@ -1,7 +1,8 @@
 //! Power-cut mode of `riptide stress` (`--power_cuts=N`): the workload runs in process on
 //! [`FaultFs`], the in-memory file system that simulates power loss; at a random moment while
 //! the threads write, the power goes ([`FaultFs::crash`]: everything not fsynced is dropped,
-//! alternately [`CrashMode::DropUnsynced`] and [`CrashMode::KeepRandomPrefix`]); then the
+//! in turn [`CrashMode::DropUnsynced`], [`CrashMode::KeepRandomPrefix`] and
+//! [`CrashMode::KeepRandomSectors`]); then the
 //! database is reopened on the same file system, verified, and the workload goes on from the
 //! recovered state. The oracle ([`Expected::in_memory`] plus a [`History`]) is in memory too.
 //!
@@ -326,7 +327,7 @@ pub fn run(a: &StressArgs, mix: &[u32; 10], seed: u64) -> Result<bool, String> {
         a.power_cuts, a.cut_min_ms, a.cut_max_ms, a.sync, a.threads, a.tables, a.keys
     );
     let mut total = CutOutcome::default();
-    let (mut prefix_cuts, mut ops, mut counts) = (0u64, 0u64, [0u64; 10]);
+    let (mut prefix_cuts, mut sector_cuts, mut ops, mut counts) = (0u64, 0u64, 0u64, [0u64; 10]);
     let mut hist = History::new(a.threads);
     let mut base = vec![0u32; exp.tables as usize * exp.keys as usize];
     let mut last: (String, Vec<VecDeque<String>>) = (String::new(), Vec::new());
@@ -400,11 +401,16 @@ pub fn run(a: &StressArgs, mix: &[u32; 10], seed: u64) -> Result<bool, String> {
             break;
         }
         hist = History::new(a.threads);
-        let mode = if round % 2 == 0 {
-            CrashMode::DropUnsynced
-        } else {
-            prefix_cuts += 1;
-            CrashMode::KeepRandomPrefix { seed: rng.random() }
+        let mode = match round % 3 {
+            0 => CrashMode::DropUnsynced,
+            1 => {
+                prefix_cuts += 1;
+                CrashMode::KeepRandomPrefix { seed: rng.random() }
+            }
+            _ => {
+                sector_cuts += 1;
+                CrashMode::KeepRandomSectors { seed: rng.random() }
+            }
         };
         let cut_after = Duration::from_millis(rng.random_range(a.cut_min_ms..=a.cut_max_ms.max(a.cut_min_ms)));
         let round_seed: u64 = rng.random();
@@ -471,11 +477,13 @@ pub fn run(a: &StressArgs, mix: &[u32; 10], seed: u64) -> Result<bool, String> {
         db.abandon_for_test();
     }
     println!(
-        "DONE {} power cuts ({} keeping a random prefix of unsynced data); {ops} operations ({}), {} writes \
+        "DONE {} power cuts ({} keeping a random prefix of unsynced data, {} a random subset of the sectors of \
+         unsynced overwrites); {ops} operations ({}), {} writes \
          acknowledged, {} acknowledged unsynced writes lost legitimately, {} of {} in-flight writes survived, \
          {} ambiguous absent keys resolved; 0 failures",
         a.power_cuts,
         prefix_cuts,
+        sector_cuts,
         super::worker::fmt_counts(&counts),
         total.acked,
         total.lost_acked,

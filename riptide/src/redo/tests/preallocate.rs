@@ -189,45 +189,34 @@ fn a_bad_header_before_the_zeros_is_a_torn_write_not_a_clean_end() {
 #[test]
 fn a_crash_anywhere_keeps_every_synced_record() {
     for seed in 0..300u64 {
-        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let (fs, afs) = new_fs();
-        let mut log = RedoLog::create(afs.clone(), dir(), 1, 96 << 10, Vec::new()).unwrap();
-        let mut appended: Vec<Rec> = Vec::new();
-        let mut synced = 0;
-        let mut lsn = 1;
-        for _ in 0..rng.random_range(1..120) {
-            let n = rng.random_range(1..8);
-            let ops = group_ops(lsn, n, rng.random_range(0..400));
-            lsn += n;
-            log.append_records(&mut group_record(&ops), lsn - 1).unwrap();
-            appended.extend(ops);
-            match rng.random_range(0..4) {
-                0 | 1 => log.sync_for_commit().unwrap(),
-                2 => log.sync().unwrap(),
-                _ => continue,
-            }
-            synced = appended.len();
-            log.maybe_roll().unwrap();
-        }
+        let (log, appended, synced) = random_history(&afs, seed, 96 << 10);
         drop(log);
         fs.crash(CrashMode::KeepRandomPrefix { seed });
-        let (res, got) = replay(&fs, RecoveryMode::TolerateCorruptedTail);
-        res.unwrap_or_else(|e| panic!("seed {seed}: {e}"));
-        assert!(
-            got.len() >= synced,
-            "seed {seed}: {} replayed, {synced} synced",
-            got.len()
-        );
-        assert_eq!(got[..], appended[..got.len()], "seed {seed}");
-        // And the recovered log is clean: a second recovery agrees in the strictest mode.
-        let (res, again) = replay(&fs, RecoveryMode::AbsoluteConsistency);
-        res.unwrap_or_else(|e| panic!("seed {seed}, second recovery: {e}"));
-        assert_eq!(again, got, "seed {seed}");
+        recover_after_crash(&fs, seed, &appended, synced);
     }
 }
 
-/// Records appended and synced at random; returns the log, every op appended, how many were
-/// synced, and each record's (offset, end, ops so far) in the newest segment.
+/// Recovers in the default mode after a crash: it must succeed, replay a prefix of `appended`
+/// holding at least the `synced` first ops, and leave a log that the strictest mode replays
+/// the same. Returns the first recovery's report.
+fn recover_after_crash(fs: &FaultFs, seed: u64, appended: &[Rec], synced: usize) -> RecoveryReport {
+    let (res, got) = replay(fs, RecoveryMode::TolerateCorruptedTail);
+    let report = res.unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+    assert!(
+        got.len() >= synced,
+        "seed {seed}: {} replayed, {synced} synced",
+        got.len()
+    );
+    assert_eq!(got[..], appended[..got.len()], "seed {seed}");
+    let (res, again) = replay(fs, RecoveryMode::AbsoluteConsistency);
+    res.unwrap_or_else(|e| panic!("seed {seed}, second recovery: {e}"));
+    assert_eq!(again, got, "seed {seed}");
+    report
+}
+
+/// Records appended (one to three per write) and synced at random; returns the log, every op
+/// appended and how many of them were synced.
 fn random_history(afs: &Arc<dyn FileSystem>, seed: u64, segment_size: u64) -> (RedoLog, Vec<Rec>, usize) {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut log = RedoLog::create(afs.clone(), dir(), 1, segment_size, Vec::new()).unwrap();
@@ -267,20 +256,9 @@ fn a_power_cut_with_holes_in_the_unsynced_writes_keeps_every_synced_record() {
         let (log, appended, synced) = random_history(&afs, seed, 256 << 10);
         drop(log);
         fs.crash(CrashMode::KeepRandomSectors { seed });
-        let (res, got) = replay(&fs, RecoveryMode::TolerateCorruptedTail);
-        let report = res.unwrap_or_else(|e| panic!("seed {seed}: {e}"));
-        assert!(
-            got.len() >= synced,
-            "seed {seed}: {} replayed, {synced} synced",
-            got.len()
-        );
-        assert_eq!(got[..], appended[..got.len()], "seed {seed}");
-        if report.truncated_at.is_some() {
+        if recover_after_crash(&fs, seed, &appended, synced).truncated_at.is_some() {
             holes += 1;
         }
-        let (res, again) = replay(&fs, RecoveryMode::AbsoluteConsistency);
-        res.unwrap_or_else(|e| panic!("seed {seed}, second recovery: {e}"));
-        assert_eq!(again, got, "seed {seed}");
     }
     assert!(holes > 20, "only {holes} crashes left damage to cut");
 }
