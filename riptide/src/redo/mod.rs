@@ -349,8 +349,10 @@ impl RedoLog {
         self.append(records, last_lsn)
     }
 
-    /// Appends encoded bytes with one write call; `last_lsn` is the highest LSN in them.
-    pub(crate) fn append(&mut self, data: &[u8], last_lsn: Lsn) -> Result<()> {
+    /// Appends encoded bytes with one write call; `last_lsn` is the highest LSN in them. Writes
+    /// no unsynced distance (records appended here claim the log synced up to them): the
+    /// pipeline goes through [`RedoLog::append_records`]; tests write raw bytes here.
+    fn append(&mut self, data: &[u8], last_lsn: Lsn) -> Result<()> {
         let end = self.len + data.len() as u64;
         if self.preallocate && self.file_len < end + PREALLOCATE_BYTES / 2 {
             self.zero_fill_ahead(end)?;

@@ -9,7 +9,7 @@
 //!   [`RECORD_GROUP`] or [`RECORD_REWRITE`], its sequence field the group's first LSN.
 //! - Ops are self-delimiting; decoding never trusts a length beyond the payload and never
 //!   panics on arbitrary bytes.
-//! - In a v2 segment with zero-filled space, header bytes 13..16 of a record hold how far the
+//! - In a v2 segment, header bytes 13..16 of a write-group record hold how far the
 //!   log's synced end lay behind the record's start when it was written, in [`UNSYNCED_UNIT`]s
 //!   rounded up ([`UNSYNCED_UNKNOWN`] when too far to say); recovery uses it to tell damage in
 //!   bytes that were never synced from damage in bytes that were.
@@ -23,7 +23,7 @@ pub(crate) const RECORD_GROUP: u8 = 1;
 pub(crate) const RECORD_REWRITE: u8 = 2;
 
 /// The unit of a record's unsynced distance (header bytes 13..16).
-pub(crate) const UNSYNCED_UNIT: u64 = 512;
+pub(crate) const UNSYNCED_UNIT: u64 = 16;
 /// An unsynced distance too large for 24 bits: nothing is known about the synced end.
 pub(crate) const UNSYNCED_UNKNOWN: u32 = 0xFF_FFFF;
 

@@ -60,11 +60,12 @@ const MIN_LOST_ZEROS: usize = 8;
 /// Whether damage at `damage` in a [`FLAG_PREALLOCATED`] segment is a hole a power cut left in
 /// bytes that were never synced. Records there overwrite zero-filled space, and a device
 /// persists any subset of the sectors in flight, so a lost sector reads as zeros while later
-/// records may have survived. It is one if (a) the damaged bytes show a lost sector: from the
-/// damage (or a sector boundary after it) to the end of a sector, at least [`MIN_LOST_ZEROS`]
-/// zero bytes, before the next record with good checksums; and (b) no later good record proves
-/// the damaged bytes synced: none was written when the log was already synced past them
-/// ([`record::synced_at_least`]). Scans every byte offset after `damage` (zero runs quickly).
+/// records may have survived. It is one if (a) the damaged bytes show a lost sector, before the
+/// next record with good checksums: zeros from the damage to the end of its sector, or at least
+/// [`MIN_LOST_ZEROS`] zeros from a later sector boundary to that sector's end; and (b) no later
+/// good record proves the damaged bytes synced: none was written when the log was already
+/// synced past them ([`record::synced_at_least`]). Looks for records at every byte offset after
+/// `damage` outside good records and runs of zeros.
 fn unsynced_hole(data: &[u8], damage: usize) -> bool {
     let mut p = damage + 1;
     let mut region_end = data.len();
@@ -94,7 +95,9 @@ fn unsynced_hole(data: &[u8], damage: usize) -> bool {
     while from < region_end {
         let sector_end = (from / SECTOR + 1) * SECTOR;
         if sector_end <= region_end
-            && sector_end - from >= MIN_LOST_ZEROS
+            // At the damaged record's own start any zeros to the sector's end count: a header
+            // straddling a sector boundary may keep only a few bytes in the lost sector.
+            && (sector_end - from >= MIN_LOST_ZEROS || from == damage)
             && data[from..sector_end].iter().all(|&b| b == 0)
         {
             return true;
@@ -157,7 +160,12 @@ fn scan_segment(
             // Zeros to the end are a write that never reached the disk; anything else is damage.
             return damaged(all_zero(rest), "record header checksum mismatch");
         };
-        let end = RECORD_HEADER_SIZE + header.payload_len as usize;
+        let Some(end) = usize::try_from(header.payload_len)
+            .ok()
+            .and_then(|n| n.checked_add(RECORD_HEADER_SIZE))
+        else {
+            return damaged(true, "record extends past the end of the segment");
+        };
         if rest.len() < end {
             return damaged(true, "record extends past the end of the segment");
         }

@@ -352,7 +352,7 @@ fn stamped_distances_bound_the_synced_end() {
                     s <= synced && s + record::UNSYNCED_UNIT > synced,
                     "{offset} {synced}: {s}"
                 ),
-                None => assert!(start - synced > u64::from(record::UNSYNCED_UNKNOWN) * 512),
+                None => assert!(start - synced > u64::from(record::UNSYNCED_UNKNOWN) * record::UNSYNCED_UNIT),
             }
             at += RECORD_HEADER_SIZE + h.payload_len as usize;
         }
@@ -385,5 +385,48 @@ fn inspect_judges_older_segments_as_recovery_does() {
         let (at, torn, _) = d.damage.clone().unwrap_or_else(|| panic!("{what}: no damage in {d:?}"));
         assert_eq!((at, torn), (end1, false), "{what}");
         assert!(replay(&fs, RecoveryMode::TolerateCorruptedTail).0.is_err(), "{what}");
+    }
+}
+
+/// A lost sector that held only the first few bytes of a record's header (the header straddles
+/// a sector boundary; the next sector, with the rest of the header and the payload, survived,
+/// and so did later records): a torn tail, however few those bytes.
+#[test]
+fn a_lost_sector_holding_a_few_bytes_of_a_header_is_a_torn_tail() {
+    for z in [1usize, 4, 7, 12, 23] {
+        let (fs, afs) = new_fs();
+        let mut log = RedoLog::create(afs.clone(), dir(), 1, 64 << 20, Vec::new()).unwrap();
+        let mut lsn = 1;
+        let mut all = Vec::new();
+        for _ in 0..3 {
+            let ops = group_ops(lsn, 3, 100);
+            lsn += 3;
+            log.append_records(&mut group_record(&ops), lsn - 1).unwrap();
+            all.extend(ops);
+            log.sync_for_commit().unwrap();
+        }
+        // A synced filler that leaves the next record starting `z` bytes before a sector's end.
+        let filler = (0..2000)
+            .map(|pad| group_ops(lsn, 2, pad))
+            .find(|ops| (log.len() as usize + group_record(ops).len()) % 512 == 512 - z)
+            .expect("a padding that lands there");
+        lsn += 2;
+        log.append_records(&mut group_record(&filler), lsn - 1).unwrap();
+        all.extend(filler);
+        log.sync_for_commit().unwrap();
+        let (synced_end, synced_ops) = (log.len() as usize, all.len());
+        for _ in 0..4 {
+            let ops = group_ops(lsn, 3, 300);
+            lsn += 3;
+            log.append_records(&mut group_record(&ops), lsn - 1).unwrap();
+            all.extend(ops);
+        }
+        drop(log);
+        let mut image = files(&fs);
+        set_file(&mut image, &seg(1), |d| d[synced_end..synced_end + z].fill(0));
+        let (res, got) = replay(&fs_with(&image), RecoveryMode::TolerateCorruptedTail);
+        let report = res.unwrap_or_else(|e| panic!("{z} bytes: {e}"));
+        assert_eq!(report.truncated_at, Some((seg(1), synced_end as u64)), "{z} bytes");
+        assert_eq!(got, all[..synced_ops], "{z} bytes");
     }
 }
