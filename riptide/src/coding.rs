@@ -189,9 +189,17 @@ impl RecordHeader {
         h[8..12].copy_from_slice(&self.payload_len.to_le_bytes());
         h[12] = self.record_type;
         h[16..24].copy_from_slice(&self.first_lsn.to_le_bytes());
-        let crc = masked_crc32c(&h[4..]);
-        h[0..4].copy_from_slice(&crc.to_le_bytes());
+        Self::reseal(&mut h);
         h
+    }
+
+    /// Recomputes the header CRC of the encoded header at the start of `h` (after a change to
+    /// its bytes 4..24). Does nothing if `h` is shorter than a header.
+    pub(crate) fn reseal(h: &mut [u8]) {
+        if let Some(h) = h.get_mut(..RECORD_HEADER_SIZE) {
+            let crc = masked_crc32c(&h[4..]);
+            h[0..4].copy_from_slice(&crc.to_le_bytes());
+        }
     }
 
     /// Decodes and verifies a header; `None` if its CRC does not match or `h` is short. The
@@ -213,6 +221,38 @@ impl RecordHeader {
     pub(crate) fn reserved_ok(h: &[u8]) -> bool {
         h.get(13..16) == Some(&[0, 0, 0][..])
     }
+}
+
+/// One complete record with good checksums, as found by [`frame_record`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Framed {
+    pub(crate) offset: usize,
+    pub(crate) header: RecordHeader,
+    /// Offset just past its payload.
+    pub(crate) end: usize,
+}
+
+/// Reads one complete record with good header and payload CRCs at `off` in `data`, or says
+/// why there is none.
+pub(crate) fn frame_record(data: &[u8], off: usize) -> std::result::Result<Framed, &'static str> {
+    let rest = data.get(off..).unwrap_or(&[]);
+    if rest.len() < RECORD_HEADER_SIZE {
+        return Err("incomplete record header");
+    }
+    let header = RecordHeader::decode(rest).ok_or("record header checksum mismatch")?;
+    let end = usize::try_from(header.payload_len)
+        .ok()
+        .and_then(|n| n.checked_add(RECORD_HEADER_SIZE))
+        .filter(|&end| end <= rest.len())
+        .ok_or("record extends past the end of the file")?;
+    if crc32c::crc32c(&rest[RECORD_HEADER_SIZE..end]) != header.payload_crc {
+        return Err("record payload checksum mismatch");
+    }
+    Ok(Framed {
+        offset: off,
+        header,
+        end: off + end,
+    })
 }
 
 #[cfg(test)]

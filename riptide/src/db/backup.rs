@@ -86,11 +86,15 @@ impl DbInner {
         }
         let redo = redo_dir(&self.path);
         for name in segment_names(fs, &redo)? {
-            let mut bytes = read_whole(fs, &redo.join(&name))?;
-            match synced_end.copy_len(&name, bytes.len() as u64) {
-                Some(len) => bytes.truncate(len as usize),
-                None => continue,
-            }
+            let path = redo.join(&name);
+            let file = fs.open_read(&path).map_err(|e| Error::io("open", &path, e))?;
+            let file_len = file.len().map_err(|e| Error::io("stat", &path, e))?;
+            let Some(len) = synced_end.copy_len(&name, file_len) else {
+                continue;
+            };
+            let mut bytes = Vec::new();
+            file.read_exact_into(&mut bytes, len as usize, 0)
+                .map_err(|e| Error::io("read", &path, e))?;
             upload(format!("redo/{name}"), bytes)?;
         }
         let files: HashSet<u32> = manifest

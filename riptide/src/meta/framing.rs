@@ -14,7 +14,8 @@
 
 use super::current::{check_fixed_header, META_FORMAT_VERSION};
 use super::edit::{corrupt, put_entry, SlogEntry};
-use crate::coding::{get_u32, get_u64, seal_crc_tail, RecordHeader, RECORD_HEADER_SIZE};
+pub(super) use crate::coding::Framed;
+use crate::coding::{frame_record, get_u32, get_u64, seal_crc_tail, RecordHeader, RECORD_HEADER_SIZE};
 use crate::error::Result;
 use std::io;
 use std::path::Path;
@@ -91,38 +92,9 @@ pub(crate) fn decode_slog_header(path: &Path, data: &[u8]) -> Result<(u64, u32)>
     Ok((get_u64(data, 16).unwrap_or(0), get_u32(data, 8).unwrap_or(0)))
 }
 
-/// A framed record found in a slog image.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Framed {
-    pub(super) offset: usize,
-    pub(super) header: RecordHeader,
-    pub(super) end: usize,
-}
-
-/// Tries to read one complete, CRC-valid record at `off`.
-fn try_record(data: &[u8], off: usize) -> std::result::Result<Framed, &'static str> {
-    let rest = data.get(off..).unwrap_or(&[]);
-    if rest.len() < RECORD_HEADER_SIZE {
-        return Err("incomplete record header");
-    }
-    let header = RecordHeader::decode(rest).ok_or("record header checksum mismatch")?;
-    let end = RECORD_HEADER_SIZE + header.payload_len as usize;
-    if rest.len() < end {
-        return Err("record extends past the end of the file");
-    }
-    if crc32c::crc32c(&rest[RECORD_HEADER_SIZE..end]) != header.payload_crc {
-        return Err("record payload checksum mismatch");
-    }
-    Ok(Framed {
-        offset: off,
-        header,
-        end: off + end,
-    })
-}
-
 /// The first complete, CRC-valid record starting at or after `from`, if any.
 fn find_valid_record(data: &[u8], from: usize) -> Option<usize> {
-    (from..data.len().saturating_sub(RECORD_HEADER_SIZE - 1)).find(|&p| try_record(data, p).is_ok())
+    (from..data.len().saturating_sub(RECORD_HEADER_SIZE - 1)).find(|&p| frame_record(data, p).is_ok())
 }
 
 /// A torn tail: its offset and why the record there is invalid.
@@ -134,7 +106,7 @@ pub(super) fn frame_slog(path: &Path, data: &[u8]) -> Result<(Vec<Framed>, Optio
     let mut out = Vec::new();
     let mut off = SLOG_HEADER_SIZE;
     while off < data.len() {
-        match try_record(data, off) {
+        match frame_record(data, off) {
             Ok(r) => {
                 off = r.end;
                 out.push(r);

@@ -124,6 +124,15 @@ fn decode_segment_header(path: &Path, data: &[u8]) -> Result<(u64, u32)> {
     Ok((number, flags))
 }
 
+/// Header flags of a segment the log appends to: [`FLAG_PREALLOCATED`] when it may zero-fill.
+fn segment_flags(preallocation: bool) -> u32 {
+    if preallocation {
+        FLAG_PREALLOCATED
+    } else {
+        0
+    }
+}
+
 /// Creates a segment (header written and fsynced, directory entry fsynced).
 fn create_segment(
     fs: &dyn FileSystem,
@@ -261,10 +270,9 @@ pub(crate) struct RedoLog {
     preallocation: bool,
     /// A durable commit was asked for since this segment began: appends zero-fill ahead.
     preallocate: bool,
-    /// End of the segment's bytes at its last fsync (what a crash cannot take).
+    /// End of the segment's bytes at its last fsync (what a crash cannot take); below `len`
+    /// while appended bytes wait for one.
     synced_len: u64,
-    /// Bytes appended since the last fsync.
-    unsynced: bool,
     /// Offset up to which writeback of the segment was started
     /// ([`RandomRwFile::start_writeback`], every [`WRITEBACK_BYTES`]).
     written_back: u64,
@@ -297,8 +305,7 @@ impl RedoLog {
         older: Vec<(u64, Lsn)>,
         preallocation: bool,
     ) -> Result<Self> {
-        let flags = if preallocation { FLAG_PREALLOCATED } else { 0 };
-        let (path, file) = create_segment(fs.as_ref(), &dir, number, flags, false)?;
+        let (path, file) = create_segment(fs.as_ref(), &dir, number, segment_flags(preallocation), false)?;
         let max_lsn = older.last().map_or(0, |s| s.1);
         Ok(RedoLog {
             fs,
@@ -312,7 +319,6 @@ impl RedoLog {
             preallocation,
             preallocate: false,
             synced_len: SEGMENT_HEADER_SIZE as u64,
-            unsynced: false,
             written_back: 0,
             max_lsn,
             segments: Arc::new(SegmentList {
@@ -362,7 +368,6 @@ impl RedoLog {
             .map_err(|e| Error::io("write", &self.path, e))?;
         self.len = end;
         self.file_len = self.file_len.max(end);
-        self.unsynced = true;
         if end - self.written_back >= WRITEBACK_BYTES {
             self.file.start_writeback(self.written_back, end - self.written_back);
             self.written_back = end;
@@ -396,9 +401,8 @@ impl RedoLog {
 
     /// Makes every appended byte durable.
     pub(crate) fn sync(&mut self) -> Result<()> {
-        if self.unsynced {
+        if self.synced_len < self.len {
             self.file.sync_data().map_err(|e| Error::io("fsync", &self.path, e))?;
-            self.unsynced = false;
             self.synced_len = self.len;
             // Everything is on disk: the next writeback hint starts here, not over clean pages.
             self.written_back = self.len;
@@ -433,7 +437,7 @@ impl RedoLog {
             return Ok(());
         }
         self.seal()?;
-        let flags = if self.preallocation { FLAG_PREALLOCATED } else { 0 };
+        let flags = segment_flags(self.preallocation);
         let (path, file) = create_segment(self.fs.as_ref(), &self.dir, self.number + 1, flags, false)?;
         self.segments.closed.lock().push((self.number, self.max_lsn));
         self.number += 1;

@@ -14,7 +14,7 @@
 //!   rounded up ([`UNSYNCED_UNKNOWN`] when too far to say); recovery uses it to tell damage in
 //!   bytes that were never synced from damage in bytes that were.
 
-use crate::coding::{get_varint, masked_crc32c, put_varint, RecordHeader, RECORD_HEADER_SIZE};
+use crate::coding::{get_varint, put_varint, RecordHeader, RECORD_HEADER_SIZE};
 use crate::key::{Lsn, ValueKind, MAX_LSN};
 
 /// Record type: a write group; op `i` has LSN `first_lsn + i`.
@@ -37,8 +37,7 @@ pub(crate) fn stamp_unsynced_distance(records: &mut [u8], offset: u64, synced: u
             .unwrap_or(UNSYNCED_UNKNOWN)
             .min(UNSYNCED_UNKNOWN);
         h[13..16].copy_from_slice(&units.to_le_bytes()[..3]);
-        let crc = masked_crc32c(&h[4..]);
-        h[0..4].copy_from_slice(&crc.to_le_bytes());
+        RecordHeader::reseal(h);
         let payload_len = u32::from_le_bytes([h[8], h[9], h[10], h[11]]) as usize;
         at += RECORD_HEADER_SIZE + payload_len;
     }

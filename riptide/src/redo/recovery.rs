@@ -15,7 +15,7 @@ use super::{
     decode_segment_header, list_segments, remove_segments_below, segment_path, FLAG_PREALLOCATED, FLAG_SUPERSEDES,
     SEGMENT_HEADER_SIZE,
 };
-use crate::coding::{RecordHeader, RECORD_HEADER_SIZE};
+use crate::coding::{frame_record, RecordHeader, RECORD_HEADER_SIZE};
 use crate::error::{Error, Result};
 use crate::fs::FileSystem;
 use crate::key::Lsn;
@@ -78,16 +78,13 @@ fn unsynced_hole(data: &[u8], damage: usize) -> bool {
             p = (p + 1).max((p + n).saturating_sub(RECORD_HEADER_SIZE - 1));
             continue;
         }
-        if let Some(h) = RecordHeader::decode(&data[p..]) {
-            let end = (p + RECORD_HEADER_SIZE).saturating_add(h.payload_len as usize);
-            if end <= data.len() && crc32c::crc32c(&data[p + RECORD_HEADER_SIZE..end]) == h.payload_crc {
-                if record::synced_at_least(&data[p..], p as u64).is_some_and(|s| s > damage as u64) {
-                    return false;
-                }
-                region_end = region_end.min(p);
-                p = end;
-                continue;
+        if let Ok(r) = frame_record(data, p) {
+            if record::synced_at_least(&data[p..], p as u64).is_some_and(|s| s > damage as u64) {
+                return false;
             }
+            region_end = region_end.min(p);
+            p = r.end;
+            continue;
         }
         p += 1;
     }

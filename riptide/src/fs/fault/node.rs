@@ -22,14 +22,14 @@
 //!   unsynced appended bytes. When the first change not kept is a `write_at` (and, for `k = 0`,
 //!   every unsynced appended byte was kept), a random byte prefix of that write is kept too: a
 //!   torn positional write. So a crashed file always holds its synced content plus possibly
-//!   an in-order prefix of the later changes.
+//!   an in-order prefix of the later changes. A node without a log draws exactly as it did
+//!   before undo logs existed.
 //! - Under [`CrashMode::KeepRandomSectors`](super::CrashMode::KeepRandomSectors) the image is
 //!   the synced content, cut to the synced length, in which every [`SECTOR`] an unsynced
 //!   `write_at` touched holds, at random, its synced content or its whole content after one
 //!   of those writes: a device persists any subset of the sectors in flight when the power
 //!   goes, each as some writeback found it, so later bytes can survive where earlier ones did
-//!   not (but never half of a sector). Appends and length changes are dropped. A node without a log draws exactly as it did
-//!   before undo logs existed.
+//!   not (but never half of a sector). Appends and length changes are dropped.
 
 use parking_lot::Mutex;
 use rand::rngs::StdRng;
