@@ -42,8 +42,8 @@ fn sizes(db: &Db) -> String {
     )
 }
 
-/// Parses `L0,L1,L2` codecs.
-fn parse_codecs(list: &str) -> Result<[riptide::Compression; 3], String> {
+/// Parses `L0,L1,L2` codecs (`--compression-per-level`).
+pub(crate) fn parse_codecs(list: &str) -> Result<[riptide::Compression; 3], String> {
     let codecs = list
         .split(',')
         .map(|c| riptide::Compression::parse(c).map_err(|e| format!("--compression-per-level: {e}")))

@@ -74,7 +74,7 @@ fn main() -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("riptide serve: error: {e}");
-                ExitCode::from(RUNTIME_ERROR)
+                ExitCode::from(e.exit_code())
             }
         },
         Command::Checkpoint(args) => match backup::checkpoint(&args) {

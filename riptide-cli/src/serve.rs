@@ -1,5 +1,7 @@
 //! `riptide serve`: the MySQL-protocol server (crate `riptide-server`) on a data directory.
 
+use crate::compact::parse_codecs;
+use crate::objects::ObjectArgs;
 use clap::Args;
 use riptide_server::server::{run_until_signal, ServerConfig};
 use riptide_server::sql::session::SessionConfig;
@@ -44,20 +46,53 @@ pub struct ServeArgs {
     /// Worker threads of the network runtime (default: the number of cores).
     #[arg(long)]
     threads: Option<usize>,
+    /// Codecs of the engine's levels for tables without their own: `L0,L1,L2`, each none,
+    /// lz4, zstd or zstd:LEVEL (default lz4,lz4,zstd:3)
+    #[arg(long, value_name = "L0,L1,L2")]
+    compression_per_level: Option<String>,
+    /// Largest zstd dictionary trained per table for its zstd levels (0 = none; 256..=65536)
+    #[arg(long, default_value_t = 0)]
+    zstd_dictionary_bytes: usize,
+    /// Bytes of the engine's block cache (default: the engine's, 256 MiB)
+    #[arg(long)]
+    block_cache_size: Option<usize>,
+    /// Bytes of one memtable before it is frozen and flushed (default: the engine's, 64 MiB)
+    #[arg(long)]
+    write_buffer_size: Option<usize>,
+    #[command(flatten)]
+    objects: ObjectArgs,
 }
 
 /// Errors of `riptide serve`.
 #[derive(Debug)]
-pub struct ServeError(pub String);
+pub enum ServeError {
+    /// A flag value refused (exit status 2, as clap's own usage errors).
+    Usage(String),
+    /// The server could not start or failed while running (exit status 1).
+    Runtime(String),
+}
+
+impl ServeError {
+    /// The process exit status for this error.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            ServeError::Usage(_) => 2,
+            ServeError::Runtime(_) => 1,
+        }
+    }
+}
 
 impl std::fmt::Display for ServeError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        match self {
+            ServeError::Usage(m) | ServeError::Runtime(m) => f.write_str(m),
+        }
     }
 }
 
 fn read_users(path: &PathBuf) -> Result<Vec<(String, String)>, ServeError> {
-    let text = std::fs::read_to_string(path).map_err(|e| ServeError(format!("{}: {e}", path.display())))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ServeError::Usage(format!("--users-file {}: {e}", path.display())))?;
     let mut out = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let line = line.trim();
@@ -66,13 +101,34 @@ fn read_users(path: &PathBuf) -> Result<Vec<(String, String)>, ServeError> {
         }
         let (u, p) = line
             .split_once(':')
-            .ok_or_else(|| ServeError(format!("{}:{}: expected user:password", path.display(), n + 1)))?;
+            .ok_or_else(|| ServeError::Usage(format!("{}:{}: expected user:password", path.display(), n + 1)))?;
         if u.is_empty() {
-            return Err(ServeError(format!("{}:{}: empty user name", path.display(), n + 1)));
+            return Err(ServeError::Usage(format!(
+                "{}:{}: empty user name",
+                path.display(),
+                n + 1
+            )));
         }
         out.push((u.to_string(), p.to_string()));
     }
     Ok(out)
+}
+
+/// The engine's options from the flags, checked as the engine will check them at open.
+fn engine_options(args: &ServeArgs) -> Result<riptide::Options, ServeError> {
+    let defaults = riptide::Options::default();
+    let mut opts = riptide::Options {
+        zstd_dictionary_bytes: args.zstd_dictionary_bytes,
+        block_cache_size: args.block_cache_size.unwrap_or(defaults.block_cache_size),
+        write_buffer_size: args.write_buffer_size.unwrap_or(defaults.write_buffer_size),
+        ..defaults
+    };
+    if let Some(list) = &args.compression_per_level {
+        opts.compression_per_level = parse_codecs(list).map_err(ServeError::Usage)?;
+    }
+    args.objects.apply(&mut opts).map_err(ServeError::Usage)?;
+    opts.validate().map_err(|e| ServeError::Usage(e.to_string()))?;
+    Ok(opts)
 }
 
 /// Runs the server until SIGTERM/SIGINT.
@@ -85,12 +141,14 @@ pub fn run(args: &ServeArgs) -> Result<(), ServeError> {
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
     }
     if args.max_allowed_packet < 1024 || args.max_allowed_packet > 1 << 30 {
-        return Err(ServeError(
+        return Err(ServeError::Usage(
             "--max-allowed-packet must be between 1024 and 1073741824".into(),
         ));
     }
     if args.user.is_empty() {
-        return Err(ServeError("--user must not be empty (no anonymous access)".into()));
+        return Err(ServeError::Usage(
+            "--user must not be empty (no anonymous access)".into(),
+        ));
     }
     let mut users = vec![(args.user.clone(), args.password.clone())];
     if let Some(f) = &args.users_file {
@@ -111,17 +169,17 @@ pub fn run(args: &ServeArgs) -> Result<(), ServeError> {
             lock_wait_timeout: Duration::from_secs(args.lock_wait_timeout),
         },
         create_databases: args.create_databases.clone(),
-        engine: riptide::Options::default(),
+        engine: engine_options(args)?,
     };
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     rt.enable_all();
     if let Some(t) = args.threads {
         if t == 0 || t > 1024 {
-            return Err(ServeError("--threads must be between 1 and 1024".into()));
+            return Err(ServeError::Usage("--threads must be between 1 and 1024".into()));
         }
         rt.worker_threads(t);
     }
-    let rt = rt.build().map_err(|e| ServeError(format!("runtime: {e}")))?;
+    let rt = rt.build().map_err(|e| ServeError::Runtime(format!("runtime: {e}")))?;
     rt.block_on(run_until_signal(config))
-        .map_err(|e| ServeError(e.to_string()))
+        .map_err(|e| ServeError::Runtime(e.to_string()))
 }

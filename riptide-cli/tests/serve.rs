@@ -72,6 +72,94 @@ fn a_wrong_password_and_an_unknown_user_are_refused() {
     s.stop();
 }
 
+/// The bytes of local extents that `riptide inspect levels` reports.
+fn local_extent_bytes(dir: &std::path::Path) -> u64 {
+    let out = Command::new(env!("CARGO_BIN_EXE_riptide"))
+        .args(["inspect", "levels", "--db"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("tiers: local "))
+        .expect("a tiers line");
+    line.split(", ")
+        .nth(1)
+        .and_then(|b| b.split(' ').next())
+        .map_or_else(|| panic!("unexpected tiers line {line:?}"), |b| b.parse().unwrap())
+}
+
+/// The engine flags of `riptide serve` reach the engine: the same rows take less than half the
+/// bytes with zstd on every level than with no compression, and an object store named on the
+/// command line is claimed (its `OWNER` object written) at start. A refused value is a usage
+/// error (exit status 2) that names the flag.
+#[test]
+fn engine_flags_set_the_codecs_and_the_object_store() {
+    let rows: Vec<String> = (0..2000)
+        .map(|i| format!("({i}, '{}')", "order shipped to warehouse ".repeat(15)))
+        .collect();
+    let load = format!(
+        "CREATE TABLE t (id INT NOT NULL, c TEXT, PRIMARY KEY (id)); INSERT INTO t VALUES {};",
+        rows.join(",")
+    );
+    let mut bytes = Vec::new();
+    for codecs in ["none,none,none", "zstd,zstd,zstd"] {
+        let dir = tempfile::tempdir().unwrap();
+        let bucket = dir.path().join("bucket");
+        let store = format!("dir:{}", bucket.display());
+        let data = dir.path().join("data");
+        let s = Server::start_with(
+            &data,
+            false,
+            &[
+                "--compression-per-level",
+                codecs,
+                "--write-buffer-size",
+                "65536",
+                "--object_store",
+                &store,
+            ],
+        );
+        let (ok, err) = s.mysql_script("sbtest", &load);
+        assert!(ok, "{err}");
+        s.stop();
+        assert!(bucket.join("OWNER").exists(), "the object store was not claimed");
+        bytes.push(local_extent_bytes(&data));
+    }
+    assert!(
+        bytes[1] * 2 < bytes[0],
+        "none {} bytes, zstd {} bytes",
+        bytes[0],
+        bytes[1]
+    );
+    for (flag, value) in [
+        ("--compression-per-level", "zstd,brotli,none"),
+        ("--compression-per-level", "lz4,lz4"),
+        ("--zstd-dictionary-bytes", "5"),
+        ("--write-buffer-size", "10"),
+        ("--l2_tier", "tape"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_riptide"))
+            .arg("serve")
+            .arg("--data-dir")
+            .arg(dir.path())
+            .args(["--listen", "127.0.0.1:0", flag, value])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}: {err}");
+        let named = flag.trim_start_matches("--").replace('-', "_");
+        assert!(err.contains(&named) || err.contains(flag), "{flag} {value}: {err}");
+        assert!(
+            !dir.path().join("CATALOG").exists(),
+            "{flag} {value}: a database was created"
+        );
+    }
+}
+
 /// Runs one sysbench phase; panics with sysbench's output unless it succeeded.
 fn sysbench(port: u16, script: &str, phase: &str, extra: &[&str]) -> String {
     let out = Command::new("sysbench")

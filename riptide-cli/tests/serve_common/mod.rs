@@ -20,6 +20,11 @@ pub struct Server {
 impl Server {
     /// Starts `riptide serve` on `dir` with database `sbtest`; `sync` asks for durable commits.
     pub fn start(dir: &Path, sync: bool) -> Server {
+        Server::start_with(dir, sync, &[])
+    }
+
+    /// [`Server::start`] with more flags.
+    pub fn start_with(dir: &Path, sync: bool, extra: &[&str]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_riptide"))
             .args([
                 "serve",
@@ -32,6 +37,7 @@ impl Server {
             .arg(if sync { "1" } else { "0" })
             .arg("--data-dir")
             .arg(dir)
+            .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -65,6 +71,23 @@ impl Server {
             String::from_utf8_lossy(&out.stdout).into_owned(),
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
+    }
+
+    /// Runs a long SQL script (over the 128 KiB an argument may hold) through the `mysql`
+    /// client's standard input; returns (success, stderr).
+    pub fn mysql_script(&self, db: &str, sql: &str) -> (bool, String) {
+        use std::io::Write;
+        let mut child = Command::new("mysql")
+            .args(["-h", "127.0.0.1", "-u", "root", "--batch", db])
+            .arg(format!("-P{}", self.port))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run mysql (scripts/setup.sh installs mariadb-client)");
+        child.stdin.take().unwrap().write_all(sql.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
     }
 
     /// kill -9, then reap.
