@@ -49,6 +49,14 @@ pub struct BackupStoreArgs {
     /// Endpoint of an S3-compatible service holding the backups
     #[arg(long, value_name = "URL")]
     pub backup_endpoint: Option<String>,
+    /// Extent uploads (create) or downloads (verify, restore) run at once
+    #[arg(long, value_name = "N", default_value_t = riptide::backup::DEFAULT_PARALLEL_REQUESTS as u16,
+          value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub parallel_requests: u16,
+    /// Milliseconds added to every backup-store request through a loopback proxy (benchmarks
+    /// of a remote store against a local S3 server; needs --backup_endpoint=http://...)
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    pub backup_latency_ms: u64,
 }
 
 /// `riptide backup` subcommands.
@@ -95,21 +103,27 @@ pub enum BackupCommand {
     },
 }
 
-/// A store named like `--object_store`.
-fn store(url: &str, endpoint: &Option<String>) -> Result<Arc<dyn ObjectStore>, String> {
+/// A store named like `--object_store`, with `latency_ms` added to each request.
+fn store(url: &str, endpoint: &Option<String>, latency_ms: u64) -> Result<Arc<dyn ObjectStore>, String> {
     let args = ObjectArgs {
         object_store: Some(url.to_string()),
         object_endpoint: endpoint.clone(),
         l2_tier: None,
         extent_cache_size: 0,
         object_delete_grace: 0,
-        object_latency_ms: 0,
+        object_latency_ms: latency_ms,
     };
     args.store()?.ok_or_else(|| "no store".to_string())
 }
 
 fn engine(s: &BackupStoreArgs) -> Result<BackupEngine, String> {
-    Ok(BackupEngine::new(store(&s.backups, &s.backup_endpoint)?))
+    // The messages name the object-tier flags; these are the backup store's.
+    let store = store(&s.backups, &s.backup_endpoint, s.backup_latency_ms).map_err(|e| {
+        e.replace("--object_latency_ms", "--backup_latency_ms")
+            .replace("--object_endpoint", "--backup_endpoint")
+            .replace("--object_store", "--backups")
+    })?;
+    Ok(BackupEngine::new(store).with_parallel_requests(usize::from(s.parallel_requests)))
 }
 
 pub(crate) fn open(db: &PathBuf, objects: &ObjectArgs) -> Result<Db, String> {
@@ -207,7 +221,7 @@ pub fn backup(args: &BackupArgs) -> Result<(), String> {
             let engine = engine(store)?;
             let opts = RestoreOptions {
                 object_store: match restore_object_store {
-                    Some(url) => Some(self::store(url, &None)?),
+                    Some(url) => Some(self::store(url, &None, 0)?),
                     None => None,
                 },
                 ..Default::default()

@@ -23,6 +23,7 @@
 //! - A restore writes the `CATALOG` last, so a restore cut short is not a database.
 
 pub(crate) mod manifest;
+mod parallel;
 mod restore;
 
 use crate::error::{Error, Result};
@@ -64,7 +65,11 @@ pub struct VerifyReport {
 pub struct BackupEngine {
     store: Arc<dyn ObjectStore>,
     retry: RetryPolicy,
+    parallel_requests: usize,
 }
+
+/// Extent requests a [`BackupEngine`] keeps in flight by default.
+pub const DEFAULT_PARALLEL_REQUESTS: usize = 8;
 
 impl BackupEngine {
     /// An engine keeping its backups in `store` (a bucket and prefix, or a directory).
@@ -72,12 +77,31 @@ impl BackupEngine {
         BackupEngine {
             store,
             retry: RetryPolicy::default(),
+            parallel_requests: DEFAULT_PARALLEL_REQUESTS,
         }
+    }
+
+    /// How many extent uploads (backup) or downloads (verify, restore) run at once: 1 runs
+    /// them one after another on the calling thread (0 counts as 1). Default
+    /// [`DEFAULT_PARALLEL_REQUESTS`]; each holds one extent (up to 2 MiB) in memory. An object
+    /// store far away serves many requests at once much faster than one after another.
+    pub fn with_parallel_requests(mut self, n: usize) -> Self {
+        self.parallel_requests = n.max(1);
+        self
     }
 
     /// Where the backups are, for messages.
     pub fn location(&self) -> String {
         self.store.location()
+    }
+
+    /// Runs `work` on each of `jobs` with this engine's parallel requests (`parallel.rs`).
+    pub(crate) fn for_each_job<T: Send>(
+        &self,
+        jobs: impl Iterator<Item = Result<T>>,
+        work: impl Fn(T) -> Result<()> + Sync,
+    ) -> Result<()> {
+        parallel::for_each_job(self.parallel_requests, jobs, work)
     }
 
     /// Runs one request on object `name` with retries; a final failure names the object.

@@ -91,7 +91,7 @@ pub(super) fn verify(engine: &BackupEngine, id: u64) -> Result<VerifyReport> {
             ),
         ));
     }
-    for e in &m.extents {
+    engine.for_each_job(m.extents.iter().map(Ok), |e| {
         let name = extent_object(&e.key);
         let meta = metas
             .get(&e.id)
@@ -99,12 +99,12 @@ pub(super) fn verify(engine: &BackupEngine, id: u64) -> Result<VerifyReport> {
         let bytes = get_extent(engine, &e.key, e.data_size)?;
         let image = ImageFile::new(bytes, e.data_size, e.slots);
         match meta.verify_bytes(&image, Path::new(&name), 0) {
-            Ok(None) => {}
-            Ok(Some(problem)) | Err(problem) => return Err(Error::corruption(&name, 0, problem)),
+            Ok(None) => Ok(()),
+            Ok(Some(problem)) | Err(problem) => Err(Error::corruption(&name, 0, problem)),
         }
-        report.extents += 1;
-        report.bytes += e.data_size + FOOTER;
-    }
+    })?;
+    report.extents += m.extents.len() as u64;
+    report.bytes += m.extents.iter().map(|e| e.data_size + FOOTER).sum::<u64>();
     Ok(report)
 }
 
@@ -156,14 +156,13 @@ pub(super) fn restore(engine: &BackupEngine, id: u64, dir: &Path, opts: &Restore
             .ok_or_else(|| Error::corruption(super::manifest_name(id), 0, format!("no header for data file {n}")))?;
         file.set_len(len).map_err(io("truncate", dir))?;
     }
-    for e in &m.extents {
+    engine.for_each_job(m.extents.iter().map(Ok), |e| {
         let bytes = get_extent(engine, &e.key, e.data_size)?;
         let ext = ExtentId(e.id);
         if ext.is_object() {
             let store = opts.object_store.as_ref().expect("checked above");
             let name = object_name(ext);
-            engine.request("put", &name, || store.put(&name, &bytes))?;
-            continue;
+            return engine.request("put", &name, || store.put(&name, &bytes));
         }
         let file = data_files.get(&ext.file()).ok_or_else(|| {
             Error::corruption(
@@ -176,8 +175,8 @@ pub(super) fn restore(engine: &BackupEngine, id: u64, dir: &Path, opts: &Restore
         let (valid, footer) = bytes.split_at(e.data_size as usize);
         file.write_at(valid, start).map_err(io("write", dir))?;
         file.write_at(footer, start + u64::from(e.slots) * EXTENT_SIZE - FOOTER)
-            .map_err(io("write", dir))?;
-    }
+            .map_err(io("write", dir))
+    })?;
     for file in data_files.values() {
         file.sync_data().map_err(io("fsync", dir))?;
     }

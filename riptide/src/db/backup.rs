@@ -139,36 +139,51 @@ impl DbInner {
     ) -> Result<()> {
         let mut seen = HashSet::new();
         let mut uploaded_now = HashSet::new();
-        for e in cut.versions.iter().flat_map(|v| v.levels.all_extents()) {
-            if !seen.insert(e.id.0) {
-                continue;
+        let mut extents = cut.versions.iter().flat_map(|v| v.levels.all_extents());
+        // Read and hashed here, in order; uploaded by `engine.parallel_requests` threads.
+        let uploads = std::iter::from_fn(|| {
+            for e in extents.by_ref() {
+                if !seen.insert(e.id.0) {
+                    continue;
+                }
+                let bytes = match self.read_extent(e) {
+                    Ok(b) => b,
+                    Err(err) => return Some(Err(err)),
+                };
+                let key = content_key(&bytes);
+                info.extents += 1;
+                info.extent_bytes += bytes.len() as u64;
+                manifest.extents.push(ExtentEntry {
+                    id: e.id.0,
+                    slots: e.meta.slots,
+                    data_size: e.meta.data_size,
+                    key: key.clone(),
+                });
+                if !existing.contains(&key) && uploaded_now.insert(key.clone()) {
+                    info.extents_uploaded += 1;
+                    info.bytes_uploaded += bytes.len() as u64;
+                    return Some(Ok((extent_object(&key), bytes)));
+                }
             }
-            // An object-tier extent is read whole once (into the extent cache).
-            self.store.scanning(e);
-            let (file, path, base) = self.store.locate(e)?;
-            let size = e.meta.data_size;
-            let mut bytes = Vec::with_capacity((size + FOOTER_SIZE as u64) as usize);
-            let end = base + u64::from(e.meta.slots) * EXTENT_SIZE;
-            file.read_exact_into(&mut bytes, size as usize, base)
-                .and_then(|()| file.read_exact_into(&mut bytes, FOOTER_SIZE, end - FOOTER_SIZE as u64))
-                .map_err(|err| Error::io("read", &path, err))?;
-            let key = content_key(&bytes);
-            if !existing.contains(&key) && uploaded_now.insert(key.clone()) {
-                let name = extent_object(&key);
-                engine.request("put", &name, || engine.store().put(&name, &bytes))?;
-                info.extents_uploaded += 1;
-                info.bytes_uploaded += bytes.len() as u64;
-            }
-            info.extents += 1;
-            info.extent_bytes += bytes.len() as u64;
-            manifest.extents.push(ExtentEntry {
-                id: e.id.0,
-                slots: e.meta.slots,
-                data_size: size,
-                key,
-            });
-        }
-        Ok(())
+            None
+        });
+        engine.for_each_job(uploads, |(name, bytes)| {
+            engine.request("put", &name, || engine.store().put(&name, &bytes))
+        })
+    }
+
+    /// An extent's `valid ‖ footer` bytes (an object-tier extent is read whole once, into the
+    /// extent cache).
+    fn read_extent(&self, e: &crate::extent_store::LiveExtent) -> Result<Vec<u8>> {
+        self.store.scanning(e);
+        let (file, path, base) = self.store.locate(e)?;
+        let size = e.meta.data_size;
+        let mut bytes = Vec::with_capacity((size + FOOTER_SIZE as u64) as usize);
+        let end = base + u64::from(e.meta.slots) * EXTENT_SIZE;
+        file.read_exact_into(&mut bytes, size as usize, base)
+            .and_then(|()| file.read_exact_into(&mut bytes, FOOTER_SIZE, end - FOOTER_SIZE as u64))
+            .map_err(|err| Error::io("read", &path, err))?;
+        Ok(bytes)
     }
 }
 
