@@ -33,6 +33,7 @@
 mod access;
 mod alloc;
 mod file;
+pub(crate) mod guard;
 pub(crate) mod header;
 mod open;
 mod recovery;
