@@ -109,16 +109,6 @@ pub enum Error {
     /// flushes, compactions and checkpoints.
     #[error("database at {0:?} is open read-only")]
     ReadOnly(PathBuf),
-    /// A read-only view of a database that another instance has open for writes (see
-    /// [`crate::Db::open_read_only`]) needed an extent that the writer has freed since the view
-    /// opened: its slot may hold other data now, so nothing was read from it. Open a new view.
-    #[error("extent {extent} in {path:?} was freed by the database's writer after this read-only view opened; open a new view")]
-    ViewOutdated {
-        /// The data file.
-        path: PathBuf,
-        /// The extent's id.
-        extent: String,
-    },
     /// `WriteOptions::no_slowdown` was set and the write would have stalled.
     #[error("write would stall: {0}")]
     WouldStall(&'static str),
@@ -217,9 +207,9 @@ impl Error {
     pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
         // An object-tier read carries its own, already named error through `io::Error`.
         let mut source = source;
-        if source.get_ref().is_some_and(|e| e.is::<CarriedError>()) {
+        if source.get_ref().is_some_and(|e| e.is::<ObjectReadError>()) {
             let kind = source.kind();
-            source = match source.into_inner().map(|b| b.downcast::<CarriedError>()) {
+            source = match source.into_inner().map(|b| b.downcast::<ObjectReadError>()) {
                 Some(Ok(inner)) => return inner.0,
                 Some(Err(other)) => io::Error::new(kind, other),
                 None => io::Error::from(kind),
@@ -307,16 +297,15 @@ impl std::fmt::Display for ObjectErrorKind {
     }
 }
 
-/// An engine error carried through `io::Error` (an object-tier read, or a guarded read of a
-/// live database's slot, goes through the file-system read path); [`Error::io`] unwraps it
-/// again.
+/// An engine error carried through `io::Error` (an object-tier read goes through the
+/// file-system read path); [`Error::io`] unwraps it again.
 #[derive(Debug)]
-pub(crate) struct CarriedError(pub(crate) Error);
+pub(crate) struct ObjectReadError(pub(crate) Error);
 
-impl std::fmt::Display for CarriedError {
+impl std::fmt::Display for ObjectReadError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.0.fmt(f)
     }
 }
 
-impl std::error::Error for CarriedError {}
+impl std::error::Error for ObjectReadError {}

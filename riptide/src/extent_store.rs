@@ -28,10 +28,9 @@
 
 use crate::cache::{BlockCache, BlockKey, CacheStats, StripedCounter, TableCache};
 use crate::error::{Error, Result};
-use crate::extent::{Block, ExtentReader, PointRead, PointScratch, FOOTER_SIZE};
+use crate::extent::{Block, ExtentReader, PointRead, PointScratch};
 use crate::fs::ReadableFile;
 use crate::meta::edit::ExtentMeta;
-use crate::space::guard::SlotGuardFile;
 use crate::space::{ExtentId, ExtentSpace};
 use crate::tier::{ObjectTier, Tier};
 use arc_swap::ArcSwapWeak;
@@ -231,10 +230,6 @@ pub(crate) struct ExtentStore {
     swizzling: bool,
     /// Block reads served through those references since open.
     pub(crate) swizzled_block_hits: StripedCounter,
-    /// Local extents are read through a [`SlotGuardFile`]: another instance writes the
-    /// database and may reuse the slots of extents it frees (a read-only view of a live
-    /// database).
-    guard_slots: bool,
 }
 
 impl ExtentStore {
@@ -251,14 +246,7 @@ impl ExtentStore {
             partial_block_reads: StripedCounter::default(),
             swizzling: true,
             swizzled_block_hits: StripedCounter::default(),
-            guard_slots: false,
         }
-    }
-
-    /// Reads local extents through slot guards (see the field).
-    pub(crate) fn with_slot_guards(mut self, on: bool) -> Self {
-        self.guard_slots = on;
-        self
     }
 
     /// Puts extents with [`ExtentId::is_object`] in `tier`.
@@ -320,12 +308,6 @@ impl ExtentStore {
             ));
         }
         let (file, path, base) = self.space.locate(e.id)?;
-        if self.guard_slots {
-            let footer_at = base + u64::from(e.meta.slots) * crate::space::EXTENT_SIZE - FOOTER_SIZE as u64;
-            let guarded = SlotGuardFile::new(file, path.clone(), e.id, footer_at, looks_like_footer)
-                .map_err(|err| Error::io("read", &path, err))?;
-            return Ok((Arc::new(guarded), path, base));
-        }
         Ok((file, path, base))
     }
 
@@ -418,13 +400,6 @@ impl ExtentStore {
         let open = self.readers.get_or_try_insert_with(e.cache_id, || {
             let (file, path, base) = self.locate(e)?;
             let reader = ExtentReader::open(file.as_ref(), &path, base, e.meta.slots)?;
-            if self.guard_slots && !e.id.is_object() && !e.meta.agrees_with(reader.props()) {
-                // The slot was reused before the guard saw it: another extent's footer.
-                return Err(Error::ViewOutdated {
-                    path,
-                    extent: e.id.to_string(),
-                });
-            }
             Ok(Arc::new(OpenExtent::new(reader, file)))
         })?;
         Ok(e.open.get_or_init(|| open))

@@ -28,7 +28,7 @@ use crate::catalog::{catalog_path, catalog_tmp_path, Catalog};
 use crate::error::{Error, Result};
 use crate::extent::FOOTER_SIZE;
 use crate::extent_store::{looks_like_footer, ExtentStore};
-use crate::fs::{FileSystem, ReadOnlyFs};
+use crate::fs::ReadOnlyFs;
 use crate::key::Lsn;
 use crate::meta::edit::{MetaState, SlogEntry};
 use crate::meta::slog::Slog;
@@ -60,23 +60,15 @@ impl Db {
     }
 
     /// Opens the database in directory `path` for reads only, writing nothing there: a
-    /// checkpoint ([`Db::checkpoint`]), a restored backup, a closed database, or a *view* of a
-    /// database another instance has open for writes (seed 003's read-only nodes). Recovery
-    /// runs as in [`Db::open`] (the redo log is replayed into memtables), but what it would
-    /// write (a new metadata log, a new redo segment) stays in memory, no background work
-    /// runs, and writes, DDL, flushes, compactions and checkpoints fail with
+    /// checkpoint ([`Db::checkpoint`]), a restored backup, or a database no instance has open.
+    /// Recovery runs as in [`Db::open`] (the redo log is replayed into memtables), but what it
+    /// would write (a new metadata log, a new redo segment) stays in memory, no background
+    /// work runs, and writes, DDL, flushes, compactions and checkpoints fail with
     /// [`Error::ReadOnly`]. With an object store, the store is not claimed and no object is
     /// deleted; extents fetched from it are cached in memory (up to `extent_cache_size`).
     ///
-    /// The directory's `LOCK` is taken if it is free (and created if missing), so no
-    /// read-write instance changes the files meanwhile. If another instance holds it, the open
-    /// is a **view**: it holds every write that instance made before the open (acknowledged or
-    /// not: the redo log as written so far) and none after. The writer goes on flushing and
-    /// compacting, and frees extents the view still names; a read that needs such an extent
-    /// fails with [`Error::ViewOutdated`] instead of reading the slot's new data, and an
-    /// object-tier extent stays readable for the writer's `object_delete_grace`. Open a new view
-    /// to see newer writes. An open that races with the writer's own metadata or redo changes
-    /// is retried (a few times, then its error is returned).
+    /// The directory's `LOCK` is taken (and created if missing), so a read-write instance
+    /// cannot change the files meanwhile, and neither can a second read-only one open it.
     ///
     /// Errors: as [`Db::open`]; [`Error::NotFound`] where there is no database.
     ///
@@ -85,43 +77,20 @@ impl Db {
     /// use riptide::{Db, Error, Options};
     /// let db = Db::open(dir.path(), Options::default())?;
     /// db.default_table().put(b"k", b"v")?;
-    /// let view = Db::open_read_only(dir.path(), Options::default())?;
-    /// db.default_table().put(b"k", b"w")?;
-    /// assert_eq!(view.default_table().get(b"k")?, Some(b"v".to_vec()));
-    /// assert!(matches!(view.default_table().put(b"k", b"x"), Err(Error::ReadOnly(_))));
     /// db.close()?;
     /// let ro = Db::open_read_only(dir.path(), Options::default())?;
-    /// assert_eq!(ro.default_table().get(b"k")?, Some(b"w".to_vec()));
+    /// assert_eq!(ro.default_table().get(b"k")?, Some(b"v".to_vec()));
+    /// assert!(matches!(ro.default_table().put(b"k", b"w"), Err(Error::ReadOnly(_))));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn open_read_only(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
-        let path = path.as_ref();
-        let base = opts.fs.clone();
-        let mut attempt = 1;
-        loop {
-            // Each attempt on a fresh memory layer: a failed one's recovery wrote into its own.
-            let fs = Arc::new(ReadOnlyFs::new(base.clone()));
-            let view = is_locked(base.as_ref(), path);
-            if view {
-                // The redo log before the metadata, as it is now: the writer deletes segments
-                // once flushed, and the metadata read next covers at least what it deleted.
-                fs.copy_dir_up(&redo::redo_dir(path))
-                    .map_err(|e| Error::io("copy", redo::redo_dir(path), e))?;
-            }
-            let opts = Options {
-                fs,
-                create_if_missing: false,
-                error_if_exists: false,
-                ..opts.clone()
-            };
-            match Self::open_instance(path, opts, true) {
-                Err(e) if view && attempt < VIEW_OPEN_ATTEMPTS && raced_with_a_writer(&e) => {
-                    std::thread::sleep(std::time::Duration::from_millis(10 * attempt));
-                    attempt += 1;
-                }
-                other => return other,
-            }
-        }
+        let opts = Options {
+            fs: Arc::new(ReadOnlyFs::new(opts.fs.clone())),
+            create_if_missing: false,
+            error_if_exists: false,
+            ..opts
+        };
+        Self::open_instance(path.as_ref(), opts, true)
     }
 
     fn open_instance(path: &Path, opts: Options, read_only: bool) -> Result<Db> {
@@ -137,12 +106,7 @@ impl Db {
             return Err(Error::AlreadyExists(path));
         }
         fs.create_dir_all(&path).map_err(|e| Error::io("mkdir", &path, e))?;
-        // A read-only open of a database another instance holds is a view of it.
-        let (lock, view) = match lock_database(fs.as_ref(), &path) {
-            Ok(lock) => (Some(lock), false),
-            Err(Error::Locked(_)) if read_only => (None, true),
-            Err(e) => return Err(e),
-        };
+        let lock = lock_database(fs.as_ref(), &path)?;
         let catalog = match Catalog::load(fs.as_ref(), &path)? {
             Some(c) => c,
             None => {
@@ -176,7 +140,7 @@ impl Db {
             .filter(|e| ExtentId(e.id).is_object())
             .map(|e| (e.id, e.data_size + FOOTER_SIZE as u64))
             .collect();
-        let objects = open_object_tier(&path, &opts, &object_extents, view)?;
+        let objects = open_object_tier(&path, &opts, &object_extents)?;
         if objects.is_none() {
             if let Some((tid, _)) = catalog.options.iter().find(|(_, o)| o.l2_tier == Some(Tier::Object)) {
                 return Err(Error::InvalidOption {
@@ -194,7 +158,6 @@ impl Db {
                 ExtentStore::new(space.clone(), opts.block_cache_size, opts.table_cache_size)
                     .with_partial_reads(opts.partial_block_reads)
                     .with_swizzling(opts.block_swizzling)
-                    .with_slot_guards(view)
                     .with_objects(objects.clone()),
             ),
             row_cache: Arc::new(RowCache::new(opts.row_cache_size, 4 << 10)),
@@ -296,7 +259,7 @@ impl Db {
             pipeline: Pipeline::start(cfg, log, report.max_lsn.max(floor_lsn))?,
             snapshots: Arc::new(SnapshotList::default()),
             stall: WriteStall::new(&opts),
-            lock: Mutex::new(lock),
+            lock: Mutex::new(Some(lock)),
             store: factory.store.clone(),
             row_cache: factory.row_cache.clone(),
             tables: factory,
@@ -347,7 +310,6 @@ fn open_object_tier(
     path: &Path,
     opts: &Options,
     object_extents: &HashMap<u64, u64>,
-    view: bool,
 ) -> Result<Option<Arc<ObjectTier>>> {
     let Some(store) = &opts.object_store else {
         if !object_extents.is_empty() {
@@ -361,37 +323,16 @@ fn open_object_tier(
         }
         return Ok(None);
     };
-    // A view keeps its cache apart from the writer's, which changes under it (in memory: a
-    // read-only open writes nothing to the directory).
-    let cache_dir = path.join(if view { VIEW_EXTENT_CACHE_DIR } else { EXTENT_CACHE_DIR });
-    let cache = ExtentCache::open(opts.fs.clone(), &cache_dir, opts.extent_cache_size, object_extents)?;
+    let cache = ExtentCache::open(
+        opts.fs.clone(),
+        &path.join(EXTENT_CACHE_DIR),
+        opts.extent_cache_size,
+        object_extents,
+    )?;
     Ok(Some(Arc::new(ObjectTier::new(
         store.clone(),
         opts.object_retry,
         opts.object_delete_grace,
         cache,
     ))))
-}
-
-/// Opens of a view (a read-only open of a database another instance holds) tried before the
-/// error of the last one is returned.
-const VIEW_OPEN_ATTEMPTS: u64 = 5;
-
-/// Where a view's object-tier extent cache lives (in memory, never on disk).
-const VIEW_EXTENT_CACHE_DIR: &str = "extent-cache-view";
-
-/// True for the errors a view's open can meet when the writer changes files as it reads
-/// them (a metadata file replaced, an extent freed, a record half written); not for the
-/// errors that say the open cannot succeed.
-fn raced_with_a_writer(e: &Error) -> bool {
-    !matches!(
-        e,
-        Error::NotFound(_) | Error::NotADatabase(_) | Error::InvalidOption { .. } | Error::Closed
-    )
-}
-
-/// True if another instance holds the database's `LOCK` now (taking it, when free, only for
-/// the time of the check).
-fn is_locked(fs: &dyn FileSystem, path: &Path) -> bool {
-    fs.exists(&catalog_path(path)) && matches!(lock_database(fs, path), Err(Error::Locked(_)))
 }

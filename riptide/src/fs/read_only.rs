@@ -10,8 +10,7 @@
 //!   [`FileSystem::lock`], which takes the base's lock (creating the `LOCK` file if missing),
 //!   so that no read-write instance changes the files while they are read.
 //! - A path is in the memory layer, or deleted (a *whiteout*), or read from the base; a file
-//!   of the base that is renamed or truncated is first copied into the memory layer whole, and
-//!   so are the files of a directory given to [`ReadOnlyFs::copy_dir_up`].
+//!   of the base that is renamed or truncated is first copied into the memory layer whole.
 //! - A base file opened for positional writes ([`FileSystem::open_rw`]) refuses writes and
 //!   length changes (`PermissionDenied`); its syncs and hints do nothing.
 
@@ -54,25 +53,6 @@ impl ReadOnlyFs {
             Some(p) => self.mem.create_dir_all(p),
             None => Ok(()),
         }
-    }
-
-    /// Copies every file of the base's directory `dir` into the memory layer, so later reads
-    /// see them as they are now even if another process changes or deletes them (a view of a
-    /// live database copies its redo log). A file deleted meanwhile is skipped; a missing
-    /// directory copies nothing.
-    pub fn copy_dir_up(&self, dir: &Path) -> io::Result<()> {
-        let names = match self.base.list_dir(dir) {
-            Ok(names) => names,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(e),
-        };
-        for name in names {
-            match self.copy_up(&dir.join(name)) {
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                other => other?,
-            }
-        }
-        Ok(())
     }
 
     /// Copies a base file into the memory layer (before it is renamed or cut).

@@ -72,23 +72,13 @@ impl ExtentMeta {
         let r = crate::extent::verify_extent(file, path, base, self.slots)
             .map_err(|err| format!("extent {id} (table id {}): {err}", self.table))?;
         let p = r.props();
-        Ok((!self.agrees_with(p)).then(|| {
+        let agrees = p.entries == self.entries && p.smallest == self.smallest && p.largest == self.largest;
+        Ok((!agrees).then(|| {
             format!(
                 "extent {id}: properties ({} entries) disagree with its metadata ({} entries)",
                 p.entries, self.entries
             )
         }))
-    }
-
-    /// True if the extent's own properties `p` say what this metadata says of it (key range,
-    /// LSN range, entries and tombstones): the bytes read are this extent's.
-    pub(crate) fn agrees_with(&self, p: &crate::extent::format::ExtentProperties) -> bool {
-        p.entries == self.entries
-            && p.deletes == self.deletes
-            && p.min_lsn == self.min_lsn
-            && p.max_lsn == self.max_lsn
-            && p.smallest == self.smallest
-            && p.largest == self.largest
     }
 
     /// The metadata of a new extent of `table`, `built` and written at `id` (the outputs of

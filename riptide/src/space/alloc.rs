@@ -101,13 +101,8 @@ impl ExtentSpace {
         }
         let end = id.slot() + slots;
         if end <= file.len_slots {
-            // The footer's end is zeroed before the slots can be reused: recovery then sees no
-            // extent there, and a read-only view still naming the extent sees it freed
-            // (`guard.rs`). If that fails, the slots stay used until the next open.
             let at = u64::from(end) * EXTENT_SIZE - FOOTER_PROBE_LEN as u64;
-            if file.handle.write_at(&[0u8; FOOTER_PROBE_LEN], at).is_err() {
-                return;
-            }
+            let _ = file.handle.write_at(&[0u8; FOOTER_PROBE_LEN], at);
         }
         file.used.remove(&id.slot());
         file.stale_gaps.remove(&id.slot());

@@ -33,7 +33,6 @@
 mod access;
 mod alloc;
 mod file;
-pub(crate) mod guard;
 pub(crate) mod header;
 mod open;
 mod recovery;

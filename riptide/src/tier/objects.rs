@@ -28,7 +28,7 @@ use super::cache::{CachedImage, ExtentCache};
 use super::pins::PinSet;
 use super::retry::RetryPolicy;
 use super::store::{ObjectError, ObjectErrorKind, ObjectStore};
-use crate::error::{CarriedError, Error, Result};
+use crate::error::{Error, ObjectReadError, Result};
 use crate::extent::{EXTENT_SIZE, FOOTER_SIZE};
 use crate::fs::ReadableFile;
 use crate::space::{ExtentId, OBJECT_ID_BIT};
@@ -653,7 +653,7 @@ impl ReadableFile for ObjectExtentFile {
         let at = self.map(offset, buf.len() as u64)?;
         self.tier
             .read_object(self, buf, at)
-            .map_err(|e| io::Error::other(CarriedError(e)))?;
+            .map_err(|e| io::Error::other(ObjectReadError(e)))?;
         Ok(buf.len())
     }
 
