@@ -9,11 +9,28 @@
 //!   no more jobs and workers take no new one. Jobs already running finish (a request that has
 //!   started cannot be taken back), so every effect of a failed run is one a retry tolerates.
 //! - With one worker, jobs run on the calling thread, in order, with no thread started.
+//! - A job that panics stops the producer as an error does (the producer never blocks on a
+//!   queue nobody drains), and the panic reaches the caller when the workers are joined.
 
 use crate::error::{Error, Result};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::sync_channel;
+use std::sync::mpsc::{sync_channel, TrySendError};
+use std::time::Duration;
+
+/// How long the producer waits before it tries a full queue again.
+const QUEUE_FULL_NAP: Duration = Duration::from_micros(200);
+
+/// Sets the flag when dropped during a panic.
+struct StopOnPanic<'a>(&'a AtomicBool);
+
+impl Drop for StopOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.store(true, Ordering::Release);
+        }
+    }
+}
 
 /// Runs `work` on every job `jobs` yields, on up to `workers` threads (see the module
 /// invariants). Returns the first error.
@@ -38,31 +55,43 @@ pub(crate) fn for_each_job<T: Send>(
     };
     std::thread::scope(|scope| {
         for _ in 0..workers {
-            scope.spawn(|| loop {
-                // The receiver's lock is held only to take a job, not while running it.
-                let job = rx.lock().recv();
-                let Ok(job) = job else { return };
-                if failed.load(Ordering::Acquire) {
-                    continue; // drain: the producer stops soon
-                }
-                if let Err(e) = work(job) {
-                    fail(e);
+            scope.spawn(|| {
+                // A panicking job stops the producer (see the module invariants).
+                let _stop_on_panic = StopOnPanic(&failed);
+                loop {
+                    // The receiver's lock is held only to take a job, not while running it.
+                    let job = rx.lock().recv();
+                    let Ok(job) = job else { return };
+                    if failed.load(Ordering::Acquire) {
+                        continue; // drain: the producer stops soon
+                    }
+                    if let Err(e) = work(job) {
+                        fail(e);
+                    }
                 }
             });
         }
-        for job in jobs {
-            if failed.load(Ordering::Acquire) {
-                break;
-            }
-            match job {
-                Ok(job) => {
-                    if tx.send(job).is_err() {
-                        break;
-                    }
-                }
+        'produce: for job in jobs {
+            let mut job = match job {
+                Ok(job) => job,
                 Err(e) => {
                     fail(e);
                     break;
+                }
+            };
+            // A full queue is waited out in short naps, so that a failure (or a panic) of the
+            // workers is seen even when none of them takes jobs any more.
+            loop {
+                if failed.load(Ordering::Acquire) {
+                    break 'produce;
+                }
+                match tx.try_send(job) {
+                    Ok(()) => break,
+                    Err(TrySendError::Full(back)) => {
+                        job = back;
+                        std::thread::sleep(QUEUE_FULL_NAP);
+                    }
+                    Err(TrySendError::Disconnected(_)) => break 'produce,
                 }
             }
         }
@@ -111,10 +140,17 @@ mod tests {
                 produced.fetch_add(1, Ordering::SeqCst);
                 Ok(i)
             });
-            let err = for_each_job(workers, jobs, |i| if i == 10 { Err(Error::Closed) } else { Ok(()) }).unwrap_err();
+            let err = for_each_job(workers, jobs, |i| {
+                if i == 10 {
+                    return Err(Error::Closed);
+                }
+                std::thread::sleep(Duration::from_millis(1));
+                Ok(())
+            })
+            .unwrap_err();
             assert!(matches!(err, Error::Closed), "{err}");
-            // The producer stopped within a queue's and the workers' length of the failing job.
-            assert!(produced.load(Ordering::SeqCst) <= 11 + 3 * workers, "{workers}");
+            // The producer stopped long before the end (every other job takes a millisecond).
+            assert!(produced.load(Ordering::SeqCst) < 1000, "{workers}");
         }
         let jobs = (0..100).map(|i| if i == 5 { Err(Error::Closed) } else { Ok(i) });
         let ran = AtomicUsize::new(0);
@@ -125,5 +161,19 @@ mod tests {
         .unwrap_err();
         assert!(matches!(err, Error::Closed));
         assert!(ran.load(Ordering::SeqCst) <= 5, "a job after the producer's error ran");
+    }
+
+    #[test]
+    fn a_panicking_job_stops_the_producer_and_the_panic_reaches_the_caller() {
+        let produced = AtomicUsize::new(0);
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let jobs = (0..100_000).map(|i| {
+                produced.fetch_add(1, Ordering::SeqCst);
+                Ok(i)
+            });
+            for_each_job(2, jobs, |_| -> Result<()> { panic!("injected") })
+        }));
+        assert!(outcome.is_err(), "the panic was swallowed");
+        assert!(produced.load(Ordering::SeqCst) < 100_000);
     }
 }

@@ -336,18 +336,23 @@ fn copy_extents(
             .open_rw(&dst_path, true)
             .map_err(|e| Error::io("create", &dst_path, e))?;
         dst.set_len(len).map_err(|e| Error::io("truncate", &dst_path, e))?;
-        let mut copy = |offset: u64, n: u64| -> Result<()> {
-            copy_range(src.as_ref(), &src_path, dst.as_ref(), &dst_path, offset, n)?;
-            info.bytes_copied += n;
-            Ok(())
-        };
-        copy(0, header_len.min(len))?;
-        for (start, data_size, slots) in extents {
+        let mut ranges = vec![(0, header_len.min(len))];
+        for &(start, data_size, slots) in &extents {
             let end = start + u64::from(slots) * EXTENT_SIZE;
-            copy(start, data_size)?;
-            copy(end - FOOTER_SIZE as u64, FOOTER_SIZE as u64)?;
-            info.extents += 1;
+            ranges.extend([(start, data_size), (end - FOOTER_SIZE as u64, FOOTER_SIZE as u64)]);
         }
+        // Inside the file system where it can (a reflink on one that shares blocks), else by
+        // reads and writes.
+        let in_kernel = fs
+            .copy_ranges(&src_path, &dst_path, &ranges)
+            .map_err(|e| Error::io("copy", &src_path, e))?;
+        if !in_kernel {
+            for &(offset, n) in &ranges {
+                copy_range(src.as_ref(), &src_path, dst.as_ref(), &dst_path, offset, n)?;
+            }
+        }
+        info.bytes_copied += ranges.iter().map(|(_, n)| n).sum::<u64>();
+        info.extents += extents.len() as u64;
         dst.sync_data().map_err(|e| Error::io("fsync", &dst_path, e))?;
     }
     Ok(())

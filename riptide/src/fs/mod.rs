@@ -162,4 +162,12 @@ pub trait FileSystem: Send + Sync + Debug {
     fn allocated_bytes(&self, _path: &Path) -> io::Result<Option<u64>> {
         Ok(None)
     }
+    /// Copies each `(offset, len)` range of the file at `src` to the same offset of the
+    /// existing file at `dst` inside the file system (`copy_file_range(2)`: a reflink where
+    /// the file system shares blocks, an in-kernel copy elsewhere). Returns `Ok(false)`, having
+    /// copied nothing, where the file system cannot; the caller then copies by reads and
+    /// writes. Not durable until `dst` is synced. Default: `Ok(false)`.
+    fn copy_ranges(&self, _src: &Path, _dst: &Path, _ranges: &[(u64, u64)]) -> io::Result<bool> {
+        Ok(false)
+    }
 }
