@@ -221,6 +221,8 @@ impl DbInner {
 
     /// Gives the disk blocks of free slots beyond `keep` back to the file system.
     pub(super) fn punch_free_slots_keeping(&self, keep: u64) {
+        // Slots held for read-only views that have closed since become free first.
+        self.store.space.release_held_slots();
         let n = self.store.space.punch_free_slots(keep);
         self.counters.space_punched_slots.fetch_add(n, Ordering::Relaxed);
     }

@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::fs::{FileSystem, PosixFs};
 use crate::meta::current::{is_meta_file_name, meta_dir};
 use crate::redo::{is_segment_name, redo_dir};
+use crate::space::readers::{is_lease_file_name, live_readers, READERS_DIR};
 use crate::space::{is_data_file_name, DATA_DIR};
 use crate::tier::{is_cached_extent_name, EXTENT_CACHE_DIR};
 use std::io;
@@ -24,8 +25,9 @@ type OwnName = fn(&str) -> bool;
 
 /// The directories Riptide writes inside a database directory, each with the rule that
 /// recognises its files (owned by the module that writes them).
-pub(super) fn subdirs(db: &Path) -> [(PathBuf, OwnName); 4] {
+pub(super) fn subdirs(db: &Path) -> [(PathBuf, OwnName); 5] {
     [
+        (db.join(READERS_DIR), is_lease_file_name),
         (meta_dir(db), is_meta_file_name),
         (redo_dir(db), is_segment_name),
         (db.join(DATA_DIR), is_data_file_name),
@@ -49,7 +51,8 @@ pub(super) fn is_own_entry(db: &Path, name: &str) -> bool {
 impl Db {
     /// Deletes the database at `path`: every file Riptide wrote there, then the directory if
     /// nothing else is left in it. Like RocksDB's `DestroyDB`, it takes the database's `LOCK`
-    /// first, so it refuses with [`Error::Locked`] while any instance has the database open,
+    /// first, so it refuses with [`Error::Locked`] while any instance has the database open
+    /// (a read-only view of it included),
     /// and it leaves files with other names in place. A missing `path` is not an error.
     ///
     /// Errors: [`Error::Locked`]; [`Error::NotADatabase`] when `path` is a file, or a
@@ -89,6 +92,10 @@ impl Db {
             return Err(Error::NotADatabase(path.to_path_buf()));
         }
         let lock = lock_database(&fs, path)?;
+        // A read-only view holds a lease, not the lock.
+        if !live_readers(&fs, path).is_empty() {
+            return Err(Error::Locked(path.to_path_buf()));
+        }
         let remove = |p: &Path| match fs.remove_file(p) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),

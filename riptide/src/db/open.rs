@@ -28,13 +28,14 @@ use crate::catalog::{catalog_path, catalog_tmp_path, Catalog};
 use crate::error::{Error, Result};
 use crate::extent::FOOTER_SIZE;
 use crate::extent_store::{looks_like_footer, ExtentStore};
-use crate::fs::ReadOnlyFs;
+use crate::fs::{FileLock, FileSystem, ReadOnlyFs};
 use crate::key::Lsn;
 use crate::meta::edit::{MetaState, SlogEntry};
 use crate::meta::slog::Slog;
 use crate::options::Options;
 use crate::redo::{self, RedoLog};
 use crate::snapshot::SnapshotList;
+use crate::space::readers::ReaderLease;
 use crate::space::{ExtentId, ExtentSpace, SpaceOptions};
 use crate::subtable::{TableInner, TableState};
 use crate::tier::pins::Pins;
@@ -56,19 +57,28 @@ impl Db {
     /// if another instance has it open, [`Error::Corruption`] for damage recovery may not
     /// repair (see [`crate::RecoveryMode`]), [`Error::Io`] for I/O failures.
     pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
-        Self::open_instance(path.as_ref(), opts, false)
+        Self::open_instance(path.as_ref(), opts, None)
     }
 
-    /// Opens the database in directory `path` for reads only, writing nothing there: a
-    /// checkpoint ([`Db::checkpoint`]), a restored backup, or a database no instance has open.
-    /// Recovery runs as in [`Db::open`] (the redo log is replayed into memtables), but what it
-    /// would write (a new metadata log, a new redo segment) stays in memory, no background
-    /// work runs, and writes, DDL, flushes, compactions and checkpoints fail with
-    /// [`Error::ReadOnly`]. With an object store, the store is not claimed and no object is
-    /// deleted; extents fetched from it are cached in memory (up to `extent_cache_size`).
+    /// Opens the database in directory `path` for reads only: a checkpoint
+    /// ([`Db::checkpoint`]), a restored backup, a closed database, or a *view* of a database
+    /// another instance has open for writes (seed 003's read-only nodes). Recovery runs as in
+    /// [`Db::open`] (the redo log is replayed into memtables), but what it would write (a new
+    /// metadata log, a new redo segment) stays in memory, no background work runs, and writes,
+    /// DDL, flushes, compactions and checkpoints fail with [`Error::ReadOnly`]. With an object
+    /// store, the store is not claimed and no object is deleted; extents fetched from it are
+    /// cached in memory (up to `extent_cache_size`).
     ///
-    /// The directory's `LOCK` is taken (and created if missing), so a read-write instance
-    /// cannot change the files meanwhile, and neither can a second read-only one open it.
+    /// The directory's `LOCK` is taken if it is free (and created if missing), so no
+    /// read-write instance changes the files meanwhile. If another instance holds it, the open
+    /// is a **view**: it registers a lease in `<db>/readers/` (the one file it writes there,
+    /// deleted at close), and holds a prefix of that instance's writes: every write made
+    /// before the open (acknowledged or only written to the redo log), none after. While the
+    /// view is open the writer keeps the extents it frees out of reuse, so every read of the
+    /// view is served; objects in the object tier stay for the writer's
+    /// `object_delete_grace`, after which a view still naming them gets
+    /// [`Error::ObjectStore`]. Open a new view to see newer writes. An open that meets the
+    /// writer's changes half done is retried (a few times, then its error is returned).
     ///
     /// Errors: as [`Db::open`]; [`Error::NotFound`] where there is no database.
     ///
@@ -77,23 +87,47 @@ impl Db {
     /// use riptide::{Db, Error, Options};
     /// let db = Db::open(dir.path(), Options::default())?;
     /// db.default_table().put(b"k", b"v")?;
+    /// let view = Db::open_read_only(dir.path(), Options::default())?;
+    /// db.default_table().put(b"k", b"w")?;
+    /// assert_eq!(view.default_table().get(b"k")?, Some(b"v".to_vec()));
+    /// assert!(matches!(view.default_table().put(b"k", b"x"), Err(Error::ReadOnly(_))));
+    /// view.close()?;
     /// db.close()?;
     /// let ro = Db::open_read_only(dir.path(), Options::default())?;
-    /// assert_eq!(ro.default_table().get(b"k")?, Some(b"v".to_vec()));
-    /// assert!(matches!(ro.default_table().put(b"k", b"w"), Err(Error::ReadOnly(_))));
+    /// assert_eq!(ro.default_table().get(b"k")?, Some(b"w".to_vec()));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn open_read_only(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
-        let opts = Options {
-            fs: Arc::new(ReadOnlyFs::new(opts.fs.clone())),
-            create_if_missing: false,
-            error_if_exists: false,
-            ..opts
-        };
-        Self::open_instance(path.as_ref(), opts, true)
+        let path = path.as_ref();
+        let base = opts.fs.clone();
+        let mut lease = None;
+        let mut attempt = 1;
+        loop {
+            // Each attempt on a fresh memory layer: a failed one's recovery wrote into its own.
+            let ro = Arc::new(ReadOnlyFs::new(base.clone()));
+            let attempt_opts = Options {
+                fs: ro.clone(),
+                create_if_missing: false,
+                error_if_exists: false,
+                ..opts.clone()
+            };
+            let how = ReadOnly {
+                fs: &ro,
+                base: &base,
+                lease: &mut lease,
+            };
+            match Self::open_instance(path, attempt_opts, Some(how)) {
+                Err(e) if lease.is_some() && attempt < VIEW_OPEN_ATTEMPTS && raced_with_a_writer(&e) => {
+                    std::thread::sleep(std::time::Duration::from_millis(10 * attempt));
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
     }
 
-    fn open_instance(path: &Path, opts: Options, read_only: bool) -> Result<Db> {
+    fn open_instance(path: &Path, opts: Options, mut read_only_open: Option<ReadOnly<'_>>) -> Result<Db> {
+        let read_only = read_only_open.is_some();
         let path = path.to_path_buf();
         check_path(&path)?;
         opts.validate()?;
@@ -106,7 +140,21 @@ impl Db {
             return Err(Error::AlreadyExists(path));
         }
         fs.create_dir_all(&path).map_err(|e| Error::io("mkdir", &path, e))?;
-        let lock = lock_database(fs.as_ref(), &path)?;
+        // A read-only open of a database another instance holds is a view of it (see
+        // `open_read_only`): lease first, then the oldest redo segment, then the metadata.
+        let (lock, view) = match (lock_database(fs.as_ref(), &path), read_only_open.as_mut()) {
+            (Ok(lock), _) => (Some(lock), None),
+            (Err(Error::Locked(_)), Some(ro)) => {
+                if ro.lease.is_none() {
+                    *ro.lease = Some(ReaderLease::register(ro.base.clone(), &path)?);
+                }
+                let oldest = redo::segment_names(ro.base.as_ref(), &redo::redo_dir(&path))?
+                    .into_iter()
+                    .next();
+                (None, Some(oldest))
+            }
+            (Err(e), _) => return Err(e),
+        };
         let catalog = match Catalog::load(fs.as_ref(), &path)? {
             Some(c) => c,
             None => {
@@ -128,6 +176,9 @@ impl Db {
             },
         )?);
         let (slog, recovered) = Slog::open(fs.clone(), &path)?;
+        if let (Some(oldest), Some(ro)) = (&view, read_only_open.as_ref()) {
+            view_redo(ro.fs, &path, &catalog, oldest.as_deref())?;
+        }
         let mut state = recovered.state;
         // Object-tier extents of the tables the catalog names (a table dropped from the catalog
         // but not yet from the metadata loses its metadata below: its objects are orphans).
@@ -140,7 +191,7 @@ impl Db {
             .filter(|e| ExtentId(e.id).is_object())
             .map(|e| (e.id, e.data_size + FOOTER_SIZE as u64))
             .collect();
-        let objects = open_object_tier(&path, &opts, &object_extents)?;
+        let objects = open_object_tier(&path, &opts, &object_extents, view.is_some())?;
         if objects.is_none() {
             if let Some((tid, _)) = catalog.options.iter().find(|(_, o)| o.l2_tier == Some(Tier::Object)) {
                 return Err(Error::InvalidOption {
@@ -185,6 +236,10 @@ impl Db {
             );
         }
         space.finish_recovery(&looks_like_footer)?;
+        if !read_only {
+            // Views of the previous instance may name extents its metadata no longer does.
+            space.hold_free_slots_for_readers();
+        }
         if let Some(tier) = objects.as_ref().filter(|_| !read_only) {
             // Objects no metadata names: crashed uploads, deletions cut short by a close or a
             // crash. They are only queued here; the collector, started once the open can no
@@ -259,7 +314,12 @@ impl Db {
             pipeline: Pipeline::start(cfg, log, report.max_lsn.max(floor_lsn))?,
             snapshots: Arc::new(SnapshotList::default()),
             stall: WriteStall::new(&opts),
-            lock: Mutex::new(Some(lock)),
+            // A view holds its lease instead of the lock (deleted at close).
+            lock: Mutex::new(lock.or_else(|| {
+                read_only_open
+                    .and_then(|ro| ro.lease.take())
+                    .map(|l| Box::new(l) as Box<dyn FileLock>)
+            })),
             store: factory.store.clone(),
             row_cache: factory.row_cache.clone(),
             tables: factory,
@@ -310,6 +370,7 @@ fn open_object_tier(
     path: &Path,
     opts: &Options,
     object_extents: &HashMap<u64, u64>,
+    view: bool,
 ) -> Result<Option<Arc<ObjectTier>>> {
     let Some(store) = &opts.object_store else {
         if !object_extents.is_empty() {
@@ -323,16 +384,62 @@ fn open_object_tier(
         }
         return Ok(None);
     };
-    let cache = ExtentCache::open(
-        opts.fs.clone(),
-        &path.join(EXTENT_CACHE_DIR),
-        opts.extent_cache_size,
-        object_extents,
-    )?;
+    // A view keeps its cache apart from the writer's, which changes under it (in memory: a
+    // read-only open writes nothing to the directory).
+    let cache_dir = path.join(if view { VIEW_EXTENT_CACHE_DIR } else { EXTENT_CACHE_DIR });
+    let cache = ExtentCache::open(opts.fs.clone(), &cache_dir, opts.extent_cache_size, object_extents)?;
     Ok(Some(Arc::new(ObjectTier::new(
         store.clone(),
         opts.object_retry,
         opts.object_delete_grace,
         cache,
     ))))
+}
+
+/// How [`Db::open_read_only`] opens: its memory layer, the file system below it, and the
+/// reader lease of a view (kept across attempts, moved into the instance when one succeeds).
+struct ReadOnly<'a> {
+    fs: &'a Arc<ReadOnlyFs>,
+    base: &'a Arc<dyn FileSystem>,
+    lease: &'a mut Option<ReaderLease>,
+}
+
+/// Opens of a view tried before the error of the last one is returned.
+const VIEW_OPEN_ATTEMPTS: u64 = 8;
+
+/// Where a view's object-tier extent cache lives (in memory, never on disk).
+const VIEW_EXTENT_CACHE_DIR: &str = "extent-cache-view";
+
+/// A view's redo log, after its metadata was read: the catalog is still the one read before
+/// the metadata (else a table was created or dropped meanwhile), and the redo directory is
+/// copied into the memory layer whole, still holding `oldest`, the oldest segment from before
+/// the metadata was read. The writer deletes a segment only after the metadata covers its
+/// records, and oldest first, so the copy holds every record the metadata does not cover.
+fn view_redo(ro: &ReadOnlyFs, path: &Path, catalog: &Catalog, oldest: Option<&str>) -> Result<()> {
+    if Catalog::load(ro, path)?.as_ref() != Some(catalog) {
+        return Err(Error::corruption(
+            catalog_path(path),
+            0,
+            "the catalog changed while a view of the database opened",
+        ));
+    }
+    let dir = redo::redo_dir(path);
+    let copied = ro.shadow_dir(&dir).map_err(|e| Error::io("copy", &dir, e))?;
+    if oldest.is_some_and(|o| !copied.iter().any(|c| c == o)) {
+        return Err(Error::corruption(
+            &dir,
+            0,
+            "redo segments were deleted while a view of the database opened",
+        ));
+    }
+    Ok(())
+}
+
+/// True for the errors a view's open can meet when the writer changes files as it reads
+/// them; not for those that say the open cannot succeed.
+fn raced_with_a_writer(e: &Error) -> bool {
+    !matches!(
+        e,
+        Error::NotFound(_) | Error::NotADatabase(_) | Error::InvalidOption { .. } | Error::Closed
+    )
 }

@@ -10,7 +10,9 @@
 //!   [`FileSystem::lock`], which takes the base's lock (creating the `LOCK` file if missing),
 //!   so that no read-write instance changes the files while they are read.
 //! - A path is in the memory layer, or deleted (a *whiteout*), or read from the base; a file
-//!   of the base that is renamed or truncated is first copied into the memory layer whole.
+//!   of the base that is renamed or truncated is first copied into the memory layer whole, and
+//!   so are the files of a directory given to [`ReadOnlyFs::shadow_dir`], whose base files
+//!   stop showing through.
 //! - A base file opened for positional writes ([`FileSystem::open_rw`]) refuses writes and
 //!   length changes (`PermissionDenied`); its syncs and hints do nothing.
 
@@ -27,6 +29,9 @@ pub struct ReadOnlyFs {
     base: Arc<dyn FileSystem>,
     mem: FaultFs,
     whiteouts: Mutex<HashSet<PathBuf>>,
+    /// Directories whose base files were copied into the memory layer whole: the base's
+    /// files there no longer show through.
+    shadowed: Mutex<HashSet<PathBuf>>,
 }
 
 impl ReadOnlyFs {
@@ -36,11 +41,34 @@ impl ReadOnlyFs {
             base,
             mem: FaultFs::new(),
             whiteouts: Mutex::new(HashSet::new()),
+            shadowed: Mutex::new(HashSet::new()),
         }
     }
 
     fn whited_out(&self, path: &Path) -> bool {
-        self.whiteouts.lock().contains(path)
+        self.whiteouts.lock().contains(path) || path.parent().is_some_and(|d| self.shadowed.lock().contains(d))
+    }
+
+    /// Copies every file of the base's directory `dir` into the memory layer and hides the
+    /// base's directory from then on, so later reads see its files as they are now whatever
+    /// another process does to them (a view of a live database copies its redo log). Returns
+    /// the names copied. A file that vanishes during the copy is an error (`NotFound`); a
+    /// missing directory copies nothing.
+    pub fn shadow_dir(&self, dir: &Path) -> io::Result<Vec<String>> {
+        let names = match self.base.list_dir(dir) {
+            Ok(names) => names,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        for name in &names {
+            let path = dir.join(name);
+            let data = self.base.open_read(&path)?.read_all()?;
+            self.mem_parent(&path)?;
+            self.mem.write_file(&path, data);
+        }
+        self.mem.create_dir_all(dir)?;
+        self.shadowed.lock().insert(dir.to_path_buf());
+        Ok(names)
     }
 
     /// True if `path` is a file of the base that shows through (not shadowed, not deleted).

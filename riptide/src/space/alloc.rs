@@ -8,8 +8,10 @@
 //! - A failed operation changes no bookkeeping: allocation takes slots only after the file
 //!   growth (`set_len`) or file creation it needs has succeeded, so an I/O error neither leaks
 //!   slots nor hands one out twice.
-//! - Freeing does no I/O but zeroing the footer: a freed slot keeps its disk blocks
-//!   (`unpunched`), so the extent written there next overwrites allocated blocks.
+//! - Freeing does no I/O but listing the reader leases (outside the mutex) and zeroing the
+//!   footer: a freed slot keeps its disk blocks (`unpunched`), so the extent written there next
+//!   overwrites allocated blocks. While read-only views are open, freed slots are held instead
+//!   (`readers.rs`), footers untouched.
 //!   [`ExtentSpace::punch_free_slots`] punches outside the mutex.
 //! - A file only ever grows to cover allocated slots, and shrinks only past its last used
 //!   slot; shrink deletes only files without extents and keeps at least one file.
@@ -91,7 +93,13 @@ impl ExtentSpace {
     /// beyond a reserve. A call that does not name an allocated extent of `slots` slots is
     /// ignored.
     pub(crate) fn free(&self, id: ExtentId, slots: u32) {
+        // Listed outside the mutex (file-system calls); see `readers.rs`.
+        let readers = self.live_readers();
         let mut inner = self.inner.lock();
+        super::readers::release_if_gone(&mut inner, &readers);
+        if !readers.is_empty() {
+            inner.held_for.extend(readers.iter().cloned());
+        }
         let recovered = inner.recovered;
         let Some(file) = inner.files.get_mut(&id.file()) else {
             return;
@@ -100,13 +108,18 @@ impl ExtentSpace {
             return;
         }
         let end = id.slot() + slots;
-        if end <= file.len_slots {
+        let held = recovered && !readers.is_empty();
+        // A held extent keeps its footer: a view may still open it.
+        if end <= file.len_slots && !held {
             let at = u64::from(end) * EXTENT_SIZE - FOOTER_PROBE_LEN as u64;
             let _ = file.handle.write_at(&[0u8; FOOTER_PROBE_LEN], at);
         }
         file.used.remove(&id.slot());
         file.stale_gaps.remove(&id.slot());
-        if recovered {
+        if held {
+            // A read-only view may still read the extent: no reuse until it is gone.
+            file.held.extend(id.slot()..end);
+        } else if recovered {
             file.free.extend(id.slot()..end);
             let within = end.min(file.len_slots);
             file.unpunched.extend(id.slot()..within);
@@ -165,7 +178,7 @@ impl ExtentSpace {
         }
         let mut released = 0;
         for file in inner.files.values_mut() {
-            let target = u64::from(file.used_end()) * EXTENT_SIZE;
+            let target = u64::from(file.kept_end()) * EXTENT_SIZE;
             if file.len > target {
                 let old = file.len;
                 if let Err(e) = file.set_len(target) {
@@ -178,7 +191,7 @@ impl ExtentSpace {
         let mut empty: Vec<u32> = inner
             .files
             .iter()
-            .filter(|(_, f)| f.used.is_empty())
+            .filter(|(_, f)| f.used.is_empty() && f.held.is_empty())
             .map(|(&n, _)| n)
             .collect();
         if empty.len() == inner.files.len() {

@@ -3,7 +3,8 @@
 //!
 //! Invariants:
 //! - `used` (first slot -> slot count) holds pairwise disjoint extents inside `1..len_slots`;
-//!   `unpunched` is a subset of `free` inside `len_slots`.
+//!   `unpunched` is a subset of `free` inside `len_slots`; `held` is disjoint from both `used`
+//!   and `free`.
 //! - `len` and `len_slots` change only through [`DataFile::set_len`], and only after the file
 //!   system accepted the new length; slots cut off hold no blocks (they leave `unpunched`).
 //! - `len_slots` is the whole slots inside `len`, capped at `max_slots`, never below 1 (the
@@ -36,6 +37,9 @@ pub(super) struct DataFile {
     /// First slots of allocated extents that took a slot still holding disk blocks: their
     /// gap may hold an older extent's bytes until the write punches it (`access.rs`).
     pub(super) stale_gaps: BTreeSet<u32>,
+    /// Slots freed (or found free at open) while read-only views were open: neither free nor
+    /// used until those views are gone (`readers.rs`).
+    pub(super) held: BTreeSet<u32>,
 }
 
 impl DataFile {
@@ -73,6 +77,11 @@ impl DataFile {
     pub(super) fn used_end(&self) -> u32 {
         self.used.last_key_value().map_or(1, |(&s, &n)| s + n)
     }
+
+    /// End (exclusive) of the last slot a shrink must keep: used or held.
+    pub(super) fn kept_end(&self) -> u32 {
+        self.used_end().max(self.held.last().map_or(1, |&s| s + 1))
+    }
 }
 
 /// Whole slots inside `len`, capped at `max_slots`, at least the header slot.
@@ -87,6 +96,8 @@ pub(super) struct Inner {
     pub(super) recovered: bool,
     /// Number for the next new data file.
     pub(super) next_file: u32,
+    /// The reader leases the held slots wait for (`readers.rs`).
+    pub(super) held_for: BTreeSet<String>,
 }
 
 impl Inner {

@@ -13,7 +13,8 @@
 //! - `open`: opening and validating data files, and creating new ones durably;
 //! - `recovery`: metadata names the live extents, then every other slot becomes free;
 //! - `alloc`: allocating, freeing, hole punching and shrinking after recovery;
-//! - `access`: writing, syncing and locating extent bytes.
+//! - `access`: writing, syncing and locating extent bytes;
+//! - `readers`: leases of read-only views of a live database, and the slots held for them.
 //!
 //! Invariants (across the rooms):
 //! - Metadata is the single source of truth for ownership. After [`ExtentSpace::open`] nothing is
@@ -22,7 +23,8 @@
 //!   Bytes found in a free slot (an old footer) never make it used.
 //! - Per file, `used` (first slot -> slot count) holds pairwise disjoint extents inside
 //!   `1..len_slots`, and after recovery `free` plus the slots [`ExtentSpace::punch_free_slots`]
-//!   is punching at the moment is exactly the complement of `used` in `1..max_slots`. Every
+//!   is punching at the moment plus the slots held for read-only views (`readers`) is exactly
+//!   the complement of `used` in `1..max_slots`. Every
 //!   change to them happens under the one mutex.
 //! - A failed operation changes no bookkeeping.
 //! - A file's length is always a whole number of slots as written by this module (growth and
@@ -35,6 +37,7 @@ mod alloc;
 mod file;
 pub(crate) mod header;
 mod open;
+pub(crate) mod readers;
 mod recovery;
 #[cfg(test)]
 mod tests;

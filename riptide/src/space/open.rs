@@ -79,6 +79,7 @@ impl ExtentSpace {
                 files,
                 recovered: false,
                 next_file,
+                held_for: BTreeSet::new(),
             }),
         })
     }
@@ -144,6 +145,7 @@ impl ExtentSpace {
             free: BTreeSet::new(),
             unpunched: BTreeSet::new(),
             stale_gaps: BTreeSet::new(),
+            held: BTreeSet::new(),
         }))
     }
 
@@ -188,6 +190,7 @@ impl ExtentSpace {
             free: (1..max_slots).collect(),
             unpunched: BTreeSet::new(),
             stale_gaps: BTreeSet::new(),
+            held: BTreeSet::new(),
         })
     }
 }
