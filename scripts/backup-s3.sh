@@ -29,15 +29,11 @@ mkdir -p "$OUT/logs"
 OUT=$(cd "$OUT" && pwd)
 report="$OUT/report.md"
 
-port=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$PY" -m moto.server -H 127.0.0.1 -p "$port" >"$OUT/logs/moto.log" 2>&1 &
-moto=$!
-trap 'kill $moto 2>/dev/null || true; rm -rf "$OUT/db" "$OUT/restored"' EXIT
-for _ in $(seq 1 200); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.1; done
-curl -s -X PUT "http://127.0.0.1:$port/riptide" >/dev/null
-export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing
-
-median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+# shellcheck source=lib/moto.sh
+source "$ROOT/scripts/lib/moto.sh"
+start_moto "$OUT/logs"
+port=$MOTO_PORT
+trap 'kill $MOTO_PID 2>/dev/null || true; rm -rf "$OUT/db" "$OUT/restored"' EXIT
 # Wall seconds of a command, its output in log $1.
 timed() {
     local log=$1

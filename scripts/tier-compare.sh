@@ -39,15 +39,11 @@ PY="$ROOT/target/venv/bin/python"
 mkdir -p "$OUT/logs"
 report="$OUT/report.md"
 
-port=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$PY" -m moto.server -H 127.0.0.1 -p "$port" >"$OUT/logs/moto.log" 2>&1 &
-moto=$!
-trap 'kill $moto 2>/dev/null || true' EXIT
-for _ in $(seq 1 200); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.1; done
-curl -s -X PUT "http://127.0.0.1:$port/riptide" >/dev/null
-export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing
-
-median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+# shellcheck source=lib/moto.sh
+source "$ROOT/scripts/lib/moto.sh"
+start_moto "$OUT/logs"
+port=$MOTO_PORT
+trap 'kill $MOTO_PID 2>/dev/null || true' EXIT
 # ops/s of benchmark $2 (its Nth run, $3, default 1) in log $1
 rate() { awk -v b="$2" -v n="${3:-1}" '$1==b && $2==":" {c++; if (c==n) for (i=1;i<=NF;i++) if ($(i+1)=="ops/sec") print $i}' "$1"; }
 secs() { awk -v b="$2" '$1==b && $2==":" {for (i=1;i<=NF;i++) if ($(i+1)=="seconds") print $i}' "$1"; }
