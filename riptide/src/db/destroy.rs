@@ -93,7 +93,7 @@ impl Db {
         }
         let lock = lock_database(&fs, path)?;
         // A read-only view holds a lease, not the lock.
-        if !live_readers(&fs, path).is_empty() {
+        if live_readers(&fs, path).any() {
             return Err(Error::Locked(path.to_path_buf()));
         }
         let remove = |p: &Path| match fs.remove_file(p) {

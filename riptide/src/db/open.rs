@@ -173,6 +173,8 @@ impl Db {
             &path,
             SpaceOptions {
                 extents_per_file: opts.extents_per_file,
+                // A writer holds the slots it frees for views; a read-only instance frees none.
+                watch_readers: !read_only,
             },
         )?);
         let (slog, recovered) = Slog::open(fs.clone(), &path)?;
@@ -410,26 +412,33 @@ const VIEW_OPEN_ATTEMPTS: u64 = 8;
 /// Where a view's object-tier extent cache lives (in memory, never on disk).
 const VIEW_EXTENT_CACHE_DIR: &str = "extent-cache-view";
 
-/// A view's redo log, after its metadata was read: the catalog is still the one read before
-/// the metadata (else a table was created or dropped meanwhile), and the redo directory is
-/// copied into the memory layer whole, still holding `oldest`, the oldest segment from before
-/// the metadata was read. The writer deletes a segment only after the metadata covers its
+/// A view's redo log, after its metadata was read: the redo directory is copied into the
+/// memory layer whole and must still hold `oldest`, the oldest segment listed before the
+/// metadata was read (with none listed then, numbering starts again at segment 1: the copy
+/// must start there). The writer deletes a segment only after the metadata covers its
 /// records, and oldest first, so the copy holds every record the metadata does not cover.
+/// Then the catalog must still be the one read before the metadata: no table was created or
+/// dropped before the copy ended, so every table the copied records name is in the view.
 fn view_redo(ro: &ReadOnlyFs, path: &Path, catalog: &Catalog, oldest: Option<&str>) -> Result<()> {
+    let dir = redo::redo_dir(path);
+    ro.shadow_dir(&dir).map_err(|e| Error::io("copy", &dir, e))?;
+    let copied = redo::segment_names(ro, &dir)?;
+    let covered = match oldest {
+        Some(o) => copied.iter().any(|c| c == o),
+        None => copied.first().is_none_or(|c| redo::parse_segment_name(c) == Some(1)),
+    };
+    if !covered {
+        return Err(Error::corruption(
+            &dir,
+            0,
+            "redo segments were deleted while a view of the database opened",
+        ));
+    }
     if Catalog::load(ro, path)?.as_ref() != Some(catalog) {
         return Err(Error::corruption(
             catalog_path(path),
             0,
             "the catalog changed while a view of the database opened",
-        ));
-    }
-    let dir = redo::redo_dir(path);
-    let copied = ro.shadow_dir(&dir).map_err(|e| Error::io("copy", &dir, e))?;
-    if oldest.is_some_and(|o| !copied.iter().any(|c| c == o)) {
-        return Err(Error::corruption(
-            &dir,
-            0,
-            "redo segments were deleted while a view of the database opened",
         ));
     }
     Ok(())

@@ -205,6 +205,9 @@ pub struct DbStats {
     pub space_used_slots: u64,
     /// Free slots inside data files.
     pub space_free_slots: u64,
+    /// Slots freed while read-only views of this database were open, kept for them until
+    /// they close (`Db::open_read_only`): neither used nor free.
+    pub space_held_slots: u64,
     /// Free slots that still hold their disk blocks (at most about
     /// [`crate::Options::free_slots_kept`], and one per
     /// [`crate::Options::used_slots_per_kept_slot`] used slots, once the background thread has
@@ -346,6 +349,7 @@ impl Db {
             space_files: space.files as u64,
             space_used_slots: space.used_slots,
             space_free_slots: space.free_slots,
+            space_held_slots: space.held_slots,
             space_unpunched_slots: space.unpunched_slots,
             space_allocated_bytes: inner.store.space.allocated_bytes(),
             live_extent_bytes: tiers.local_bytes,

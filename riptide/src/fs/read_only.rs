@@ -51,10 +51,10 @@ impl ReadOnlyFs {
 
     /// Copies every file of the base's directory `dir` into the memory layer and hides the
     /// base's directory from then on, so later reads see its files as they are now whatever
-    /// another process does to them (a view of a live database copies its redo log). Returns
-    /// the names copied. A file that vanishes during the copy is an error (`NotFound`); a
-    /// missing directory copies nothing.
-    pub fn shadow_dir(&self, dir: &Path) -> io::Result<Vec<String>> {
+    /// another process does to them (a view of a live database copies its redo log). A file
+    /// that vanishes during the copy is an error (`NotFound`); a missing directory copies
+    /// nothing.
+    pub fn shadow_dir(&self, dir: &Path) -> io::Result<()> {
         let names = match self.base.list_dir(dir) {
             Ok(names) => names,
             Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
@@ -68,7 +68,7 @@ impl ReadOnlyFs {
         }
         self.mem.create_dir_all(dir)?;
         self.shadowed.lock().insert(dir.to_path_buf());
-        Ok(names)
+        Ok(())
     }
 
     /// True if `path` is a file of the base that shows through (not shadowed, not deleted).

@@ -78,7 +78,8 @@ pub(crate) fn segment_names(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<Strin
     Ok(names.into_iter().map(|(_, n)| n).collect())
 }
 
-fn parse_segment_name(name: &str) -> Option<u64> {
+/// The number of a segment named `name`, if it names one.
+pub(crate) fn parse_segment_name(name: &str) -> Option<u64> {
     let stem = name.strip_suffix(".log")?;
     if stem.len() < 6 || !stem.bytes().all(|b| b.is_ascii_digit()) {
         return None;

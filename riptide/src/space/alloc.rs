@@ -93,13 +93,12 @@ impl ExtentSpace {
     /// beyond a reserve. A call that does not name an allocated extent of `slots` slots is
     /// ignored.
     pub(crate) fn free(&self, id: ExtentId, slots: u32) {
-        // Listed outside the mutex (file-system calls); see `readers.rs`.
+        // The leases are listed before the space's mutex (file-system calls), and the listing
+        // is acted on before another can be made (`readers.rs`).
+        let _listing = self.readers_listing.lock();
         let readers = self.live_readers();
         let mut inner = self.inner.lock();
-        super::readers::release_if_gone(&mut inner, &readers);
-        if !readers.is_empty() {
-            inner.held_for.extend(readers.iter().cloned());
-        }
+        super::readers::release_holds(&mut inner, &readers);
         let recovered = inner.recovered;
         let Some(file) = inner.files.get_mut(&id.file()) else {
             return;
@@ -108,7 +107,7 @@ impl ExtentSpace {
             return;
         }
         let end = id.slot() + slots;
-        let held = recovered && !readers.is_empty();
+        let held = recovered && readers.any();
         // A held extent keeps its footer: a view may still open it.
         if end <= file.len_slots && !held {
             let at = u64::from(end) * EXTENT_SIZE - FOOTER_PROBE_LEN as u64;
@@ -119,6 +118,8 @@ impl ExtentSpace {
         if held {
             // A read-only view may still read the extent: no reuse until it is gone.
             file.held.extend(id.slot()..end);
+            let number = id.file();
+            super::readers::add_hold(&mut inner, &readers, (id.slot()..end).map(|s| (number, s)).collect());
         } else if recovered {
             file.free.extend(id.slot()..end);
             let within = end.min(file.len_slots);

@@ -96,8 +96,9 @@ pub(super) struct Inner {
     pub(super) recovered: bool,
     /// Number for the next new data file.
     pub(super) next_file: u32,
-    /// The reader leases the held slots wait for (`readers.rs`).
-    pub(super) held_for: BTreeSet<String>,
+    /// Slots held for read-only views, each batch with the leases it waits for
+    /// (`readers.rs`); their slots are in the files' `held`.
+    pub(super) holds: Vec<super::readers::Hold>,
 }
 
 impl Inner {

@@ -109,11 +109,16 @@ impl fmt::Display for ExtentId {
 pub(crate) struct SpaceOptions {
     /// Slots per new data file, header slot included (default 5120: 10 GiB files). At least 2.
     pub extents_per_file: u32,
+    /// Hold freed slots for read-only views (`readers`): a writer's space. Default false.
+    pub watch_readers: bool,
 }
 
 impl Default for SpaceOptions {
     fn default() -> Self {
-        SpaceOptions { extents_per_file: 5120 }
+        SpaceOptions {
+            extents_per_file: 5120,
+            watch_readers: false,
+        }
     }
 }
 
@@ -140,7 +145,9 @@ pub(crate) struct SpaceStats {
     pub total_slots: u64,
     /// Slots of live extents.
     pub used_slots: u64,
-    /// `total_slots - used_slots`.
+    /// Slots inside the files' lengths held for read-only views (`readers`).
+    pub held_slots: u64,
+    /// `total_slots - used_slots - held_slots`.
     pub free_slots: u64,
     /// Free slots that may still hold disk blocks (kept for reuse, or not yet punched).
     pub unpunched_slots: u64,
@@ -154,6 +161,9 @@ pub(crate) struct ExtentSpace {
     dir: PathBuf,
     opts: SpaceOptions,
     inner: Mutex<Inner>,
+    /// Serializes listing the reader leases with acting on the listing (`readers`): taken
+    /// before `inner`, never after.
+    readers_listing: Mutex<()>,
 }
 
 impl fmt::Debug for ExtentSpace {
@@ -184,9 +194,10 @@ impl ExtentSpace {
         for f in inner.files.values() {
             s.total_slots += u64::from(f.len_slots - 1);
             s.used_slots += f.used_slots();
+            s.held_slots += f.held.range(..f.len_slots).count() as u64;
             s.file_bytes += f.len;
         }
-        s.free_slots = s.total_slots - s.used_slots;
+        s.free_slots = s.total_slots - s.used_slots - s.held_slots;
         s.unpunched_slots = inner.unpunched_slots();
         s
     }

@@ -75,11 +75,12 @@ impl ExtentSpace {
             fs,
             dir,
             opts,
+            readers_listing: Mutex::new(()),
             inner: Mutex::new(Inner {
                 files,
                 recovered: false,
                 next_file,
-                held_for: BTreeSet::new(),
+                holds: Vec::new(),
             }),
         })
     }

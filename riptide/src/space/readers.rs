@@ -3,23 +3,31 @@
 //! while any lease that was live when it freed them still is, so a view never reads a slot
 //! the writer has rewritten.
 //!
-//! A lease is a file `<db>/readers/<random>.lease` on which the view holds an exclusive lock
-//! (`FileSystem::lock`) for as long as it is open. It is created under a temporary name,
-//! locked, and only then renamed to its final name, so a lease the writer sees is locked until
-//! its view closes or dies. The writer tries to lock each lease: a lease it can lock belongs
-//! to a view that is gone, and it deletes it.
+//! A lease is a file `<db>/readers/<32 hex digits>.lease` on which the view holds an exclusive
+//! lock (`FileSystem::lock`) for as long as it is open, and deletes at its close. The writer
+//! tries to lock each lease: a lease it can lock belongs to a view that is gone, and it
+//! deletes it. A view that locks its lease checks that the file is still there (a writer may
+//! have taken it for dead and deleted it between its creation and the lock) and registers
+//! another if not.
 //!
 //! Invariants (with `alloc.rs`):
 //! - A view registers its lease before it reads any metadata. An extent the view's metadata
-//!   names is freed by the writer only after its metadata stopped naming it, so after the lease
-//!   was registered: the writer then sees the lease, and the slots go to `held`, not `free`.
-//! - Held slots are neither allocated, punched nor cut by a shrink. They go back to `free`
-//!   once none of the leases they were held for (`Inner::held_for`) is live.
+//!   names is freed by the writer only after its metadata stopped naming it, so after the
+//!   lease was registered: the listing made for that free sees the lease, and the slots are
+//!   *held*: not free, so neither allocated, punched nor cut by a shrink, footer intact.
+//! - Listing the leases and acting on the listing happen under `readers_listing`, so no
+//!   listing made before a lease appeared is acted on after a later one saw it.
+//! - Each batch of held slots ([`Hold`]) waits for the leases live when it was held, and goes
+//!   back to `free` once none of them is live. Views that overlap in time do not keep older
+//!   batches.
 //! - A writer that opens while leases are live holds every free slot inside its files'
 //!   lengths (a view may name extents the previous writer freed).
-//! - When the readers directory cannot be listed, every lease counts as live (the slots are
-//!   held until a listing succeeds).
+//! - When the readers directory cannot be listed, nothing is released, every free is held, and
+//!   what is held then waits until a listing finds no lease at all.
+//! - Only a writer's space lists leases (`SpaceOptions::watch_readers`): a read-only instance
+//!   frees nothing it could reuse, and must not lock or delete other views' leases.
 
+use super::file::Inner;
 use super::ExtentSpace;
 use crate::error::{Error, Result};
 use crate::fs::{FileLock, FileSystem};
@@ -33,13 +41,13 @@ pub(crate) const READERS_DIR: &str = "readers";
 
 const LEASE_SUFFIX: &str = ".lease";
 
-/// The name standing for leases that could not be listed.
-const UNLISTED: &str = "?";
+/// Tries at registering a lease before giving up.
+const REGISTER_ATTEMPTS: usize = 8;
 
-/// True for the names of lease files and of leases being registered.
+/// True for the names of lease files.
 pub(crate) fn is_lease_file_name(name: &str) -> bool {
-    let stem = name.strip_suffix(LEASE_SUFFIX).or_else(|| name.strip_suffix(".tmp"));
-    stem.is_some_and(|s| s.len() == 32 && s.bytes().all(|b| b.is_ascii_hexdigit()))
+    name.strip_suffix(LEASE_SUFFIX)
+        .is_some_and(|s| s.len() == 32 && s.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 /// A view's registration with the writer (see the module header); deleted when dropped.
@@ -57,20 +65,28 @@ impl ReaderLease {
     pub(crate) fn register(fs: Arc<dyn FileSystem>, db: &Path) -> Result<ReaderLease> {
         let dir = db.join(READERS_DIR);
         fs.create_dir_all(&dir).map_err(|e| Error::io("mkdir", &dir, e))?;
-        let name = format!("{:032x}", rand::random::<u128>());
-        let tmp = dir.join(format!("{name}.tmp"));
-        let path = dir.join(format!("{name}{LEASE_SUFFIX}"));
-        let lock = fs.lock(&tmp).map_err(|e| Error::io("lock", &tmp, e))?;
-        if let Err(e) = fs.rename(&tmp, &path) {
-            drop(lock);
-            let _ = fs.remove_file(&tmp);
-            return Err(Error::io("rename", &tmp, e));
+        for _ in 0..REGISTER_ATTEMPTS {
+            let path = dir.join(format!("{:032x}{LEASE_SUFFIX}", rand::random::<u128>()));
+            let lock = match fs.lock(&path) {
+                Ok(lock) => lock,
+                // A writer holds it for a moment, taking it for a dead view's: another name.
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Err(Error::io("lock", &path, e)),
+            };
+            if fs.exists(&path) {
+                return Ok(ReaderLease {
+                    fs,
+                    path,
+                    lock: Some(lock),
+                });
+            }
+            // Deleted by a writer between its creation and the lock: the lock is on nothing.
         }
-        Ok(ReaderLease {
-            fs,
-            path,
-            lock: Some(lock),
-        })
+        Err(Error::io(
+            "lock",
+            &dir,
+            io::Error::other("no reader lease could be registered"),
+        ))
     }
 }
 
@@ -82,20 +98,54 @@ impl Drop for ReaderLease {
     }
 }
 
-/// Names of the live leases in the database at `db`; deletes the leases of views that are
-/// gone (and leftover temporary files of those).
-pub(crate) fn live_readers(fs: &dyn FileSystem, db: &Path) -> BTreeSet<String> {
+/// The live leases as one listing saw them.
+#[derive(Debug, Default)]
+pub(crate) struct Readers {
+    names: BTreeSet<String>,
+    /// The directory could not be listed: any lease may be live.
+    unlisted: bool,
+}
+
+impl Readers {
+    /// True if a view may be open.
+    pub(crate) fn any(&self) -> bool {
+        self.unlisted || !self.names.is_empty()
+    }
+}
+
+/// A batch of held slots: `(data file, slot)`, and the leases it waits for (`None`: the
+/// listing failed, so it waits until no lease is live).
+#[derive(Debug)]
+pub(crate) struct Hold {
+    slots: Vec<(u32, u32)>,
+    leases: Option<BTreeSet<String>>,
+}
+
+impl Hold {
+    /// True once none of the leases it waits for is among `live`.
+    fn done(&self, live: &BTreeSet<String>) -> bool {
+        match &self.leases {
+            Some(leases) => leases.is_disjoint(live),
+            None => live.is_empty(),
+        }
+    }
+}
+
+/// The live leases in the database at `db`; deletes the leases of views that are gone.
+pub(crate) fn live_readers(fs: &dyn FileSystem, db: &Path) -> Readers {
     let dir = db.join(READERS_DIR);
     let names = match fs.list_dir(&dir) {
         Ok(names) => names,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return BTreeSet::new(),
-        Err(_) => return BTreeSet::from([UNLISTED.to_string()]),
-    };
-    let mut live = BTreeSet::new();
-    for name in names {
-        if !name.ends_with(LEASE_SUFFIX) {
-            continue;
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Readers::default(),
+        Err(_) => {
+            return Readers {
+                unlisted: true,
+                ..Readers::default()
+            }
         }
+    };
+    let mut live = Readers::default();
+    for name in names.into_iter().filter(|n| is_lease_file_name(n)) {
         let path = dir.join(&name);
         match fs.lock(&path) {
             Ok(lock) => {
@@ -104,63 +154,123 @@ pub(crate) fn live_readers(fs: &dyn FileSystem, db: &Path) -> BTreeSet<String> {
                 drop(lock);
             }
             Err(_) => {
-                live.insert(name);
+                live.names.insert(name);
             }
         }
     }
     live
 }
 
+/// Adds a batch of held `slots` (already in their files' `held`) waiting for `readers`.
+pub(super) fn add_hold(inner: &mut Inner, readers: &Readers, slots: Vec<(u32, u32)>) {
+    inner.holds.push(Hold {
+        slots,
+        leases: (!readers.unlisted).then(|| readers.names.clone()),
+    });
+}
+
+/// Gives back to `free` every batch none of whose leases is in `readers` (nothing when the
+/// listing failed).
+pub(super) fn release_holds(inner: &mut Inner, readers: &Readers) {
+    if readers.unlisted || inner.holds.is_empty() {
+        return;
+    }
+    let (done, waiting): (Vec<Hold>, Vec<Hold>) = std::mem::take(&mut inner.holds)
+        .into_iter()
+        .partition(|h| h.done(&readers.names));
+    inner.holds = waiting;
+    for (number, slot) in done.into_iter().flat_map(|h| h.slots) {
+        if let Some(file) = inner.files.get_mut(&number) {
+            if file.held.remove(&slot) {
+                file.free.insert(slot);
+                if slot < file.len_slots {
+                    file.unpunched.insert(slot);
+                }
+            }
+        }
+    }
+}
+
 impl ExtentSpace {
-    /// The live reader leases of this database.
-    pub(super) fn live_readers(&self) -> BTreeSet<String> {
+    /// The live reader leases of this database (none for a space that does not watch them).
+    pub(super) fn live_readers(&self) -> Readers {
         match self.dir.parent() {
-            Some(db) => live_readers(self.fs.as_ref(), db),
-            None => BTreeSet::new(),
+            Some(db) if self.opts.watch_readers => live_readers(self.fs.as_ref(), db),
+            _ => Readers::default(),
         }
     }
 
     /// After recovery of a writer: if views are open, every free slot inside the files'
     /// lengths is held until they close (see the module header).
     pub(crate) fn hold_free_slots_for_readers(&self) {
-        let live = self.live_readers();
-        if live.is_empty() {
+        let _listing = self.readers_listing.lock();
+        let readers = self.live_readers();
+        if !readers.any() {
             return;
         }
         let mut inner = self.inner.lock();
-        for file in inner.files.values_mut() {
+        let mut slots = Vec::new();
+        for (&number, file) in inner.files.iter_mut() {
             let inside: Vec<u32> = file.free.range(..file.len_slots).copied().collect();
             for s in inside {
                 file.free.remove(&s);
                 file.unpunched.remove(&s);
                 file.held.insert(s);
+                slots.push((number, s));
             }
         }
-        inner.held_for.extend(live);
+        add_hold(&mut inner, &readers, slots);
     }
 
-    /// Gives the held slots back to the free list if none of the leases they are held for is
-    /// live now.
+    /// Gives back the batches of held slots whose views are all gone.
     pub(crate) fn release_held_slots(&self) {
-        let live = self.live_readers();
-        let mut inner = self.inner.lock();
-        release_if_gone(&mut inner, &live);
+        if !self.opts.watch_readers {
+            return;
+        }
+        let _listing = self.readers_listing.lock();
+        let readers = self.live_readers();
+        release_holds(&mut self.inner.lock(), &readers);
     }
 }
 
-/// Gives every held slot back if no lease of `inner.held_for` is in `live`.
-pub(super) fn release_if_gone(inner: &mut super::file::Inner, live: &BTreeSet<String>) {
-    if inner.held_for.is_empty() || inner.held_for.iter().any(|l| live.contains(l)) {
-        return;
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::PosixFs;
+
+    fn names(n: &[&str]) -> BTreeSet<String> {
+        n.iter().map(|s| s.to_string()).collect()
     }
-    inner.held_for.clear();
-    for file in inner.files.values_mut() {
-        let held = std::mem::take(&mut file.held);
-        for s in held {
-            file.free.insert(s);
-            if s < file.len_slots {
-                file.unpunched.insert(s);
-            }
-        }
+
+    #[test]
+    fn a_hold_waits_for_its_own_leases_and_an_unlisted_one_for_all() {
+        let hold = |leases| Hold {
+            slots: Vec::new(),
+            leases,
+        };
+        let listed = hold(Some(names(&["a", "b"])));
+        assert!(!listed.done(&names(&["b", "c"])));
+        assert!(listed.done(&names(&["c"])));
+        assert!(listed.done(&names(&[])));
+        let unlisted = hold(None);
+        assert!(!unlisted.done(&names(&["c"])));
+        assert!(unlisted.done(&names(&[])));
+    }
+
+    #[test]
+    fn a_registered_lease_is_live_until_dropped_and_a_dead_one_is_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs: Arc<dyn FileSystem> = Arc::new(PosixFs);
+        assert!(!live_readers(fs.as_ref(), dir.path()).any());
+        let lease = ReaderLease::register(fs.clone(), dir.path()).unwrap();
+        let live = live_readers(fs.as_ref(), dir.path());
+        assert_eq!(live.names.len(), 1);
+        let dead = dir.path().join(READERS_DIR).join(format!("{:032x}.lease", 7));
+        std::fs::write(&dead, b"").unwrap();
+        assert_eq!(live_readers(fs.as_ref(), dir.path()).names.len(), 1);
+        assert!(!dead.exists(), "a dead view's lease was kept");
+        drop(lease);
+        assert!(!live_readers(fs.as_ref(), dir.path()).any());
+        assert_eq!(std::fs::read_dir(dir.path().join(READERS_DIR)).unwrap().count(), 0);
     }
 }

@@ -20,7 +20,10 @@ fn data(name: &str) -> PathBuf {
 }
 
 fn opts(extents_per_file: u32) -> SpaceOptions {
-    SpaceOptions { extents_per_file }
+    SpaceOptions {
+        extents_per_file,
+        watch_readers: false,
+    }
 }
 
 /// A test footer: the id, then the magic, so it ends with the magic.
@@ -113,6 +116,7 @@ fn allocation_packs_toward_the_front() {
             files: 2,
             total_slots: 9,
             used_slots: 9,
+            held_slots: 0,
             free_slots: 0,
             unpunched_slots: 0,
             file_bytes: 11 * E
