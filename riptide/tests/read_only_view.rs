@@ -177,6 +177,32 @@ fn the_writer_holds_freed_slots_only_for_the_views_open_when_it_freed_them() {
     db.close().unwrap();
 }
 
+/// An iterator of a view keeps the view's lease past the view's close: the writer holds the
+/// extents it reads until the iterator is dropped too.
+#[test]
+fn an_iterator_keeps_the_lease_after_its_view_closes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let db = Db::open(&path, small()).unwrap();
+    let t = db.default_table();
+    let mut model = Model::new();
+    load(&t, &mut model, 5, 20_000, 1);
+    t.compact().unwrap();
+    let view = Db::open_read_only(&path, view_opts(small())).unwrap();
+    let at_view = model.clone();
+    let iter = view.default_table().iter(&ReadOptions::default()).unwrap();
+    view.close().unwrap();
+    assert_eq!(leases(&path), 1, "the lease went with the view, before its iterator");
+    for round in 2..5u8 {
+        rewrite_all(&t, &mut model, round);
+    }
+    let rows: Model = iter.collect::<riptide::Result<Vec<_>>>().unwrap().into_iter().collect();
+    assert_eq!(rows, at_view, "the iterator read the writer's rewritten slots");
+    assert_eq!(leases(&path), 0, "the lease outlived the iterator");
+    drop(t);
+    db.close().unwrap();
+}
+
 /// Views opened over and over while a writer commits transactions that each write the same
 /// counter to a key of table `a` and of table `b`, and flushes and compacts: each view opens
 /// (retrying its races with the writer), holds every commit made before its open, and sees

@@ -28,14 +28,14 @@ use crate::catalog::{catalog_path, catalog_tmp_path, Catalog};
 use crate::error::{Error, Result};
 use crate::extent::FOOTER_SIZE;
 use crate::extent_store::{looks_like_footer, ExtentStore};
-use crate::fs::{FileLock, FileSystem, ReadOnlyFs};
+use crate::fs::{FileSystem, ReadOnlyFs};
 use crate::key::Lsn;
 use crate::meta::edit::{MetaState, SlogEntry};
 use crate::meta::slog::Slog;
 use crate::options::Options;
 use crate::redo::{self, RedoLog};
 use crate::snapshot::SnapshotList;
-use crate::space::readers::ReaderLease;
+use crate::space::readers::{self, ReaderLease};
 use crate::space::{ExtentId, ExtentSpace, SpaceOptions};
 use crate::subtable::{TableInner, TableState};
 use crate::tier::pins::Pins;
@@ -143,15 +143,21 @@ impl Db {
         // A read-only open of a database another instance holds is a view of it (see
         // `open_read_only`): lease first, then the oldest redo segment, then the metadata.
         let (lock, view) = match (lock_database(fs.as_ref(), &path), read_only_open.as_mut()) {
-            (Ok(lock), _) => (Some(lock), None),
+            (Ok(lock), None) => {
+                // Before this writer touches the redo log (see `readers::mark_writer`).
+                readers::mark_writer(fs.as_ref(), &path)?;
+                (Some(lock), None)
+            }
+            (Ok(lock), Some(_)) => (Some(lock), None),
             (Err(Error::Locked(_)), Some(ro)) => {
                 if ro.lease.is_none() {
                     *ro.lease = Some(ReaderLease::register(ro.base.clone(), &path)?);
                 }
+                let writer = readers::writer_mark(ro.base.as_ref(), &path)?;
                 let oldest = redo::segment_names(ro.base.as_ref(), &redo::redo_dir(&path))?
                     .into_iter()
                     .next();
-                (None, Some(oldest))
+                (None, Some(ViewStart { writer, oldest }))
             }
             (Err(e), _) => return Err(e),
         };
@@ -178,8 +184,8 @@ impl Db {
             },
         )?);
         let (slog, recovered) = Slog::open(fs.clone(), &path)?;
-        if let (Some(oldest), Some(ro)) = (&view, read_only_open.as_ref()) {
-            view_redo(ro.fs, &path, &catalog, oldest.as_deref())?;
+        if let (Some(start), Some(ro)) = (&view, read_only_open.as_ref()) {
+            view_redo(ro.fs, ro.base.as_ref(), &path, &catalog, start)?;
         }
         let mut state = recovered.state;
         // Object-tier extents of the tables the catalog names (a table dropped from the catalog
@@ -316,12 +322,7 @@ impl Db {
             pipeline: Pipeline::start(cfg, log, report.max_lsn.max(floor_lsn))?,
             snapshots: Arc::new(SnapshotList::default()),
             stall: WriteStall::new(&opts),
-            // A view holds its lease instead of the lock (deleted at close).
-            lock: Mutex::new(lock.or_else(|| {
-                read_only_open
-                    .and_then(|ro| ro.lease.take())
-                    .map(|l| Box::new(l) as Box<dyn FileLock>)
-            })),
+            lock: Mutex::new(lock),
             store: factory.store.clone(),
             row_cache: factory.row_cache.clone(),
             tables: factory,
@@ -339,6 +340,10 @@ impl Db {
             pins_lock: Mutex::new(()),
             opts,
         });
+        if let Some(lease) = read_only_open.and_then(|ro| ro.lease.take()) {
+            // Kept until the last reader of the view's extents is gone (see `keep_lease`).
+            space.keep_lease(lease);
+        }
         if read_only {
             return Ok(Db {
                 inner: Arc::new(DbHandle(inner)),
@@ -398,6 +403,13 @@ fn open_object_tier(
     ))))
 }
 
+/// What a view saw before it read the metadata: the writer's mark and the oldest redo
+/// segment.
+struct ViewStart {
+    writer: Option<[u8; 16]>,
+    oldest: Option<String>,
+}
+
 /// How [`Db::open_read_only`] opens: its memory layer, the file system below it, and the
 /// reader lease of a view (kept across attempts, moved into the instance when one succeeds).
 struct ReadOnly<'a> {
@@ -419,11 +431,19 @@ const VIEW_EXTENT_CACHE_DIR: &str = "extent-cache-view";
 /// records, and oldest first, so the copy holds every record the metadata does not cover.
 /// Then the catalog must still be the one read before the metadata: no table was created or
 /// dropped before the copy ended, so every table the copied records name is in the view.
-fn view_redo(ro: &ReadOnlyFs, path: &Path, catalog: &Catalog, oldest: Option<&str>) -> Result<()> {
+fn view_redo(ro: &ReadOnlyFs, base: &dyn FileSystem, path: &Path, catalog: &Catalog, start: &ViewStart) -> Result<()> {
     let dir = redo::redo_dir(path);
     ro.shadow_dir(&dir).map_err(|e| Error::io("copy", &dir, e))?;
+    // The same writer throughout: another would have numbered its segments anew.
+    if readers::writer_mark(base, path)? != start.writer {
+        return Err(Error::corruption(
+            path,
+            0,
+            "another writer opened the database while a view of it opened",
+        ));
+    }
     let copied = redo::segment_names(ro, &dir)?;
-    let covered = match oldest {
+    let covered = match start.oldest.as_deref() {
         Some(o) => copied.iter().any(|c| c == o),
         None => copied.first().is_none_or(|c| redo::parse_segment_name(c) == Some(1)),
     };

@@ -164,6 +164,8 @@ pub(crate) struct ExtentSpace {
     /// Serializes listing the reader leases with acting on the listing (`readers`): taken
     /// before `inner`, never after.
     readers_listing: Mutex<()>,
+    /// A view's reader lease (`readers`), dropped with the space.
+    lease: Mutex<Option<readers::ReaderLease>>,
 }
 
 impl fmt::Debug for ExtentSpace {

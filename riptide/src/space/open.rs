@@ -76,6 +76,7 @@ impl ExtentSpace {
             dir,
             opts,
             readers_listing: Mutex::new(()),
+            lease: Mutex::new(None),
             inner: Mutex::new(Inner {
                 files,
                 recovered: false,

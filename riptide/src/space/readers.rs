@@ -50,6 +50,11 @@ pub(crate) fn is_lease_file_name(name: &str) -> bool {
         .is_some_and(|s| s.len() == 32 && s.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
+/// True for the names Riptide writes in the readers directory: leases and the writer mark.
+pub(crate) fn is_readers_file_name(name: &str) -> bool {
+    is_lease_file_name(name) || name == WRITER_FILE || name == format!("{WRITER_FILE}.tmp")
+}
+
 /// A view's registration with the writer (see the module header); deleted when dropped.
 #[derive(Debug)]
 pub(crate) struct ReaderLease {
@@ -161,12 +166,51 @@ pub(crate) fn live_readers(fs: &dyn FileSystem, db: &Path) -> Readers {
     live
 }
 
-/// Adds a batch of held `slots` (already in their files' `held`) waiting for `readers`.
+/// Adds held `slots` (already in their files' `held`) waiting for `readers`: to the last
+/// batch when it waits for the same leases (so batches stay few while the same views are
+/// open), else as a new batch.
 pub(super) fn add_hold(inner: &mut Inner, readers: &Readers, slots: Vec<(u32, u32)>) {
-    inner.holds.push(Hold {
-        slots,
-        leases: (!readers.unlisted).then(|| readers.names.clone()),
-    });
+    let leases = (!readers.unlisted).then(|| readers.names.clone());
+    match inner.holds.last_mut() {
+        Some(last) if last.leases == leases => last.slots.extend(slots),
+        _ => inner.holds.push(Hold { slots, leases }),
+    }
+}
+
+/// The writer's mark in `<db>/readers/`: 16 random bytes and their masked CRC32C, written anew
+/// by every read-write open before it touches the redo log, so a view can tell that the
+/// writer it started reading is still the one writing.
+const WRITER_FILE: &str = "WRITER";
+
+/// Writes a new writer mark (see [`WRITER_FILE`]); not synced: only live readers use it.
+pub(crate) fn mark_writer(fs: &dyn FileSystem, db: &Path) -> Result<()> {
+    let dir = db.join(READERS_DIR);
+    let (tmp, path) = (dir.join(format!("{WRITER_FILE}.tmp")), dir.join(WRITER_FILE));
+    let id: [u8; 16] = rand::random();
+    let mut bytes = id.to_vec();
+    bytes.extend_from_slice(&crate::coding::masked_crc32c(&id).to_le_bytes());
+    (|| {
+        fs.create_dir_all(&dir)?;
+        let mut f = fs.create(&tmp)?;
+        f.append(&bytes)?;
+        drop(f);
+        fs.rename(&tmp, &path)
+    })()
+    .map_err(|e| Error::io("write", &path, e))
+}
+
+/// The writer mark now (`None` where no writer of this build ever opened the database).
+pub(crate) fn writer_mark(fs: &dyn FileSystem, db: &Path) -> Result<Option<[u8; 16]>> {
+    let path = db.join(READERS_DIR).join(WRITER_FILE);
+    let bytes = match fs.open_read(&path).and_then(|f| f.read_all()) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io("read", &path, e)),
+    };
+    match bytes.split_first_chunk::<16>() {
+        Some((id, crc)) if crc == crate::coding::masked_crc32c(id).to_le_bytes() => Ok(Some(*id)),
+        _ => Err(Error::corruption(&path, 0, "damaged writer mark")),
+    }
 }
 
 /// Gives back to `free` every batch none of whose leases is in `readers` (nothing when the
@@ -198,6 +242,12 @@ impl ExtentSpace {
             Some(db) if self.opts.watch_readers => live_readers(self.fs.as_ref(), db),
             _ => Readers::default(),
         }
+    }
+
+    /// Keeps a view's lease for as long as this space lives: until the last reader of its
+    /// extents (an iterator included) is gone, not only until the view closes.
+    pub(crate) fn keep_lease(&self, lease: ReaderLease) {
+        *self.lease.lock() = Some(lease);
     }
 
     /// After recovery of a writer: if views are open, every free slot inside the files'
