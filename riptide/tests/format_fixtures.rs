@@ -629,7 +629,8 @@ fn freeze(src: &Path, dst: &Path) {
         let path = src.join(&name);
         if path.is_dir() {
             freeze(&path, &dst.join(&name));
-        } else if name == "LOCK" {
+        } else if name == "LOCK" || name == "WRITER" {
+            // WRITER: a random mark each read-write open writes anew (views).
             continue;
         } else if name.ends_with(".dat") {
             let mut data = fs::read(&path).unwrap();
@@ -1562,7 +1563,7 @@ fn copy_tree(src: &Path, dst: &Path) {
         let name = e.file_name();
         if e.path().is_dir() {
             copy_tree(&e.path(), &dst.join(&name));
-        } else if name != "LOCK" {
+        } else if name != "LOCK" && name != "WRITER" {
             fs::copy(e.path(), dst.join(&name)).unwrap();
         }
     }

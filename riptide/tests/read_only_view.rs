@@ -196,11 +196,15 @@ fn an_iterator_keeps_the_lease_after_its_view_closes() {
     for round in 2..5u8 {
         rewrite_all(&t, &mut model, round);
     }
+    drop(t);
+    db.close().unwrap();
+    // With the writer closed, only the lease keeps the database from being destroyed.
+    assert!(matches!(Db::destroy(&path), Err(Error::Locked(_))));
     let rows: Model = iter.collect::<riptide::Result<Vec<_>>>().unwrap().into_iter().collect();
     assert_eq!(rows, at_view, "the iterator read the writer's rewritten slots");
     assert_eq!(leases(&path), 0, "the lease outlived the iterator");
-    drop(t);
-    db.close().unwrap();
+    Db::destroy(&path).unwrap();
+    assert!(!path.exists());
 }
 
 /// Views opened over and over while a writer commits transactions that each write the same

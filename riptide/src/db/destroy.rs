@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::fs::{FileSystem, PosixFs};
 use crate::meta::current::{is_meta_file_name, meta_dir};
 use crate::redo::{is_segment_name, redo_dir};
-use crate::space::readers::{is_readers_file_name, live_readers, READERS_DIR};
+use crate::space::readers::{is_lease_file_name, live_readers, READERS_DIR, WRITER_FILE};
 use crate::space::{is_data_file_name, DATA_DIR};
 use crate::tier::{is_cached_extent_name, EXTENT_CACHE_DIR};
 use std::io;
@@ -27,7 +27,7 @@ type OwnName = fn(&str) -> bool;
 /// recognises its files (owned by the module that writes them).
 pub(super) fn subdirs(db: &Path) -> [(PathBuf, OwnName); 5] {
     [
-        (db.join(READERS_DIR), is_readers_file_name),
+        (db.join(READERS_DIR), is_lease_file_name),
         (meta_dir(db), is_meta_file_name),
         (redo_dir(db), is_segment_name),
         (db.join(DATA_DIR), is_data_file_name),
@@ -39,6 +39,8 @@ pub(super) fn subdirs(db: &Path) -> [(PathBuf, OwnName); 5] {
 pub(super) fn is_own_entry(db: &Path, name: &str) -> bool {
     let own = |p: PathBuf| p.file_name().is_some_and(|n| n == name);
     name == "LOCK"
+        || name == WRITER_FILE
+        || name == format!("{WRITER_FILE}.tmp")
         || name == crate::tier::owner::IDENTITY_FILE
         || name == format!("{}.tmp", crate::tier::owner::IDENTITY_FILE)
         || name == crate::tier::pins::PINS_FILE
@@ -109,6 +111,14 @@ impl Db {
         }
         remove(&catalog_tmp_path(path))?;
         remove(&catalog_path(path))?;
+        for name in [
+            WRITER_FILE,
+            crate::tier::owner::IDENTITY_FILE,
+            crate::tier::pins::PINS_FILE,
+        ] {
+            remove(&path.join(name))?;
+            remove(&path.join(format!("{name}.tmp")))?;
+        }
         // The lock file goes last, while still held, then the directory if nothing is left.
         remove(&path.join("LOCK"))?;
         drop(lock);

@@ -72,7 +72,8 @@ impl Db {
     /// The directory's `LOCK` is taken if it is free (and created if missing), so no
     /// read-write instance changes the files meanwhile. If another instance holds it, the open
     /// is a **view**: it registers a lease in `<db>/readers/` (the one file it writes there,
-    /// deleted at close), and holds a prefix of that instance's writes: every write made
+    /// deleted once the view and every table handle or iterator taken from it are gone), and
+    /// holds a prefix of that instance's writes: every write made
     /// before the open (acknowledged or only written to the redo log), none after. While the
     /// view is open the writer keeps the extents it frees out of reuse, so every read of the
     /// view is served; objects in the object tier stay for the writer's

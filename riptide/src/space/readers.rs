@@ -4,7 +4,8 @@
 //! the writer has rewritten.
 //!
 //! A lease is a file `<db>/readers/<32 hex digits>.lease` on which the view holds an exclusive
-//! lock (`FileSystem::lock`) for as long as it is open, and deletes at its close. The writer
+//! lock (`FileSystem::lock`) for as long as it lives (until its last handle and iterator are
+//! gone), and deletes then. The writer
 //! tries to lock each lease: a lease it can lock belongs to a view that is gone, and it
 //! deletes it. A view that locks its lease checks that the file is still there (a writer may
 //! have taken it for dead and deleted it between its creation and the lock) and registers
@@ -50,11 +51,6 @@ pub(crate) fn is_lease_file_name(name: &str) -> bool {
         .is_some_and(|s| s.len() == 32 && s.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
-/// True for the names Riptide writes in the readers directory: leases and the writer mark.
-pub(crate) fn is_readers_file_name(name: &str) -> bool {
-    is_lease_file_name(name) || name == WRITER_FILE || name == format!("{WRITER_FILE}.tmp")
-}
-
 /// A view's registration with the writer (see the module header); deleted when dropped.
 #[derive(Debug)]
 pub(crate) struct ReaderLease {
@@ -62,8 +58,6 @@ pub(crate) struct ReaderLease {
     path: PathBuf,
     lock: Option<Box<dyn FileLock>>,
 }
-
-impl FileLock for ReaderLease {}
 
 impl ReaderLease {
     /// Registers a lease in the database at `db` (on its real file system).
@@ -177,20 +171,20 @@ pub(super) fn add_hold(inner: &mut Inner, readers: &Readers, slots: Vec<(u32, u3
     }
 }
 
-/// The writer's mark in `<db>/readers/`: 16 random bytes and their masked CRC32C, written anew
-/// by every read-write open before it touches the redo log, so a view can tell that the
-/// writer it started reading is still the one writing.
-const WRITER_FILE: &str = "WRITER";
+/// The writer's mark, `<db>/WRITER`: 16 random bytes and their masked CRC32C, written anew by
+/// every read-write open before it touches the redo log, so a view can tell that the writer
+/// it started reading is still the one writing. In the database directory, not `readers/`,
+/// so that `readers/` exists only once a view has registered (a writer's frees find it
+/// missing at once).
+pub(crate) const WRITER_FILE: &str = "WRITER";
 
 /// Writes a new writer mark (see [`WRITER_FILE`]); not synced: only live readers use it.
 pub(crate) fn mark_writer(fs: &dyn FileSystem, db: &Path) -> Result<()> {
-    let dir = db.join(READERS_DIR);
-    let (tmp, path) = (dir.join(format!("{WRITER_FILE}.tmp")), dir.join(WRITER_FILE));
+    let (tmp, path) = (db.join(format!("{WRITER_FILE}.tmp")), db.join(WRITER_FILE));
     let id: [u8; 16] = rand::random();
     let mut bytes = id.to_vec();
     bytes.extend_from_slice(&crate::coding::masked_crc32c(&id).to_le_bytes());
     (|| {
-        fs.create_dir_all(&dir)?;
         let mut f = fs.create(&tmp)?;
         f.append(&bytes)?;
         drop(f);
@@ -201,7 +195,7 @@ pub(crate) fn mark_writer(fs: &dyn FileSystem, db: &Path) -> Result<()> {
 
 /// The writer mark now (`None` where no writer of this build ever opened the database).
 pub(crate) fn writer_mark(fs: &dyn FileSystem, db: &Path) -> Result<Option<[u8; 16]>> {
-    let path = db.join(READERS_DIR).join(WRITER_FILE);
+    let path = db.join(WRITER_FILE);
     let bytes = match fs.open_read(&path).and_then(|f| f.read_all()) {
         Ok(b) => b,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),

@@ -67,7 +67,7 @@ pub(super) fn regions(db: &Path, files: &BTreeMap<PathBuf, Vec<u8>>) -> Result<V
             "redo" if name.ends_with(".log") => Some(REDO),
             "data" if name.ends_with(".dat") => None,
             // Read only by a view opening next to a writer (which fails, typed, on damage).
-            "readers" if name == "WRITER" => continue,
+            "" if name == "WRITER" => continue,
             _ => return Err(format!("unexpected file {} in the database", rel.display())),
         };
         if let Some(k) = kind {
