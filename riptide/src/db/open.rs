@@ -473,3 +473,44 @@ fn raced_with_a_writer(e: &Error) -> bool {
         Error::NotFound(_) | Error::NotADatabase(_) | Error::InvalidOption { .. } | Error::Closed
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::PosixFs;
+
+    /// A view's last check refuses a writer mark that changed, an oldest segment that is gone,
+    /// and a catalog that changed; it accepts what it saw at its start.
+    #[test]
+    fn a_view_refuses_another_writer_a_gap_in_the_redo_log_and_a_new_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path();
+        let db = Db::open(path, Options::default()).unwrap();
+        db.default_table().put(b"k", b"v").unwrap();
+        let base: Arc<dyn FileSystem> = Arc::new(PosixFs);
+        let catalog = Catalog::load(base.as_ref(), path).unwrap().unwrap();
+        let start = || ViewStart {
+            writer: readers::writer_mark(base.as_ref(), path).unwrap(),
+            oldest: redo::segment_names(base.as_ref(), &redo::redo_dir(path))
+                .unwrap()
+                .into_iter()
+                .next(),
+        };
+        let check = |start: &ViewStart| view_redo(&ReadOnlyFs::new(base.clone()), base.as_ref(), path, &catalog, start);
+        assert!(start().writer.is_some() && start().oldest.is_some());
+        check(&start()).unwrap();
+        let other_writer = ViewStart {
+            writer: Some([7; 16]),
+            ..start()
+        };
+        assert!(matches!(check(&other_writer), Err(Error::Corruption { .. })));
+        let deleted_oldest = ViewStart {
+            oldest: Some("000000.log".into()),
+            ..start()
+        };
+        assert!(matches!(check(&deleted_oldest), Err(Error::Corruption { .. })));
+        db.create_table("new").unwrap();
+        assert!(matches!(check(&start()), Err(Error::Corruption { .. })));
+        db.close().unwrap();
+    }
+}
