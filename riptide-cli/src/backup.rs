@@ -6,13 +6,11 @@
 //! flags it needs and closed before the command exits; every failure is a message and exit
 //! status 1, a bad flag exit status 2.
 
-use crate::objects::ObjectArgs;
+use crate::objects::{open_store, ObjectArgs, StoreFlags};
 use clap::{Args, Subcommand};
 use riptide::backup::{BackupEngine, RestoreOptions};
-use riptide::tier::ObjectStore;
 use riptide::{Db, Options};
 use std::path::PathBuf;
-use std::sync::Arc;
 
 /// Flags of `riptide checkpoint`.
 #[derive(Args, Debug)]
@@ -103,26 +101,27 @@ pub enum BackupCommand {
     },
 }
 
-/// A store named like `--object_store`, with `latency_ms` added to each request.
-fn store(url: &str, endpoint: &Option<String>, latency_ms: u64) -> Result<Arc<dyn ObjectStore>, String> {
-    let args = ObjectArgs {
-        object_store: Some(url.to_string()),
-        object_endpoint: endpoint.clone(),
-        l2_tier: None,
-        extent_cache_size: 0,
-        object_delete_grace: 0,
-        object_latency_ms: latency_ms,
-    };
-    args.store()?.ok_or_else(|| "no store".to_string())
-}
+/// The backup store's flags.
+const BACKUP_FLAGS: StoreFlags = StoreFlags {
+    store: "--backups",
+    endpoint: "--backup_endpoint",
+    latency: "--backup_latency_ms",
+};
+
+/// The store a restore puts object-tier extents into.
+const RESTORE_FLAGS: StoreFlags = StoreFlags {
+    store: "--restore_object_store",
+    endpoint: "--restore_object_store",
+    latency: "--restore_object_store",
+};
 
 fn engine(s: &BackupStoreArgs) -> Result<BackupEngine, String> {
-    // The messages name the object-tier flags; these are the backup store's.
-    let store = store(&s.backups, &s.backup_endpoint, s.backup_latency_ms).map_err(|e| {
-        e.replace("--object_latency_ms", "--backup_latency_ms")
-            .replace("--object_endpoint", "--backup_endpoint")
-            .replace("--object_store", "--backups")
-    })?;
+    let store = open_store(
+        &s.backups,
+        s.backup_endpoint.as_deref(),
+        s.backup_latency_ms,
+        &BACKUP_FLAGS,
+    )?;
     Ok(BackupEngine::new(store).with_parallel_requests(usize::from(s.parallel_requests)))
 }
 
@@ -221,7 +220,7 @@ pub fn backup(args: &BackupArgs) -> Result<(), String> {
             let engine = engine(store)?;
             let opts = RestoreOptions {
                 object_store: match restore_object_store {
-                    Some(url) => Some(self::store(url, &None, 0)?),
+                    Some(url) => Some(open_store(url, None, 0, &RESTORE_FLAGS)?),
                     None => None,
                 },
                 ..Default::default()

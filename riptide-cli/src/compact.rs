@@ -20,15 +20,34 @@ pub struct CompactArgs {
     /// Compact only this table (repeatable); default: every table
     #[arg(long = "table")]
     pub tables: Vec<String>,
-    /// Codecs the compaction writes, per level: `L0,L1,L2`, each none, lz4, zstd or
-    /// zstd:LEVEL (default: the database defaults, lz4,lz4,zstd:3)
-    #[arg(long, value_name = "L0,L1,L2")]
-    pub compression_per_level: Option<String>,
-    /// Largest zstd dictionary the compaction trains per table for its zstd levels (0 = none)
-    #[arg(long, default_value_t = 0)]
-    pub zstd_dictionary_bytes: usize,
+    #[command(flatten)]
+    pub codecs: CodecArgs,
     #[command(flatten)]
     pub objects: ObjectArgs,
+}
+
+/// The codec flags of the commands that write extents (`compact`, `serve`), for tables
+/// without their own options.
+#[derive(Args, Debug)]
+pub struct CodecArgs {
+    /// Codecs per level: `L0,L1,L2`, each none, lz4, zstd or zstd:LEVEL (default: the
+    /// database defaults, lz4,lz4,zstd:3)
+    #[arg(long, value_name = "L0,L1,L2")]
+    pub compression_per_level: Option<String>,
+    /// Largest zstd dictionary trained per table for its zstd levels (0 = none; 256..=65536)
+    #[arg(long, default_value_t = 0)]
+    pub zstd_dictionary_bytes: usize,
+}
+
+impl CodecArgs {
+    /// Sets the codec fields of `opts` from the flags.
+    pub fn apply(&self, opts: &mut riptide::Options) -> Result<(), String> {
+        opts.zstd_dictionary_bytes = self.zstd_dictionary_bytes;
+        if let Some(list) = &self.compression_per_level {
+            opts.compression_per_level = parse_codecs(list)?;
+        }
+        Ok(())
+    }
 }
 
 /// One line of sizes: live extents and bytes allocated on disk.
@@ -43,7 +62,7 @@ fn sizes(db: &Db) -> String {
 }
 
 /// Parses `L0,L1,L2` codecs (`--compression-per-level`).
-pub(crate) fn parse_codecs(list: &str) -> Result<[riptide::Compression; 3], String> {
+fn parse_codecs(list: &str) -> Result<[riptide::Compression; 3], String> {
     let codecs = list
         .split(',')
         .map(|c| riptide::Compression::parse(c).map_err(|e| format!("--compression-per-level: {e}")))
@@ -55,13 +74,8 @@ pub(crate) fn parse_codecs(list: &str) -> Result<[riptide::Compression; 3], Stri
 
 /// Runs `riptide compact`.
 pub fn run(args: &CompactArgs) -> Result<(), String> {
-    let mut base = riptide::Options {
-        zstd_dictionary_bytes: args.zstd_dictionary_bytes,
-        ..Default::default()
-    };
-    if let Some(list) = &args.compression_per_level {
-        base.compression_per_level = parse_codecs(list)?;
-    }
+    let mut base = riptide::Options::default();
+    args.codecs.apply(&mut base)?;
     let db = open_with(&args.db, &args.objects, base)?;
     let names = if args.tables.is_empty() {
         db.tables()

@@ -53,39 +53,13 @@ impl ObjectArgs {
             }
             return Ok(None);
         };
-        if let Some(path) = url.strip_prefix("dir:") {
-            if self.object_latency_ms > 0 {
-                return Err("--object_latency_ms needs an s3:// store".into());
-            }
-            return Ok(Some(Arc::new(DirObjectStore::new(Arc::new(PosixFs), path))));
-        }
-        if !url.starts_with("s3://") {
-            return Err(format!(
-                "--object_store={url}: expected s3://BUCKET[/PREFIX] or dir:PATH"
-            ));
-        }
-        let mut endpoint = self.object_endpoint.clone();
-        if self.object_latency_ms > 0 {
-            let Some(up) = endpoint.as_deref().and_then(|e| e.strip_prefix("http://")) else {
-                return Err("--object_latency_ms needs --object_endpoint=http://HOST:PORT".into());
-            };
-            let addr = up
-                .trim_end_matches('/')
-                .to_socket_addrs()
-                .ok()
-                .and_then(|mut a| a.next())
-                .ok_or_else(|| format!("--object_endpoint: cannot resolve {up}"))?;
-            let proxy = FaultProxy::start(addr).map_err(|e| format!("starting the latency proxy: {e}"))?;
-            proxy.set_latency(Duration::from_millis(self.object_latency_ms));
-            endpoint = Some(proxy.endpoint());
-            PROXIES.lock().map_err(|_| "proxy list poisoned")?.push(proxy);
-        }
-        let store = S3Store::new(S3Options {
-            endpoint,
-            ..S3Options::new(url.clone())
-        })
-        .map_err(|e| format!("--object_store={url}: {e}"))?;
-        Ok(Some(Arc::new(store)))
+        open_store(
+            url,
+            self.object_endpoint.as_deref(),
+            self.object_latency_ms,
+            &OBJECT_FLAGS,
+        )
+        .map(Some)
     }
 
     /// Sets the object-tier fields of `opts` from the flags.
@@ -122,4 +96,68 @@ impl ObjectArgs {
         }
         out
     }
+}
+
+/// The names of the flags that name a store, for messages.
+pub struct StoreFlags {
+    /// The store's URL.
+    pub store: &'static str,
+    /// The S3 endpoint.
+    pub endpoint: &'static str,
+    /// The added latency.
+    pub latency: &'static str,
+}
+
+/// The object tier's flags.
+pub const OBJECT_FLAGS: StoreFlags = StoreFlags {
+    store: "--object_store",
+    endpoint: "--object_endpoint",
+    latency: "--object_latency_ms",
+};
+
+/// The store `url` names: `s3://BUCKET[/PREFIX]` at `endpoint` (credentials from the
+/// environment), with `latency_ms` added to each request through a loopback proxy, or
+/// `dir:PATH`. Messages name the flags `flags`.
+pub fn open_store(
+    url: &str,
+    endpoint: Option<&str>,
+    latency_ms: u64,
+    flags: &StoreFlags,
+) -> Result<Arc<dyn ObjectStore>, String> {
+    let StoreFlags {
+        store: store_flag,
+        endpoint: endpoint_flag,
+        latency: latency_flag,
+    } = flags;
+    if let Some(path) = url.strip_prefix("dir:") {
+        if latency_ms > 0 {
+            return Err(format!("{latency_flag} needs an s3:// store"));
+        }
+        return Ok(Arc::new(DirObjectStore::new(Arc::new(PosixFs), path)));
+    }
+    if !url.starts_with("s3://") {
+        return Err(format!("{store_flag}={url}: expected s3://BUCKET[/PREFIX] or dir:PATH"));
+    }
+    let mut endpoint = endpoint.map(str::to_string);
+    if latency_ms > 0 {
+        let Some(up) = endpoint.as_deref().and_then(|e| e.strip_prefix("http://")) else {
+            return Err(format!("{latency_flag} needs {endpoint_flag}=http://HOST:PORT"));
+        };
+        let addr = up
+            .trim_end_matches('/')
+            .to_socket_addrs()
+            .ok()
+            .and_then(|mut a| a.next())
+            .ok_or_else(|| format!("{endpoint_flag}: cannot resolve {up}"))?;
+        let proxy = FaultProxy::start(addr).map_err(|e| format!("starting the latency proxy: {e}"))?;
+        proxy.set_latency(Duration::from_millis(latency_ms));
+        endpoint = Some(proxy.endpoint());
+        PROXIES.lock().map_err(|_| "proxy list poisoned")?.push(proxy);
+    }
+    let store = S3Store::new(S3Options {
+        endpoint,
+        ..S3Options::new(url.to_string())
+    })
+    .map_err(|e| format!("{store_flag}={url}: {e}"))?;
+    Ok(Arc::new(store))
 }

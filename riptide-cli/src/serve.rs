@@ -1,6 +1,6 @@
 //! `riptide serve`: the MySQL-protocol server (crate `riptide-server`) on a data directory.
 
-use crate::compact::parse_codecs;
+use crate::compact::CodecArgs;
 use crate::objects::ObjectArgs;
 use clap::Args;
 use riptide_server::server::{run_until_signal, ServerConfig};
@@ -46,13 +46,8 @@ pub struct ServeArgs {
     /// Worker threads of the network runtime (default: the number of cores).
     #[arg(long)]
     threads: Option<usize>,
-    /// Codecs of the engine's levels for tables without their own: `L0,L1,L2`, each none,
-    /// lz4, zstd or zstd:LEVEL (default lz4,lz4,zstd:3)
-    #[arg(long, value_name = "L0,L1,L2")]
-    compression_per_level: Option<String>,
-    /// Largest zstd dictionary trained per table for its zstd levels (0 = none; 256..=65536)
-    #[arg(long, default_value_t = 0)]
-    zstd_dictionary_bytes: usize,
+    #[command(flatten)]
+    codecs: CodecArgs,
     /// Bytes of the engine's block cache (default: the engine's, 256 MiB)
     #[arg(long)]
     block_cache_size: Option<usize>,
@@ -118,14 +113,11 @@ fn read_users(path: &PathBuf) -> Result<Vec<(String, String)>, ServeError> {
 fn engine_options(args: &ServeArgs) -> Result<riptide::Options, ServeError> {
     let defaults = riptide::Options::default();
     let mut opts = riptide::Options {
-        zstd_dictionary_bytes: args.zstd_dictionary_bytes,
         block_cache_size: args.block_cache_size.unwrap_or(defaults.block_cache_size),
         write_buffer_size: args.write_buffer_size.unwrap_or(defaults.write_buffer_size),
         ..defaults
     };
-    if let Some(list) = &args.compression_per_level {
-        opts.compression_per_level = parse_codecs(list).map_err(ServeError::Usage)?;
-    }
+    args.codecs.apply(&mut opts).map_err(ServeError::Usage)?;
     args.objects.apply(&mut opts).map_err(ServeError::Usage)?;
     opts.validate().map_err(|e| ServeError::Usage(e.to_string()))?;
     Ok(opts)
