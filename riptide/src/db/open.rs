@@ -414,7 +414,7 @@ struct ViewStart {
 /// How [`Db::open_read_only`] opens: its memory layer, the file system below it, and the
 /// reader lease of a view (kept across attempts, moved into the instance when one succeeds).
 struct ReadOnly<'a> {
-    fs: &'a Arc<ReadOnlyFs>,
+    fs: &'a ReadOnlyFs,
     base: &'a Arc<dyn FileSystem>,
     lease: &'a mut Option<ReaderLease>,
 }

@@ -5,11 +5,10 @@
 //!
 //! A lease is a file `<db>/readers/<32 hex digits>.lease` on which the view holds an exclusive
 //! lock (`FileSystem::lock`) for as long as it lives (until its last handle and iterator are
-//! gone), and deletes then. The writer
-//! tries to lock each lease: a lease it can lock belongs to a view that is gone, and it
-//! deletes it. A view that locks its lease checks that the file is still there (a writer may
-//! have taken it for dead and deleted it between its creation and the lock) and registers
-//! another if not.
+//! gone), and deletes then. The writer tries to lock each lease: a lease it can lock belongs
+//! to a view that is gone, and it deletes it. A view that locks its lease checks that the file
+//! is still there (a writer may have taken it for dead and deleted it between its creation
+//! and the lock) and registers another if not.
 //!
 //! Invariants (with `alloc.rs`):
 //! - A view registers its lease before it reads any metadata. An extent the view's metadata
