@@ -153,6 +153,7 @@ impl Pipeline {
         fl.spare = buf;
         drop(fl);
         let flushed_at = groups.iter().any(|g| g.timed).then(Instant::now);
+        let mut finishable = Vec::with_capacity(groups.len());
         for g in &groups {
             let mut progress = g.progress.lock();
             progress.phase = match &result {
@@ -165,10 +166,11 @@ impl Pipeline {
             g.flushed.store(true, Ordering::Release);
             if g.leader_finishes {
                 g.cond.notify_one();
-            } else {
+            } else if let Some(done) = self.take_finishable(g, progress) {
                 // Finished here if already inserted, else by whoever ends its insertion.
-                self.finish_group(g, progress);
+                finishable.push(done);
             }
         }
+        self.finish_all(finishable);
     }
 }

@@ -284,7 +284,7 @@ impl Pipeline {
         // sees `closed`.
         self.inflight.fetch_add(1, Ordering::SeqCst);
         if let Err(e) = self.check_writable() {
-            self.complete_all(std::slice::from_ref(&writer.completion), Err(e));
+            self.complete_all(vec![writer.completion.clone()], Err(e));
             return;
         }
         let q = &self.queues[crate::thread_index::thread_index() % self.queues.len()];
@@ -368,7 +368,7 @@ impl Pipeline {
             }
             Err((e, writers)) => {
                 let completions: Vec<_> = writers.iter().map(|w| w.completion.clone()).collect();
-                self.complete_all(&completions, Err(e));
+                self.complete_all(completions, Err(e));
                 return;
             }
         };
