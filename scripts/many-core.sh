@@ -20,14 +20,16 @@
 #   WORK=${TMPDIR:-/tmp}/many-core   where compare.sh puts its databases (deleted after each run)
 #   DRY_RUN=1                   print every compare.sh invocation (environment and command) and the
 #                               vmstat runs, with the time estimate, instead of running them
-#   AB=1                        also four A/B blocks of Riptide against itself with one feature off
+#   AB=1                        also five A/B blocks of Riptide against itself with one feature off
 #                               (engine riptide-base = the same binary with an extra flag), REPS2
 #                               runs each, about 3 more minutes: early lock release
 #                               (xbench zipf at 64 threads, --early_lock_release=false), pointer
 #                               swizzling (readrandom warm at 16 threads, --block_swizzling=false),
 #                               parallel insertion (fillrandom at 16 threads,
-#                               --parallel_insert_helpers=0) and polling waiters (xbench zipf at 64
-#                               threads, --write_wait_spin_micros=0)
+#                               --parallel_insert_helpers=0) and polling waiters (xbench zipf and
+#                               fillrandom at 64 threads, --write_wait_spin_micros=0)
+#   ARCHIVE=path.tgz            also tar the whole report folder (run logs included) into one file:
+#                               the 16-core machine sends back only a bounded number of files
 #   TSUNAMI=1                   also seed 000's tsunami for each engine: 500K rows, 64 threads,
 #                               zipf 0.99, 1,000 tps then 300,000 tps then 1,000 (phases 5,15,5 s),
 #                               at most 20 s of draining after the schedule (--tsunami_drain_limit),
@@ -182,6 +184,9 @@ if [[ "${AB:-0}" != 0 ]]; then
     block ab-poll "xbench 42:10:32:16 zipf 0.99, 500K rows, 64 threads: riptide-base = --write_wait_spin_micros=0" 3 \
         "${X[@]}" THREADS=64 EXTRA_FLAGS="$ZIPF" ENGINES="riptide riptide-base" \
         RIPTIDE_BASE="$(flag_wrapper no-poll --write_wait_spin_micros=0)" "${D2[@]}"
+    block ab-poll-fill "fillrandom sync=0, 4M keys, 64 threads: riptide-base = --write_wait_spin_micros=0" 0 \
+        BENCHMARKS=fillrandom THREADS=64 NUM=4000000 ENGINES="riptide riptide-base" \
+        RIPTIDE_BASE="$(flag_wrapper no-poll --write_wait_spin_micros=0)" "${D2[@]}"
 fi
 
 # CPU use (vmstat 1) during a 64-thread Zipfian xbench of each engine: prefill as compare.sh
@@ -309,3 +314,7 @@ WALL=$(($(date +%s) - T0))
 } >"$RET/summary.md"
 cat "$RET/summary.md"
 echo "many-core.sh: reports in $RET (summary.md); total wall time ${WALL}s" >&2
+if [[ -n "${ARCHIVE:-}" ]]; then
+    tar czf "$ARCHIVE" -C "$(dirname "$RET")" "$(basename "$RET")" &&
+        echo "many-core.sh: the report folder, logs included, archived in $ARCHIVE" >&2
+fi
