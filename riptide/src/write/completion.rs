@@ -240,7 +240,9 @@ impl Completion {
 /// if the caller took the time), waking as few sleeping waiters itself as it can: those awake
 /// are completed here, and each sleeper woken while more than [`DIRECT_WAKES`] are left takes
 /// half of the rest with it (see the module header).
-pub(crate) fn complete_many(completions: Vec<Arc<Completion>>, result: &Result<()>, since: Option<Instant>) {
+///
+/// Returns how many sleepers this call woke itself.
+pub(crate) fn complete_many(completions: Vec<Arc<Completion>>, result: &Result<()>, since: Option<Instant>) -> usize {
     let mut asleep = Vec::new();
     for c in completions {
         if c.waiter.load(Ordering::Relaxed) == WAITER_ASLEEP {
@@ -249,15 +251,19 @@ pub(crate) fn complete_many(completions: Vec<Arc<Completion>>, result: &Result<(
             c.complete_handing(result.clone(), Vec::new(), since);
         }
     }
+    let mut woken_here = 0;
     while asleep.len() > DIRECT_WAKES {
         let Some(woken) = asleep.pop() else { break };
         let half = asleep.split_off(asleep.len() / 2);
         let kept = woken.complete_handing(result.clone(), half, since);
         asleep.extend(kept);
+        woken_here += 1;
     }
+    woken_here += asleep.len();
     for c in asleep {
         c.complete_handing(result.clone(), Vec::new(), since);
     }
+    woken_here
 }
 
 thread_local! {
@@ -375,10 +381,10 @@ mod tests {
     }
 
     /// `complete_many` completes every completion with the outcome, whether its waiter sleeps
-    /// (then most are completed by other woken waiters, from the work handed to them), polls,
-    /// or has not started waiting (no work is handed to it: nobody would run it).
+    /// (then most are completed by other woken waiters, from the work handed to them: the
+    /// caller wakes about log2(n) of them itself), polls, or has not started waiting.
     #[test]
-    fn complete_many_reaches_sleepers_pollers_and_completions_nobody_waits_on() {
+    fn complete_many_spreads_wake_ups_and_reaches_every_completion() {
         let sleepers: Vec<_> = (0..37)
             .map(|i| Completion::with_spin(Duration::ZERO, i % 5 == 0))
             .collect();
@@ -386,14 +392,11 @@ mod tests {
             .map(|_| Completion::with_spin(Duration::from_secs(30), false))
             .collect();
         let unwaited: Vec<_> = (0..4).map(|_| Completion::new()).collect();
-        let threads: Vec<_> = sleepers
-            .iter()
-            .chain(&pollers)
-            .map(|c| {
-                let c = c.clone();
-                std::thread::spawn(move || c.wait())
-            })
-            .collect();
+        let (tx, rx) = std::sync::mpsc::channel();
+        for c in sleepers.iter().chain(&pollers) {
+            let (c, tx) = (c.clone(), tx.clone());
+            std::thread::spawn(move || tx.send(c.wait()));
+        }
         let deadline = Instant::now() + Duration::from_secs(30);
         while sleepers
             .iter()
@@ -405,9 +408,14 @@ mod tests {
         }
         let all: Vec<_> = sleepers.iter().chain(&pollers).chain(&unwaited).cloned().collect();
         let since = Instant::now();
-        complete_many(all, &Err(Error::Closed), Some(since));
-        for t in threads {
-            assert!(matches!(t.join().unwrap(), Err(Error::Closed)));
+        let woken_here = complete_many(all, &Err(Error::Closed), Some(since));
+        // 37 sleepers, halved from the top: the caller wakes 5 itself (about log2 of 37).
+        assert!(woken_here <= 8, "the caller woke {woken_here} of 37 sleepers itself");
+        for _ in 0..sleepers.len() + pollers.len() {
+            let outcome = rx
+                .recv_timeout(Duration::from_secs(30))
+                .expect("a waiter never returned");
+            assert!(matches!(outcome, Err(Error::Closed)));
         }
         for c in sleepers.iter().chain(&pollers).chain(&unwaited) {
             assert!(c.is_done());
@@ -417,5 +425,39 @@ mod tests {
         for c in sleepers.iter().filter(|c| c.timed) {
             assert_eq!(c.state.lock().completed_at, Some(since), "timed from when it was known");
         }
+    }
+
+    /// Work is handed only to a completion a thread waits on: a completion nobody waits on
+    /// gives the others back (they would never be completed), and so does one completed
+    /// already; a waiting one takes them and completes them before its `wait` returns.
+    #[test]
+    fn work_is_handed_only_to_a_waiting_thread() {
+        let others = || (0..3).map(|_| Completion::new()).collect::<Vec<_>>();
+        let unwaited = Completion::new();
+        let given = others();
+        let back = unwaited.complete_handing(Ok(()), given.clone(), None);
+        assert_eq!(back.len(), 3, "handed to a completion nobody waits on");
+        assert!(given.iter().all(|c| !c.is_done()));
+        assert!(unwaited.is_done());
+        assert_eq!(unwaited.complete_handing(Ok(()), given.clone(), None).len(), 3);
+
+        let waited = Completion::with_spin(Duration::ZERO, false);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let c = waited.clone();
+        std::thread::spawn(move || tx.send(c.wait()));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while waited.waiter.load(Ordering::Relaxed) != WAITER_ASLEEP {
+            assert!(Instant::now() < deadline, "the waiter never slept");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let given = others();
+        assert!(waited.complete_handing(Ok(()), given.clone(), None).is_empty());
+        rx.recv_timeout(Duration::from_secs(30))
+            .expect("the waiter never returned")
+            .unwrap();
+        assert!(
+            given.iter().all(|c| c.is_done()),
+            "the waiter returned before completing its list"
+        );
     }
 }

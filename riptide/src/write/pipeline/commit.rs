@@ -128,7 +128,9 @@ impl Pipeline {
         // Out of flight before callbacks run: a callback may drop the last database handle,
         // whose close waits for in-flight writes.
         self.inflight.fetch_sub(completions.len(), Ordering::AcqRel);
-        complete_many(completions, &result, None);
+        // One time for all: a writer completed later by a woken writer it was handed to counts
+        // that delay in its wake-up time.
+        complete_many(completions, &result, Some(Instant::now()));
     }
 
     /// Stage 4 for a logged group, once it is both flushed (or failed) and inserted; does

@@ -155,6 +155,12 @@ impl Pipeline {
         let flushed_at = groups.iter().any(|g| g.timed).then(Instant::now);
         let mut finishable = Vec::with_capacity(groups.len());
         for g in &groups {
+            if g.leader_finishes && !finishable.is_empty() {
+                // The groups before it leave the window first, so its leader, once it sees its
+                // group flushed, commits it and wakes its writers itself (a leader that found an
+                // earlier group still pending would leave that work to this thread).
+                self.finish_all(std::mem::take(&mut finishable));
+            }
             let mut progress = g.progress.lock();
             progress.phase = match &result {
                 Ok(()) => Phase::Flushed,
