@@ -1,0 +1,41 @@
+//! Riptide's cluster layer (issue 24, seed 004's X-DB): a table's partitions replicated by
+//! Raft, through openraft 0.9, over Riptide engines.
+//!
+//! Built so far: the storage of one replicated partition on one node. A partition is one
+//! Riptide database (its own directory, redo log and extents: partitions share nothing), which
+//! holds, next to the partition's tables:
+//! - the Raft log and vote, in the sub-tables [`LOG_TABLE`] and [`RAFT_META_TABLE`]
+//!   ([`log_store`]): appended, truncated and purged with synced writes, so nothing is
+//!   acknowledged to the leader before it is durable;
+//! - the state machine's applied log id and membership, in [`STATE_TABLE`], written in the
+//!   same atomic batch as each applied write set ([`state_machine`]), so a crash never leaves
+//!   data applied without its index or the other way round.
+//!
+//! Invariants:
+//! - Names starting with [`RESERVED_PREFIX`] belong to the cluster layer; a write set may not
+//!   touch them, and snapshots carry every other table.
+//! - Every on-disk value is a postcard encoding of an openraft or [`types`] value, behind a
+//!   one-byte format version ([`codec`]); a value that does not decode is an error, never
+//!   skipped.
+
+// openraft's storage traits return its `StorageError` (over 200 bytes); the helpers that feed
+// them return it too rather than boxing and unboxing at every call.
+#![allow(clippy::result_large_err)]
+
+pub mod codec;
+pub mod log_store;
+pub mod state_machine;
+pub mod types;
+
+pub use log_store::LogStore;
+pub use state_machine::StateMachine;
+pub use types::{Applied, TypeConfig, WriteOp, WriteSet};
+
+/// Table names starting with this belong to the cluster layer.
+pub const RESERVED_PREFIX: &str = "__raft.";
+/// The Raft log: key = index (8 bytes, big-endian), value = the encoded entry.
+pub const LOG_TABLE: &str = "__raft.log";
+/// The vote and the last purged log id.
+pub const RAFT_META_TABLE: &str = "__raft.meta";
+/// The state machine's applied log id and membership.
+pub const STATE_TABLE: &str = "__raft.state";

@@ -1,0 +1,251 @@
+//! The Raft log and vote of one partition, in sub-tables of the partition's database
+//! (openraft's `RaftLogStorage`).
+//!
+//! Invariants:
+//! - [`LOG_TABLE`] holds exactly the entries after the last purged log id that were appended
+//!   and not truncated, keyed by index; every change to it is one synced write, complete
+//!   before the call returns, so an entry is durable before openraft is told it is flushed.
+//! - The vote and the last purged log id ([`RAFT_META_TABLE`]) are written with sync too;
+//!   purging writes the new purged id and deletes the entries up to it in one atomic batch.
+//! - Readers (`get_log_reader`) are clones reading the same tables: they see every entry
+//!   appended before they read.
+
+use crate::codec::{decode, encode, index_key, key_index, CodecError};
+use crate::types::TypeConfig;
+use crate::{LOG_TABLE, RAFT_META_TABLE};
+use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
+use openraft::{AnyError, Entry, LogId, RaftLogReader, StorageError, StorageIOError, Vote};
+use riptide::{Db, ReadOptions, Table, WriteBatch, WriteOptions};
+use std::fmt::Debug;
+use std::ops::{Bound, RangeBounds};
+
+type NodeId = u64;
+const VOTE_KEY: &[u8] = b"vote";
+const PURGED_KEY: &[u8] = b"last_purged";
+
+/// One partition's Raft log store; cheap to clone (clones share the database).
+#[derive(Clone)]
+pub struct LogStore {
+    db: Db,
+    log: Table,
+    meta: Table,
+}
+
+impl std::fmt::Debug for LogStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogStore").field("db", &self.db.path()).finish()
+    }
+}
+
+/// The table named `name`, created (durably) if it does not exist.
+pub(crate) fn table_or_create(db: &Db, name: &str) -> riptide::Result<Table> {
+    match db.table(name) {
+        Ok(t) => Ok(t),
+        Err(riptide::Error::TableNotFound(_)) => match db.create_table(name) {
+            Err(riptide::Error::TableExists(_)) => db.table(name),
+            other => other,
+        },
+        Err(e) => Err(e),
+    }
+}
+
+fn synced() -> WriteOptions {
+    WriteOptions {
+        sync: true,
+        ..WriteOptions::default()
+    }
+}
+
+/// Runs a blocking engine call (a synced write waits for `fdatasync`) off the async runtime.
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, StorageError<NodeId>> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| StorageIOError::<NodeId>::write(AnyError::error(format!("storage task failed: {e}"))).into())
+}
+
+fn read_err(e: impl std::error::Error + 'static) -> StorageError<NodeId> {
+    StorageIOError::<NodeId>::read_logs(AnyError::new(&e)).into()
+}
+
+fn write_err(e: impl std::error::Error + 'static) -> StorageError<NodeId> {
+    StorageIOError::<NodeId>::write_logs(AnyError::new(&e)).into()
+}
+
+impl LogStore {
+    /// The log store of the partition database `db`, creating its tables on first use.
+    pub fn open(db: &Db) -> riptide::Result<Self> {
+        Ok(LogStore {
+            db: db.clone(),
+            log: table_or_create(db, LOG_TABLE)?,
+            meta: table_or_create(db, RAFT_META_TABLE)?,
+        })
+    }
+
+    fn read_meta<T: serde::de::DeserializeOwned>(
+        &self,
+        key: &[u8],
+        what: &str,
+    ) -> Result<Option<T>, StorageError<NodeId>> {
+        match self.meta.get(key).map_err(read_err)? {
+            None => Ok(None),
+            Some(v) => decode(&v, what).map(Some).map_err(read_err),
+        }
+    }
+
+    fn last_purged(&self) -> Result<Option<LogId<NodeId>>, StorageError<NodeId>> {
+        self.read_meta(PURGED_KEY, "last purged log id")
+    }
+
+    /// The keys of the log entries in `[from, to]` (inclusive), in index order.
+    fn keys_between(&self, from: u64, to: u64) -> Result<Vec<[u8; 8]>, StorageError<NodeId>> {
+        let opts = ReadOptions {
+            lower_bound: Some(index_key(from).to_vec()),
+            upper_bound: to.checked_add(1).map(|end| index_key(end).to_vec()),
+            ..ReadOptions::default()
+        };
+        let mut keys = Vec::new();
+        for row in self.log.iter(&opts).map_err(read_err)? {
+            let (key, _) = row.map_err(read_err)?;
+            keys.push(index_key(key_index(&key).map_err(read_err)?));
+        }
+        Ok(keys)
+    }
+
+    /// Appends `entries` (replacing any entry at the same index) with one synced write: when it
+    /// returns, they are durable and readable. Raft's `append` is this and its callback.
+    pub async fn append_durably(
+        &self,
+        entries: impl IntoIterator<Item = Entry<TypeConfig>>,
+    ) -> Result<(), StorageError<NodeId>> {
+        let mut batch = WriteBatch::new();
+        for entry in entries {
+            let bytes = encode(&entry).map_err(write_err)?;
+            batch
+                .put(&self.log, &index_key(entry.log_id.index), &bytes)
+                .map_err(write_err)?;
+        }
+        self.write_synced(batch).await
+    }
+
+    /// Writes `batch` with sync, off the runtime.
+    async fn write_synced(&self, batch: WriteBatch) -> Result<(), StorageError<NodeId>> {
+        let db = self.db.clone();
+        blocking(move || db.write(batch, &synced())).await?.map_err(write_err)
+    }
+}
+
+impl RaftLogReader<TypeConfig> for LogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + Send>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<Entry<TypeConfig>>, StorageError<NodeId>> {
+        let from = match range.start_bound() {
+            Bound::Included(&i) => i,
+            Bound::Excluded(&i) => match i.checked_add(1) {
+                Some(i) => i,
+                None => return Ok(Vec::new()),
+            },
+            Bound::Unbounded => 0,
+        };
+        let opts = ReadOptions {
+            lower_bound: Some(index_key(from).to_vec()),
+            ..ReadOptions::default()
+        };
+        let mut entries = Vec::new();
+        for row in self.log.iter(&opts).map_err(read_err)? {
+            let (key, value) = row.map_err(read_err)?;
+            let index = key_index(&key).map_err(read_err)?;
+            if !range.contains(&index) {
+                break;
+            }
+            let entry: Entry<TypeConfig> = decode(&value, "log entry").map_err(read_err)?;
+            if entry.log_id.index != index {
+                return Err(read_err(CodecError(format!(
+                    "log entry under index {index} holds index {}",
+                    entry.log_id.index
+                ))));
+            }
+            entries.push(entry);
+        }
+        Ok(entries)
+    }
+}
+
+impl RaftLogStorage<TypeConfig> for LogStore {
+    type LogReader = LogStore;
+
+    async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError<NodeId>> {
+        let last_purged_log_id = self.last_purged()?;
+        let last = match self.log.iter(&ReadOptions::default()).map_err(read_err)?.next_back() {
+            Some(row) => {
+                let (_, value) = row.map_err(read_err)?;
+                let entry: Entry<TypeConfig> = decode(&value, "log entry").map_err(read_err)?;
+                Some(entry.log_id)
+            }
+            None => None,
+        };
+        Ok(LogState {
+            last_purged_log_id,
+            last_log_id: last.or(last_purged_log_id),
+        })
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), StorageError<NodeId>> {
+        let mut batch = WriteBatch::new();
+        let bytes = encode(vote).map_err(|e| StorageIOError::<NodeId>::write_vote(AnyError::new(&e)))?;
+        batch
+            .put(&self.meta, VOTE_KEY, &bytes)
+            .map_err(|e| StorageIOError::<NodeId>::write_vote(AnyError::new(&e)))?;
+        self.write_synced(batch).await
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<Vote<NodeId>>, StorageError<NodeId>> {
+        self.read_meta(VOTE_KEY, "vote")
+    }
+
+    async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> Result<(), StorageError<NodeId>>
+    where
+        I: IntoIterator<Item = Entry<TypeConfig>> + Send,
+        I::IntoIter: Send,
+    {
+        let result = self.append_durably(entries).await;
+        let io_result = match &result {
+            Ok(()) => Ok(()),
+            Err(e) => Err(std::io::Error::other(e.to_string())),
+        };
+        callback.log_io_completed(io_result);
+        result
+    }
+
+    async fn truncate(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
+        let mut batch = WriteBatch::new();
+        for key in self.keys_between(log_id.index, u64::MAX)? {
+            batch.delete(&self.log, &key).map_err(write_err)?;
+        }
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.write_synced(batch).await
+    }
+
+    async fn purge(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
+        if let Some(purged) = self.last_purged()? {
+            if purged >= log_id {
+                return Ok(()); // purged that far already
+            }
+        }
+        let mut batch = WriteBatch::new();
+        let bytes = encode(&log_id).map_err(write_err)?;
+        batch.put(&self.meta, PURGED_KEY, &bytes).map_err(write_err)?;
+        for key in self.keys_between(0, log_id.index)? {
+            batch.delete(&self.log, &key).map_err(write_err)?;
+        }
+        self.write_synced(batch).await
+    }
+}
