@@ -1,0 +1,250 @@
+//! One partition replicated over three nodes in this process, through an in-memory network
+//! that can cut a node off: write sets committed through the leader reach every replica's
+//! tables; when the leader is cut off, the others elect a new one and go on, the old one can
+//! no longer commit, and after the cut heals it holds every acknowledged write.
+
+use openraft::error::{InstallSnapshotError, RPCError, RaftError, RemoteError, Unreachable};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest,
+    VoteResponse,
+};
+use openraft::{BasicNode, Config, Raft};
+use parking_lot::Mutex;
+use riptide_cluster::{LogStore, StateMachine, TypeConfig, WriteOp, WriteSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+type NodeId = u64;
+
+/// Every node's Raft handle, and the nodes cut off from the others.
+#[derive(Clone, Default)]
+struct Router {
+    nodes: Arc<Mutex<HashMap<NodeId, Raft<TypeConfig>>>>,
+    cut_off: Arc<Mutex<HashSet<NodeId>>>,
+}
+
+impl Router {
+    /// The target's handle if a message from `from` reaches it.
+    fn reach(&self, from: NodeId, to: NodeId) -> Result<Raft<TypeConfig>, Unreachable> {
+        let cut = self.cut_off.lock();
+        if cut.contains(&from) || cut.contains(&to) {
+            return Err(Unreachable::new(&std::io::Error::other(format!(
+                "{from} -> {to} is cut off"
+            ))));
+        }
+        self.nodes
+            .lock()
+            .get(&to)
+            .cloned()
+            .ok_or_else(|| Unreachable::new(&std::io::Error::other(format!("node {to} is not running"))))
+    }
+}
+
+struct Connection {
+    router: Router,
+    from: NodeId,
+    to: NodeId,
+}
+
+/// A node's view of the router: connections from this node.
+struct NodeNet {
+    router: Router,
+    id: NodeId,
+}
+
+impl RaftNetworkFactory<TypeConfig> for NodeNet {
+    type Network = Connection;
+
+    async fn new_client(&mut self, target: NodeId, _node: &BasicNode) -> Connection {
+        Connection {
+            router: self.router.clone(),
+            from: self.id,
+            to: target,
+        }
+    }
+}
+
+type RpcResult<T, E = openraft::error::Infallible> = Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>;
+
+impl RaftNetwork<TypeConfig> for Connection {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        _option: RPCOption,
+    ) -> RpcResult<AppendEntriesResponse<NodeId>> {
+        let raft = self.router.reach(self.from, self.to)?;
+        raft.append_entries(rpc)
+            .await
+            .map_err(|e| RPCError::RemoteError(RemoteError::new(self.to, e)))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        _option: RPCOption,
+    ) -> RpcResult<InstallSnapshotResponse<NodeId>, InstallSnapshotError> {
+        let raft = self.router.reach(self.from, self.to)?;
+        raft.install_snapshot(rpc)
+            .await
+            .map_err(|e| RPCError::RemoteError(RemoteError::new(self.to, e)))
+    }
+
+    async fn vote(&mut self, rpc: VoteRequest<NodeId>, _option: RPCOption) -> RpcResult<VoteResponse<NodeId>> {
+        let raft = self.router.reach(self.from, self.to)?;
+        raft.vote(rpc)
+            .await
+            .map_err(|e| RPCError::RemoteError(RemoteError::new(self.to, e)))
+    }
+}
+
+struct Node {
+    raft: Raft<TypeConfig>,
+    db: riptide::Db,
+    _dir: tempfile::TempDir,
+}
+
+async fn start_node(router: &Router, id: NodeId) -> Node {
+    let dir = tempfile::tempdir().unwrap();
+    let db = riptide::Db::open(dir.path(), riptide::Options::default()).unwrap();
+    let config = Config {
+        heartbeat_interval: 50,
+        // Long enough that a loaded 2-core machine does not start elections by itself.
+        election_timeout_min: 500,
+        election_timeout_max: 1000,
+        ..Config::default()
+    };
+    let config = Arc::new(config.validate().unwrap());
+    let net = NodeNet {
+        router: router.clone(),
+        id,
+    };
+    let raft = Raft::new(
+        id,
+        config,
+        net,
+        LogStore::open(&db).unwrap(),
+        StateMachine::open(&db).unwrap(),
+    )
+    .await
+    .unwrap();
+    router.nodes.lock().insert(id, raft.clone());
+    Node { raft, db, _dir: dir }
+}
+
+fn put(key: u32) -> WriteSet {
+    WriteSet {
+        ops: vec![WriteOp::Put {
+            table: "kv".into(),
+            key: key.to_be_bytes().to_vec(),
+            value: format!("v{key}").into_bytes(),
+        }],
+    }
+}
+
+/// The leader all of `nodes` agree on, other than `not`.
+async fn leader_among(nodes: &[&Node], not: Option<NodeId>) -> NodeId {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let leaders: HashSet<Option<NodeId>> = nodes.iter().map(|n| n.raft.metrics().borrow().current_leader).collect();
+        if leaders.len() == 1 {
+            if let Some(Some(l)) = leaders.into_iter().next() {
+                if Some(l) != not {
+                    return l;
+                }
+            }
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no leader agreed on");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Writes `key` through whichever of `candidates` leads, retrying (the put is idempotent) if
+/// leadership moves under a loaded machine; returns the entry's log index once acknowledged.
+async fn write(nodes: &BTreeMap<NodeId, Node>, candidates: &[NodeId], not: Option<NodeId>, key: u32) -> u64 {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let among: Vec<&Node> = candidates.iter().map(|id| &nodes[id]).collect();
+        let leader = leader_among(&among, not).await;
+        match nodes[&leader].raft.client_write(put(key)).await {
+            Ok(reply) => {
+                assert_eq!(reply.data.writes, 1);
+                return reply.log_id.index;
+            }
+            Err(e) => assert!(tokio::time::Instant::now() < deadline, "write {key} kept failing: {e}"),
+        }
+    }
+}
+
+/// Waits until `node` applied at least `index`.
+async fn applied(node: &Node, index: u64) {
+    node.raft
+        .wait(Some(Duration::from_secs(20)))
+        .metrics(|m| m.last_applied.map(|l| l.index) >= Some(index), "applied")
+        .await
+        .unwrap();
+}
+
+fn keys_of(node: &Node) -> Vec<u32> {
+    let Ok(kv) = node.db.table("kv") else {
+        return Vec::new();
+    };
+    kv.iter(&Default::default())
+        .unwrap()
+        .map(|row| u32::from_be_bytes(row.unwrap().0.try_into().unwrap()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn writes_replicate_and_survive_the_loss_of_the_leader() {
+    let router = Router::default();
+    let mut nodes = BTreeMap::new();
+    for id in 1..=3 {
+        nodes.insert(id, start_node(&router, id).await);
+    }
+    let members: BTreeMap<NodeId, BasicNode> = (1..=3).map(|id| (id, BasicNode::default())).collect();
+    nodes[&1].raft.initialize(members).await.unwrap();
+    let all_ids = [1, 2, 3];
+
+    // Writes through the leader reach every replica.
+    let mut acknowledged = Vec::new();
+    let mut last_index = 0;
+    for key in 0..50 {
+        last_index = write(&nodes, &all_ids, None, key).await;
+        acknowledged.push(key);
+    }
+    for node in nodes.values() {
+        applied(node, last_index).await;
+        assert_eq!(keys_of(node), acknowledged);
+    }
+
+    // Cut the leader off: the other two elect a new leader and go on.
+    let all: Vec<&Node> = nodes.values().collect();
+    let first = leader_among(&all, None).await;
+    router.cut_off.lock().insert(first);
+    let rest: Vec<NodeId> = all_ids.into_iter().filter(|id| *id != first).collect();
+    for key in 50..80 {
+        last_index = write(&nodes, &rest, Some(first), key).await;
+        acknowledged.push(key);
+    }
+
+    // The old leader, alone, acknowledges nothing.
+    let lonely = tokio::time::timeout(Duration::from_secs(2), nodes[&first].raft.client_write(put(1000))).await;
+    assert!(
+        !matches!(lonely, Ok(Ok(_))),
+        "a leader without a majority acknowledged a write"
+    );
+
+    // Healed, it catches up: every acknowledged write is on every node, and nothing else.
+    router.cut_off.lock().clear();
+    for node in nodes.values() {
+        applied(node, last_index).await;
+        let keys = keys_of(node);
+        assert!(!keys.contains(&1000), "a write without a majority was applied");
+        assert_eq!(keys, acknowledged);
+    }
+    for node in nodes.values() {
+        node.raft.shutdown().await.unwrap();
+    }
+}
