@@ -23,6 +23,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod codec;
+mod engine;
 pub mod log_store;
 pub mod state_machine;
 pub mod types;

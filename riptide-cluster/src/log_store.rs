@@ -11,11 +11,12 @@
 //!   appended before they read.
 
 use crate::codec::{decode, encode, index_key, key_index, CodecError};
+use crate::engine::{blocking, synced, table_or_create};
 use crate::types::TypeConfig;
 use crate::{LOG_TABLE, RAFT_META_TABLE};
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{AnyError, Entry, LogId, RaftLogReader, StorageError, StorageIOError, Vote};
-use riptide::{Db, ReadOptions, Table, WriteBatch, WriteOptions};
+use riptide::{Db, ReadOptions, Table, WriteBatch};
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
 
@@ -35,34 +36,6 @@ impl std::fmt::Debug for LogStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LogStore").field("db", &self.db.path()).finish()
     }
-}
-
-/// The table named `name`, created (durably) if it does not exist.
-pub(crate) fn table_or_create(db: &Db, name: &str) -> riptide::Result<Table> {
-    match db.table(name) {
-        Ok(t) => Ok(t),
-        Err(riptide::Error::TableNotFound(_)) => match db.create_table(name) {
-            Err(riptide::Error::TableExists(_)) => db.table(name),
-            other => other,
-        },
-        Err(e) => Err(e),
-    }
-}
-
-fn synced() -> WriteOptions {
-    WriteOptions {
-        sync: true,
-        ..WriteOptions::default()
-    }
-}
-
-/// Runs a blocking engine call (a synced write waits for `fdatasync`) off the async runtime.
-pub(crate) async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, StorageError<NodeId>> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| StorageIOError::<NodeId>::write(AnyError::error(format!("storage task failed: {e}"))).into())
 }
 
 fn read_err(e: impl std::error::Error + 'static) -> StorageError<NodeId> {

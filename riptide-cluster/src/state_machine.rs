@@ -16,7 +16,7 @@
 //! current one is rebuilt after a restart); issue 24 asks for the engine's checkpoint instead.
 
 use crate::codec::{decode, encode};
-use crate::log_store::{blocking, table_or_create};
+use crate::engine::{blocking, synced, table_or_create};
 use crate::types::{Applied, TypeConfig, WriteOp};
 use crate::{RESERVED_PREFIX, STATE_TABLE};
 use openraft::storage::{RaftStateMachine, Snapshot, SnapshotMeta};
@@ -175,15 +175,7 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
             batch
                 .put(&this.state, SNAPSHOT_META_KEY, &meta_bytes)
                 .map_err(sm_write_err)?;
-            this.db
-                .write(
-                    batch,
-                    &WriteOptions {
-                        sync: true,
-                        ..WriteOptions::default()
-                    },
-                )
-                .map_err(sm_write_err)?;
+            this.db.write(batch, &synced()).map_err(sm_write_err)?;
             Ok(StoredSnapshot { meta, data })
         })
         .await??;
@@ -296,15 +288,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             batch
                 .put(&this.state, SNAPSHOT_META_KEY, &meta_bytes)
                 .map_err(sm_write_err)?;
-            this.db
-                .write(
-                    batch,
-                    &WriteOptions {
-                        sync: true,
-                        ..WriteOptions::default()
-                    },
-                )
-                .map_err(sm_write_err)
+            this.db.write(batch, &synced()).map_err(sm_write_err)
         })
         .await??;
         *self.current.lock() = Some(StoredSnapshot {
