@@ -105,17 +105,27 @@ struct Node {
     _dir: tempfile::TempDir,
 }
 
-async fn start_node(router: &Router, id: NodeId) -> Node {
-    let dir = tempfile::tempdir().unwrap();
-    let db = riptide::Db::open(dir.path(), riptide::Options::default()).unwrap();
-    let config = Config {
+/// The test clusters' Raft settings; `snapshot_every` entries, if given, trigger a snapshot
+/// after which the log is purged (so a new member can only catch up from a snapshot).
+fn config(snapshot_every: Option<u64>) -> Arc<Config> {
+    let mut config = Config {
         heartbeat_interval: 50,
         // Long enough that a loaded 2-core machine does not start elections by itself.
         election_timeout_min: 500,
         election_timeout_max: 1000,
         ..Config::default()
     };
-    let config = Arc::new(config.validate().unwrap());
+    if let Some(n) = snapshot_every {
+        config.snapshot_policy = openraft::SnapshotPolicy::LogsSinceLast(n);
+        config.max_in_snapshot_log_to_keep = 0;
+        config.purge_batch_size = 1;
+    }
+    Arc::new(config.validate().unwrap())
+}
+
+async fn start_node(router: &Router, id: NodeId, config: Arc<Config>) -> Node {
+    let dir = tempfile::tempdir().unwrap();
+    let db = riptide::Db::open(dir.path(), riptide::Options::default()).unwrap();
     let net = NodeNet {
         router: router.clone(),
         id,
@@ -201,7 +211,7 @@ async fn writes_replicate_and_survive_the_loss_of_the_leader() {
     let router = Router::default();
     let mut nodes = BTreeMap::new();
     for id in 1..=3 {
-        nodes.insert(id, start_node(&router, id).await);
+        nodes.insert(id, start_node(&router, id, config(None)).await);
     }
     let members: BTreeMap<NodeId, BasicNode> = (1..=3).map(|id| (id, BasicNode::default())).collect();
     nodes[&1].raft.initialize(members).await.unwrap();
@@ -244,6 +254,79 @@ async fn writes_replicate_and_survive_the_loss_of_the_leader() {
         assert!(!keys.contains(&1000), "a write without a majority was applied");
         assert_eq!(keys, acknowledged);
     }
+    for node in nodes.values() {
+        node.raft.shutdown().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_new_member_catches_up_from_a_snapshot_and_replaces_an_old_one() {
+    let router = Router::default();
+    let mut nodes = BTreeMap::new();
+    for id in 1..=3 {
+        nodes.insert(id, start_node(&router, id, config(Some(10))).await);
+    }
+    let members: BTreeMap<NodeId, BasicNode> = (1..=3).map(|id| (id, BasicNode::default())).collect();
+    nodes[&1].raft.initialize(members).await.unwrap();
+    let mut last_index = 0;
+    for key in 0..40 {
+        last_index = write(&nodes, &[1, 2, 3], None, key).await;
+    }
+    let all: Vec<&Node> = nodes.values().collect();
+    let leader = leader_among(&all, None).await;
+    // The leader snapshotted and purged its log: a new member cannot catch up from entries.
+    nodes[&leader]
+        .raft
+        .wait(Some(Duration::from_secs(20)))
+        .metrics(|m| m.purged.map(|p| p.index) >= Some(10), "log purged after a snapshot")
+        .await
+        .unwrap();
+
+    nodes.insert(4, start_node(&router, 4, config(Some(10))).await);
+    nodes[&leader]
+        .raft
+        .add_learner(4, BasicNode::default(), true)
+        .await
+        .unwrap();
+    applied(&nodes[&4], last_index).await;
+    assert_eq!(
+        keys_of(&nodes[&4]),
+        (0..40).collect::<Vec<_>>(),
+        "the learner's snapshot and log"
+    );
+    let installed = nodes[&4].raft.metrics().borrow().snapshot;
+    assert!(installed.is_some(), "node 4 caught up without installing a snapshot");
+
+    // Node 4 replaces node 1 (which may be the leader): writes go on through the change.
+    let new_members: std::collections::BTreeSet<NodeId> = [2, 3, 4].into();
+    loop {
+        let among: Vec<&Node> = nodes.values().collect();
+        let l = leader_among(&among, None).await;
+        if nodes[&l]
+            .raft
+            .change_membership(new_members.clone(), false)
+            .await
+            .is_ok()
+        {
+            break;
+        }
+    }
+    for key in 40..60 {
+        last_index = write(&nodes, &[2, 3, 4], Some(1), key).await;
+    }
+    for id in [2, 3, 4] {
+        applied(&nodes[&id], last_index).await;
+        assert_eq!(keys_of(&nodes[&id]), (0..60).collect::<Vec<_>>(), "node {id}");
+    }
+    let voters: Vec<NodeId> = nodes[&2]
+        .raft
+        .metrics()
+        .borrow()
+        .membership_config
+        .membership()
+        .voter_ids()
+        .collect();
+    assert_eq!(voters, [2, 3, 4]);
     for node in nodes.values() {
         node.raft.shutdown().await.unwrap();
     }
