@@ -11,6 +11,9 @@
 //!   same atomic batch as each applied write set ([`state_machine`]), so a crash never leaves
 //!   data applied without its index or the other way round.
 //!
+//! - the node-to-node transport ([`transport`]): Raft RPCs over TCP, after a handshake in
+//!   which both ends prove they hold the cluster's shared secret.
+//!
 //! Invariants:
 //! - Names starting with [`RESERVED_PREFIX`] belong to the cluster layer; a write set may not
 //!   touch them, and snapshots carry every other table.
@@ -26,6 +29,7 @@ pub mod codec;
 mod engine;
 pub mod log_store;
 pub mod state_machine;
+pub mod transport;
 pub mod types;
 
 pub use log_store::LogStore;

@@ -16,13 +16,16 @@ use crate::types::TypeConfig;
 use crate::{LOG_TABLE, RAFT_META_TABLE};
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{AnyError, Entry, LogId, RaftLogReader, StorageError, StorageIOError, Vote};
-use riptide::{Db, ReadOptions, Table, WriteBatch};
+use riptide::{Db, ReadOptions, Table, WriteBatch, WriteOptions};
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
 
 type NodeId = u64;
 const VOTE_KEY: &[u8] = b"vote";
 const PURGED_KEY: &[u8] = b"last_purged";
+
+/// Largest engine write of an append (the engine refuses batches over `riptide::MAX_BATCH_SIZE`).
+pub const APPEND_CHUNK_BYTES: usize = 64 << 20;
 
 /// One partition's Raft log store; cheap to clone (clones share the database).
 #[derive(Clone)]
@@ -86,20 +89,37 @@ impl LogStore {
         Ok(keys)
     }
 
-    /// Appends `entries` (replacing any entry at the same index) with one synced write: when it
-    /// returns, they are durable and readable. Raft's `append` is this and its callback.
+    /// Appends `entries` (replacing any entry at the same index): when it returns, they are
+    /// durable and readable. Raft's `append` is this and its callback. Entries go in engine
+    /// writes of at most [`APPEND_CHUNK_BYTES`] (split between entries); the last one is synced,
+    /// which makes the earlier ones durable too (the redo log is one sequence).
     pub async fn append_durably(
         &self,
         entries: impl IntoIterator<Item = Entry<TypeConfig>>,
     ) -> Result<(), StorageError<NodeId>> {
-        let mut batch = WriteBatch::new();
+        let mut chunks = vec![WriteBatch::new()];
         for entry in entries {
             let bytes = encode(&entry).map_err(write_err)?;
-            batch
+            let last = chunks.len() - 1;
+            if !chunks[last].is_empty() && chunks[last].size_in_bytes() + bytes.len() > APPEND_CHUNK_BYTES {
+                chunks.push(WriteBatch::new());
+            }
+            let last = chunks.len() - 1;
+            chunks[last]
                 .put(&self.log, &index_key(entry.log_id.index), &bytes)
                 .map_err(write_err)?;
         }
-        self.write_synced(batch).await
+        let db = self.db.clone();
+        blocking(move || {
+            let n = chunks.len();
+            for (i, chunk) in chunks.into_iter().enumerate() {
+                let opts = if i + 1 == n { synced() } else { WriteOptions::default() };
+                db.write(chunk, &opts)?;
+            }
+            Ok(())
+        })
+        .await?
+        .map_err(|e: riptide::Error| write_err(e))
     }
 
     /// Writes `batch` with sync, off the runtime.
@@ -175,11 +195,20 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         batch
             .put(&self.meta, VOTE_KEY, &bytes)
             .map_err(|e| StorageIOError::<NodeId>::write_vote(AnyError::new(&e)))?;
-        self.write_synced(batch).await
+        let db = self.db.clone();
+        blocking(move || db.write(batch, &synced()))
+            .await?
+            .map_err(|e| StorageIOError::<NodeId>::write_vote(AnyError::new(&e)).into())
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote<NodeId>>, StorageError<NodeId>> {
-        self.read_meta(VOTE_KEY, "vote")
+        match self.meta.get(VOTE_KEY) {
+            Ok(None) => Ok(None),
+            Ok(Some(v)) => decode(&v, "vote")
+                .map(Some)
+                .map_err(|e| StorageIOError::<NodeId>::read_vote(AnyError::new(&e)).into()),
+            Err(e) => Err(StorageIOError::<NodeId>::read_vote(AnyError::new(&e)).into()),
+        }
     }
 
     async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> Result<(), StorageError<NodeId>>

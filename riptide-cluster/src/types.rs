@@ -34,10 +34,56 @@ pub struct WriteSet {
     pub ops: Vec<WriteOp>,
 }
 
-/// What applying an entry did: the writes it applied (0 for blank and membership entries).
+/// Largest write set, in bytes of its keys and values: far below the engine's batch limit, so
+/// an entry always fits one engine write.
+pub const MAX_WRITE_SET_BYTES: usize = 64 << 20;
+
+impl WriteSet {
+    /// Why no replica could apply this write set, if so: a table name that is empty, too long
+    /// or the cluster layer's own, a key or value over the engine's limits, or a set over
+    /// [`MAX_WRITE_SET_BYTES`]. A leader checks this before proposing; a set that fails it
+    /// anyway is refused by every replica alike (see [`Applied::refused`]).
+    pub fn validate(&self) -> Result<(), String> {
+        let mut bytes = 0usize;
+        for op in &self.ops {
+            let table = op.table();
+            if table.is_empty() || table.len() > riptide::MAX_TABLE_NAME {
+                return Err(format!("table name of {} bytes", table.len()));
+            }
+            if table.starts_with(crate::RESERVED_PREFIX) {
+                return Err(format!("table {table:?} belongs to the cluster layer"));
+            }
+            let (key, value) = match op {
+                WriteOp::Put { key, value, .. } => (key, value.len()),
+                WriteOp::Delete { key, .. } => (key, 0),
+            };
+            if key.len() > riptide::MAX_KEY_SIZE {
+                return Err(format!(
+                    "key of {} bytes (at most {})",
+                    key.len(),
+                    riptide::MAX_KEY_SIZE
+                ));
+            }
+            if value > riptide::MAX_VALUE_SIZE {
+                return Err(format!("value of {value} bytes (at most {})", riptide::MAX_VALUE_SIZE));
+            }
+            bytes = bytes.saturating_add(table.len() + key.len() + value);
+        }
+        if bytes > MAX_WRITE_SET_BYTES {
+            return Err(format!("write set of {bytes} bytes (at most {MAX_WRITE_SET_BYTES})"));
+        }
+        Ok(())
+    }
+}
+
+/// What applying an entry did.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
 pub struct Applied {
+    /// Writes applied (0 for blank and membership entries, and for a refused write set).
     pub writes: u32,
+    /// Why the entry's write set was refused, on every replica alike (a committed entry must
+    /// not stop the state machine: openraft treats an apply error as fatal).
+    pub refused: Option<String>,
 }
 
 openraft::declare_raft_types!(

@@ -95,7 +95,7 @@ async fn log_vote_and_applied_state_survive_a_reopen() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn write_sets_apply_atomically_and_never_touch_the_cluster_tables() {
+async fn write_sets_apply_atomically_and_unappliable_ones_are_refused_alike() {
     let dir = tempfile::tempdir().unwrap();
     let db = riptide::Db::open(dir.path(), riptide::Options::default()).unwrap();
     let mut sm = StateMachine::open(&db).unwrap();
@@ -118,12 +118,81 @@ async fn write_sets_apply_atomically_and_never_touch_the_cluster_tables() {
     );
     assert_eq!(db.table("u").unwrap().get(b"k2").unwrap(), Some(b"v2".to_vec()));
 
-    // A write set naming a cluster table is refused whole: nothing of it, nor its index, lands.
-    let bad = WriteSet {
-        ops: vec![put("t", "k3", "v3"), put(riptide_cluster::LOG_TABLE, "x", "y")],
+    // Write sets no replica could apply are refused whole, the same way everywhere: nothing of
+    // them lands, but their index does (a failing apply would stop every replica for good).
+    let refused = [
+        vec![put("t", "k3", "v3"), put(riptide_cluster::LOG_TABLE, "x", "y")],
+        vec![put("t", "k3", "v3"), put("", "x", "y")],
+        vec![
+            put("t", "k3", "v3"),
+            WriteOp::Put {
+                table: "t".into(),
+                key: vec![7; riptide::MAX_KEY_SIZE + 1],
+                value: vec![],
+            },
+        ],
+    ];
+    for (i, ops) in refused.into_iter().enumerate() {
+        let index = 2 + i as u64;
+        let replies = sm
+            .apply(vec![entry(1, index, EntryPayload::Normal(WriteSet { ops }))])
+            .await
+            .unwrap();
+        assert_eq!(replies[0].writes, 0);
+        assert!(replies[0].refused.is_some(), "set {i} was not refused");
+        assert_eq!(db.table("t").unwrap().get(b"k3").unwrap(), None);
+        let (applied, _) = sm.applied_state().await.unwrap();
+        assert_eq!(applied, Some(log_id(1, 1, index)));
+    }
+    assert!(db.table("").is_err());
+}
+
+/// A power cut (the engine's fault-injecting file system drops every unsynced byte) keeps the
+/// vote and every appended entry (both synced), and leaves the applied state consistent: the
+/// partition's rows are exactly those of the entries up to the applied id, so replaying from
+/// there restores the rest.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_power_cut_keeps_the_synced_log_and_vote_and_whole_applies() {
+    use riptide::fs::{CrashMode, FaultFs};
+    let fs = FaultFs::new();
+    let opts = riptide::Options {
+        fs: Arc::new(fs.clone()),
+        ..Default::default()
     };
-    assert!(sm.apply(vec![entry(1, 2, EntryPayload::Normal(bad))]).await.is_err());
-    assert_eq!(db.table("t").unwrap().get(b"k3").unwrap(), None);
+    let path = std::path::Path::new("/partition");
+    let entries: Vec<_> = (1..=6)
+        .map(|i| {
+            let set = WriteSet {
+                ops: vec![put("accounts", &format!("a{i}"), "x")],
+            };
+            entry(5, i, EntryPayload::Normal(set))
+        })
+        .collect();
+    {
+        let db = riptide::Db::open(path, opts.clone()).unwrap();
+        let mut log = LogStore::open(&db).unwrap();
+        let mut sm = StateMachine::open(&db).unwrap();
+        log.save_vote(&Vote::new(5, 2)).await.unwrap();
+        log.append_durably(entries.clone()).await.unwrap();
+        sm.apply(entries[..4].to_vec()).await.unwrap(); // not synced: may be lost, but whole
+        db.abandon_for_test();
+    }
+    fs.crash(CrashMode::DropUnsynced);
+    let db = riptide::Db::open(path, opts).unwrap();
+    let mut log = LogStore::open(&db).unwrap();
+    let mut sm = StateMachine::open(&db).unwrap();
+    assert_eq!(log.read_vote().await.unwrap(), Some(Vote::new(5, 2)));
+    assert_eq!(log.try_get_log_entries(1..=6).await.unwrap(), entries);
+    let rows = |db: &riptide::Db| -> Vec<Vec<u8>> {
+        db.table("accounts")
+            .map(|t| t.iter(&Default::default()).unwrap().map(|r| r.unwrap().0).collect())
+            .unwrap_or_default()
+    };
     let (applied, _) = sm.applied_state().await.unwrap();
-    assert_eq!(applied, Some(log_id(1, 1, 1)));
+    let done = applied.map_or(0, |id| id.index);
+    assert!(done <= 4);
+    let expected = |upto: u64| -> Vec<Vec<u8>> { (1..=upto).map(|i| format!("a{i}").into_bytes()).collect() };
+    assert_eq!(rows(&db), expected(done), "rows disagree with applied id {done}");
+    sm.apply(entries[done as usize..4].to_vec()).await.unwrap();
+    assert_eq!(rows(&db), expected(4));
 }

@@ -1,0 +1,199 @@
+//! The handshake that opens every node-to-node connection: both ends prove they hold the
+//! cluster's shared secret, without sending it, with HMAC-SHA256 over fresh random nonces.
+//!
+//! 1. client → server: `Hello { version, cluster, node, client_nonce }`
+//! 2. server → client: `Challenge { server_nonce, proof }`, proof = HMAC(secret, "server" ‖
+//!    cluster ‖ client_nonce ‖ server_nonce): the server knows the secret.
+//! 3. client → server: `Proof { proof }`, proof = HMAC(secret, "client" ‖ cluster ‖
+//!    server_nonce ‖ client_nonce ‖ node): the client knows it, for this connection only.
+//! 4. server → client: `Verdict::Welcome`, or `Verdict::Refused(reason)` and the connection
+//!    closes.
+//!
+//! Invariants: proofs are compared in constant time (`ring::hmac::verify`); a nonce is 32 fresh
+//! random bytes per connection, so a recorded handshake does not open another; a peer of
+//! another cluster name or protocol version is refused before any proof is computed for it.
+
+use super::{read_frame, write_frame, TransportError};
+use ring::hmac;
+use ring::rand::{SecureRandom, SystemRandom};
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncRead, AsyncWrite};
+
+/// Version of the node-to-node protocol (handshake and RPC messages).
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// What a node needs to join its cluster's connections: the cluster's name and shared secret.
+#[derive(Clone)]
+pub struct ClusterAuth {
+    cluster: String,
+    key: hmac::Key,
+}
+
+impl std::fmt::Debug for ClusterAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterAuth")
+            .field("cluster", &self.cluster)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Serialize, Deserialize, Debug)]
+struct Hello {
+    version: u32,
+    cluster: String,
+    node: u64,
+    client_nonce: [u8; 32],
+}
+
+#[derive(Serialize, Deserialize, Debug)]
+struct Challenge {
+    server_nonce: [u8; 32],
+    proof: Vec<u8>,
+}
+
+#[derive(Serialize, Deserialize, Debug)]
+struct Proof {
+    proof: Vec<u8>,
+}
+
+#[derive(Serialize, Deserialize, Debug)]
+enum Verdict {
+    Welcome,
+    Refused(String),
+}
+
+fn nonce() -> Result<[u8; 32], TransportError> {
+    let mut n = [0u8; 32];
+    SystemRandom::new()
+        .fill(&mut n)
+        .map_err(|_| TransportError::Refused("no randomness for a nonce".into()))?;
+    Ok(n)
+}
+
+impl ClusterAuth {
+    /// The credentials of cluster `cluster` with shared secret `secret` (at least 16 bytes).
+    pub fn new(cluster: &str, secret: &[u8]) -> Result<Self, TransportError> {
+        if secret.len() < 16 {
+            return Err(TransportError::Refused(format!(
+                "a cluster secret of {} bytes is too short (16 at least)",
+                secret.len()
+            )));
+        }
+        Ok(ClusterAuth {
+            cluster: cluster.to_string(),
+            key: hmac::Key::new(hmac::HMAC_SHA256, secret),
+        })
+    }
+
+    fn proof(&self, role: &[u8], first: &[u8; 32], second: &[u8; 32], node: Option<u64>) -> hmac::Tag {
+        let mut ctx = hmac::Context::with_key(&self.key);
+        ctx.update(role);
+        ctx.update(&(self.cluster.len() as u64).to_le_bytes());
+        ctx.update(self.cluster.as_bytes());
+        ctx.update(first);
+        ctx.update(second);
+        if let Some(node) = node {
+            ctx.update(&node.to_le_bytes());
+        }
+        ctx.sign()
+    }
+
+    fn verify(&self, role: &[u8], first: &[u8; 32], second: &[u8; 32], node: Option<u64>, proof: &[u8]) -> bool {
+        let mut msg = Vec::with_capacity(128);
+        msg.extend_from_slice(role);
+        msg.extend_from_slice(&(self.cluster.len() as u64).to_le_bytes());
+        msg.extend_from_slice(self.cluster.as_bytes());
+        msg.extend_from_slice(first);
+        msg.extend_from_slice(second);
+        if let Some(node) = node {
+            msg.extend_from_slice(&node.to_le_bytes());
+        }
+        hmac::verify(&self.key, &msg, proof).is_ok()
+    }
+
+    /// The client side of the handshake, as node `node`.
+    pub(crate) async fn connect(
+        &self,
+        io: &mut (impl AsyncRead + AsyncWrite + Unpin),
+        node: u64,
+    ) -> Result<(), TransportError> {
+        let client_nonce = nonce()?;
+        let hello = Hello {
+            version: PROTOCOL_VERSION,
+            cluster: self.cluster.clone(),
+            node,
+            client_nonce,
+        };
+        write_frame(io, &hello).await?;
+        let challenge: Challenge = match read_frame::<Result<Challenge, String>>(io).await? {
+            Ok(c) => c,
+            Err(reason) => return Err(TransportError::Refused(reason)),
+        };
+        if !self.verify(
+            b"server",
+            &client_nonce,
+            &challenge.server_nonce,
+            None,
+            &challenge.proof,
+        ) {
+            return Err(TransportError::Refused(
+                "the server does not know the cluster secret".into(),
+            ));
+        }
+        let proof = self.proof(b"client", &challenge.server_nonce, &client_nonce, Some(node));
+        write_frame(
+            io,
+            &Proof {
+                proof: proof.as_ref().to_vec(),
+            },
+        )
+        .await?;
+        match read_frame::<Verdict>(io).await? {
+            Verdict::Welcome => Ok(()),
+            Verdict::Refused(reason) => Err(TransportError::Refused(reason)),
+        }
+    }
+
+    /// The server side of the handshake; returns the peer's node id.
+    pub(crate) async fn accept(&self, io: &mut (impl AsyncRead + AsyncWrite + Unpin)) -> Result<u64, TransportError> {
+        let hello: Hello = read_frame(io).await?;
+        let refusal = if hello.version != PROTOCOL_VERSION {
+            Some(format!(
+                "protocol version {} (this node speaks {PROTOCOL_VERSION})",
+                hello.version
+            ))
+        } else if hello.cluster != self.cluster {
+            Some(format!(
+                "cluster {:?} (this node belongs to {:?})",
+                hello.cluster, self.cluster
+            ))
+        } else {
+            None
+        };
+        if let Some(reason) = refusal {
+            write_frame(io, &Err::<Challenge, String>(reason.clone())).await?;
+            return Err(TransportError::Refused(reason));
+        }
+        let server_nonce = nonce()?;
+        let proof = self.proof(b"server", &hello.client_nonce, &server_nonce, None);
+        let challenge = Challenge {
+            server_nonce,
+            proof: proof.as_ref().to_vec(),
+        };
+        write_frame(io, &Ok::<Challenge, String>(challenge)).await?;
+        let answer: Proof = read_frame(io).await?;
+        if !self.verify(
+            b"client",
+            &server_nonce,
+            &hello.client_nonce,
+            Some(hello.node),
+            &answer.proof,
+        ) {
+            let reason = format!("node {} does not know the cluster secret", hello.node);
+            write_frame(io, &Verdict::Refused(reason.clone())).await?;
+            return Err(TransportError::Refused(reason));
+        }
+        write_frame(io, &Verdict::Welcome).await?;
+        Ok(hello.node)
+    }
+}

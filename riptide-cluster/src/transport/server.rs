@@ -1,0 +1,100 @@
+//! The RPC server of one node: accepts connections, runs the handshake, then answers each
+//! request frame with the node's Raft handle, one request at a time per connection.
+//!
+//! Invariants: a connection that fails its handshake, sends a malformed frame or stalls its
+//! handshake past [`HANDSHAKE_TIMEOUT`] is closed and counted, and costs the node nothing
+//! else; stopping the server ([`ServerHandle::stop`]) stops its connections with it.
+
+use super::{read_frame, write_frame, ClusterAuth, Request, Response, TransportError};
+use crate::types::TypeConfig;
+use openraft::Raft;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::{JoinHandle, JoinSet};
+
+/// How long a peer has to complete the handshake.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Counters of one server.
+#[derive(Default, Debug)]
+pub struct ServerStats {
+    /// Connections that completed the handshake.
+    pub accepted: AtomicU64,
+    /// Connections refused by the handshake (wrong secret, cluster or version; or too slow).
+    pub refused: AtomicU64,
+    /// Connections closed for a malformed or oversized frame after the handshake.
+    pub malformed: AtomicU64,
+}
+
+/// A running server; dropping it leaves the server running, [`ServerHandle::stop`] stops it.
+pub struct ServerHandle {
+    task: JoinHandle<()>,
+    stats: Arc<ServerStats>,
+}
+
+impl ServerHandle {
+    /// The server's counters.
+    pub fn stats(&self) -> &ServerStats {
+        &self.stats
+    }
+
+    /// Stops accepting and closes every connection.
+    pub fn stop(&self) {
+        self.task.abort();
+    }
+}
+
+/// Serves `raft`'s RPCs to the peers that connect to `listener` and prove `auth`.
+pub fn spawn_server(listener: TcpListener, raft: Raft<TypeConfig>, auth: ClusterAuth) -> ServerHandle {
+    let stats = Arc::new(ServerStats::default());
+    let counters = stats.clone();
+    let task = tokio::spawn(async move {
+        // Owned by this task: aborting it drops the set, which aborts every connection.
+        let mut connections = JoinSet::new();
+        loop {
+            tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _)) => {
+                        let _ = stream.set_nodelay(true);
+                        let (raft, auth, counters) = (raft.clone(), auth.clone(), counters.clone());
+                        connections.spawn(async move { serve_connection(stream, raft, auth, counters).await });
+                    }
+                    // Out of descriptors or similar: the next accept may succeed.
+                    Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+                },
+                Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            }
+        }
+    });
+    ServerHandle { task, stats }
+}
+
+async fn serve_connection(mut stream: TcpStream, raft: Raft<TypeConfig>, auth: ClusterAuth, stats: Arc<ServerStats>) {
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, auth.accept(&mut stream)).await {
+        Ok(Ok(_peer)) => stats.accepted.fetch_add(1, Ordering::Relaxed),
+        Ok(Err(_)) | Err(_) => {
+            stats.refused.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+    };
+    loop {
+        let request: Request = match read_frame(&mut stream).await {
+            Ok(r) => r,
+            Err(TransportError::Io(_)) => return, // the peer went away
+            Err(_) => {
+                stats.malformed.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+        };
+        let response = match request {
+            Request::AppendEntries(rpc) => Response::AppendEntries(raft.append_entries(rpc).await),
+            Request::Vote(rpc) => Response::Vote(raft.vote(rpc).await),
+            Request::InstallSnapshot(rpc) => Response::InstallSnapshot(raft.install_snapshot(rpc).await),
+        };
+        if write_frame(&mut stream, &response).await.is_err() {
+            return;
+        }
+    }
+}
