@@ -122,18 +122,8 @@ impl LogStore {
         .map_err(|e: riptide::Error| write_err(e))
     }
 
-    /// Writes `batch` with sync, off the runtime.
-    async fn write_synced(&self, batch: WriteBatch) -> Result<(), StorageError<NodeId>> {
-        let db = self.db.clone();
-        blocking(move || db.write(batch, &synced())).await?.map_err(write_err)
-    }
-}
-
-impl RaftLogReader<TypeConfig> for LogStore {
-    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + Send>(
-        &mut self,
-        range: RB,
-    ) -> Result<Vec<Entry<TypeConfig>>, StorageError<NodeId>> {
+    /// The entries whose index is in `range`, in index order.
+    fn read_entries(&self, range: (Bound<u64>, Bound<u64>)) -> Result<Vec<Entry<TypeConfig>>, StorageError<NodeId>> {
         let from = match range.start_bound() {
             Bound::Included(&i) => i,
             Bound::Excluded(&i) => match i.checked_add(1) {
@@ -164,12 +154,9 @@ impl RaftLogReader<TypeConfig> for LogStore {
         }
         Ok(entries)
     }
-}
 
-impl RaftLogStorage<TypeConfig> for LogStore {
-    type LogReader = LogStore;
-
-    async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError<NodeId>> {
+    /// The last purged log id and the last log id (the last purged one if no entry is left).
+    fn log_state(&self) -> Result<LogState<TypeConfig>, StorageError<NodeId>> {
         let last_purged_log_id = self.last_purged()?;
         let last = match self.log.iter(&ReadOptions::default()).map_err(read_err)?.next_back() {
             Some(row) => {
@@ -183,6 +170,54 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             last_purged_log_id,
             last_log_id: last.or(last_purged_log_id),
         })
+    }
+
+    /// Deletes the entries from `log_id` on, with one synced write.
+    fn truncate_from(&self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
+        let mut batch = WriteBatch::new();
+        for key in self.keys_between(log_id.index, u64::MAX)? {
+            batch.delete(&self.log, &key).map_err(write_err)?;
+        }
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.db.write(batch, &synced()).map_err(write_err)
+    }
+
+    /// Records `log_id` as purged and deletes the entries up to it, in one synced write.
+    fn purge_upto(&self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
+        if let Some(purged) = self.last_purged()? {
+            if purged >= log_id {
+                return Ok(()); // purged that far already
+            }
+        }
+        let mut batch = WriteBatch::new();
+        let bytes = encode(&log_id).map_err(write_err)?;
+        batch.put(&self.meta, PURGED_KEY, &bytes).map_err(write_err)?;
+        for key in self.keys_between(0, log_id.index)? {
+            batch.delete(&self.log, &key).map_err(write_err)?;
+        }
+        self.db.write(batch, &synced()).map_err(write_err)
+    }
+}
+
+impl RaftLogReader<TypeConfig> for LogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + Send>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<Entry<TypeConfig>>, StorageError<NodeId>> {
+        let bounds = (range.start_bound().cloned(), range.end_bound().cloned());
+        let this = self.clone();
+        blocking(move || this.read_entries(bounds)).await?
+    }
+}
+
+impl RaftLogStorage<TypeConfig> for LogStore {
+    type LogReader = LogStore;
+
+    async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError<NodeId>> {
+        let this = self.clone();
+        blocking(move || this.log_state()).await?
     }
 
     async fn get_log_reader(&mut self) -> Self::LogReader {
@@ -226,28 +261,12 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn truncate(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
-        let mut batch = WriteBatch::new();
-        for key in self.keys_between(log_id.index, u64::MAX)? {
-            batch.delete(&self.log, &key).map_err(write_err)?;
-        }
-        if batch.is_empty() {
-            return Ok(());
-        }
-        self.write_synced(batch).await
+        let this = self.clone();
+        blocking(move || this.truncate_from(log_id)).await?
     }
 
     async fn purge(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
-        if let Some(purged) = self.last_purged()? {
-            if purged >= log_id {
-                return Ok(()); // purged that far already
-            }
-        }
-        let mut batch = WriteBatch::new();
-        let bytes = encode(&log_id).map_err(write_err)?;
-        batch.put(&self.meta, PURGED_KEY, &bytes).map_err(write_err)?;
-        for key in self.keys_between(0, log_id.index)? {
-            batch.delete(&self.log, &key).map_err(write_err)?;
-        }
-        self.write_synced(batch).await
+        let this = self.clone();
+        blocking(move || this.purge_upto(log_id)).await?
     }
 }
