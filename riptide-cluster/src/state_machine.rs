@@ -22,6 +22,7 @@
 
 use crate::codec::{decode, encode};
 use crate::engine::{blocking, synced, table_or_create};
+use crate::install_gate::InstallGate;
 use crate::types::{Applied, TypeConfig, WriteOp};
 use crate::{RESERVED_PREFIX, STATE_TABLE};
 use openraft::storage::{RaftStateMachine, Snapshot, SnapshotMeta};
@@ -69,6 +70,8 @@ pub struct StateMachine {
     current: Arc<Mutex<Option<StoredSnapshot>>>,
     /// Makes snapshot ids unique within this process.
     builds: Arc<AtomicU64>,
+    /// Told when a snapshot starts arriving and when its install ends.
+    gate: InstallGate,
 }
 
 impl std::fmt::Debug for StateMachine {
@@ -108,11 +111,18 @@ impl std::error::Error for ReservedTable {}
 impl StateMachine {
     /// The state machine of the partition database `db`, creating its table on first use.
     pub fn open(db: &Db) -> riptide::Result<Self> {
+        Self::open_with_gate(db, InstallGate::default())
+    }
+
+    /// The state machine of `db`, telling `gate` about snapshot installs (see
+    /// [`crate::open_partition`]).
+    pub fn open_with_gate(db: &Db, gate: InstallGate) -> riptide::Result<Self> {
         Ok(StateMachine {
             db: db.clone(),
             state: table_or_create(db, STATE_TABLE)?,
             current: Arc::new(Mutex::new(None)),
             builds: Arc::new(AtomicU64::new(0)),
+            gate,
         })
     }
 
@@ -168,6 +178,54 @@ impl StateMachine {
             .write(batch, &WriteOptions::default())
             .map_err(|e| apply_err(&e))?;
         Ok(applied)
+    }
+
+    /// Installs `snapshot` (see the module header); `install_snapshot` tells the gate after.
+    async fn install_snapshot_inner(
+        &mut self,
+        meta: &SnapshotMeta<NodeId, BasicNode>,
+        snapshot: Box<Cursor<Vec<u8>>>,
+    ) -> Result<(), StorageError<NodeId>> {
+        let data = snapshot.into_inner();
+        let body: SnapshotBody = decode(&data, "snapshot").map_err(snapshot_err)?;
+        let this = self.clone();
+        let meta_copy = meta.clone();
+        blocking(move || -> Result<(), StorageError<NodeId>> {
+            let mut batch = WriteBatch::new();
+            // Every row of the partition goes, then the snapshot's rows come, in one write.
+            for table in this.partition_tables().map_err(sm_read_err)? {
+                for row in table.iter(&ReadOptions::default()).map_err(sm_read_err)? {
+                    let (key, _) = row.map_err(sm_read_err)?;
+                    batch.delete(&table, &key).map_err(sm_write_err)?;
+                }
+            }
+            for t in &body.tables {
+                if t.name.starts_with(RESERVED_PREFIX) {
+                    return Err(snapshot_err(ReservedTable(t.name.clone())));
+                }
+                let table = table_or_create(&this.db, &t.name).map_err(sm_write_err)?;
+                for (k, v) in &t.rows {
+                    batch.put(&table, k, v).map_err(sm_write_err)?;
+                }
+            }
+            let applied = encode(&meta_copy.last_log_id).map_err(sm_write_err)?;
+            batch.put(&this.state, APPLIED_KEY, &applied).map_err(sm_write_err)?;
+            let membership = encode(&meta_copy.last_membership).map_err(sm_write_err)?;
+            batch
+                .put(&this.state, MEMBERSHIP_KEY, &membership)
+                .map_err(sm_write_err)?;
+            let meta_bytes = encode(&meta_copy).map_err(sm_write_err)?;
+            batch
+                .put(&this.state, SNAPSHOT_META_KEY, &meta_bytes)
+                .map_err(sm_write_err)?;
+            this.db.write(batch, &synced()).map_err(sm_write_err)
+        })
+        .await??;
+        self.keep_if_newer(&StoredSnapshot {
+            meta: meta.clone(),
+            data,
+        });
+        Ok(())
     }
 
     /// Makes `stored` the current snapshot unless a newer one is (a build that read the engine
@@ -269,6 +327,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     }
 
     async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageError<NodeId>> {
+        self.gate.begin();
         Ok(Box::new(Cursor::new(Vec::new())))
     }
 
@@ -277,46 +336,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         meta: &SnapshotMeta<NodeId, BasicNode>,
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> Result<(), StorageError<NodeId>> {
-        let data = snapshot.into_inner();
-        let body: SnapshotBody = decode(&data, "snapshot").map_err(snapshot_err)?;
-        let this = self.clone();
-        let meta_copy = meta.clone();
-        blocking(move || -> Result<(), StorageError<NodeId>> {
-            let mut batch = WriteBatch::new();
-            // Every row of the partition goes, then the snapshot's rows come, in one write.
-            for table in this.partition_tables().map_err(sm_read_err)? {
-                for row in table.iter(&ReadOptions::default()).map_err(sm_read_err)? {
-                    let (key, _) = row.map_err(sm_read_err)?;
-                    batch.delete(&table, &key).map_err(sm_write_err)?;
-                }
-            }
-            for t in &body.tables {
-                if t.name.starts_with(RESERVED_PREFIX) {
-                    return Err(snapshot_err(ReservedTable(t.name.clone())));
-                }
-                let table = table_or_create(&this.db, &t.name).map_err(sm_write_err)?;
-                for (k, v) in &t.rows {
-                    batch.put(&table, k, v).map_err(sm_write_err)?;
-                }
-            }
-            let applied = encode(&meta_copy.last_log_id).map_err(sm_write_err)?;
-            batch.put(&this.state, APPLIED_KEY, &applied).map_err(sm_write_err)?;
-            let membership = encode(&meta_copy.last_membership).map_err(sm_write_err)?;
-            batch
-                .put(&this.state, MEMBERSHIP_KEY, &membership)
-                .map_err(sm_write_err)?;
-            let meta_bytes = encode(&meta_copy).map_err(sm_write_err)?;
-            batch
-                .put(&this.state, SNAPSHOT_META_KEY, &meta_bytes)
-                .map_err(sm_write_err)?;
-            this.db.write(batch, &synced()).map_err(sm_write_err)
-        })
-        .await??;
-        self.keep_if_newer(&StoredSnapshot {
-            meta: meta.clone(),
-            data,
-        });
-        Ok(())
+        let result = self.install_snapshot_inner(meta, snapshot).await;
+        self.gate.end();
+        result
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError<NodeId>> {

@@ -11,7 +11,7 @@ use openraft::raft::{
 };
 use openraft::{BasicNode, Config, Raft};
 use parking_lot::Mutex;
-use riptide_cluster::{LogStore, StateMachine, TypeConfig, WriteOp, WriteSet};
+use riptide_cluster::{TypeConfig, WriteOp, WriteSet};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -130,15 +130,8 @@ async fn start_node(router: &Router, id: NodeId, config: Arc<Config>) -> Node {
         router: router.clone(),
         id,
     };
-    let raft = Raft::new(
-        id,
-        config,
-        net,
-        LogStore::open(&db).unwrap(),
-        StateMachine::open(&db).unwrap(),
-    )
-    .await
-    .unwrap();
+    let (log, sm) = riptide_cluster::open_partition(&db).unwrap();
+    let raft = Raft::new(id, config, net, log, sm).await.unwrap();
     router.nodes.lock().insert(id, raft.clone());
     Node { raft, db, _dir: dir }
 }

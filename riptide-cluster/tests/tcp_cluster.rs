@@ -6,7 +6,7 @@ use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::VoteRequest;
 use openraft::{BasicNode, Config, Raft, Vote};
 use riptide_cluster::transport::{server::ServerHandle, spawn_server, ClusterAuth, TcpNetwork};
-use riptide_cluster::{LogStore, StateMachine, TypeConfig, WriteOp, WriteSet};
+use riptide_cluster::{TypeConfig, WriteOp, WriteSet};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -35,12 +35,13 @@ async fn start_node(id: NodeId, auth: &ClusterAuth) -> Node {
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();
+    let (log, sm) = riptide_cluster::open_partition(&db).unwrap();
     let raft = Raft::new(
         id,
         Arc::new(config.validate().unwrap()),
         TcpNetwork::new(id, auth.clone()),
-        LogStore::open(&db).unwrap(),
-        StateMachine::open(&db).unwrap(),
+        log,
+        sm,
     )
     .await
     .unwrap();
