@@ -11,10 +11,13 @@ use openraft::raft::{
 };
 use openraft::{BasicNode, Config, Raft};
 use parking_lot::Mutex;
-use riptide_cluster::{TypeConfig, WriteOp, WriteSet};
+use riptide_cluster::TypeConfig;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
+
+mod common;
+use common::{applied, put};
 
 type NodeId = u64;
 
@@ -136,16 +139,6 @@ async fn start_node(router: &Router, id: NodeId, config: Arc<Config>) -> Node {
     Node { raft, db, _dir: dir }
 }
 
-fn put(key: u32) -> WriteSet {
-    WriteSet {
-        ops: vec![WriteOp::Put {
-            table: "kv".into(),
-            key: key.to_be_bytes().to_vec(),
-            value: format!("v{key}").into_bytes(),
-        }],
-    }
-}
-
 /// The leader all of `nodes` agree on, other than `not`.
 async fn leader_among(nodes: &[&Node], not: Option<NodeId>) -> NodeId {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
@@ -180,15 +173,6 @@ async fn write(nodes: &BTreeMap<NodeId, Node>, candidates: &[NodeId], not: Optio
     }
 }
 
-/// Waits until `node` applied at least `index`.
-async fn applied(node: &Node, index: u64) {
-    node.raft
-        .wait(Some(Duration::from_secs(20)))
-        .metrics(|m| m.last_applied.map(|l| l.index) >= Some(index), "applied")
-        .await
-        .unwrap();
-}
-
 fn keys_of(node: &Node) -> Vec<u32> {
     let Ok(kv) = node.db.table("kv") else {
         return Vec::new();
@@ -218,7 +202,7 @@ async fn writes_replicate_and_survive_the_loss_of_the_leader() {
         acknowledged.push(key);
     }
     for node in nodes.values() {
-        applied(node, last_index).await;
+        applied(&node.raft, last_index).await;
         assert_eq!(keys_of(node), acknowledged);
     }
 
@@ -242,7 +226,7 @@ async fn writes_replicate_and_survive_the_loss_of_the_leader() {
     // Healed, it catches up: every acknowledged write is on every node, and nothing else.
     router.cut_off.lock().clear();
     for node in nodes.values() {
-        applied(node, last_index).await;
+        applied(&node.raft, last_index).await;
         let keys = keys_of(node);
         assert!(!keys.contains(&1000), "a write without a majority was applied");
         assert_eq!(keys, acknowledged);
@@ -282,7 +266,7 @@ async fn a_new_member_catches_up_from_a_snapshot_and_replaces_an_old_one() {
         .add_learner(4, BasicNode::default(), true)
         .await
         .unwrap();
-    applied(&nodes[&4], last_index).await;
+    applied(&nodes[&4].raft, last_index).await;
     assert_eq!(
         keys_of(&nodes[&4]),
         (0..40).collect::<Vec<_>>(),
@@ -312,7 +296,7 @@ async fn a_new_member_catches_up_from_a_snapshot_and_replaces_an_old_one() {
         last_index = write(&nodes, &[2, 3, 4], Some(1), key).await;
     }
     for id in [2, 3, 4] {
-        applied(&nodes[&id], last_index).await;
+        applied(&nodes[&id].raft, last_index).await;
         assert_eq!(keys_of(&nodes[&id]), (0..60).collect::<Vec<_>>(), "node {id}");
     }
     let voters: Vec<NodeId> = nodes[&2]

@@ -6,12 +6,15 @@ use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::VoteRequest;
 use openraft::{BasicNode, Config, Raft, Vote};
 use riptide_cluster::transport::{server::ServerHandle, spawn_server, ClusterAuth, TcpNetwork};
-use riptide_cluster::{TypeConfig, WriteOp, WriteSet};
+use riptide_cluster::TypeConfig;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+mod common;
+use common::{applied, put};
 
 type NodeId = u64;
 const SECRET: &[u8] = b"a cluster secret of 32 bytes....";
@@ -55,16 +58,6 @@ async fn start_node(id: NodeId, auth: &ClusterAuth) -> Node {
     }
 }
 
-fn put(key: u32) -> WriteSet {
-    WriteSet {
-        ops: vec![WriteOp::Put {
-            table: "kv".into(),
-            key: key.to_be_bytes().to_vec(),
-            value: b"v".to_vec(),
-        }],
-    }
-}
-
 /// The leader the running nodes among `ids` agree on, other than `not`.
 async fn leader(nodes: &BTreeMap<NodeId, Node>, ids: &[NodeId], not: Option<NodeId>) -> NodeId {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
@@ -94,14 +87,6 @@ async fn write(nodes: &BTreeMap<NodeId, Node>, ids: &[NodeId], not: Option<NodeI
     unreachable!()
 }
 
-async fn applied(node: &Node, index: u64) {
-    node.raft
-        .wait(Some(Duration::from_secs(20)))
-        .metrics(|m| m.last_applied.map(|l| l.index) >= Some(index), "applied")
-        .await
-        .unwrap();
-}
-
 fn key_count(node: &Node) -> usize {
     node.db
         .table("kv")
@@ -123,7 +108,7 @@ async fn a_partition_replicates_over_tcp_and_outlives_its_leader() {
         last = write(&nodes, &[1, 2, 3], None, key).await;
     }
     for node in nodes.values() {
-        applied(node, last).await;
+        applied(&node.raft, last).await;
         assert_eq!(key_count(node), 30);
     }
 
@@ -136,7 +121,7 @@ async fn a_partition_replicates_over_tcp_and_outlives_its_leader() {
         last = write(&nodes, &rest, Some(old), key).await;
     }
     for id in &rest {
-        applied(&nodes[id], last).await;
+        applied(&nodes[id].raft, last).await;
         assert_eq!(key_count(&nodes[id]), 45);
     }
     for id in &rest {

@@ -85,20 +85,9 @@ impl ClusterAuth {
         })
     }
 
-    fn proof(&self, role: &[u8], first: &[u8; 32], second: &[u8; 32], node: Option<u64>) -> hmac::Tag {
-        let mut ctx = hmac::Context::with_key(&self.key);
-        ctx.update(role);
-        ctx.update(&(self.cluster.len() as u64).to_le_bytes());
-        ctx.update(self.cluster.as_bytes());
-        ctx.update(first);
-        ctx.update(second);
-        if let Some(node) = node {
-            ctx.update(&node.to_le_bytes());
-        }
-        ctx.sign()
-    }
-
-    fn verify(&self, role: &[u8], first: &[u8; 32], second: &[u8; 32], node: Option<u64>, proof: &[u8]) -> bool {
+    /// The bytes a proof signs: the role, the cluster's name (length-prefixed), both nonces in
+    /// the role's order, and the client's node id for the client's proof.
+    fn proof_message(&self, role: &[u8], first: &[u8; 32], second: &[u8; 32], node: Option<u64>) -> Vec<u8> {
         let mut msg = Vec::with_capacity(128);
         msg.extend_from_slice(role);
         msg.extend_from_slice(&(self.cluster.len() as u64).to_le_bytes());
@@ -108,7 +97,16 @@ impl ClusterAuth {
         if let Some(node) = node {
             msg.extend_from_slice(&node.to_le_bytes());
         }
-        hmac::verify(&self.key, &msg, proof).is_ok()
+        msg
+    }
+
+    fn proof(&self, role: &[u8], first: &[u8; 32], second: &[u8; 32], node: Option<u64>) -> hmac::Tag {
+        hmac::sign(&self.key, &self.proof_message(role, first, second, node))
+    }
+
+    /// Checks `proof` in constant time.
+    fn verify(&self, role: &[u8], first: &[u8; 32], second: &[u8; 32], node: Option<u64>, proof: &[u8]) -> bool {
+        hmac::verify(&self.key, &self.proof_message(role, first, second, node), proof).is_ok()
     }
 
     /// The client side of the handshake, as node `node`.
