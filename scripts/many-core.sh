@@ -22,7 +22,7 @@
 #                               vmstat runs, with the time estimate, instead of running them
 #   AB=1                        also five A/B blocks of Riptide against itself with one feature off
 #                               (engine riptide-base = the same binary with an extra flag), REPS2
-#                               runs each, about 3 more minutes: early lock release
+#                               runs each, about 3.5 more minutes: early lock release
 #                               (xbench zipf at 64 threads, --early_lock_release=false), pointer
 #                               swizzling (readrandom warm at 16 threads, --block_swizzling=false),
 #                               parallel insertion (fillrandom at 16 threads,

@@ -27,13 +27,11 @@
 
 pub mod codec;
 mod engine;
-pub mod install_gate;
 pub mod log_store;
 pub mod state_machine;
 pub mod transport;
 pub mod types;
 
-pub use install_gate::InstallGate;
 pub use log_store::LogStore;
 pub use state_machine::StateMachine;
 pub use types::{Applied, TypeConfig, WriteOp, WriteSet};
@@ -47,12 +45,7 @@ pub const RAFT_META_TABLE: &str = "__raft.meta";
 /// The state machine's applied log id and membership.
 pub const STATE_TABLE: &str = "__raft.state";
 
-/// The log store and state machine of the partition database `db`, sharing the gate that makes
-/// a purge wait for a snapshot install under way (`install_gate.rs`). Use this for a Raft node.
+/// The log store and state machine of the partition database `db`, for a Raft node.
 pub fn open_partition(db: &riptide::Db) -> riptide::Result<(LogStore, StateMachine)> {
-    let gate = InstallGate::default();
-    Ok((
-        LogStore::open_with_gate(db, gate.clone())?,
-        StateMachine::open_with_gate(db, gate)?,
-    ))
+    Ok((LogStore::open(db)?, StateMachine::open(db)?))
 }

@@ -12,7 +12,6 @@
 
 use crate::codec::{decode, encode, index_key, key_index, CodecError};
 use crate::engine::{blocking, synced, table_or_create};
-use crate::install_gate::InstallGate;
 use crate::types::TypeConfig;
 use crate::{LOG_TABLE, RAFT_META_TABLE};
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
@@ -34,8 +33,6 @@ pub struct LogStore {
     db: Db,
     log: Table,
     meta: Table,
-    /// A purge waits while a snapshot install is pending (see `install_gate.rs`).
-    gate: InstallGate,
 }
 
 impl std::fmt::Debug for LogStore {
@@ -55,17 +52,10 @@ fn write_err(e: impl std::error::Error + 'static) -> StorageError<NodeId> {
 impl LogStore {
     /// The log store of the partition database `db`, creating its tables on first use.
     pub fn open(db: &Db) -> riptide::Result<Self> {
-        Self::open_with_gate(db, InstallGate::default())
-    }
-
-    /// The log store of `db`, whose purges wait for the installs `gate` reports pending (see
-    /// [`crate::open_partition`]).
-    pub fn open_with_gate(db: &Db, gate: InstallGate) -> riptide::Result<Self> {
         Ok(LogStore {
             db: db.clone(),
             log: table_or_create(db, LOG_TABLE)?,
             meta: table_or_create(db, RAFT_META_TABLE)?,
-            gate,
         })
     }
 
@@ -276,7 +266,6 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn purge(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
-        self.gate.wait_for_install().await;
         let this = self.clone();
         blocking(move || this.purge_upto(log_id)).await?
     }

@@ -22,7 +22,6 @@
 
 use crate::codec::{decode, encode};
 use crate::engine::{blocking, synced, table_or_create};
-use crate::install_gate::InstallGate;
 use crate::types::{Applied, TypeConfig, WriteOp};
 use crate::{RESERVED_PREFIX, STATE_TABLE};
 use openraft::storage::{RaftStateMachine, Snapshot, SnapshotMeta};
@@ -70,8 +69,6 @@ pub struct StateMachine {
     current: Arc<Mutex<Option<StoredSnapshot>>>,
     /// Makes snapshot ids unique within this process.
     builds: Arc<AtomicU64>,
-    /// Told when a snapshot starts arriving and when its install ends.
-    gate: InstallGate,
 }
 
 impl std::fmt::Debug for StateMachine {
@@ -111,18 +108,11 @@ impl std::error::Error for ReservedTable {}
 impl StateMachine {
     /// The state machine of the partition database `db`, creating its table on first use.
     pub fn open(db: &Db) -> riptide::Result<Self> {
-        Self::open_with_gate(db, InstallGate::default())
-    }
-
-    /// The state machine of `db`, telling `gate` about snapshot installs (see
-    /// [`crate::open_partition`]).
-    pub fn open_with_gate(db: &Db, gate: InstallGate) -> riptide::Result<Self> {
         Ok(StateMachine {
             db: db.clone(),
             state: table_or_create(db, STATE_TABLE)?,
             current: Arc::new(Mutex::new(None)),
             builds: Arc::new(AtomicU64::new(0)),
-            gate,
         })
     }
 
@@ -180,7 +170,7 @@ impl StateMachine {
         Ok(applied)
     }
 
-    /// Installs `snapshot` (see the module header); `install_snapshot` tells the gate after.
+    /// Installs `snapshot` (see the module header).
     async fn install_snapshot_inner(
         &mut self,
         meta: &SnapshotMeta<NodeId, BasicNode>,
@@ -327,7 +317,6 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     }
 
     async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageError<NodeId>> {
-        self.gate.begin();
         Ok(Box::new(Cursor::new(Vec::new())))
     }
 
@@ -336,9 +325,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         meta: &SnapshotMeta<NodeId, BasicNode>,
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> Result<(), StorageError<NodeId>> {
-        let result = self.install_snapshot_inner(meta, snapshot).await;
-        self.gate.end();
-        result
+        self.install_snapshot_inner(meta, snapshot).await
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError<NodeId>> {

@@ -34,15 +34,22 @@ pub struct WriteSet {
     pub ops: Vec<WriteOp>,
 }
 
-/// Largest write set, in bytes of its keys and values: far below the engine's batch limit, so
-/// an entry always fits one engine write.
+/// Largest write set, counting each op's table name, key, value and [`OP_OVERHEAD_BYTES`]: far
+/// below the engine's batch limit (256 MiB), so an entry always fits one engine write, and
+/// below the transport's frame limit.
 pub const MAX_WRITE_SET_BYTES: usize = 64 << 20;
+
+/// What [`WriteSet::validate`] counts for each op beyond its name, key and value: more than the
+/// engine's own per-op encoding (a tag, a table id and varint lengths) and the set's postcard
+/// encoding take.
+pub const OP_OVERHEAD_BYTES: usize = 32;
 
 impl WriteSet {
     /// Why no replica could apply this write set, if so: a table name that is empty, too long
     /// or the cluster layer's own, a key or value over the engine's limits, or a set over
-    /// [`MAX_WRITE_SET_BYTES`]. A leader checks this before proposing; a set that fails it
-    /// anyway is refused by every replica alike (see [`Applied::refused`]).
+    /// [`MAX_WRITE_SET_BYTES`]. A leader should check this before proposing (the server's
+    /// cluster mode will); a set that fails it anyway is refused by every replica alike (see
+    /// [`Applied::refused`]).
     pub fn validate(&self) -> Result<(), String> {
         let mut bytes = 0usize;
         for op in &self.ops {
@@ -67,7 +74,7 @@ impl WriteSet {
             if value > riptide::MAX_VALUE_SIZE {
                 return Err(format!("value of {value} bytes (at most {})", riptide::MAX_VALUE_SIZE));
             }
-            bytes = bytes.saturating_add(table.len() + key.len() + value);
+            bytes = bytes.saturating_add(table.len() + key.len() + value + OP_OVERHEAD_BYTES);
         }
         if bytes > MAX_WRITE_SET_BYTES {
             return Err(format!("write set of {bytes} bytes (at most {MAX_WRITE_SET_BYTES})"));

@@ -7,7 +7,6 @@ use openraft::testing::{log_id, StoreBuilder, Suite};
 use openraft::{Entry, EntryPayload, RaftLogReader, RaftSnapshotBuilder, StorageError, Vote};
 use riptide_cluster::{LogStore, StateMachine, TypeConfig, WriteOp, WriteSet};
 use std::sync::Arc;
-use std::time::Duration;
 
 /// A fresh partition database per test of the suite; the guard keeps its directory.
 struct FreshPartition;
@@ -195,54 +194,4 @@ async fn a_power_cut_keeps_the_synced_log_and_vote_and_whole_applies() {
     assert_eq!(rows(&db), expected(done), "rows disagree with applied id {done}");
     sm.apply(entries[done as usize..4].to_vec()).await.unwrap();
     assert_eq!(rows(&db), expected(4));
-}
-
-/// A follower's purge behind a snapshot waits until the install of that snapshot ended, so a
-/// crash in between cannot leave the log purged in front of an older applied state.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_purge_waits_for_a_snapshot_install_under_way() {
-    // The snapshot, built on another replica that applied entries 1..=3.
-    let source_dir = tempfile::tempdir().unwrap();
-    let source = riptide::Db::open(source_dir.path(), riptide::Options::default()).unwrap();
-    let (_, mut source_sm) = riptide_cluster::open_partition(&source).unwrap();
-    let entries: Vec<_> = (1..=3)
-        .map(|i| {
-            entry(
-                2,
-                i,
-                EntryPayload::Normal(WriteSet {
-                    ops: vec![put("t", &format!("k{i}"), "v")],
-                }),
-            )
-        })
-        .collect();
-    source_sm.apply(entries).await.unwrap();
-    let snapshot = source_sm.build_snapshot().await.unwrap();
-
-    let dir = tempfile::tempdir().unwrap();
-    let db = riptide::Db::open(dir.path(), riptide::Options::default()).unwrap();
-    let (log, mut sm) = riptide_cluster::open_partition(&db).unwrap();
-    let mut receiving = sm.begin_receiving_snapshot().await.unwrap();
-    *receiving = *snapshot.snapshot;
-    let purge = {
-        let mut log = log.clone();
-        tokio::spawn(async move { log.purge(log_id(2, 1, 3)).await })
-    };
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(
-        !purge.is_finished(),
-        "purged while the snapshot's install was under way"
-    );
-    sm.install_snapshot(&snapshot.meta, receiving).await.unwrap();
-    tokio::time::timeout(Duration::from_secs(10), purge)
-        .await
-        .expect("the purge still waits after the install")
-        .unwrap()
-        .unwrap();
-    let mut log = log;
-    assert_eq!(
-        log.get_log_state().await.unwrap().last_purged_log_id,
-        Some(log_id(2, 1, 3))
-    );
-    assert_eq!(db.table("t").unwrap().get(b"k3").unwrap(), Some(b"v".to_vec()));
 }

@@ -13,7 +13,7 @@
 //! random bytes per connection, so a recorded handshake does not open another; a peer of
 //! another cluster name or protocol version is refused before any proof is computed for it.
 
-use super::{read_frame, write_frame, TransportError};
+use super::{read_frame_within, write_frame, TransportError, MAX_HANDSHAKE_FRAME};
 use ring::hmac;
 use ring::rand::{SecureRandom, SystemRandom};
 use serde::{Deserialize, Serialize};
@@ -123,7 +123,8 @@ impl ClusterAuth {
             client_nonce,
         };
         write_frame(io, &hello).await?;
-        let challenge: Challenge = match read_frame::<Result<Challenge, String>>(io).await? {
+        let challenge: Challenge = match read_frame_within::<Result<Challenge, String>>(io, MAX_HANDSHAKE_FRAME).await?
+        {
             Ok(c) => c,
             Err(reason) => return Err(TransportError::Refused(reason)),
         };
@@ -146,7 +147,7 @@ impl ClusterAuth {
             },
         )
         .await?;
-        match read_frame::<Verdict>(io).await? {
+        match read_frame_within::<Verdict>(io, MAX_HANDSHAKE_FRAME).await? {
             Verdict::Welcome => Ok(()),
             Verdict::Refused(reason) => Err(TransportError::Refused(reason)),
         }
@@ -154,7 +155,7 @@ impl ClusterAuth {
 
     /// The server side of the handshake; returns the peer's node id.
     pub(crate) async fn accept(&self, io: &mut (impl AsyncRead + AsyncWrite + Unpin)) -> Result<u64, TransportError> {
-        let hello: Hello = read_frame(io).await?;
+        let hello: Hello = read_frame_within(io, MAX_HANDSHAKE_FRAME).await?;
         let refusal = if hello.version != PROTOCOL_VERSION {
             Some(format!(
                 "protocol version {} (this node speaks {PROTOCOL_VERSION})",
@@ -179,7 +180,7 @@ impl ClusterAuth {
             proof: proof.as_ref().to_vec(),
         };
         write_frame(io, &Ok::<Challenge, String>(challenge)).await?;
-        let answer: Proof = read_frame(io).await?;
+        let answer: Proof = read_frame_within(io, MAX_HANDSHAKE_FRAME).await?;
         if !self.verify(
             b"client",
             &server_nonce,
@@ -193,5 +194,80 @@ impl ClusterAuth {
         }
         write_frame(io, &Verdict::Welcome).await?;
         Ok(hello.node)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::{read_frame, write_frame};
+
+    fn auth(cluster: &str, secret: &[u8; 32]) -> ClusterAuth {
+        ClusterAuth::new(cluster, secret).unwrap()
+    }
+
+    #[tokio::test]
+    async fn members_get_in_and_the_server_refuses_a_wrong_client_proof() {
+        let (mut c, mut s) = tokio::io::duplex(1 << 16);
+        let a = auth("c", &[1; 32]);
+        let (client, server) = tokio::join!(a.connect(&mut c, 7), a.accept(&mut s));
+        client.unwrap();
+        assert_eq!(server.unwrap(), 7);
+
+        // A client that ignores the server's proof and answers with a forged one: the server
+        // itself must refuse it (a client-side check alone would not show this).
+        let (mut c, mut s) = tokio::io::duplex(1 << 16);
+        let server = tokio::spawn(async move { auth("c", &[1; 32]).accept(&mut s).await });
+        let hello = Hello {
+            version: PROTOCOL_VERSION,
+            cluster: "c".into(),
+            node: 9,
+            client_nonce: [5; 32],
+        };
+        write_frame(&mut c, &hello).await.unwrap();
+        let challenge: Result<Challenge, String> = read_frame(&mut c).await.unwrap();
+        let challenge = challenge.unwrap();
+        // Reflecting the server's own proof back is refused too (the roles differ).
+        write_frame(&mut c, &Proof { proof: challenge.proof }).await.unwrap();
+        let verdict: Verdict = read_frame(&mut c).await.unwrap();
+        assert!(matches!(verdict, Verdict::Refused(_)));
+        assert!(matches!(server.await.unwrap(), Err(TransportError::Refused(_))));
+
+        // Another secret or another cluster: refused on both sides.
+        for (other, what) in [(auth("c", &[2; 32]), "secret"), (auth("d", &[1; 32]), "cluster")] {
+            let (c, s) = tokio::io::duplex(1 << 16);
+            let a = a.clone();
+            // Each side hangs up when it is done, as a socket would.
+            let server = tokio::spawn(async move {
+                let mut s = s;
+                a.accept(&mut s).await
+            });
+            let client = async move {
+                let mut c = c;
+                other.connect(&mut c, 8).await
+            }
+            .await;
+            assert!(client.is_err(), "client with another {what} got in");
+            assert!(server.await.unwrap().is_err(), "server accepted another {what}");
+        }
+        assert!(ClusterAuth::new("c", b"short").is_err());
+    }
+
+    #[tokio::test]
+    async fn a_hello_over_the_handshake_limit_is_refused_unread() {
+        let (mut c, mut s) = tokio::io::duplex(1 << 16);
+        let big = Hello {
+            version: PROTOCOL_VERSION,
+            cluster: "x".repeat(MAX_HANDSHAKE_FRAME),
+            node: 1,
+            client_nonce: [0; 32],
+        };
+        let writer = tokio::spawn(async move {
+            let _ = write_frame(&mut c, &big).await;
+        });
+        let refused = auth("c", &[1; 32]).accept(&mut s).await;
+        assert!(matches!(refused, Err(TransportError::Malformed(_))), "{refused:?}");
+        drop(s);
+        writer.await.unwrap();
     }
 }

@@ -2,13 +2,17 @@
 //! (and its handshake run) on the first RPC and after any failure; one RPC is in flight per
 //! connection, bounded by openraft's hard time-to-live.
 //!
-//! Invariants: a failure to connect or to complete the handshake is `Unreachable` (openraft
-//! backs off); a failure after that is a `Network` error; either drops the connection, so the
-//! next RPC starts afresh and never reads a reply meant for an earlier one.
+//! Invariants: a failure to connect or to complete the handshake (in time) is `Unreachable`
+//! (openraft backs off); an append too large for one frame is `PayloadTooLarge` before anything
+//! is sent (openraft retries with fewer entries); any other failure is a `Network` error. Every
+//! failure but the first two drops the connection, so the next RPC starts afresh and never
+//! reads a reply meant for an earlier one.
 
 use super::{read_frame, write_frame, ClusterAuth, Request, Response, TransportError};
 use crate::types::TypeConfig;
-use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable};
+use openraft::error::{
+    InstallSnapshotError, NetworkError, PayloadTooLarge, RPCError, RaftError, RemoteError, Unreachable,
+};
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest,
@@ -58,12 +62,6 @@ impl RaftNetworkFactory<TypeConfig> for TcpNetwork {
     }
 }
 
-/// Why a call failed: before the peer was reached (connect, handshake) or after.
-enum CallError {
-    Unreachable(TransportError),
-    Network(TransportError),
-}
-
 impl TcpConnection {
     async fn connected(&mut self) -> Result<&mut TcpStream, TransportError> {
         if self.stream.is_none() {
@@ -77,34 +75,55 @@ impl TcpConnection {
             .ok_or_else(|| TransportError::Malformed("no connection".into()))
     }
 
-    async fn round_trip(&mut self, request: &Request) -> Result<Response, CallError> {
-        let stream = self.connected().await.map_err(CallError::Unreachable)?;
-        write_frame(stream, request).await.map_err(CallError::Network)?;
-        read_frame(stream).await.map_err(CallError::Network)
-    }
-
-    /// Sends `request` and returns the reply, within `ttl`; drops the connection on failure.
+    /// Sends `request` and returns the reply, within `ttl` (connecting and the handshake
+    /// included); drops the connection on failure.
     async fn call<T, E: std::error::Error>(
         &mut self,
         request: Request,
         ttl: Duration,
         pick: impl FnOnce(Response) -> Option<Result<T, RaftError<NodeId, E>>>,
     ) -> Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>> {
-        let outcome = match tokio::time::timeout(ttl, self.round_trip(&request)).await {
-            Ok(r) => r,
-            Err(_) => Err(CallError::Network(TransportError::Io(std::io::Error::new(
+        let deadline = tokio::time::Instant::now() + ttl;
+        let target = self.target;
+        let timed_out = move |what: &str| {
+            TransportError::Io(std::io::Error::new(
                 std::io::ErrorKind::TimedOut,
-                format!("no reply from node {} within {ttl:?}", self.target),
-            )))),
+                format!("{what} node {target} took over {ttl:?}"),
+            ))
+        };
+        // Not reached (connect, handshake, or their time-out): `Unreachable`, so openraft backs off.
+        let connected = match tokio::time::timeout_at(deadline, self.connected()).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(timed_out("connecting to")),
+        };
+        if let Err(e) = connected {
+            self.stream = None;
+            return Err(RPCError::Unreachable(Unreachable::new(&e)));
+        }
+        let entries = match &request {
+            Request::AppendEntries(rpc) => Some(rpc.entries.len() as u64),
+            _ => None,
+        };
+        let outcome = match self.stream.as_mut() {
+            Some(stream) => tokio::time::timeout_at(deadline, async {
+                write_frame(stream, &request).await?;
+                read_frame::<Response>(stream).await
+            })
+            .await
+            .unwrap_or_else(|_| Err(timed_out("an RPC to"))),
+            None => Err(TransportError::Malformed("no connection".into())),
         };
         let reply = match outcome {
             Ok(reply) => reply,
+            Err(TransportError::TooLarge(_)) if entries.unwrap_or(0) > 1 => {
+                // Nothing was sent: openraft retries with fewer entries.
+                let hint = entries.unwrap_or(2) / 2;
+                return Err(RPCError::PayloadTooLarge(PayloadTooLarge::new_entries_hint(hint)));
+            }
             Err(e) => {
                 self.stream = None;
-                return Err(match e {
-                    CallError::Unreachable(e) => RPCError::Unreachable(Unreachable::new(&e)),
-                    CallError::Network(e) => RPCError::Network(NetworkError::new(&e)),
-                });
+                return Err(RPCError::Network(NetworkError::new(&e)));
             }
         };
         match pick(reply) {

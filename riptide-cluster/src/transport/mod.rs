@@ -5,9 +5,11 @@
 //!
 //! Invariants:
 //! - A frame is a 4-byte little-endian length, then that many bytes; a length over
-//!   [`MAX_FRAME`] or a body that does not decode closes the connection with an error (no
-//!   allocation of the announced size, no panic).
-//! - No RPC is read or answered on a connection before its handshake succeeded.
+//!   [`MAX_FRAME`] ([`MAX_HANDSHAKE_FRAME`] during the handshake) or a body that does not decode
+//!   closes the connection with an error (no allocation of the announced size, no panic).
+//! - No RPC is read or answered on a connection before its handshake succeeded. Only the
+//!   handshake is authenticated: frames after it are neither signed nor encrypted (TLS is to
+//!   come), so the transport keeps out nodes without the secret, not an attacker on the path.
 
 pub mod auth;
 pub mod client;
@@ -28,8 +30,13 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 type NodeId = u64;
 
-/// Largest frame accepted (an append of many entries or a snapshot chunk fits well below it).
-pub const MAX_FRAME: usize = 64 << 20;
+/// Largest frame sent or accepted: a largest write set (`MAX_WRITE_SET_BYTES`) with its entry's
+/// overhead fits; an append of several entries over it is split by openraft (the client answers
+/// `PayloadTooLarge`).
+pub const MAX_FRAME: usize = 128 << 20;
+
+/// Largest frame of the handshake: read before the peer proved anything.
+pub const MAX_HANDSHAKE_FRAME: usize = 4 << 10;
 
 /// An RPC from a leader or candidate.
 #[derive(Serialize, Deserialize, Debug)]
@@ -53,6 +60,8 @@ pub enum TransportError {
     Io(std::io::Error),
     Malformed(String),
     Refused(String),
+    /// A message to send encodes to this many bytes, over [`MAX_FRAME`].
+    TooLarge(usize),
 }
 
 impl std::fmt::Display for TransportError {
@@ -61,6 +70,7 @@ impl std::fmt::Display for TransportError {
             TransportError::Io(e) => write!(f, "transport I/O: {e}"),
             TransportError::Malformed(m) => write!(f, "malformed frame: {m}"),
             TransportError::Refused(m) => write!(f, "refused: {m}"),
+            TransportError::TooLarge(n) => write!(f, "a message of {n} bytes, over {MAX_FRAME}"),
         }
     }
 }
@@ -95,12 +105,20 @@ pub(crate) async fn write_frame<T: Serialize>(
 
 /// Reads one frame and decodes it as a `T`.
 pub(crate) async fn read_frame<T: DeserializeOwned>(io: &mut (impl AsyncRead + Unpin)) -> Result<T, TransportError> {
+    read_frame_within(io, MAX_FRAME).await
+}
+
+/// Reads one frame of at most `max` bytes and decodes it as a `T`.
+pub(crate) async fn read_frame_within<T: DeserializeOwned>(
+    io: &mut (impl AsyncRead + Unpin),
+    max: usize,
+) -> Result<T, TransportError> {
     let mut len = [0u8; 4];
     io.read_exact(&mut len).await?;
     let len = u32::from_le_bytes(len) as usize;
-    if len > MAX_FRAME {
+    if len > max {
         return Err(TransportError::Malformed(format!(
-            "frame of {len} bytes announced, over {MAX_FRAME}"
+            "frame of {len} bytes announced, over {max}"
         )));
     }
     let mut body = vec![0u8; len];

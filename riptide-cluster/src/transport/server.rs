@@ -3,7 +3,8 @@
 //!
 //! Invariants: a connection that fails its handshake, sends a malformed frame or stalls its
 //! handshake past [`HANDSHAKE_TIMEOUT`] is closed and counted, and costs the node nothing
-//! else; stopping the server ([`ServerHandle::stop`]) stops its connections with it.
+//! else; one idle for [`IDLE_TIMEOUT`] is closed; stopping the server ([`ServerHandle::stop`])
+//! aborts its connections with it (they close shortly after `stop` returns).
 
 use super::{read_frame, write_frame, ClusterAuth, Request, Response, TransportError};
 use crate::types::TypeConfig;
@@ -16,6 +17,10 @@ use tokio::task::{JoinHandle, JoinSet};
 
 /// How long a peer has to complete the handshake.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A connection without a request for this long is closed (a peer lost to a network partition
+/// leaves a half-open connection behind; a live leader sends heartbeats far more often).
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Counters of one server.
 #[derive(Default, Debug)]
@@ -80,10 +85,11 @@ async fn serve_connection(mut stream: TcpStream, raft: Raft<TypeConfig>, auth: C
         }
     };
     loop {
-        let request: Request = match read_frame(&mut stream).await {
-            Ok(r) => r,
-            Err(TransportError::Io(_)) => return, // the peer went away
-            Err(_) => {
+        let request: Request = match tokio::time::timeout(IDLE_TIMEOUT, read_frame(&mut stream)).await {
+            Err(_) => return, // idle: the peer is gone or will reconnect
+            Ok(Ok(r)) => r,
+            Ok(Err(TransportError::Io(_))) => return, // the peer went away
+            Ok(Err(_)) => {
                 stats.malformed.fetch_add(1, Ordering::Relaxed);
                 return;
             }
