@@ -59,19 +59,22 @@ impl LogStore {
         })
     }
 
+    /// The value under `key` of the meta table, decoded; `err` names the kind of a failure.
     fn read_meta<T: serde::de::DeserializeOwned>(
         &self,
         key: &[u8],
         what: &str,
+        err: impl Fn(AnyError) -> StorageIOError<NodeId>,
     ) -> Result<Option<T>, StorageError<NodeId>> {
-        match self.meta.get(key).map_err(read_err)? {
+        let value = self.meta.get(key).map_err(|e| err(AnyError::new(&e)))?;
+        match value {
             None => Ok(None),
-            Some(v) => decode(&v, what).map(Some).map_err(read_err),
+            Some(v) => decode(&v, what).map(Some).map_err(|e| err(AnyError::new(&e)).into()),
         }
     }
 
     fn last_purged(&self) -> Result<Option<LogId<NodeId>>, StorageError<NodeId>> {
-        self.read_meta(PURGED_KEY, "last purged log id")
+        self.read_meta(PURGED_KEY, "last purged log id", StorageIOError::read_logs)
     }
 
     /// The keys of the log entries in `[from, to]` (inclusive), in index order.
@@ -100,14 +103,17 @@ impl LogStore {
         let mut chunks = vec![WriteBatch::new()];
         for entry in entries {
             let bytes = encode(&entry).map_err(write_err)?;
-            let last = chunks.len() - 1;
-            if !chunks[last].is_empty() && chunks[last].size_in_bytes() + bytes.len() > APPEND_CHUNK_BYTES {
+            let full = chunks
+                .last()
+                .is_some_and(|c| !c.is_empty() && c.size_in_bytes() + bytes.len() > APPEND_CHUNK_BYTES);
+            if full {
                 chunks.push(WriteBatch::new());
             }
-            let last = chunks.len() - 1;
-            chunks[last]
-                .put(&self.log, &index_key(entry.log_id.index), &bytes)
-                .map_err(write_err)?;
+            if let Some(chunk) = chunks.last_mut() {
+                chunk
+                    .put(&self.log, &index_key(entry.log_id.index), &bytes)
+                    .map_err(write_err)?;
+            }
         }
         let db = self.db.clone();
         blocking(move || {
@@ -237,13 +243,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote<NodeId>>, StorageError<NodeId>> {
-        match self.meta.get(VOTE_KEY) {
-            Ok(None) => Ok(None),
-            Ok(Some(v)) => decode(&v, "vote")
-                .map(Some)
-                .map_err(|e| StorageIOError::<NodeId>::read_vote(AnyError::new(&e)).into()),
-            Err(e) => Err(StorageIOError::<NodeId>::read_vote(AnyError::new(&e)).into()),
-        }
+        self.read_meta(VOTE_KEY, "vote", StorageIOError::read_vote)
     }
 
     async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> Result<(), StorageError<NodeId>>

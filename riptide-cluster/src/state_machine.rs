@@ -170,54 +170,6 @@ impl StateMachine {
         Ok(applied)
     }
 
-    /// Installs `snapshot` (see the module header).
-    async fn install_snapshot_inner(
-        &mut self,
-        meta: &SnapshotMeta<NodeId, BasicNode>,
-        snapshot: Box<Cursor<Vec<u8>>>,
-    ) -> Result<(), StorageError<NodeId>> {
-        let data = snapshot.into_inner();
-        let body: SnapshotBody = decode(&data, "snapshot").map_err(snapshot_err)?;
-        let this = self.clone();
-        let meta_copy = meta.clone();
-        blocking(move || -> Result<(), StorageError<NodeId>> {
-            let mut batch = WriteBatch::new();
-            // Every row of the partition goes, then the snapshot's rows come, in one write.
-            for table in this.partition_tables().map_err(sm_read_err)? {
-                for row in table.iter(&ReadOptions::default()).map_err(sm_read_err)? {
-                    let (key, _) = row.map_err(sm_read_err)?;
-                    batch.delete(&table, &key).map_err(sm_write_err)?;
-                }
-            }
-            for t in &body.tables {
-                if t.name.starts_with(RESERVED_PREFIX) {
-                    return Err(snapshot_err(ReservedTable(t.name.clone())));
-                }
-                let table = table_or_create(&this.db, &t.name).map_err(sm_write_err)?;
-                for (k, v) in &t.rows {
-                    batch.put(&table, k, v).map_err(sm_write_err)?;
-                }
-            }
-            let applied = encode(&meta_copy.last_log_id).map_err(sm_write_err)?;
-            batch.put(&this.state, APPLIED_KEY, &applied).map_err(sm_write_err)?;
-            let membership = encode(&meta_copy.last_membership).map_err(sm_write_err)?;
-            batch
-                .put(&this.state, MEMBERSHIP_KEY, &membership)
-                .map_err(sm_write_err)?;
-            let meta_bytes = encode(&meta_copy).map_err(sm_write_err)?;
-            batch
-                .put(&this.state, SNAPSHOT_META_KEY, &meta_bytes)
-                .map_err(sm_write_err)?;
-            this.db.write(batch, &synced()).map_err(sm_write_err)
-        })
-        .await??;
-        self.keep_if_newer(&StoredSnapshot {
-            meta: meta.clone(),
-            data,
-        });
-        Ok(())
-    }
-
     /// Makes `stored` the current snapshot unless a newer one is (a build that read the engine
     /// before an install finished must not replace the installed snapshot).
     fn keep_if_newer(&self, stored: &StoredSnapshot) {
@@ -325,7 +277,46 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         meta: &SnapshotMeta<NodeId, BasicNode>,
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> Result<(), StorageError<NodeId>> {
-        self.install_snapshot_inner(meta, snapshot).await
+        let data = snapshot.into_inner();
+        let body: SnapshotBody = decode(&data, "snapshot").map_err(snapshot_err)?;
+        let this = self.clone();
+        let meta_copy = meta.clone();
+        blocking(move || -> Result<(), StorageError<NodeId>> {
+            let mut batch = WriteBatch::new();
+            // Every row of the partition goes, then the snapshot's rows come, in one write.
+            for table in this.partition_tables().map_err(sm_read_err)? {
+                for row in table.iter(&ReadOptions::default()).map_err(sm_read_err)? {
+                    let (key, _) = row.map_err(sm_read_err)?;
+                    batch.delete(&table, &key).map_err(sm_write_err)?;
+                }
+            }
+            for t in &body.tables {
+                if t.name.starts_with(RESERVED_PREFIX) {
+                    return Err(snapshot_err(ReservedTable(t.name.clone())));
+                }
+                let table = table_or_create(&this.db, &t.name).map_err(sm_write_err)?;
+                for (k, v) in &t.rows {
+                    batch.put(&table, k, v).map_err(sm_write_err)?;
+                }
+            }
+            let applied = encode(&meta_copy.last_log_id).map_err(sm_write_err)?;
+            batch.put(&this.state, APPLIED_KEY, &applied).map_err(sm_write_err)?;
+            let membership = encode(&meta_copy.last_membership).map_err(sm_write_err)?;
+            batch
+                .put(&this.state, MEMBERSHIP_KEY, &membership)
+                .map_err(sm_write_err)?;
+            let meta_bytes = encode(&meta_copy).map_err(sm_write_err)?;
+            batch
+                .put(&this.state, SNAPSHOT_META_KEY, &meta_bytes)
+                .map_err(sm_write_err)?;
+            this.db.write(batch, &synced()).map_err(sm_write_err)
+        })
+        .await??;
+        self.keep_if_newer(&StoredSnapshot {
+            meta: meta.clone(),
+            data,
+        });
+        Ok(())
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError<NodeId>> {

@@ -42,11 +42,6 @@ fn put(table: &str, key: &str, value: &str) -> WriteOp {
     }
 }
 
-/// Appends with the log store's durable append (Raft's `append` without its callback).
-async fn append(log: &mut LogStore, entries: Vec<Entry<TypeConfig>>) {
-    log.append_durably(entries).await.unwrap();
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn log_vote_and_applied_state_survive_a_reopen() {
     let dir = tempfile::tempdir().unwrap();
@@ -63,7 +58,7 @@ async fn log_vote_and_applied_state_survive_a_reopen() {
                 entry(3, i, EntryPayload::Normal(set))
             })
             .collect();
-        append(&mut log, entries.clone()).await;
+        log.append_durably(entries.clone()).await.unwrap();
         let replies = sm.apply(entries[..4].to_vec()).await.unwrap();
         assert_eq!(replies.iter().map(|r| r.writes).collect::<Vec<_>>(), [1, 1, 1, 1]);
         sm.build_snapshot().await.unwrap();

@@ -63,20 +63,16 @@ impl RaftNetworkFactory<TypeConfig> for TcpNetwork {
 }
 
 impl TcpConnection {
-    async fn connected(&mut self) -> Result<&mut TcpStream, TransportError> {
-        if self.stream.is_none() {
-            let mut stream = TcpStream::connect(&self.addr).await?;
-            let _ = stream.set_nodelay(true);
-            self.auth.connect(&mut stream, self.from).await?;
-            self.stream = Some(stream);
-        }
-        self.stream
-            .as_mut()
-            .ok_or_else(|| TransportError::Malformed("no connection".into()))
+    /// A new connection to the peer, its handshake done.
+    async fn connect(&self) -> Result<TcpStream, TransportError> {
+        let mut stream = TcpStream::connect(&self.addr).await?;
+        let _ = stream.set_nodelay(true);
+        self.auth.connect(&mut stream, self.from).await?;
+        Ok(stream)
     }
 
     /// Sends `request` and returns the reply, within `ttl` (connecting and the handshake
-    /// included); drops the connection on failure.
+    /// included). The connection is taken for the call and kept only after a clean exchange.
     async fn call<T, E: std::error::Error>(
         &mut self,
         request: Request,
@@ -91,46 +87,43 @@ impl TcpConnection {
                 format!("{what} node {target} took over {ttl:?}"),
             ))
         };
-        // Not reached (connect, handshake, or their time-out): `Unreachable`, so openraft backs off.
-        let connected = match tokio::time::timeout_at(deadline, self.connected()).await {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => Err(e),
-            Err(_) => Err(timed_out("connecting to")),
+        let mut stream = match self.stream.take() {
+            Some(stream) => stream,
+            // Not reached (connect, handshake, or their time-out): `Unreachable`, so openraft
+            // backs off.
+            None => match tokio::time::timeout_at(deadline, self.connect()).await {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(e)) => return Err(RPCError::Unreachable(Unreachable::new(&e))),
+                Err(_) => return Err(RPCError::Unreachable(Unreachable::new(&timed_out("connecting to")))),
+            },
         };
-        if let Err(e) = connected {
-            self.stream = None;
-            return Err(RPCError::Unreachable(Unreachable::new(&e)));
-        }
         let entries = match &request {
-            Request::AppendEntries(rpc) => Some(rpc.entries.len() as u64),
-            _ => None,
+            Request::AppendEntries(rpc) => rpc.entries.len() as u64,
+            _ => 0,
         };
-        let outcome = match self.stream.as_mut() {
-            Some(stream) => tokio::time::timeout_at(deadline, async {
-                write_frame(stream, &request).await?;
-                read_frame::<Response>(stream).await
-            })
-            .await
-            .unwrap_or_else(|_| Err(timed_out("an RPC to"))),
-            None => Err(TransportError::Malformed("no connection".into())),
-        };
+        let outcome = tokio::time::timeout_at(deadline, async {
+            write_frame(&mut stream, &request).await?;
+            read_frame::<Response>(&mut stream).await
+        })
+        .await
+        .unwrap_or_else(|_| Err(timed_out("an RPC to")));
         let reply = match outcome {
             Ok(reply) => reply,
-            Err(TransportError::TooLarge(_)) if entries.unwrap_or(0) > 1 => {
+            Err(TransportError::TooLarge(_)) if entries > 1 => {
                 // Nothing was sent: openraft retries with fewer entries.
-                let hint = entries.unwrap_or(2) / 2;
-                return Err(RPCError::PayloadTooLarge(PayloadTooLarge::new_entries_hint(hint)));
+                self.stream = Some(stream);
+                return Err(RPCError::PayloadTooLarge(PayloadTooLarge::new_entries_hint(
+                    entries / 2,
+                )));
             }
-            Err(e) => {
-                self.stream = None;
-                return Err(RPCError::Network(NetworkError::new(&e)));
-            }
+            Err(e) => return Err(RPCError::Network(NetworkError::new(&e))),
         };
         match pick(reply) {
-            Some(Ok(v)) => Ok(v),
-            Some(Err(e)) => Err(RPCError::RemoteError(RemoteError::new(self.target, e))),
+            Some(result) => {
+                self.stream = Some(stream);
+                result.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+            }
             None => {
-                self.stream = None;
                 let e = TransportError::Malformed("a reply of another kind than the request".into());
                 Err(RPCError::Network(NetworkError::new(&e)))
             }
