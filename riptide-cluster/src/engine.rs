@@ -14,7 +14,7 @@ type NodeId = u64;
 pub(crate) fn table_or_create(db: &Db, name: &str) -> riptide::Result<Table> {
     match db.table(name) {
         Ok(t) => Ok(t),
-        Err(riptide::Error::TableNotFound(_)) => match db.create_table(name) {
+        Err(riptide::Error::TableNotFound(_)) => match db.create_table_unreplicated(name) {
             Err(riptide::Error::TableExists(_)) => db.table(name),
             other => other,
         },

@@ -28,11 +28,15 @@
 pub mod codec;
 mod engine;
 pub mod log_store;
+pub mod node;
+pub mod replicator;
 pub mod state_machine;
 pub mod transport;
 pub mod types;
 
 pub use log_store::LogStore;
+pub use node::{NodeConfig, NodeError, PartitionNode};
+pub use replicator::RaftReplicator;
 pub use state_machine::StateMachine;
 pub use types::{Applied, TypeConfig, WriteOp, WriteSet};
 

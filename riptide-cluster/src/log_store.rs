@@ -120,7 +120,7 @@ impl LogStore {
             let n = chunks.len();
             for (i, chunk) in chunks.into_iter().enumerate() {
                 let opts = if i + 1 == n { synced() } else { WriteOptions::default() };
-                db.write(chunk, &opts)?;
+                db.write_unreplicated(chunk, &opts)?;
             }
             Ok(())
         })
@@ -187,7 +187,7 @@ impl LogStore {
         if batch.is_empty() {
             return Ok(());
         }
-        self.db.write(batch, &synced()).map_err(write_err)
+        self.db.write_unreplicated(batch, &synced()).map_err(write_err)
     }
 
     /// Records `log_id` as purged and deletes the entries up to it, in one synced write.
@@ -203,7 +203,7 @@ impl LogStore {
         for key in self.keys_between(0, log_id.index)? {
             batch.delete(&self.log, &key).map_err(write_err)?;
         }
-        self.db.write(batch, &synced()).map_err(write_err)
+        self.db.write_unreplicated(batch, &synced()).map_err(write_err)
     }
 }
 
@@ -237,7 +237,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             .put(&self.meta, VOTE_KEY, &bytes)
             .map_err(|e| StorageIOError::<NodeId>::write_vote(AnyError::new(&e)))?;
         let db = self.db.clone();
-        blocking(move || db.write(batch, &synced()))
+        blocking(move || db.write_unreplicated(batch, &synced()))
             .await?
             .map_err(|e| StorageIOError::<NodeId>::write_vote(AnyError::new(&e)).into())
     }

@@ -69,7 +69,14 @@ pub struct StateMachine {
     current: Arc<Mutex<Option<StoredSnapshot>>>,
     /// Makes snapshot ids unique within this process.
     builds: Arc<AtomicU64>,
+    /// Told the tables each apply (or snapshot install) changed.
+    listener: Option<ApplyListener>,
 }
+
+/// Called, on a blocking thread, with the names of the tables that applied entries (or an
+/// installed snapshot) changed, once they are visible; it must not wait for the Raft node (a
+/// server refreshes its SQL catalog from it, on another thread).
+pub type ApplyListener = Arc<dyn Fn(&[String]) + Send + Sync>;
 
 impl std::fmt::Debug for StateMachine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -113,7 +120,14 @@ impl StateMachine {
             state: table_or_create(db, STATE_TABLE)?,
             current: Arc::new(Mutex::new(None)),
             builds: Arc::new(AtomicU64::new(0)),
+            listener: None,
         })
+    }
+
+    /// The same state machine, telling `listener` what each apply changed.
+    pub fn with_apply_listener(mut self, listener: ApplyListener) -> Self {
+        self.listener = Some(listener);
+        self
     }
 
     fn read_state(&self, opts: &ReadOptions) -> Result<(Option<LogId<NodeId>>, Membership), StorageError<NodeId>> {
@@ -132,7 +146,11 @@ impl StateMachine {
     /// applied one and, for a membership entry, the new membership. A write set the engine
     /// would refuse is refused here first, identically on every replica, and only its index is
     /// applied; only an engine failure is an error.
-    fn apply_entry(&self, entry: &Entry<TypeConfig>) -> Result<Applied, StorageError<NodeId>> {
+    fn apply_entry(
+        &self,
+        entry: &Entry<TypeConfig>,
+        touched: &mut Vec<String>,
+    ) -> Result<Applied, StorageError<NodeId>> {
         let apply_err = |e: &dyn std::error::Error| -> StorageError<NodeId> {
             StorageIOError::<NodeId>::apply(entry.log_id, AnyError::error(e.to_string())).into()
         };
@@ -144,12 +162,26 @@ impl StateMachine {
                 Err(reason) => applied.refused = Some(reason),
                 Ok(()) => {
                     for op in &set.ops {
-                        let table = table_or_create(&self.db, op.table()).map_err(|e| apply_err(&e))?;
+                        touched.push(op.table().to_string());
                         match op {
-                            WriteOp::Put { key, value, .. } => batch.put(&table, key, value),
-                            WriteOp::Delete { key, .. } => batch.delete(&table, key),
+                            WriteOp::Put { table, key, value } => {
+                                let table = table_or_create(&self.db, table).map_err(|e| apply_err(&e))?;
+                                batch.put(&table, key, value).map_err(|e| apply_err(&e))?;
+                            }
+                            WriteOp::Delete { table, key } => {
+                                let table = table_or_create(&self.db, table).map_err(|e| apply_err(&e))?;
+                                batch.delete(&table, key).map_err(|e| apply_err(&e))?;
+                            }
+                            // Durable on their own (the engine's DDL is), before the index
+                            // below; replayed after a crash they find their work done.
+                            WriteOp::CreateTable { table } => {
+                                table_or_create(&self.db, table).map_err(|e| apply_err(&e))?;
+                            }
+                            WriteOp::DropTable { table } => match self.db.drop_table_unreplicated(table) {
+                                Ok(()) | Err(riptide::Error::TableNotFound(_)) => {}
+                                Err(e) => return Err(apply_err(&e)),
+                            },
                         }
-                        .map_err(|e| apply_err(&e))?;
                         applied.writes += 1;
                     }
                 }
@@ -165,7 +197,7 @@ impl StateMachine {
         let bytes = encode(&Some(entry.log_id)).map_err(|e| apply_err(&e))?;
         batch.put(&self.state, APPLIED_KEY, &bytes).map_err(|e| apply_err(&e))?;
         self.db
-            .write(batch, &WriteOptions::default())
+            .write_unreplicated(batch, &WriteOptions::default())
             .map_err(|e| apply_err(&e))?;
         Ok(applied)
     }
@@ -235,7 +267,7 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
             batch
                 .put(&this.state, SNAPSHOT_META_KEY, &meta_bytes)
                 .map_err(sm_write_err)?;
-            this.db.write(batch, &synced()).map_err(sm_write_err)?;
+            this.db.write_unreplicated(batch, &synced()).map_err(sm_write_err)?;
             Ok(StoredSnapshot { meta, data })
         })
         .await??;
@@ -261,7 +293,17 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     {
         let entries: Vec<_> = entries.into_iter().collect();
         let this = self.clone();
-        blocking(move || entries.iter().map(|e| this.apply_entry(e)).collect()).await?
+        blocking(move || {
+            let mut touched = Vec::new();
+            let results = entries.iter().map(|e| this.apply_entry(e, &mut touched)).collect();
+            if let (Some(listener), false) = (&this.listener, touched.is_empty()) {
+                touched.sort();
+                touched.dedup();
+                listener(&touched);
+            }
+            results
+        })
+        .await?
     }
 
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
@@ -309,7 +351,11 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             batch
                 .put(&this.state, SNAPSHOT_META_KEY, &meta_bytes)
                 .map_err(sm_write_err)?;
-            this.db.write(batch, &synced()).map_err(sm_write_err)
+            this.db.write_unreplicated(batch, &synced()).map_err(sm_write_err)?;
+            if let Some(listener) = &this.listener {
+                listener(&body.tables.iter().map(|t| t.name.clone()).collect::<Vec<_>>());
+            }
+            Ok(())
         })
         .await??;
         self.keep_if_newer(&StoredSnapshot {

@@ -16,13 +16,36 @@ pub enum WriteOp {
     },
     /// Deletes `key` of `table`.
     Delete { table: String, key: Vec<u8> },
+    /// Creates `table` (with the database's options) if it does not exist; alone in its set.
+    CreateTable { table: String },
+    /// Drops `table` if it exists; alone in its set.
+    DropTable { table: String },
 }
 
 impl WriteOp {
     /// The table the write goes to.
     pub fn table(&self) -> &str {
         match self {
-            WriteOp::Put { table, .. } | WriteOp::Delete { table, .. } => table,
+            WriteOp::Put { table, .. }
+            | WriteOp::Delete { table, .. }
+            | WriteOp::CreateTable { table }
+            | WriteOp::DropTable { table } => table,
+        }
+    }
+
+    fn is_ddl(&self) -> bool {
+        matches!(self, WriteOp::CreateTable { .. } | WriteOp::DropTable { .. })
+    }
+}
+
+impl From<riptide::replication::ReplicatedOp> for WriteOp {
+    fn from(op: riptide::replication::ReplicatedOp) -> Self {
+        use riptide::replication::ReplicatedOp as R;
+        match op {
+            R::Put { table, key, value } => WriteOp::Put { table, key, value },
+            R::Delete { table, key } => WriteOp::Delete { table, key },
+            R::CreateTable { name } => WriteOp::CreateTable { table: name },
+            R::DropTable { name } => WriteOp::DropTable { table: name },
         }
     }
 }
@@ -51,6 +74,9 @@ impl WriteSet {
     /// cluster mode will); a set that fails it anyway is refused by every replica alike (see
     /// [`Applied::refused`]).
     pub fn validate(&self) -> Result<(), String> {
+        if self.ops.len() > 1 && self.ops.iter().any(WriteOp::is_ddl) {
+            return Err("a table creation or drop must be alone in its write set".into());
+        }
         let mut bytes = 0usize;
         for op in &self.ops {
             let table = op.table();
@@ -60,9 +86,13 @@ impl WriteSet {
             if table.starts_with(crate::RESERVED_PREFIX) {
                 return Err(format!("table {table:?} belongs to the cluster layer"));
             }
+            if table == riptide::DEFAULT_TABLE && matches!(op, WriteOp::DropTable { .. }) {
+                return Err("the default table cannot be dropped".into());
+            }
             let (key, value) = match op {
-                WriteOp::Put { key, value, .. } => (key, value.len()),
-                WriteOp::Delete { key, .. } => (key, 0),
+                WriteOp::Put { key, value, .. } => (&key[..], value.len()),
+                WriteOp::Delete { key, .. } => (&key[..], 0),
+                WriteOp::CreateTable { .. } | WriteOp::DropTable { .. } => (&[][..], 0),
             };
             if key.len() > riptide::MAX_KEY_SIZE {
                 return Err(format!(

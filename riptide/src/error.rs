@@ -109,6 +109,18 @@ pub enum Error {
     /// flushes, compactions and checkpoints.
     #[error("database at {0:?} is open read-only")]
     ReadOnly(PathBuf),
+    /// A replicated database ([`crate::Db::set_replicator`]) refused a write because this
+    /// replica does not lead its group; nothing was written. `leader` names the leader when
+    /// the replica knows it.
+    #[error("not the leader; {}", leader.as_deref().unwrap_or("no leader is known"))]
+    NotLeader {
+        /// The leader, as the replication layer names it.
+        leader: Option<String>,
+    },
+    /// A replicated write's outcome is unknown: leadership changed or the replication layer
+    /// stopped while it was in flight, so it may or may not commit.
+    #[error("replication failed, outcome unknown: {0}")]
+    Replication(String),
     /// `WriteOptions::no_slowdown` was set and the write would have stalled.
     #[error("write would stall: {0}")]
     WouldStall(&'static str),

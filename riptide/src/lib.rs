@@ -72,6 +72,7 @@ mod meta;
 mod options;
 mod read;
 mod redo;
+pub mod replication;
 mod row_lock;
 mod snapshot;
 mod space;

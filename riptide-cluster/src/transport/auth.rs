@@ -85,6 +85,11 @@ impl ClusterAuth {
         })
     }
 
+    /// The cluster's name.
+    pub fn cluster(&self) -> &str {
+        &self.cluster
+    }
+
     /// The bytes a proof signs: the role, the cluster's name (length-prefixed), both nonces in
     /// the role's order, and the client's node id for the client's proof.
     fn proof_message(&self, role: &[u8], first: &[u8; 32], second: &[u8; 32], node: Option<u64>) -> Vec<u8> {

@@ -39,6 +39,7 @@ use crate::meta::edit::{MetaState, SlogEntry};
 use crate::meta::slog::Slog;
 use crate::options::{Options, ReadOptions, WriteOptions};
 use crate::redo::SegmentList;
+use crate::replication::{ReplicatedWrites, Replicator};
 use crate::row_lock::TxnShared;
 use crate::snapshot::{Snapshot, SnapshotList};
 use crate::subtable::TableInner;
@@ -134,6 +135,8 @@ pub(crate) struct DbInner {
     read_only: bool,
     /// Serializes changes of the checkpoint pins (`PINS`).
     pins_lock: Mutex<()>,
+    /// The replication layer that takes over writes and DDL, once installed.
+    replicator: std::sync::OnceLock<Arc<dyn Replicator>>,
 }
 
 /// An open database. Cheap to clone (all clones share one instance) and safe to share
@@ -218,7 +221,7 @@ impl Db {
     /// Applies `batch` atomically and returns once it has committed (and, with
     /// `opts.sync`, is durable).
     pub fn write(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
-        match self.inner.enqueue(batch, opts, false, None)? {
+        match self.inner.enqueue(batch, opts, false, None, Route::Replicated)? {
             Some(c) => {
                 let result = c.wait();
                 self.inner.pipeline.note_wake(&c);
@@ -251,7 +254,7 @@ impl Db {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn write_async(&self, batch: WriteBatch, opts: &WriteOptions) -> WriteHandle {
-        match self.inner.enqueue(batch, opts, true, None) {
+        match self.inner.enqueue(batch, opts, true, None, Route::Replicated) {
             Ok(Some(completion)) => WriteHandle { completion },
             Ok(None) => {
                 let completion = Completion::new();
@@ -420,7 +423,8 @@ impl Db {
         asynchronous: bool,
         on_placed: Option<OnPlaced>,
     ) -> Result<Option<Arc<Completion>>> {
-        self.inner.enqueue(batch, opts, asynchronous, on_placed)
+        self.inner
+            .enqueue(batch, opts, asynchronous, on_placed, Route::Replicated)
     }
 
     /// Counts a timed writer's wake-up after its completion (the commit-time split).
@@ -445,6 +449,71 @@ impl Db {
         self.inner.pipeline.contention().add_to(&mut report);
         self.inner.txns.locks.contention().add_to(&mut report);
         report
+    }
+}
+
+/// Whether a write goes to the replicator, when one is installed, or straight to this
+/// database's pipeline (the replication layer's own writes and applies).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Route {
+    Replicated,
+    Local,
+}
+
+/// Hands `writes` to `replicator`; the completion finishes with its outcome, after the
+/// placement hook (a commit's lock release) has run on success. On failure the hook is
+/// dropped unrun, which releases the locks too (see `txn::commit`).
+fn replicate(replicator: &dyn Replicator, writes: ReplicatedWrites, on_placed: Option<OnPlaced>) -> Arc<Completion> {
+    let completion = Completion::new();
+    let done = completion.clone();
+    replicator.replicate(
+        writes,
+        Box::new(move |result| {
+            if let (Ok(()), Some(hook)) = (&result, on_placed) {
+                hook();
+            }
+            done.complete(result);
+        }),
+    );
+    completion
+}
+
+/// The replication layer's entry points (see [`crate::replication`]).
+impl Db {
+    /// Installs the replication layer: from now on writes, commits and table DDL go through
+    /// it. Once per instance ([`Error::InvalidOption`] for a second one).
+    pub fn set_replicator(&self, replicator: Arc<dyn Replicator>) -> Result<()> {
+        self.inner.check_open()?;
+        self.inner.replicator.set(replicator).map_err(|_| Error::InvalidOption {
+            option: "replicator",
+            reason: "a replicator is already installed".into(),
+        })
+    }
+
+    /// True once a replicator is installed.
+    pub fn is_replicated(&self) -> bool {
+        self.inner.replicator.get().is_some()
+    }
+
+    /// [`Db::write`] straight to this database's pipeline, past any replicator: for the
+    /// replication layer's own state and for applying replicated writes.
+    pub fn write_unreplicated(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
+        match self.inner.enqueue(batch, opts, false, None, Route::Local)? {
+            Some(c) => {
+                let result = c.wait();
+                self.inner.pipeline.note_wake(&c);
+                result
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Hands one DDL op to the replicator and waits for its outcome; `None` when there is
+    /// no replicator (the caller does the DDL itself).
+    pub(crate) fn replicate_ddl(&self, op: crate::replication::ReplicatedOp) -> Option<Result<()>> {
+        let replicator = self.inner.replicator.get()?;
+        let writes = ReplicatedWrites { ops: vec![op] };
+        Some(replicate(replicator.as_ref(), writes, None).wait())
     }
 }
 
@@ -485,6 +554,7 @@ impl DbInner {
         opts: &WriteOptions,
         asynchronous: bool,
         on_placed: Option<OnPlaced>,
+        route: Route,
     ) -> Result<Option<Arc<Completion>>> {
         opts.validate()?;
         self.check_writable()?;
@@ -498,6 +568,13 @@ impl DbInner {
             if t.is_dropped() {
                 return Err(Error::TableDropped(t.name.clone()));
             }
+        }
+        if let (Route::Replicated, Some(replicator)) = (route, self.replicator.get()) {
+            return Ok(Some(replicate(
+                replicator.as_ref(),
+                ReplicatedWrites::from_batch(&batch),
+                on_placed,
+            )));
         }
         if let Some(started) = self.stall.wait(self, &batch.tables, opts.no_slowdown)? {
             self.pipeline.add_stall(started);

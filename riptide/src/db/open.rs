@@ -339,6 +339,7 @@ impl Db {
             futile_versions: Mutex::new(Default::default()),
             read_only,
             pins_lock: Mutex::new(()),
+            replicator: std::sync::OnceLock::new(),
             opts,
         });
         if let Some(lease) = read_only_open.and_then(|ro| ro.lease.take()) {

@@ -18,6 +18,7 @@ use crate::extent_store::ExtentStore;
 use crate::iter::{DbIterator, Iter};
 use crate::meta::edit::SlogEntry;
 use crate::options::{ReadOptions, WriteOptions};
+use crate::replication::ReplicatedOp;
 use crate::subtable::{TableInner, TableState};
 use crate::table_options::TableOptions;
 use crate::version::{LevelSet, MetaSnapshot};
@@ -97,7 +98,38 @@ impl Db {
     ///
     /// Errors: [`Error::TableExists`], [`Error::InvalidTableName`], [`Error::InvalidOption`],
     /// [`Error::Io`].
+    ///
+    /// With a replicator installed ([`Db::set_replicator`]) the creation is replicated (and
+    /// only default options can be): it returns once this replica has applied it.
     pub fn create_table_with(&self, name: &str, options: TableOptions) -> Result<Table> {
+        if self.is_replicated() {
+            validate_table_name(name)?;
+            if !options.is_default() {
+                return Err(Error::InvalidOption {
+                    option: "table options",
+                    reason: "a replicated database creates tables with the database's options".into(),
+                });
+            }
+            self.inner.check_open()?;
+            self.inner.check_writable()?;
+            if self.table(name).is_ok() {
+                return Err(Error::TableExists(name.to_string()));
+            }
+            if let Some(result) = self.replicate_ddl(ReplicatedOp::CreateTable { name: name.to_string() }) {
+                result?;
+                return self.table(name);
+            }
+        }
+        self.create_table_local(name, options)
+    }
+
+    /// [`Db::create_table`] on this database alone, past any replicator: for the replication
+    /// layer (its own tables, and applying a replicated creation).
+    pub fn create_table_unreplicated(&self, name: &str) -> Result<Table> {
+        self.create_table_local(name, TableOptions::default())
+    }
+
+    fn create_table_local(&self, name: &str, options: TableOptions) -> Result<Table> {
         validate_table_name(name)?;
         options.validate()?;
         if options.l2_tier == Some(crate::tier::Tier::Object) && self.inner.opts.object_store.is_none() {
@@ -141,10 +173,34 @@ impl Db {
     /// Drops a sub-table and all its data (durably); its extents are freed once no reader
     /// holds them. Handles to it then fail with [`Error::TableDropped`]. The default table
     /// cannot be dropped.
+    ///
+    /// With a replicator installed the drop is replicated; it returns once this replica has
+    /// applied it.
     pub fn drop_table(&self, name: &str) -> Result<()> {
         if name == DEFAULT_TABLE {
             return Err(Error::invalid_table_name(name, "the default table cannot be dropped"));
         }
+        if self.is_replicated() {
+            self.inner.check_open()?;
+            self.inner.check_writable()?;
+            self.table(name)?;
+            if let Some(result) = self.replicate_ddl(ReplicatedOp::DropTable { name: name.to_string() }) {
+                return result;
+            }
+        }
+        self.drop_table_local(name)
+    }
+
+    /// [`Db::drop_table`] on this database alone, past any replicator (see
+    /// [`Db::create_table_unreplicated`]).
+    pub fn drop_table_unreplicated(&self, name: &str) -> Result<()> {
+        if name == DEFAULT_TABLE {
+            return Err(Error::invalid_table_name(name, "the default table cannot be dropped"));
+        }
+        self.drop_table_local(name)
+    }
+
+    fn drop_table_local(&self, name: &str) -> Result<()> {
         self.inner.check_open()?;
         self.inner.check_writable()?;
         let _ddl = self.inner.ddl.lock();

@@ -1,0 +1,202 @@
+//! [`PartitionNode`]: one node's replica of a partition, assembled: the partition database's
+//! Raft log and state machine, the Raft node, the authenticated transport's server, and the
+//! engine's replicator, so that from [`PartitionNode::start`] on every write to the database
+//! (a commit, a batch, a table creation or drop) goes through the Raft group.
+//!
+//! Invariants:
+//! - The replicator is installed before `start` returns and never removed: a replicated
+//!   database is written only through Raft (or by the cluster layer itself).
+//! - [`PartitionNode::bootstrap`] initializes the group only on a node whose log is empty;
+//!   on any other it changes nothing and says so. Only the nodes of the first membership may
+//!   be bootstrapped, all with the same member list (openraft: the same configuration on
+//!   several nodes is safe, different ones split the group).
+
+use crate::state_machine::ApplyListener;
+use crate::transport::{server::ServerHandle, spawn_server, ClusterAuth, TcpNetwork};
+use crate::{RaftReplicator, TypeConfig};
+use openraft::error::{CheckIsLeaderError, InitializeError, RaftError};
+use openraft::{BasicNode, Config, Raft, RaftMetrics};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+type NodeId = u64;
+
+/// How one node of a partition runs.
+#[derive(Clone, Debug)]
+pub struct NodeConfig {
+    /// This node's id in the group (not 0).
+    pub id: NodeId,
+    /// Where the node listens for its peers' Raft RPCs.
+    pub raft_listen: SocketAddr,
+    /// The cluster's name and shared secret.
+    pub auth: ClusterAuth,
+    /// Leader heartbeat interval.
+    pub heartbeat: Duration,
+    /// Election timeout range: a follower that hears no leader for a random time in it stands.
+    pub election_timeout: (Duration, Duration),
+    /// A proposed write not answered within this fails with an unknown outcome.
+    pub write_timeout: Duration,
+}
+
+impl NodeConfig {
+    /// A node with the default timings: heartbeats every 50 ms, elections after 300–600 ms
+    /// of silence, writes answered within 10 s.
+    pub fn new(id: NodeId, raft_listen: SocketAddr, auth: ClusterAuth) -> Self {
+        NodeConfig {
+            id,
+            raft_listen,
+            auth,
+            heartbeat: Duration::from_millis(50),
+            election_timeout: (Duration::from_millis(300), Duration::from_millis(600)),
+            write_timeout: Duration::from_secs(10),
+        }
+    }
+
+    fn raft_config(&self) -> Result<Config, NodeError> {
+        let ms = |d: Duration| d.as_millis().min(u64::MAX as u128) as u64;
+        let config = Config {
+            cluster_name: self.auth.cluster().to_string(),
+            heartbeat_interval: ms(self.heartbeat),
+            election_timeout_min: ms(self.election_timeout.0),
+            election_timeout_max: ms(self.election_timeout.1),
+            ..Config::default()
+        };
+        config.validate().map_err(|e| NodeError::Config(e.to_string()))
+    }
+}
+
+/// Why a node could not start or act.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    /// Bad timings or id.
+    #[error("cluster configuration: {0}")]
+    Config(String),
+    /// The partition database failed.
+    #[error("partition database: {0}")]
+    Engine(#[from] riptide::Error),
+    /// The Raft listener could not be bound.
+    #[error("raft listener: {0}")]
+    Io(#[from] std::io::Error),
+    /// openraft refused or failed.
+    #[error("raft: {0}")]
+    Raft(String),
+}
+
+/// One running replica of a partition.
+pub struct PartitionNode {
+    id: NodeId,
+    raft: Raft<TypeConfig>,
+    server: ServerHandle,
+    addr: SocketAddr,
+}
+
+impl PartitionNode {
+    /// Starts the replica of the partition database `db` (opened by the caller, and closed by
+    /// it after [`PartitionNode::shutdown`]): binds the Raft listener, starts the Raft node and
+    /// installs the replicator. `listener` hears what each apply changed.
+    pub async fn start(
+        db: &riptide::Db,
+        config: NodeConfig,
+        listener: Option<ApplyListener>,
+    ) -> Result<Self, NodeError> {
+        if config.id == 0 {
+            return Err(NodeError::Config("node ids start at 1".into()));
+        }
+        let raft_config = Arc::new(config.raft_config()?);
+        let tcp = tokio::net::TcpListener::bind(config.raft_listen).await?;
+        let addr = tcp.local_addr()?;
+        let (log, sm) = tokio::task::block_in_place(|| crate::open_partition(db))?;
+        let sm = match listener {
+            Some(l) => sm.with_apply_listener(l),
+            None => sm,
+        };
+        let network = TcpNetwork::new(config.id, config.auth.clone());
+        let raft = Raft::new(config.id, raft_config, network, log, sm)
+            .await
+            .map_err(|e| NodeError::Raft(e.to_string()))?;
+        let server = spawn_server(tcp, raft.clone(), config.auth.clone());
+        let replicator = RaftReplicator::new(raft.clone(), tokio::runtime::Handle::current(), config.write_timeout);
+        db.set_replicator(Arc::new(replicator))?;
+        Ok(PartitionNode {
+            id: config.id,
+            raft,
+            server,
+            addr,
+        })
+    }
+
+    /// Forms the group with `members` (id → Raft address) if this node's log is empty; `false`
+    /// when it was already initialized (nothing changed).
+    pub async fn bootstrap(&self, members: BTreeMap<NodeId, String>) -> Result<bool, NodeError> {
+        if !members.contains_key(&self.id) {
+            return Err(NodeError::Config(format!(
+                "the members do not include this node ({})",
+                self.id
+            )));
+        }
+        let nodes: BTreeMap<NodeId, BasicNode> = members.into_iter().map(|(id, a)| (id, BasicNode::new(a))).collect();
+        match self.raft.initialize(nodes).await {
+            Ok(()) => Ok(true),
+            Err(RaftError::APIError(InitializeError::NotAllowed(_))) => Ok(false),
+            Err(e) => Err(NodeError::Raft(e.to_string())),
+        }
+    }
+
+    /// This node's id.
+    pub fn id(&self) -> NodeId {
+        self.id
+    }
+
+    /// Where this node's Raft listener is bound.
+    pub fn raft_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The Raft node.
+    pub fn raft(&self) -> &Raft<TypeConfig> {
+        &self.raft
+    }
+
+    /// The transport server (its counters).
+    pub fn transport(&self) -> &ServerHandle {
+        &self.server
+    }
+
+    /// The node's current Raft figures.
+    pub fn metrics(&self) -> RaftMetrics<NodeId, BasicNode> {
+        self.raft.metrics().borrow().clone()
+    }
+
+    /// True while this node believes it leads.
+    pub fn is_leader(&self) -> bool {
+        self.raft.metrics().borrow().current_leader == Some(self.id)
+    }
+
+    /// Returns once a read of this replica's engine made after it is linearizable: this node
+    /// confirmed with a majority that it still leads, and has applied every entry committed
+    /// before the call (Raft's read index). [`riptide::Error::NotLeader`] on a follower or a
+    /// leader that lost its majority.
+    pub async fn read_barrier(&self) -> riptide::Result<()> {
+        match self.raft.ensure_linearizable().await {
+            Ok(_) => Ok(()),
+            Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) => Err(riptide::Error::NotLeader {
+                leader: f.leader_id.map(|id| match f.leader_node {
+                    Some(node) => format!("the leader is node {id} at {}", node.addr),
+                    None => format!("the leader is node {id}"),
+                }),
+            }),
+            Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(q))) => Err(riptide::Error::NotLeader {
+                leader: Some(format!("this node lost its majority ({q})")),
+            }),
+            Err(e) => Err(riptide::Error::Replication(e.to_string())),
+        }
+    }
+
+    /// Stops the transport and the Raft node (the caller closes the database then).
+    pub async fn shutdown(&self) {
+        self.server.stop();
+        let _ = self.raft.shutdown().await;
+    }
+}
