@@ -56,6 +56,117 @@ pub struct ServeArgs {
     write_buffer_size: Option<usize>,
     #[command(flatten)]
     objects: ObjectArgs,
+    #[command(flatten)]
+    cluster: ClusterArgs,
+}
+
+/// Running as one replica of a partition replicated by Raft (docs/cluster.md).
+#[derive(Args, Debug)]
+pub struct ClusterArgs {
+    /// This node's id in its Raft group (1, 2, ...): runs the server as a replica.
+    #[arg(long)]
+    node_id: Option<u64>,
+    /// Address for the other replicas' Raft traffic (loopback unless another is named).
+    #[arg(long, default_value = "127.0.0.1:4306")]
+    raft_listen: SocketAddr,
+    /// The cluster's name; a peer of another cluster is refused.
+    #[arg(long, default_value = "riptide")]
+    cluster_name: String,
+    /// A file holding the cluster's shared secret (16 bytes at least; trailing newline
+    /// ignored); every node of the cluster has the same.
+    #[arg(long)]
+    cluster_secret_file: Option<PathBuf>,
+    /// Forms the group with these members when this node's log is empty:
+    /// `1=127.0.0.1:4306,2=127.0.0.1:4307,3=127.0.0.1:4308`. Give the same list to the first
+    /// members only; later members join by a membership change.
+    #[arg(long)]
+    bootstrap: Option<String>,
+    /// A follower serves plain SELECTs from its applied state (possibly stale) instead of
+    /// refusing them with error 1290.
+    #[arg(long)]
+    follower_reads: bool,
+    /// Leader heartbeat interval, in milliseconds.
+    #[arg(long, default_value_t = 50)]
+    heartbeat_ms: u64,
+    /// Election timeout, in milliseconds: a follower that hears no leader for a random time
+    /// between this and twice this stands for election.
+    #[arg(long, default_value_t = 300)]
+    election_timeout_ms: u64,
+}
+
+/// `1=addr,2=addr` → members.
+fn parse_members(list: &str) -> Result<std::collections::BTreeMap<u64, String>, ServeError> {
+    let mut members = std::collections::BTreeMap::new();
+    for item in list.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let (id, addr) = item
+            .split_once('=')
+            .ok_or_else(|| ServeError::Usage(format!("--bootstrap: {item:?} is not id=address")))?;
+        let id: u64 = id
+            .parse()
+            .ok()
+            .filter(|id| *id > 0)
+            .ok_or_else(|| ServeError::Usage(format!("--bootstrap: {id:?} is not a node id (1, 2, ...)")))?;
+        addr.parse::<SocketAddr>()
+            .map_err(|e| ServeError::Usage(format!("--bootstrap: {addr:?}: {e}")))?;
+        if members.insert(id, addr.to_string()).is_some() {
+            return Err(ServeError::Usage(format!("--bootstrap names node {id} twice")));
+        }
+    }
+    if members.is_empty() {
+        return Err(ServeError::Usage("--bootstrap names no member".into()));
+    }
+    Ok(members)
+}
+
+/// The replica's setup from the flags, or `None` without `--node-id`.
+fn cluster_setup(args: &ClusterArgs) -> Result<Option<riptide_server::server::ClusterSetup>, ServeError> {
+    let Some(id) = args.node_id else {
+        if args.bootstrap.is_some() || args.cluster_secret_file.is_some() || args.follower_reads {
+            return Err(ServeError::Usage(
+                "--bootstrap, --cluster-secret-file and --follower-reads need --node-id".into(),
+            ));
+        }
+        return Ok(None);
+    };
+    if id == 0 {
+        return Err(ServeError::Usage("--node-id starts at 1".into()));
+    }
+    let path = args
+        .cluster_secret_file
+        .as_ref()
+        .ok_or_else(|| ServeError::Usage("--node-id needs --cluster-secret-file".into()))?;
+    let mut secret = std::fs::read(path)
+        .map_err(|e| ServeError::Usage(format!("--cluster-secret-file {}: {e}", path.display())))?;
+    while secret.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
+        secret.pop();
+    }
+    let auth = riptide_cluster::transport::ClusterAuth::new(&args.cluster_name, &secret)
+        .map_err(|e| ServeError::Usage(format!("--cluster-secret-file: {e}")))?;
+    if !(10..=60_000).contains(&args.heartbeat_ms) || !(50..=600_000).contains(&args.election_timeout_ms) {
+        return Err(ServeError::Usage(
+            "--heartbeat-ms must be 10..=60000 and --election-timeout-ms 50..=600000".into(),
+        ));
+    }
+    if args.heartbeat_ms >= args.election_timeout_ms {
+        return Err(ServeError::Usage("--heartbeat-ms must be below --election-timeout-ms".into()));
+    }
+    let mut node = riptide_cluster::NodeConfig::new(id, args.raft_listen, auth);
+    node.heartbeat = Duration::from_millis(args.heartbeat_ms);
+    node.election_timeout = (
+        Duration::from_millis(args.election_timeout_ms),
+        Duration::from_millis(args.election_timeout_ms * 2),
+    );
+    let bootstrap = args.bootstrap.as_deref().map(parse_members).transpose()?;
+    if let Some(members) = &bootstrap {
+        if !members.contains_key(&id) {
+            return Err(ServeError::Usage(format!("--bootstrap does not name this node ({id})")));
+        }
+    }
+    Ok(Some(riptide_server::server::ClusterSetup {
+        node,
+        bootstrap,
+        follower_reads: args.follower_reads,
+    }))
 }
 
 /// Errors of `riptide serve`.
@@ -162,6 +273,7 @@ pub fn run(args: &ServeArgs) -> Result<(), ServeError> {
         },
         create_databases: args.create_databases.clone(),
         engine: engine_options(args)?,
+        cluster: cluster_setup(&args.cluster)?,
     };
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     rt.enable_all();

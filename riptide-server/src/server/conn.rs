@@ -85,6 +85,9 @@ async fn run(
     params: &[Value],
     shared: &ServerShared,
 ) -> Result<Outcome, SqlError> {
+    if let (Some(node), Some(setup)) = (&shared.cluster, &shared.config.cluster) {
+        crate::server::replica::before_statement(node, setup.follower_reads, stmt).await?;
+    }
     let reply: Reply = match may_block(stmt) {
         Blocking::Never => session.execute(stmt, params)?,
         // Row locks are free almost always: try on this thread without waiting, and only a

@@ -9,6 +9,7 @@
 //! - users are fixed at start; an unknown user or a wrong password is refused (1045).
 
 pub mod conn;
+pub(crate) mod replica;
 pub mod metrics;
 
 use crate::protocol::{native_password_stage2, Authenticator};
@@ -42,6 +43,19 @@ pub struct ServerConfig {
     pub create_databases: Vec<String>,
     /// Engine options.
     pub engine: riptide::Options,
+    /// Run as one replica of a replicated partition (`None`: a single node).
+    pub cluster: Option<ClusterSetup>,
+}
+
+/// How a server runs as a replica of a partition (`riptide serve --node-id ...`).
+#[derive(Debug, Clone)]
+pub struct ClusterSetup {
+    /// The Raft node's identity, address, secret and timings.
+    pub node: riptide_cluster::NodeConfig,
+    /// Members (id → Raft address) to form the group with when this node's log is empty.
+    pub bootstrap: Option<std::collections::BTreeMap<u64, String>>,
+    /// A follower serves reads at its applied index instead of refusing them.
+    pub follower_reads: bool,
 }
 
 /// The users, by name, with their stage-2 password hashes.
@@ -79,6 +93,8 @@ pub struct ServerShared {
     pub connections: AtomicU64,
     /// Flips to true when the server stops.
     pub stop: tokio::sync::watch::Sender<bool>,
+    /// This replica's Raft node, in cluster mode.
+    pub cluster: Option<Arc<riptide_cluster::PartitionNode>>,
 }
 
 /// Errors starting or stopping the server.
@@ -93,6 +109,9 @@ pub enum ServerError {
     /// Binding or accepting failed.
     #[error("network: {0}")]
     Io(#[from] std::io::Error),
+    /// The Raft node could not start.
+    #[error("cluster: {0}")]
+    Cluster(#[from] riptide_cluster::NodeError),
 }
 
 /// A started server: its addresses, and the handle that stops it.
@@ -109,11 +128,21 @@ pub struct RunningServer {
 /// Opens the database and binds the listeners.
 pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     let db = tokio::task::block_in_place(|| riptide::Db::open(&config.data_dir, config.engine.clone()))?;
-    let catalog = Arc::new(tokio::task::block_in_place(|| Catalog::open(db))?);
-    for name in &config.create_databases {
-        let _ddl = catalog.lock_ddl();
-        catalog.create_database(name, true)?;
-    }
+    let (catalog, cluster) = match &config.cluster {
+        None => {
+            let catalog = Arc::new(tokio::task::block_in_place(|| Catalog::open(db))?);
+            for name in &config.create_databases {
+                let _ddl = catalog.lock_ddl();
+                catalog.create_database(name, true)?;
+            }
+            (catalog, None)
+        }
+        Some(setup) => {
+            let (catalog, node) = replica::start(db, setup).await?;
+            replica::create_databases(&catalog, &node, config.create_databases.clone());
+            (catalog, Some(node))
+        }
+    };
     let listener = TcpListener::bind(config.listen).await?;
     let addr = listener.local_addr()?;
     let metrics_listener = match config.metrics_listen {
@@ -129,6 +158,7 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
         metrics: metrics::Metrics::default(),
         connections: AtomicU64::new(0),
         stop,
+        cluster,
     });
     let s = shared.clone();
     let accept = tokio::spawn(async move {
@@ -181,7 +211,10 @@ async fn serve_metrics(listener: TcpListener, s: Arc<ServerShared>) {
             let mut buf = vec![0u8; 4096];
             // Read the request head (bounded); the path does not matter.
             let _ = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf)).await;
-            let body = s.metrics.render(s.connections.load(Ordering::Relaxed), s.catalog.db());
+            let mut body = s.metrics.render(s.connections.load(Ordering::Relaxed), s.catalog.db());
+            if let Some(node) = &s.cluster {
+                replica::render_metrics(&mut body, node);
+            }
             let head = format!(
                 "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
                 body.len()
@@ -204,6 +237,9 @@ impl RunningServer {
         let deadline = tokio::time::Instant::now() + grace;
         while self.shared.connections.load(Ordering::Relaxed) > 0 && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        if let Some(node) = &self.shared.cluster {
+            node.shutdown().await;
         }
         let db = self.shared.catalog.db().clone();
         tokio::task::block_in_place(|| db.close())?;

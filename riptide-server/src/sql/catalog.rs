@@ -145,28 +145,27 @@ fn sync() -> WriteOptions {
 impl Catalog {
     /// Loads the catalog from `db` (creating its sub-table on first use), dropping what a
     /// crash left half-made.
+    ///
+    /// A replicated database (`Db::is_replicated`) is a replica of a partition: each replica
+    /// creates the (empty) catalog sub-table itself, its records arrive through the Raft log,
+    /// and nothing is repaired at open (a follower may not write; half-made tables are left to
+    /// the leader's next DDL). Call [`Catalog::reload`] when applied entries changed it.
     pub fn open(db: Db) -> SqlResult<Catalog> {
+        let replicated = db.is_replicated();
         let meta = match db.table(CATALOG_TABLE) {
             Ok(t) => t,
+            Err(riptide::Error::TableNotFound(_)) if replicated => db.create_table_unreplicated(CATALOG_TABLE)?,
             Err(riptide::Error::TableNotFound(_)) => db.create_table(CATALOG_TABLE)?,
             Err(e) => return Err(e.into()),
         };
-        let mut state = CatalogState::default();
-        let mut next_id = 1u64;
-        let mut schemas = Vec::new();
-        for entry in meta.iter(&ReadOptions::default())? {
-            let (k, v) = entry?;
-            match k.first() {
-                Some(b'D') => {
-                    state.databases.insert(String::from_utf8_lossy(&k[2..]).into_owned());
-                }
-                Some(b'T') => schemas.push(TableSchema::decode(&v)?),
-                Some(b'N') => next_id = Reader::new(&v, "catalog").u64()?,
-                _ => return Err(Reader::new(&k, "catalog key").corrupt("unknown record")),
-            }
-        }
+        let records = read_records(&meta)?;
+        let mut state = CatalogState {
+            databases: records.databases,
+            tables: HashMap::new(),
+        };
+        let mut next_id = records.next_id;
         let mut live_tables = BTreeSet::new();
-        for mut schema in schemas {
+        for mut schema in records.schemas {
             // An index that was being built at a crash: its CREATE INDEX never returned.
             let building: Vec<_> = schema
                 .indexes
@@ -174,7 +173,7 @@ impl Catalog {
                 .filter(|i| i.state == IndexState::WriteOnly)
                 .map(|i| i.id)
                 .collect();
-            if !building.is_empty() {
+            if !building.is_empty() && !replicated {
                 schema.indexes.retain(|i| i.state == IndexState::Public);
                 let mut b = WriteBatch::new();
                 b.put(&meta, &table_key(&schema.db, &schema.name), &schema.encode())?;
@@ -190,9 +189,11 @@ impl Catalog {
                 .tables
                 .insert((handle.schema.db.clone(), handle.schema.name.clone()), Arc::new(handle));
         }
-        for name in db.tables() {
-            if name.starts_with("sql/") && name != CATALOG_TABLE && !live_tables.contains(&name) {
-                db.drop_table(&name)?;
+        if !replicated {
+            for name in db.tables() {
+                if name.starts_with("sql/") && name != CATALOG_TABLE && !live_tables.contains(&name) {
+                    db.drop_table(&name)?;
+                }
             }
         }
         Ok(Catalog {
@@ -203,6 +204,44 @@ impl Catalog {
             epochs: Arc::new(Epochs::default()),
             next_table_id: AtomicU64::new(next_id),
         })
+    }
+
+    /// Reads the catalog's records again and publishes them (a replica, after applied entries
+    /// changed them). A table whose schema did not change keeps its handle; one that did
+    /// keeps its AUTO_INCREMENT counter. Takes the DDL lock: never call it from a thread that
+    /// a DDL statement may be waiting on.
+    pub fn reload(&self) -> SqlResult<()> {
+        let _ddl = self.ddl.lock();
+        let records = read_records(&self.meta)?;
+        let current = self.state();
+        let mut state = CatalogState {
+            databases: records.databases,
+            tables: HashMap::new(),
+        };
+        let mut next_id = records.next_id;
+        for schema in records.schemas {
+            next_id = next_id.max(schema.id + 1);
+            let key = (schema.db.clone(), schema.name.clone());
+            let handle = match current.tables.get(&key) {
+                Some(h) if h.schema == schema => h.clone(),
+                Some(h) if h.schema.id == schema.id => Arc::new(open_handle(&self.db, schema, Some(h.auto_inc.clone()))?),
+                _ => Arc::new(open_handle(&self.db, schema, None)?),
+            };
+            state.tables.insert(key, handle);
+        }
+        self.next_table_id.fetch_max(next_id, Ordering::AcqRel);
+        self.state.store(Arc::new(state));
+        Ok(())
+    }
+
+    /// Raises every table's AUTO_INCREMENT counter to the largest value stored (a replica
+    /// that has just become the leader: rows applied from the log did not move its counters).
+    pub fn refresh_auto_increments(&self) -> SqlResult<()> {
+        for handle in self.state().tables.values() {
+            let mark = auto_inc_high_mark(&handle.schema, &handle.primary)?;
+            handle.auto_inc.fetch_max(mark, Ordering::AcqRel);
+        }
+        Ok(())
     }
 
     /// The engine.
@@ -384,6 +423,33 @@ impl Catalog {
         }
         Ok(())
     }
+}
+
+/// The catalog's records as stored.
+struct Records {
+    databases: BTreeSet<String>,
+    schemas: Vec<TableSchema>,
+    next_id: u64,
+}
+
+fn read_records(meta: &Table) -> SqlResult<Records> {
+    let mut records = Records {
+        databases: BTreeSet::new(),
+        schemas: Vec::new(),
+        next_id: 1,
+    };
+    for entry in meta.iter(&ReadOptions::default())? {
+        let (k, v) = entry?;
+        match k.first() {
+            Some(b'D') => {
+                records.databases.insert(String::from_utf8_lossy(&k[2..]).into_owned());
+            }
+            Some(b'T') => records.schemas.push(TableSchema::decode(&v)?),
+            Some(b'N') => records.next_id = Reader::new(&v, "catalog").u64()?,
+            _ => return Err(Reader::new(&k, "catalog key").corrupt("unknown record")),
+        }
+    }
+    Ok(records)
 }
 
 /// Opens a table's engine handles and, for a new handle, finds its AUTO_INCREMENT high mark.

@@ -230,6 +230,14 @@ impl SqlError {
             E::KeyTooLarge { .. } => (1071, "42000", format!("Specified key was too long ({e})"), false),
             E::TxnTooLarge { .. } => (1197, "HY000", format!("Transaction too large ({e})"), false),
             E::Closed => (1053, "08S01", "Server shutdown in progress".to_string(), true),
+            // MySQL's answer on a read-only replica, which proxies and drivers recognize.
+            E::NotLeader { .. } => (
+                1290,
+                "HY000",
+                format!("The MySQL server is running with the --read-only option so it cannot execute this statement ({e})"),
+                true,
+            ),
+            E::Replication(_) => (1180, "HY000", format!("Got error during COMMIT ({e})"), true),
             _ => (1030, "HY000", format!("Got error from storage engine: {e}"), false),
         };
         SqlError {

@@ -20,5 +20,6 @@ pub fn config(dir: &std::path::Path, max_packet: usize) -> ServerConfig {
         },
         create_databases: vec!["d".into()],
         engine: riptide::Options::default(),
+        cluster: None,
     }
 }

@@ -1,0 +1,241 @@
+//! Three `riptide serve` processes as the replicas of one partition (`--node-id`), on
+//! loopback, with durable commits:
+//!
+//! - a write on a follower is refused with 1290 (naming the leader), a read too unless the
+//!   follower has `--follower-reads`, where it sees the applied rows;
+//! - client threads insert rows through whichever node leads while the leader is killed with
+//!   SIGKILL twice (each time restarted on its data directory, so it rejoins as a follower);
+//!   clients reconnect to another node and go on;
+//! - at the end every node holds every row whose INSERT was acknowledged, and nothing else
+//!   than rows that were sent (an INSERT whose answer was lost may or may not be there).
+
+mod serve_common;
+
+use riptide_server::client::{Client, ClientError};
+use serve_common::Server;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const NODES: u64 = 3;
+const WRITERS: u64 = 3;
+const KILLS: usize = 2;
+
+struct Node {
+    id: u64,
+    dir: PathBuf,
+    raft_port: u16,
+    server: Option<Server>,
+    port: u16,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn start(node: &mut Node, secret: &Path, bootstrap: Option<&str>) {
+    let raft = format!("127.0.0.1:{}", node.raft_port);
+    let id = node.id.to_string();
+    let mut flags = vec![
+        "--node-id",
+        &id,
+        "--raft-listen",
+        &raft,
+        "--cluster-secret-file",
+        secret.to_str().unwrap(),
+        "--election-timeout-ms",
+        "300",
+    ];
+    if node.id == NODES {
+        flags.push("--follower-reads");
+    }
+    if let Some(list) = bootstrap {
+        flags.extend(["--bootstrap", list]);
+    }
+    let server = Server::start_with(&node.dir, true, &flags);
+    node.port = server.port;
+    node.server = Some(server);
+}
+
+fn connect(port: u16) -> Option<Client> {
+    Client::connect(("127.0.0.1", port), "root", "", None).ok()
+}
+
+/// The port of the node that leads now: a gated statement there reaches the table check
+/// (1146 or success) instead of 1290.
+fn leader_port(ports: &[u16]) -> Option<u16> {
+    for &port in ports {
+        let Some(mut c) = connect(port) else { continue };
+        match c.query("DELETE FROM sbtest.no_such_table WHERE 1 = 0") {
+            Err(e) if e.code() == Some(1290) => {}
+            Err(e) if e.code() == Some(1146) || e.code() == Some(1049) => return Some(port),
+            Ok(_) => return Some(port),
+            Err(_) => {}
+        }
+    }
+    None
+}
+
+fn wait_for_leader(ports: &[u16]) -> u16 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(p) = leader_port(ports) {
+            return p;
+        }
+        assert!(Instant::now() < deadline, "no leader within 30 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Runs `sql` on the leader, retrying (at most 30 s) while there is none, the database does
+/// not exist yet, or leadership moved; a statement whose answer was lost is not retried.
+fn on_leader(ports: &[u16], sql: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let port = wait_for_leader(ports);
+        let mut c = connect(port).unwrap();
+        match c.query(sql) {
+            Ok(_) => return,
+            Err(e) if matches!(e.code(), Some(1290) | Some(1049)) && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(50))
+            }
+            Err(e) => panic!("{sql} on the leader: {e}"),
+        }
+    }
+}
+
+fn ids(c: &mut Client) -> Result<BTreeSet<u64>, ClientError> {
+    Ok(c.rows("SELECT id FROM sbtest.kv")?
+        .into_iter()
+        .map(|r| r[0].as_deref().unwrap().parse().unwrap())
+        .collect())
+}
+
+#[test]
+fn a_replicated_partition_keeps_every_acknowledged_insert_across_leader_kills() {
+    let root = tempfile::tempdir().unwrap();
+    let secret = root.path().join("secret");
+    std::fs::write(&secret, "a cluster secret of 32 bytes....\n").unwrap();
+    let mut nodes: Vec<Node> = (1..=NODES)
+        .map(|id| Node {
+            id,
+            dir: root.path().join(format!("node{id}")),
+            raft_port: free_port(),
+            server: None,
+            port: 0,
+        })
+        .collect();
+    let members: Vec<String> = nodes.iter().map(|n| format!("{}=127.0.0.1:{}", n.id, n.raft_port)).collect();
+    let members = members.join(",");
+    for n in nodes.iter_mut() {
+        start(n, &secret, Some(&members));
+    }
+    let ports = Arc::new(Mutex::new(nodes.iter().map(|n| n.port).collect::<Vec<_>>()));
+
+    // The leader creates the database (`--create-database sbtest`) and the table.
+    on_leader(&ports.lock().unwrap(), "CREATE TABLE sbtest.kv (id BIGINT PRIMARY KEY, writer INT NOT NULL)");
+    on_leader(&ports.lock().unwrap(), "INSERT INTO sbtest.kv VALUES (0, 0)");
+    let leader = wait_for_leader(&ports.lock().unwrap());
+
+    // Followers: writes refused with 1290 naming the leader; reads refused unless
+    // --follower-reads, which sees the applied row.
+    for n in nodes.iter().filter(|n| n.port != leader) {
+        let mut f = connect(n.port).unwrap();
+        let e = f.query("INSERT INTO sbtest.kv VALUES (1, 0)").unwrap_err();
+        assert_eq!(e.code(), Some(1290), "{e}");
+        assert!(e.to_string().contains("leader is node"), "{e}");
+        if n.id == NODES {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while ids(&mut f).unwrap() != BTreeSet::from([0]) {
+                assert!(Instant::now() < deadline, "a follower read never saw the applied row");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        } else {
+            assert_eq!(f.query("SELECT id FROM sbtest.kv").unwrap_err().code(), Some(1290));
+        }
+        // Statements without a table are answered everywhere.
+        f.query("SELECT 1").unwrap();
+    }
+
+    // Writers insert unique ids through the leader, reconnecting on any failure.
+    let stop = Arc::new(AtomicBool::new(false));
+    let acked = Arc::new(Mutex::new(BTreeSet::new()));
+    let sent = Arc::new(Mutex::new(BTreeSet::new()));
+    let counter = Arc::new(AtomicU64::new(1));
+    let mut writers = Vec::new();
+    for w in 0..WRITERS {
+        let (stop, acked, sent, counter, ports) = (stop.clone(), acked.clone(), sent.clone(), counter.clone(), ports.clone());
+        writers.push(std::thread::spawn(move || {
+            let mut client: Option<Client> = None;
+            while !stop.load(Ordering::Relaxed) {
+                let c = match client.as_mut() {
+                    Some(c) => c,
+                    None => {
+                        let list = ports.lock().unwrap().clone();
+                        client = leader_port(&list).and_then(connect);
+                        if client.is_none() {
+                            std::thread::sleep(Duration::from_millis(20));
+                        }
+                        continue;
+                    }
+                };
+                let id = counter.fetch_add(1, Ordering::Relaxed);
+                sent.lock().unwrap().insert(id);
+                match c.query(&format!("INSERT INTO sbtest.kv VALUES ({id}, {w})")) {
+                    Ok(_) => {
+                        acked.lock().unwrap().insert(id);
+                    }
+                    Err(_) => client = None,
+                }
+            }
+        }));
+    }
+
+    for _ in 0..KILLS {
+        std::thread::sleep(Duration::from_millis(1500));
+        let leader = wait_for_leader(&ports.lock().unwrap());
+        let n = nodes.iter_mut().find(|n| n.port == leader).unwrap();
+        n.server.take().unwrap().kill9();
+        std::thread::sleep(Duration::from_millis(1000));
+        // Restarted on its data: it rejoins as a follower (no bootstrap: its log is not empty).
+        start(n, &secret, None);
+        *ports.lock().unwrap() = nodes.iter().map(|n| n.port).collect();
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    stop.store(true, Ordering::Relaxed);
+    for w in writers {
+        w.join().unwrap();
+    }
+    let acked = acked.lock().unwrap().clone();
+    let sent = sent.lock().unwrap().clone();
+    eprintln!("{} inserts acknowledged, {} sent", acked.len(), sent.len());
+    assert!(acked.len() > 50, "too few inserts acknowledged: {}", acked.len());
+
+    // Every node, once caught up, holds every acknowledged row and only rows that were sent.
+    let leader = wait_for_leader(&ports.lock().unwrap());
+    let mut c = connect(leader).unwrap();
+    let on_leader = ids(&mut c).unwrap();
+    let missing: Vec<_> = acked.difference(&on_leader).collect();
+    assert!(missing.is_empty(), "acknowledged inserts lost: {missing:?}");
+    let unexpected: Vec<_> = on_leader.iter().filter(|id| **id != 0 && !sent.contains(id)).collect();
+    assert!(unexpected.is_empty(), "rows never sent: {unexpected:?}");
+    // The follower with --follower-reads converges to the leader's rows.
+    let reader = nodes.iter().find(|n| n.id == NODES).unwrap();
+    if reader.port != leader {
+        let mut f = connect(reader.port).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while ids(&mut f).unwrap() != on_leader {
+            assert!(Instant::now() < deadline, "node {NODES} never caught up");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    for n in nodes.iter_mut() {
+        n.server.take().unwrap().stop();
+    }
+}
