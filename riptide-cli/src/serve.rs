@@ -257,10 +257,22 @@ pub fn run(args: &ServeArgs) -> Result<(), ServeError> {
     if let Some(f) = &args.users_file {
         users.extend(read_users(f)?);
     }
-    let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .try_init();
+    {
+        use tracing_subscriber::layer::SubscriberExt as _;
+        use tracing_subscriber::util::SubscriberInitExt as _;
+        // openraft narrates every election and startup at INFO; its warnings are enough here.
+        let filter = tracing_subscriber::filter::Targets::new()
+            .with_default(tracing_subscriber::filter::LevelFilter::INFO)
+            .with_target("openraft", tracing_subscriber::filter::LevelFilter::WARN);
+        let _ = tracing_subscriber::registry()
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_writer(std::io::stderr)
+                    .with_target(false),
+            )
+            .with(filter)
+            .try_init();
+    }
     let config = ServerConfig {
         data_dir: args.data_dir.clone(),
         listen: args.listen,

@@ -27,6 +27,7 @@
 
 pub mod codec;
 mod engine;
+pub mod linearizability;
 pub mod log_store;
 pub mod node;
 pub mod replicator;

@@ -112,7 +112,10 @@ impl PartitionNode {
             Some(l) => sm.with_apply_listener(l),
             None => sm,
         };
-        let network = TcpNetwork::new(config.id, config.auth.clone());
+        let mut network = TcpNetwork::new(config.id, config.auth.clone());
+        if !addr.ip().is_unspecified() {
+            network = network.with_source(addr.ip());
+        }
         let raft = Raft::new(config.id, raft_config, network, log, sm)
             .await
             .map_err(|e| NodeError::Raft(e.to_string()))?;
@@ -135,6 +138,9 @@ impl PartitionNode {
                 "the members do not include this node ({})",
                 self.id
             )));
+        }
+        if self.metrics().membership_config.membership().voter_ids().next().is_some() {
+            return Ok(false);
         }
         let nodes: BTreeMap<NodeId, BasicNode> = members.into_iter().map(|(id, a)| (id, BasicNode::new(a))).collect();
         match self.raft.initialize(nodes).await {

@@ -99,9 +99,26 @@ impl Client {
         password: &str,
         db: Option<&str>,
     ) -> Result<Client, ClientError> {
-        let stream = TcpStream::connect(addr)?;
+        Client::connect_within(addr, user, password, db, Duration::from_secs(120))
+    }
+
+    /// [`Client::connect`] where connecting, each read and each write fail after `timeout`
+    /// (a server that is stopped or cut off answers nothing).
+    pub fn connect_within(
+        addr: impl ToSocketAddrs,
+        user: &str,
+        password: &str,
+        db: Option<&str>,
+        timeout: Duration,
+    ) -> Result<Client, ClientError> {
+        let addr = addr
+            .to_socket_addrs()?
+            .next()
+            .ok_or_else(|| ClientError::Protocol("no address to connect to".into()))?;
+        let stream = TcpStream::connect_timeout(&addr, timeout)?;
         stream.set_nodelay(true)?;
-        stream.set_read_timeout(Some(Duration::from_secs(120)))?;
+        stream.set_read_timeout(Some(timeout))?;
+        stream.set_write_timeout(Some(timeout))?;
         let mut c = Client { stream, seq: 0 };
         let greeting = c.read_packet()?;
         if greeting.first() == Some(&0xFF) {

@@ -90,6 +90,11 @@ impl Server {
         (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
     }
 
+    /// The process id.
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
     /// kill -9, then reap.
     pub fn kill9(mut self) {
         // SAFETY: kill(2) on our own child's pid, which has not been reaped yet.

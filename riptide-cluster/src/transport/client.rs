@@ -20,7 +20,8 @@ use openraft::raft::{
 };
 use openraft::BasicNode;
 use std::time::Duration;
-use tokio::net::TcpStream;
+use std::net::{IpAddr, SocketAddr};
+use tokio::net::{TcpSocket, TcpStream};
 
 type NodeId = u64;
 type RpcResult<T, E = openraft::error::Infallible> = Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>;
@@ -30,12 +31,24 @@ type RpcResult<T, E = openraft::error::Infallible> = Result<T, RPCError<NodeId, 
 pub struct TcpNetwork {
     node: NodeId,
     auth: ClusterAuth,
+    source: Option<IpAddr>,
 }
 
 impl TcpNetwork {
     /// The network node `node` sends its RPCs through, proving `auth` to every peer.
     pub fn new(node: NodeId, auth: ClusterAuth) -> Self {
-        TcpNetwork { node, auth }
+        TcpNetwork {
+            node,
+            auth,
+            source: None,
+        }
+    }
+
+    /// Connections leave from address `ip` (the node's own listening address, so that peers
+    /// and anything between them see which node a connection comes from).
+    pub fn with_source(mut self, ip: IpAddr) -> Self {
+        self.source = Some(ip);
+        self
     }
 }
 
@@ -45,6 +58,7 @@ pub struct TcpConnection {
     target: NodeId,
     addr: String,
     auth: ClusterAuth,
+    source: Option<IpAddr>,
     stream: Option<TcpStream>,
 }
 
@@ -57,6 +71,7 @@ impl RaftNetworkFactory<TypeConfig> for TcpNetwork {
             target,
             addr: node.addr.clone(),
             auth: self.auth.clone(),
+            source: self.source,
             stream: None,
         }
     }
@@ -65,7 +80,22 @@ impl RaftNetworkFactory<TypeConfig> for TcpNetwork {
 impl TcpConnection {
     /// A new connection to the peer, its handshake done.
     async fn connect(&self) -> Result<TcpStream, TransportError> {
-        let mut stream = TcpStream::connect(&self.addr).await?;
+        let mut stream = match self.source {
+            None => TcpStream::connect(&self.addr).await?,
+            Some(ip) => {
+                let peer = tokio::net::lookup_host(&self.addr)
+                    .await?
+                    .find(|a| a.is_ipv4() == ip.is_ipv4())
+                    .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, format!("no address of {} in {ip}'s family", self.addr)))?;
+                let socket = if ip.is_ipv4() {
+                    TcpSocket::new_v4()?
+                } else {
+                    TcpSocket::new_v6()?
+                };
+                socket.bind(SocketAddr::new(ip, 0))?;
+                socket.connect(peer).await?
+            }
+        };
         let _ = stream.set_nodelay(true);
         self.auth.connect(&mut stream, self.from).await?;
         Ok(stream)

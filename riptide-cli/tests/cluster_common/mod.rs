@@ -1,0 +1,373 @@
+//! A cluster of `riptide serve` replicas of one partition for the fault tests, and its
+//! nemesis: kill -9 (and restart), SIGSTOP/SIGCONT, and network partitions.
+//!
+//! Node `i` listens for Raft at `127.0.0.(10+i)` and its peers reach it through a TCP proxy
+//! in this process at the same address (the address in the membership). A node's outgoing
+//! connections leave from its own address, so each proxy knows which node a connection comes
+//! from, and a partition is a set of refused (and cut) links.
+
+#![allow(dead_code)]
+
+use crate::serve_common::Server;
+use riptide_server::client::Client;
+use std::collections::HashSet;
+use std::io::{Read, Write};
+use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+fn node_ip(id: u64) -> Ipv4Addr {
+    Ipv4Addr::new(127, 0, 0, 10 + id as u8)
+}
+
+fn node_of(ip: IpAddr) -> Option<u64> {
+    match ip {
+        IpAddr::V4(v4) if v4.octets()[..3] == [127, 0, 0] && v4.octets()[3] > 10 => Some(u64::from(v4.octets()[3] - 10)),
+        _ => None,
+    }
+}
+
+/// A proxy in front of one node's Raft listener.
+struct Proxy {
+    addr: SocketAddr,
+    /// Nodes whose connections are refused.
+    blocked: Arc<Mutex<HashSet<u64>>>,
+    /// Open links, by source node: both streams, to cut them.
+    links: Arc<Mutex<Vec<(u64, TcpStream, TcpStream)>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Proxy {
+    fn start(ip: Ipv4Addr, target: SocketAddr) -> Proxy {
+        let listener = TcpListener::bind((ip, 0)).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let proxy = Proxy {
+            addr,
+            blocked: Arc::default(),
+            links: Arc::default(),
+            stop: Arc::default(),
+        };
+        let (blocked, links, stop) = (proxy.blocked.clone(), proxy.links.clone(), proxy.stop.clone());
+        thread::spawn(move || {
+            for conn in listener.incoming() {
+                if stop.load(Ordering::Relaxed) {
+                    return;
+                }
+                let Ok(inbound) = conn else { continue };
+                let Some(src) = inbound.peer_addr().ok().and_then(|a| node_of(a.ip())) else {
+                    continue;
+                };
+                if blocked.lock().unwrap().contains(&src) {
+                    continue;
+                }
+                let Ok(outbound) = TcpStream::connect_timeout(&target, Duration::from_secs(1)) else {
+                    continue;
+                };
+                let _ = outbound.set_nodelay(true);
+                let _ = inbound.set_nodelay(true);
+                links
+                    .lock()
+                    .unwrap()
+                    .push((src, inbound.try_clone().unwrap(), outbound.try_clone().unwrap()));
+                pipe(inbound.try_clone().unwrap(), outbound.try_clone().unwrap());
+                pipe(outbound, inbound);
+            }
+        });
+        proxy
+    }
+
+    /// Refuses (and cuts) connections from `src`.
+    fn block(&self, src: u64) {
+        self.blocked.lock().unwrap().insert(src);
+        let mut links = self.links.lock().unwrap();
+        links.retain(|(s, a, b)| {
+            if *s == src {
+                let _ = a.shutdown(Shutdown::Both);
+                let _ = b.shutdown(Shutdown::Both);
+                false
+            } else {
+                true
+            }
+        });
+    }
+
+    fn heal(&self) {
+        self.blocked.lock().unwrap().clear();
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = TcpStream::connect(self.addr);
+        for (_, a, b) in self.links.lock().unwrap().drain(..) {
+            let _ = a.shutdown(Shutdown::Both);
+            let _ = b.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+/// Copies `from` into `to` until either end closes, then closes both.
+fn pipe(mut from: TcpStream, mut to: TcpStream) {
+    thread::spawn(move || {
+        let mut buf = vec![0u8; 64 << 10];
+        loop {
+            match from.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if to.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        let _ = from.shutdown(Shutdown::Both);
+        let _ = to.shutdown(Shutdown::Both);
+    });
+}
+
+/// One replica process.
+pub struct Node {
+    pub id: u64,
+    dir: PathBuf,
+    raft_listen: SocketAddr,
+    server: Option<Server>,
+    /// Its MySQL port (of the running process).
+    pub port: u16,
+    pub paused: bool,
+}
+
+/// What the nemesis did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    KillLeader,
+    KillFollower,
+    PartitionLeader,
+    Pause,
+}
+
+/// A cluster of replicas.
+pub struct Cluster {
+    _root: tempfile::TempDir,
+    secret: PathBuf,
+    pub nodes: Vec<Node>,
+    proxies: Vec<Proxy>,
+    members: String,
+    election_timeout_ms: u64,
+    /// MySQL ports of the live (running, not paused) nodes, for client threads.
+    pub ports: Arc<Mutex<Vec<u16>>>,
+}
+
+/// How long clients wait for any answer.
+pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(4);
+
+impl Cluster {
+    /// Starts `n` replicas (node 1 .. n) that form one group, with `create-database sbtest`.
+    pub fn start(n: u64, election_timeout_ms: u64) -> Cluster {
+        let root = tempfile::tempdir().unwrap();
+        let secret = root.path().join("secret");
+        std::fs::write(&secret, "a cluster secret of 32 bytes....\n").unwrap();
+        let mut nodes = Vec::new();
+        let mut proxies = Vec::new();
+        for id in 1..=n {
+            let ip = node_ip(id);
+            // Held until the proxy has its own port, so the two differ.
+            let reserved = TcpListener::bind((ip, 0)).unwrap();
+            let raft_listen = reserved.local_addr().unwrap();
+            proxies.push(Proxy::start(ip, raft_listen));
+            drop(reserved);
+            nodes.push(Node {
+                id,
+                dir: root.path().join(format!("node{id}")),
+                raft_listen,
+                server: None,
+                port: 0,
+                paused: false,
+            });
+        }
+        let members: Vec<String> = proxies.iter().enumerate().map(|(i, p)| format!("{}={}", i + 1, p.addr)).collect();
+        let mut cluster = Cluster {
+            _root: root,
+            secret,
+            nodes,
+            proxies,
+            members: members.join(","),
+            election_timeout_ms,
+            ports: Arc::default(),
+        };
+        for i in 0..cluster.nodes.len() {
+            cluster.launch(i);
+        }
+        cluster
+    }
+
+    fn launch(&mut self, i: usize) {
+        let node = &self.nodes[i];
+        let (id, raft, timeout) = (
+            node.id.to_string(),
+            node.raft_listen.to_string(),
+            self.election_timeout_ms.to_string(),
+        );
+        let flags = [
+            "--node-id",
+            &id,
+            "--raft-listen",
+            &raft,
+            "--cluster-secret-file",
+            self.secret.to_str().unwrap(),
+            "--bootstrap",
+            &self.members,
+            "--election-timeout-ms",
+            &timeout,
+        ];
+        let server = Server::start_with(&node.dir, true, &flags);
+        let node = &mut self.nodes[i];
+        node.port = server.port;
+        node.server = Some(server);
+        node.paused = false;
+        self.publish_ports();
+    }
+
+    fn publish_ports(&self) {
+        *self.ports.lock().unwrap() = self.live_ports();
+    }
+
+    /// MySQL ports of the nodes that run and are not paused.
+    pub fn live_ports(&self) -> Vec<u16> {
+        self.nodes
+            .iter()
+            .filter(|n| n.server.is_some() && !n.paused)
+            .map(|n| n.port)
+            .collect()
+    }
+
+    /// The index of the node that leads now, if one answers as leader.
+    pub fn leader(&self) -> Option<usize> {
+        let port = leader_port(&self.live_ports())?;
+        self.nodes.iter().position(|n| n.port == port)
+    }
+
+    /// Waits (at most 30 s) for a leader.
+    pub fn wait_for_leader(&self) -> usize {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(l) = self.leader() {
+                return l;
+            }
+            assert!(Instant::now() < deadline, "no leader within 30 s");
+            thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Kills node `i` with SIGKILL; returns it and the instant of the kill.
+    pub fn kill(&mut self, i: usize) -> (usize, Instant) {
+        self.nodes[i].server.take().unwrap().kill9();
+        let at = Instant::now();
+        self.publish_ports();
+        (i, at)
+    }
+
+    /// Starts node `i` again on its data.
+    pub fn restart(&mut self, i: usize) {
+        self.launch(i);
+    }
+
+    /// Runs one fault for about `hold`, then undoes it (restart, heal, resume).
+    pub fn inject(&mut self, fault: Fault, hold: Duration, pick: usize) -> Option<String> {
+        let leader = self.leader()?;
+        let n = self.nodes.len();
+        let target = match fault {
+            Fault::KillLeader | Fault::PartitionLeader => leader,
+            Fault::KillFollower => (leader + 1 + pick % (n - 1)) % n,
+            Fault::Pause => pick % n,
+        };
+        let id = self.nodes[target].id;
+        match fault {
+            Fault::KillLeader | Fault::KillFollower => {
+                self.nodes[target].server.take().unwrap().kill9();
+                self.publish_ports();
+                thread::sleep(hold);
+                self.launch(target);
+            }
+            Fault::PartitionLeader => {
+                for (i, p) in self.proxies.iter().enumerate() {
+                    if i == target {
+                        for other in 1..=n as u64 {
+                            if other != id {
+                                p.block(other);
+                            }
+                        }
+                    } else {
+                        p.block(id);
+                    }
+                }
+                thread::sleep(hold);
+                for p in &self.proxies {
+                    p.heal();
+                }
+            }
+            Fault::Pause => {
+                let pid = self.nodes[target].server.as_ref().unwrap().pid();
+                self.nodes[target].paused = true;
+                self.publish_ports();
+                // SAFETY: kill(2) on our own child, which has not been reaped.
+                unsafe { libc::kill(pid, libc::SIGSTOP) };
+                thread::sleep(hold);
+                // SAFETY: as above.
+                unsafe { libc::kill(pid, libc::SIGCONT) };
+                self.nodes[target].paused = false;
+                self.publish_ports();
+            }
+        }
+        Some(format!("{fault:?} node {id}"))
+    }
+
+    /// Stops every node (SIGTERM, exit status 0).
+    pub fn stop(mut self) {
+        for n in self.nodes.iter_mut() {
+            if let Some(s) = n.server.take() {
+                s.stop();
+            }
+        }
+    }
+}
+
+/// A client of the node at `port`, every wait bounded by [`CLIENT_TIMEOUT`].
+pub fn connect(port: u16) -> Option<Client> {
+    Client::connect_within(("127.0.0.1", port), "root", "", None, CLIENT_TIMEOUT).ok()
+}
+
+/// The port of the node that leads now: a gated statement there reaches the table check
+/// (1146, 1049 or success) instead of 1290.
+pub fn leader_port(ports: &[u16]) -> Option<u16> {
+    for &port in ports {
+        let Some(mut c) = connect(port) else { continue };
+        match c.query("DELETE FROM sbtest.no_such_table WHERE 1 = 0") {
+            Ok(_) => return Some(port),
+            Err(e) if matches!(e.code(), Some(1146) | Some(1049)) => return Some(port),
+            Err(_) => {}
+        }
+    }
+    None
+}
+
+/// Runs `sql` on the leader, retrying (at most 30 s) while there is none, the database does not
+/// exist yet, or leadership moves.
+pub fn on_leader(cluster: &Cluster, sql: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let port = cluster.nodes[cluster.wait_for_leader()].port;
+        if let Some(mut c) = connect(port) {
+            match c.query(sql) {
+                Ok(_) => return,
+                Err(e) if !matches!(e.code(), Some(1290) | Some(1049)) => panic!("{sql} on the leader: {e}"),
+                Err(_) => {}
+            }
+        }
+        assert!(Instant::now() < deadline, "{sql}: no leader took it within 30 s");
+        thread::sleep(Duration::from_millis(50));
+    }
+}
