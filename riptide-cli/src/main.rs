@@ -2,7 +2,8 @@
 //! (levels, extents, slog, redo log, checksum verification), `riptide stress` (random
 //! operations against an expected state, with a blackbox crash mode), `riptide serve` (the
 //! MySQL-protocol server), `riptide checkpoint` and `riptide backup` (copies and backups),
-//! `riptide compact` (a full manual compaction).
+//! `riptide compact` (a full manual compaction), `riptide cluster` (a replicated partition's
+//! members).
 //!
 //! Exit status, the same for every subcommand: 0 on success; 1 when the run failed (a runtime
 //! error, a failed verification, damage found by `inspect verify`); 2 for a usage error, both
@@ -10,6 +11,7 @@
 
 mod backup;
 mod bench;
+mod cluster;
 mod compact;
 mod inspect;
 mod objects;
@@ -37,6 +39,7 @@ enum Command {
     Bench(Box<bench::flags::BenchFlags>),
     /// Makes a consistent, openable copy of a database in another directory
     Checkpoint(Box<backup::CheckpointArgs>),
+    Cluster(Box<cluster::ClusterArgs>),
     /// Compacts a closed database fully into its bottom level (RocksDB's `ldb compact`)
     Compact(Box<compact::CompactArgs>),
     Inspect(inspect::InspectArgs),
@@ -74,6 +77,13 @@ fn main() -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("riptide serve: error: {e}");
+                ExitCode::from(e.exit_code())
+            }
+        },
+        Command::Cluster(args) => match cluster::run(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("riptide cluster: error: {e}");
                 ExitCode::from(e.exit_code())
             }
         },

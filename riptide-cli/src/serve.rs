@@ -94,30 +94,6 @@ pub struct ClusterArgs {
     election_timeout_ms: u64,
 }
 
-/// `1=addr,2=addr` → members.
-fn parse_members(list: &str) -> Result<std::collections::BTreeMap<u64, String>, ServeError> {
-    let mut members = std::collections::BTreeMap::new();
-    for item in list.split(',').map(str::trim).filter(|i| !i.is_empty()) {
-        let (id, addr) = item
-            .split_once('=')
-            .ok_or_else(|| ServeError::Usage(format!("--bootstrap: {item:?} is not id=address")))?;
-        let id: u64 = id
-            .parse()
-            .ok()
-            .filter(|id| *id > 0)
-            .ok_or_else(|| ServeError::Usage(format!("--bootstrap: {id:?} is not a node id (1, 2, ...)")))?;
-        addr.parse::<SocketAddr>()
-            .map_err(|e| ServeError::Usage(format!("--bootstrap: {addr:?}: {e}")))?;
-        if members.insert(id, addr.to_string()).is_some() {
-            return Err(ServeError::Usage(format!("--bootstrap names node {id} twice")));
-        }
-    }
-    if members.is_empty() {
-        return Err(ServeError::Usage("--bootstrap names no member".into()));
-    }
-    Ok(members)
-}
-
 /// The replica's setup from the flags, or `None` without `--node-id`.
 fn cluster_setup(args: &ClusterArgs) -> Result<Option<riptide_server::server::ClusterSetup>, ServeError> {
     let Some(id) = args.node_id else {
@@ -135,13 +111,7 @@ fn cluster_setup(args: &ClusterArgs) -> Result<Option<riptide_server::server::Cl
         .cluster_secret_file
         .as_ref()
         .ok_or_else(|| ServeError::Usage("--node-id needs --cluster-secret-file".into()))?;
-    let mut secret = std::fs::read(path)
-        .map_err(|e| ServeError::Usage(format!("--cluster-secret-file {}: {e}", path.display())))?;
-    while secret.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
-        secret.pop();
-    }
-    let auth = riptide_cluster::transport::ClusterAuth::new(&args.cluster_name, &secret)
-        .map_err(|e| ServeError::Usage(format!("--cluster-secret-file: {e}")))?;
+    let auth = crate::cluster::read_auth(&args.cluster_name, path).map_err(ServeError::Usage)?;
     if !(10..=60_000).contains(&args.heartbeat_ms) || !(50..=600_000).contains(&args.election_timeout_ms) {
         return Err(ServeError::Usage(
             "--heartbeat-ms must be 10..=60000 and --election-timeout-ms 50..=600000".into(),
@@ -156,7 +126,12 @@ fn cluster_setup(args: &ClusterArgs) -> Result<Option<riptide_server::server::Cl
         Duration::from_millis(args.election_timeout_ms),
         Duration::from_millis(args.election_timeout_ms * 2),
     );
-    let bootstrap = args.bootstrap.as_deref().map(parse_members).transpose()?;
+    let bootstrap = args
+        .bootstrap
+        .as_deref()
+        .map(crate::cluster::parse_members)
+        .transpose()
+        .map_err(|e| ServeError::Usage(format!("--bootstrap: {e}")))?;
     if let Some(members) = &bootstrap {
         if !members.contains_key(&id) {
             return Err(ServeError::Usage(format!("--bootstrap does not name this node ({id})")));

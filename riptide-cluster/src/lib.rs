@@ -25,6 +25,7 @@
 // them return it too rather than boxing and unboxing at every call.
 #![allow(clippy::result_large_err)]
 
+pub mod admin;
 pub mod codec;
 mod engine;
 pub mod linearizability;

@@ -10,7 +10,7 @@
 
 use crate::serve_common::Server;
 use riptide_server::client::Client;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
@@ -35,10 +35,13 @@ struct Proxy {
     addr: SocketAddr,
     /// Nodes whose connections are refused.
     blocked: Arc<Mutex<HashSet<u64>>>,
-    /// Open links, by source node: both streams, to cut them.
-    links: Arc<Mutex<Vec<(u64, TcpStream, TcpStream)>>>,
+    /// Open links by id: the source node and both streams, to cut them. A link leaves the map
+    /// when its pipes end, so a long run does not run out of descriptors.
+    links: Links,
     stop: Arc<AtomicBool>,
 }
+
+type Links = Arc<Mutex<HashMap<u64, (u64, TcpStream, TcpStream)>>>;
 
 impl Proxy {
     fn start(ip: Ipv4Addr, target: SocketAddr) -> Proxy {
@@ -52,11 +55,15 @@ impl Proxy {
         };
         let (blocked, links, stop) = (proxy.blocked.clone(), proxy.links.clone(), proxy.stop.clone());
         thread::spawn(move || {
+            let mut next_id = 0u64;
             for conn in listener.incoming() {
                 if stop.load(Ordering::Relaxed) {
                     return;
                 }
-                let Ok(inbound) = conn else { continue };
+                let Ok(inbound) = conn else {
+                    thread::sleep(Duration::from_millis(10));
+                    continue;
+                };
                 let Some(src) = inbound.peer_addr().ok().and_then(|a| node_of(a.ip())) else {
                     continue;
                 };
@@ -68,12 +75,14 @@ impl Proxy {
                 };
                 let _ = outbound.set_nodelay(true);
                 let _ = inbound.set_nodelay(true);
-                links
-                    .lock()
-                    .unwrap()
-                    .push((src, inbound.try_clone().unwrap(), outbound.try_clone().unwrap()));
-                pipe(inbound.try_clone().unwrap(), outbound.try_clone().unwrap());
-                pipe(outbound, inbound);
+                let clones = (|| Some((inbound.try_clone().ok()?, outbound.try_clone().ok()?, inbound.try_clone().ok()?, outbound.try_clone().ok()?)))();
+                let Some((in_cut, out_cut, in_copy, out_copy)) = clones else {
+                    continue;
+                };
+                next_id += 1;
+                links.lock().unwrap().insert(next_id, (src, in_cut, out_cut));
+                pipe(in_copy, out_copy, next_id, links.clone());
+                pipe(outbound, inbound, next_id, links.clone());
             }
         });
         proxy
@@ -82,16 +91,12 @@ impl Proxy {
     /// Refuses (and cuts) connections from `src`.
     fn block(&self, src: u64) {
         self.blocked.lock().unwrap().insert(src);
-        let mut links = self.links.lock().unwrap();
-        links.retain(|(s, a, b)| {
+        for (s, a, b) in self.links.lock().unwrap().values() {
             if *s == src {
                 let _ = a.shutdown(Shutdown::Both);
                 let _ = b.shutdown(Shutdown::Both);
-                false
-            } else {
-                true
             }
-        });
+        }
     }
 
     fn heal(&self) {
@@ -103,15 +108,15 @@ impl Drop for Proxy {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         let _ = TcpStream::connect(self.addr);
-        for (_, a, b) in self.links.lock().unwrap().drain(..) {
+        for (_, a, b) in self.links.lock().unwrap().values() {
             let _ = a.shutdown(Shutdown::Both);
             let _ = b.shutdown(Shutdown::Both);
         }
     }
 }
 
-/// Copies `from` into `to` until either end closes, then closes both.
-fn pipe(mut from: TcpStream, mut to: TcpStream) {
+/// Copies `from` into `to` until either end closes, then closes both and forgets link `id`.
+fn pipe(mut from: TcpStream, mut to: TcpStream, id: u64, links: Links) {
     thread::spawn(move || {
         let mut buf = vec![0u8; 64 << 10];
         loop {
@@ -126,6 +131,7 @@ fn pipe(mut from: TcpStream, mut to: TcpStream) {
         }
         let _ = from.shutdown(Shutdown::Both);
         let _ = to.shutdown(Shutdown::Both);
+        links.lock().unwrap().remove(&id);
     });
 }
 

@@ -44,6 +44,8 @@ pub enum Request {
     AppendEntries(AppendEntriesRequest<TypeConfig>),
     Vote(VoteRequest<NodeId>),
     InstallSnapshot(InstallSnapshotRequest<TypeConfig>),
+    /// From an administrator (`riptide cluster`), not a node.
+    Admin(crate::admin::AdminRequest),
 }
 
 /// The answer to a [`Request`] of the same kind.
@@ -52,6 +54,7 @@ pub enum Response {
     AppendEntries(Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>),
     Vote(Result<VoteResponse<NodeId>, RaftError<NodeId>>),
     InstallSnapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
+    Admin(Result<crate::admin::AdminReply, crate::admin::AdminError>),
 }
 
 /// A transport failure: I/O, a malformed or oversized frame, or a refused handshake.
