@@ -139,7 +139,10 @@ fn print_status(s: &NodeStatus) {
         if m.is_empty() {
             "-".to_string()
         } else {
-            m.iter().map(|(id, a)| format!("{id}={a}")).collect::<Vec<_>>().join(",")
+            m.iter()
+                .map(|(id, a)| format!("{id}={a}"))
+                .collect::<Vec<_>>()
+                .join(",")
         }
     };
     println!("  voters: {}", list(&s.voters));

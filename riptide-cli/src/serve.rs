@@ -118,7 +118,9 @@ fn cluster_setup(args: &ClusterArgs) -> Result<Option<riptide_server::server::Cl
         ));
     }
     if args.heartbeat_ms >= args.election_timeout_ms {
-        return Err(ServeError::Usage("--heartbeat-ms must be below --election-timeout-ms".into()));
+        return Err(ServeError::Usage(
+            "--heartbeat-ms must be below --election-timeout-ms".into(),
+        ));
     }
     let mut node = riptide_cluster::NodeConfig::new(id, args.raft_listen, auth);
     node.heartbeat = Duration::from_millis(args.heartbeat_ms);

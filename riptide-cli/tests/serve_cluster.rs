@@ -6,8 +6,9 @@
 //! - client threads insert rows through whichever node leads while the leader is killed with
 //!   SIGKILL twice (each time restarted on its data directory, so it rejoins as a follower);
 //!   clients reconnect to another node and go on;
-//! - at the end every node holds every row whose INSERT was acknowledged, and nothing else
-//!   than rows that were sent (an INSERT whose answer was lost may or may not be there).
+//! - at the end the leader holds every row whose INSERT was acknowledged, and nothing else than
+//!   rows that were sent (an INSERT whose answer was lost may or may not be there), and the
+//!   follower with `--follower-reads` converges to exactly the leader's rows.
 
 mod serve_common;
 
@@ -131,7 +132,10 @@ fn a_replicated_partition_keeps_every_acknowledged_insert_across_leader_kills() 
             port: 0,
         })
         .collect();
-    let members: Vec<String> = nodes.iter().map(|n| format!("{}=127.0.0.1:{}", n.id, n.raft_port)).collect();
+    let members: Vec<String> = nodes
+        .iter()
+        .map(|n| format!("{}=127.0.0.1:{}", n.id, n.raft_port))
+        .collect();
     let members = members.join(",");
     for n in nodes.iter_mut() {
         start(n, &secret, Some(&members));
@@ -139,7 +143,10 @@ fn a_replicated_partition_keeps_every_acknowledged_insert_across_leader_kills() 
     let ports = Arc::new(Mutex::new(nodes.iter().map(|n| n.port).collect::<Vec<_>>()));
 
     // The leader creates the database (`--create-database sbtest`) and the table.
-    on_leader(&ports.lock().unwrap(), "CREATE TABLE sbtest.kv (id BIGINT PRIMARY KEY, writer INT NOT NULL)");
+    on_leader(
+        &ports.lock().unwrap(),
+        "CREATE TABLE sbtest.kv (id BIGINT PRIMARY KEY, writer INT NOT NULL)",
+    );
     on_leader(&ports.lock().unwrap(), "INSERT INTO sbtest.kv VALUES (0, 0)");
     let leader = wait_for_leader(&ports.lock().unwrap());
 
@@ -170,7 +177,13 @@ fn a_replicated_partition_keeps_every_acknowledged_insert_across_leader_kills() 
     let counter = Arc::new(AtomicU64::new(1));
     let mut writers = Vec::new();
     for w in 0..WRITERS {
-        let (stop, acked, sent, counter, ports) = (stop.clone(), acked.clone(), sent.clone(), counter.clone(), ports.clone());
+        let (stop, acked, sent, counter, ports) = (
+            stop.clone(),
+            acked.clone(),
+            sent.clone(),
+            counter.clone(),
+            ports.clone(),
+        );
         writers.push(std::thread::spawn(move || {
             let mut client: Option<Client> = None;
             while !stop.load(Ordering::Relaxed) {

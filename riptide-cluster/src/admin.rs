@@ -148,7 +148,8 @@ pub async fn handle(raft: &Raft<TypeConfig>, request: AdminRequest) -> Result<Ad
             if members.is_empty() || members.contains_key(&0) {
                 return Err(AdminError::Failed("members must be named, with ids from 1".into()));
             }
-            let nodes: BTreeMap<NodeId, BasicNode> = members.into_iter().map(|(id, a)| (id, BasicNode::new(a))).collect();
+            let nodes: BTreeMap<NodeId, BasicNode> =
+                members.into_iter().map(|(id, a)| (id, BasicNode::new(a))).collect();
             match raft.initialize(nodes).await {
                 Ok(()) => Ok(AdminReply::Initialized(true)),
                 Err(RaftError::APIError(InitializeError::NotAllowed(_))) => Ok(AdminReply::Initialized(false)),
@@ -188,7 +189,10 @@ pub async fn handle(raft: &Raft<TypeConfig>, request: AdminRequest) -> Result<Ad
             Ok(AdminReply::Done)
         }
         AdminRequest::Elect => {
-            raft.trigger().elect().await.map_err(|e| AdminError::Failed(e.to_string()))?;
+            raft.trigger()
+                .elect()
+                .await
+                .map_err(|e| AdminError::Failed(e.to_string()))?;
             Ok(AdminReply::Done)
         }
     }
@@ -210,7 +214,9 @@ pub async fn call(
         read_frame::<Response>(&mut stream).await
     };
     match tokio::time::timeout(timeout, exchange).await {
-        Err(_) => Err(AdminError::Transport(format!("no answer from {addr} within {timeout:?}"))),
+        Err(_) => Err(AdminError::Transport(format!(
+            "no answer from {addr} within {timeout:?}"
+        ))),
         Ok(Err(e)) => Err(AdminError::Transport(format!("{addr}: {e}"))),
         Ok(Ok(Response::Admin(answer))) => answer,
         Ok(Ok(other)) => Err(AdminError::Transport(format!("{addr} answered {other:?}"))),

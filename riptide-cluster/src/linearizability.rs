@@ -284,16 +284,31 @@ mod tests {
     #[test]
     fn sequential_and_concurrent_histories_that_linearize() {
         // w1; r->1; w2; r->2
-        let h = [w(0, 1, 0, 10), r(0, Some(1), 20, 30), w(0, 2, 40, 50), r(0, Some(2), 60, 70)];
+        let h = [
+            w(0, 1, 0, 10),
+            r(0, Some(1), 20, 30),
+            w(0, 2, 40, 50),
+            r(0, Some(2), 60, 70),
+        ];
         assert_eq!(check(&h, None), Verdict::Linearizable);
         // A read concurrent with a write may see either value.
-        let h = [w(0, 1, 0, 10), w(0, 2, 20, 60), r(0, Some(1), 30, 40), r(0, Some(2), 50, 70)];
+        let h = [
+            w(0, 1, 0, 10),
+            w(0, 2, 20, 60),
+            r(0, Some(1), 30, 40),
+            r(0, Some(2), 50, 70),
+        ];
         assert_eq!(check(&h, None), Verdict::Linearizable);
         // The initial state: absent.
         assert_eq!(check(&[r(0, None, 0, 5)], None), Verdict::Linearizable);
         assert_eq!(check(&[r(0, Some(0), 0, 5)], Some(0)), Verdict::Linearizable);
         // Keys are independent.
-        let h = [w(0, 1, 0, 10), w(1, 2, 0, 10), r(1, Some(2), 20, 30), r(0, Some(1), 20, 30)];
+        let h = [
+            w(0, 1, 0, 10),
+            w(1, 2, 0, 10),
+            r(1, Some(2), 20, 30),
+            r(0, Some(1), 20, 30),
+        ];
         assert_eq!(check(&h, None), Verdict::Linearizable);
     }
 
@@ -307,7 +322,12 @@ mod tests {
     #[test]
     fn a_lost_acknowledged_write_is_a_violation() {
         // w7 acknowledged, then reads see the value from before it.
-        let h = [w(3, 1, 0, 10), w(3, 7, 20, 30), r(3, Some(1), 40, 50), r(3, Some(1), 60, 70)];
+        let h = [
+            w(3, 1, 0, 10),
+            w(3, 7, 20, 30),
+            r(3, Some(1), 40, 50),
+            r(3, Some(1), 60, 70),
+        ];
         assert!(matches!(check(&h, None), Verdict::Violation { key: 3, .. }));
         // ... and so is a value nobody wrote.
         let h = [w(3, 1, 0, 10), r(3, Some(9), 20, 30)];
@@ -317,7 +337,12 @@ mod tests {
     #[test]
     fn unknown_writes_may_land_late_or_never() {
         // An unknown write seen by a read long after: it took effect late.
-        let h = [w(0, 1, 0, 10), unknown_write(0, 2, 20), r(0, Some(1), 30, 40), r(0, Some(2), 100, 110)];
+        let h = [
+            w(0, 1, 0, 10),
+            unknown_write(0, 2, 20),
+            r(0, Some(1), 30, 40),
+            r(0, Some(2), 100, 110),
+        ];
         assert_eq!(check(&h, None), Verdict::Linearizable);
         // Never seen: it never took effect.
         let h = [w(0, 1, 0, 10), unknown_write(0, 2, 20), r(0, Some(1), 100, 110)];

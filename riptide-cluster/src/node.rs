@@ -16,6 +16,7 @@ use crate::transport::{server::ServerHandle, spawn_server, ClusterAuth, TcpNetwo
 use crate::{RaftReplicator, TypeConfig};
 use openraft::error::{CheckIsLeaderError, InitializeError, RaftError};
 use openraft::{BasicNode, Config, Raft, RaftMetrics};
+use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -67,6 +68,56 @@ impl NodeConfig {
     }
 }
 
+/// Runs leadership checks until no caller waits (see [`PartitionNode::read_barrier`]).
+async fn run_barriers(raft: Raft<TypeConfig>, queue: Arc<Mutex<BarrierQueue>>) {
+    loop {
+        let callers = {
+            let mut q = queue.lock();
+            if q.waiting.is_empty() {
+                q.running = false;
+                return;
+            }
+            std::mem::take(&mut q.waiting)
+        };
+        let outcome = leadership_check(&raft).await;
+        for caller in callers {
+            let _ = caller.send(outcome.clone());
+        }
+    }
+}
+
+/// Leadership checks tried before a leader that hears too few followers in time gives up:
+/// openraft allows each check one heartbeat interval, which a follower busy with a large
+/// append or a slow `fdatasync` can miss without being gone.
+const LEADERSHIP_CHECK_TRIES: usize = 5;
+
+/// One read index: openraft's `ensure_linearizable` (tried again while too few followers
+/// answered in time), its errors as the engine's.
+async fn leadership_check(raft: &Raft<TypeConfig>) -> riptide::Result<()> {
+    let mut tries = 1;
+    let answer = loop {
+        match raft.ensure_linearizable().await {
+            Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(_))) if tries < LEADERSHIP_CHECK_TRIES => {
+                tries += 1;
+            }
+            other => break other,
+        }
+    };
+    match answer {
+        Ok(_) => Ok(()),
+        Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) => Err(riptide::Error::NotLeader {
+            leader: f.leader_id.map(|id| match f.leader_node {
+                Some(node) => format!("the leader is node {id} at {}", node.addr),
+                None => format!("the leader is node {id}"),
+            }),
+        }),
+        Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(q))) => Err(riptide::Error::NotLeader {
+            leader: Some(format!("this node lost its majority ({q})")),
+        }),
+        Err(e) => Err(riptide::Error::Replication(e.to_string())),
+    }
+}
+
 /// Why a node could not start or act.
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
@@ -90,6 +141,15 @@ pub struct PartitionNode {
     raft: Raft<TypeConfig>,
     server: ServerHandle,
     addr: SocketAddr,
+    barriers: Arc<Mutex<BarrierQueue>>,
+}
+
+/// Read barriers waiting for a leadership check: callers that arrive while one check runs are
+/// served together by the next, which starts after they arrived.
+#[derive(Default)]
+struct BarrierQueue {
+    running: bool,
+    waiting: Vec<tokio::sync::oneshot::Sender<riptide::Result<()>>>,
 }
 
 impl PartitionNode {
@@ -127,6 +187,7 @@ impl PartitionNode {
             raft,
             server,
             addr,
+            barriers: Arc::default(),
         })
     }
 
@@ -139,7 +200,14 @@ impl PartitionNode {
                 self.id
             )));
         }
-        if self.metrics().membership_config.membership().voter_ids().next().is_some() {
+        if self
+            .metrics()
+            .membership_config
+            .membership()
+            .voter_ids()
+            .next()
+            .is_some()
+        {
             return Ok(false);
         }
         let nodes: BTreeMap<NodeId, BasicNode> = members.into_iter().map(|(id, a)| (id, BasicNode::new(a))).collect();
@@ -184,20 +252,22 @@ impl PartitionNode {
     /// confirmed with a majority that it still leads, and has applied every entry committed
     /// before the call (Raft's read index). [`riptide::Error::NotLeader`] on a follower or a
     /// leader that lost its majority.
+    ///
+    /// Concurrent callers share leadership checks: one runs at a time, and those who arrive
+    /// meanwhile are answered together by the next one, which starts after they arrived (so
+    /// each still sees every write acknowledged before its call).
     pub async fn read_barrier(&self) -> riptide::Result<()> {
-        match self.raft.ensure_linearizable().await {
-            Ok(_) => Ok(()),
-            Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) => Err(riptide::Error::NotLeader {
-                leader: f.leader_id.map(|id| match f.leader_node {
-                    Some(node) => format!("the leader is node {id} at {}", node.addr),
-                    None => format!("the leader is node {id}"),
-                }),
-            }),
-            Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(q))) => Err(riptide::Error::NotLeader {
-                leader: Some(format!("this node lost its majority ({q})")),
-            }),
-            Err(e) => Err(riptide::Error::Replication(e.to_string())),
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let start = {
+            let mut queue = self.barriers.lock();
+            queue.waiting.push(tx);
+            !std::mem::replace(&mut queue.running, true)
+        };
+        if start {
+            tokio::spawn(run_barriers(self.raft.clone(), self.barriers.clone()));
         }
+        rx.await
+            .unwrap_or_else(|_| Err(riptide::Error::Replication("the Raft node stopped".into())))
     }
 
     /// Stops the transport and the Raft node (the caller closes the database then).

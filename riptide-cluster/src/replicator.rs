@@ -5,11 +5,12 @@
 //!
 //! Invariants (what each outcome means to the client):
 //! - `Ok`: the write set is in a majority's log and applied here.
-//! - [`riptide::Error::NotLeader`]: it was never in this node's log, or was removed from it as
-//!   a conflicting uncommitted entry (openraft answers `ForwardToLeader` in both cases only):
-//!   it did not commit and never will.
-//! - [`riptide::Error::Replication`]: anything else, including no answer within the write
-//!   timeout: the outcome is unknown (the entry may still commit).
+//! - [`riptide::Error::NotLeader`]: this node did not believe it led, so it proposed nothing:
+//!   the write did not commit and never will.
+//! - [`riptide::Error::Replication`]: anything after the proposal but success, `ForwardToLeader`
+//!   included (an entry truncated from this log may have been committed by another leader),
+//!   and no answer within the write timeout: the outcome is unknown. The write's locks are
+//!   held until openraft answers (settled), however late.
 
 use crate::types::{TypeConfig, WriteOp, WriteSet};
 use openraft::error::{ClientWriteError, RaftError};
@@ -39,26 +40,51 @@ impl RaftReplicator {
 }
 
 impl Replicator for RaftReplicator {
-    fn replicate(&self, writes: ReplicatedWrites, done: ReplicationDone) {
+    fn replicate(&self, writes: ReplicatedWrites, mut done: ReplicationDone) {
         let set = WriteSet {
             ops: writes.ops.into_iter().map(WriteOp::from).collect(),
         };
         if let Err(reason) = set.validate() {
-            return done(Err(riptide::Error::InvalidOption {
+            return done.settle(Err(riptide::Error::InvalidOption {
                 option: "write set",
                 reason,
+            }));
+        }
+        // Only a node that believes it leads proposes; any other refuses before the entry can
+        // reach a log, so its refusal is definite.
+        let (me, leader, leader_addr) = {
+            let m = self.raft.metrics();
+            let m = m.borrow();
+            let addr = m
+                .current_leader
+                .and_then(|l| m.membership_config.membership().get_node(&l).map(|n| n.addr.clone()));
+            (m.id, m.current_leader, addr)
+        };
+        if leader != Some(me) {
+            return done.settle(Err(riptide::Error::NotLeader {
+                leader: leader.map(|id| match leader_addr {
+                    Some(addr) => format!("the leader is node {id} at {addr}"),
+                    None => format!("the leader is node {id}"),
+                }),
             }));
         }
         let raft = self.raft.clone();
         let timeout = self.write_timeout;
         self.runtime.spawn(async move {
-            let outcome = match tokio::time::timeout(timeout, raft.client_write(set)).await {
-                Ok(answer) => outcome(answer),
-                Err(_) => Err(riptide::Error::Replication(format!(
-                    "no answer from the Raft group within {timeout:?}"
-                ))),
+            let write = raft.client_write(set);
+            tokio::pin!(write);
+            let answer = tokio::select! {
+                answer = &mut write => answer,
+                _ = tokio::time::sleep(timeout) => {
+                    // The writer hears "unknown" now; the write keeps its locks until openraft
+                    // says how it ended.
+                    done.answer(Err(riptide::Error::Replication(format!(
+                        "no answer from the Raft group within {timeout:?}; the outcome is unknown"
+                    ))));
+                    write.await
+                }
             };
-            done(outcome);
+            done.settle(outcome(answer));
         });
     }
 }
@@ -79,12 +105,10 @@ fn outcome(answer: WriteAnswer) -> riptide::Result<()> {
                 reason: format!("refused by every replica: {reason}"),
             }),
         },
-        Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => Err(riptide::Error::NotLeader {
-            leader: f.leader_id.map(|id| match f.leader_node {
-                Some(node) => format!("the leader is node {id} at {}", node.addr),
-                None => format!("the leader is node {id}"),
-            }),
-        }),
+        // Proposed as leader, then answered "forward to the leader": the entry was never
+        // appended (leadership moved first) or was truncated from this log, and a truncated
+        // entry may still have been committed by another leader (one that received it, or one
+        // whose snapshot covers it). Unknown, not refused.
         Err(e) => Err(riptide::Error::Replication(e.to_string())),
     }
 }

@@ -10,15 +10,20 @@
 //! Invariants:
 //! - A replicated write is acknowledged (its handle completes with `Ok`) only when the
 //!   replicator says so, which it does once the writes are applied here; a transaction's row
-//!   locks are released only then, so the next transaction on a locked row reads the applied
-//!   value and the replicas' order of commits is the order of the replicator's log.
+//!   locks are released only when the write is settled (applied, or known never to commit),
+//!   so the next transaction on a locked row reads the applied value and the replicas' order
+//!   of commits is the order of the replicator's log, even when the writer was told early
+//!   that the outcome is unknown.
 //! - The engine names tables by name in [`ReplicatedOp`]: table ids are each replica's own.
 //! - Nothing in this crate waits on the network: the replicator is called on the writer's
-//!   thread and must return at once, completing through [`ReplicationDone`] from its own
+//!   thread and must return at once, reporting through [`ReplicationDone`] from its own
 //!   threads.
 
 use crate::error::Result;
 use crate::write::batch::WriteBatch;
+use crate::write::completion::Completion;
+use crate::write::pipeline::OnPlaced;
+use std::sync::Arc;
 
 /// One replicated write.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,17 +63,66 @@ pub struct ReplicatedWrites {
     pub ops: Vec<ReplicatedOp>,
 }
 
-/// Called once with the outcome of a replicated write: `Ok` once it is durable on a majority
-/// and applied to this database; an error when it was not accepted (this replica is not the
-/// leader: [`crate::Error::NotLeader`]) or its outcome is unknown
-/// ([`crate::Error::Replication`]: leadership was lost with the write in flight, so it may
-/// still commit).
-pub type ReplicationDone = Box<dyn FnOnce(Result<()>) + Send>;
+/// How a replicator reports a write's outcome, in up to two steps:
+/// - [`ReplicationDone::answer`] tells the writer: `Ok` once the write is durable on a
+///   majority and applied to this database; [`crate::Error::NotLeader`] when it was not taken
+///   (this replica does not lead: nothing was proposed); [`crate::Error::Replication`] when
+///   its outcome is not known (yet): it may still commit.
+/// - [`ReplicationDone::settle`] says the write's fate is known for good (committed and
+///   applied, or never to commit), and only then releases what it held: a transaction's row
+///   locks, so that no later transaction on those rows can commit before an unsettled write
+///   whose outcome the writer was told is unknown.
+///
+/// Dropped without either, it answers [`crate::Error::Replication`] and releases the locks (the
+/// replication layer stopped).
+pub struct ReplicationDone {
+    completion: Option<Arc<Completion>>,
+    on_placed: Option<OnPlaced>,
+}
+
+impl ReplicationDone {
+    pub(crate) fn new(completion: Arc<Completion>, on_placed: Option<OnPlaced>) -> Self {
+        ReplicationDone {
+            completion: Some(completion),
+            on_placed,
+        }
+    }
+
+    /// Tells the writer `result` (at most once; later answers are ignored). On `Ok` the locks
+    /// are released first, as the write is then settled.
+    pub fn answer(&mut self, result: Result<()>) {
+        if result.is_ok() {
+            if let Some(hook) = self.on_placed.take() {
+                hook();
+            }
+        }
+        if let Some(c) = self.completion.take() {
+            c.complete(result);
+        }
+    }
+
+    /// The write's fate is known for good: answers the writer if not answered yet, and
+    /// releases what the write held.
+    pub fn settle(mut self, result: Result<()>) {
+        self.answer(result);
+    }
+}
+
+impl Drop for ReplicationDone {
+    fn drop(&mut self) {
+        if let Some(c) = self.completion.take() {
+            c.complete(Err(crate::Error::Replication(
+                "the replication layer dropped the write".into(),
+            )));
+        }
+        // `on_placed`, if still here, is dropped unrun: that releases the locks too.
+    }
+}
 
 /// What a replication layer implements.
 pub trait Replicator: Send + Sync + 'static {
-    /// Takes `writes` over and calls `done` once with their outcome. Must not block: it runs
-    /// on the thread of the writer (or of a transaction's commit).
+    /// Takes `writes` over and reports through `done` (see [`ReplicationDone`]). Must not
+    /// block: it runs on the thread of the writer (or of a transaction's commit).
     fn replicate(&self, writes: ReplicatedWrites, done: ReplicationDone);
 }
 
@@ -122,7 +176,7 @@ mod tests {
         fn replicate(&self, writes: ReplicatedWrites, done: ReplicationDone) {
             self.seen.lock().push(writes.clone());
             if self.refuse {
-                return done(Err(Error::NotLeader {
+                return done.settle(Err(Error::NotLeader {
                     leader: Some("node 2 at 127.0.0.1:1".into()),
                 }));
             }
@@ -142,7 +196,7 @@ mod tests {
                     break;
                 }
             }
-            done(result.and_then(|()| db.write_unreplicated(batch, &WriteOptions::default())));
+            done.settle(result.and_then(|()| db.write_unreplicated(batch, &WriteOptions::default())));
         }
     }
 

@@ -25,7 +25,9 @@ fn node_ip(id: u64) -> Ipv4Addr {
 
 fn node_of(ip: IpAddr) -> Option<u64> {
     match ip {
-        IpAddr::V4(v4) if v4.octets()[..3] == [127, 0, 0] && v4.octets()[3] > 10 => Some(u64::from(v4.octets()[3] - 10)),
+        IpAddr::V4(v4) if v4.octets()[..3] == [127, 0, 0] && v4.octets()[3] > 10 => {
+            Some(u64::from(v4.octets()[3] - 10))
+        }
         _ => None,
     }
 }
@@ -75,7 +77,14 @@ impl Proxy {
                 };
                 let _ = outbound.set_nodelay(true);
                 let _ = inbound.set_nodelay(true);
-                let clones = (|| Some((inbound.try_clone().ok()?, outbound.try_clone().ok()?, inbound.try_clone().ok()?, outbound.try_clone().ok()?)))();
+                let clones = (|| {
+                    Some((
+                        inbound.try_clone().ok()?,
+                        outbound.try_clone().ok()?,
+                        inbound.try_clone().ok()?,
+                        outbound.try_clone().ok()?,
+                    ))
+                })();
                 let Some((in_cut, out_cut, in_copy, out_copy)) = clones else {
                     continue;
                 };
@@ -194,7 +203,11 @@ impl Cluster {
                 paused: false,
             });
         }
-        let members: Vec<String> = proxies.iter().enumerate().map(|(i, p)| format!("{}={}", i + 1, p.addr)).collect();
+        let members: Vec<String> = proxies
+            .iter()
+            .enumerate()
+            .map(|(i, p)| format!("{}={}", i + 1, p.addr))
+            .collect();
         let mut cluster = Cluster {
             _root: root,
             secret,

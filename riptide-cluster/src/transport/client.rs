@@ -1,6 +1,8 @@
 //! The sending side: openraft's `RaftNetworkFactory` over TCP. A connection to a peer is made
-//! (and its handshake run) on the first RPC and after any failure; one RPC is in flight per
-//! connection, bounded by openraft's hard time-to-live.
+//! (and its handshake run) when no idle one is at hand; one RPC is in flight per connection,
+//! bounded by openraft's hard time-to-live. Connections that ended a clean exchange are kept
+//! idle for the next client to the same peer (openraft makes one per leadership check); an
+//! idle connection that fails at once (the peer closed it) is replaced by a fresh one once.
 //!
 //! Invariants: a failure to connect or to complete the handshake (in time) is `Unreachable`
 //! (openraft backs off); an append too large for one frame is `PayloadTooLarge` before anything
@@ -19,8 +21,10 @@ use openraft::raft::{
     VoteResponse,
 };
 use openraft::BasicNode;
-use std::time::Duration;
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
 use tokio::net::{TcpSocket, TcpStream};
 
 type NodeId = u64;
@@ -32,7 +36,17 @@ pub struct TcpNetwork {
     node: NodeId,
     auth: ClusterAuth,
     source: Option<IpAddr>,
+    idle: IdlePool,
 }
+
+/// Connections that completed a clean exchange, by peer address, shared by every
+/// [`TcpConnection`] of one [`TcpNetwork`]: openraft makes a new client for each leadership
+/// check (a read index) and each election, and without the pool each would pay a TCP connect
+/// and a handshake.
+type IdlePool = Arc<parking_lot::Mutex<HashMap<String, Vec<TcpStream>>>>;
+
+/// Idle connections kept per peer.
+const IDLE_PER_PEER: usize = 8;
 
 impl TcpNetwork {
     /// The network node `node` sends its RPCs through, proving `auth` to every peer.
@@ -41,6 +55,7 @@ impl TcpNetwork {
             node,
             auth,
             source: None,
+            idle: IdlePool::default(),
         }
     }
 
@@ -60,6 +75,19 @@ pub struct TcpConnection {
     auth: ClusterAuth,
     source: Option<IpAddr>,
     stream: Option<TcpStream>,
+    idle: IdlePool,
+}
+
+impl Drop for TcpConnection {
+    fn drop(&mut self) {
+        if let Some(stream) = self.stream.take() {
+            let mut idle = self.idle.lock();
+            let spare = idle.entry(self.addr.clone()).or_default();
+            if spare.len() < IDLE_PER_PEER {
+                spare.push(stream);
+            }
+        }
+    }
 }
 
 impl RaftNetworkFactory<TypeConfig> for TcpNetwork {
@@ -73,6 +101,7 @@ impl RaftNetworkFactory<TypeConfig> for TcpNetwork {
             auth: self.auth.clone(),
             source: self.source,
             stream: None,
+            idle: self.idle.clone(),
         }
     }
 }
@@ -86,7 +115,12 @@ impl TcpConnection {
                 let peer = tokio::net::lookup_host(&self.addr)
                     .await?
                     .find(|a| a.is_ipv4() == ip.is_ipv4())
-                    .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, format!("no address of {} in {ip}'s family", self.addr)))?;
+                    .ok_or_else(|| {
+                        std::io::Error::new(
+                            std::io::ErrorKind::NotFound,
+                            format!("no address of {} in {ip}'s family", self.addr),
+                        )
+                    })?;
                 let socket = if ip.is_ipv4() {
                     TcpSocket::new_v4()?
                 } else {
@@ -99,6 +133,19 @@ impl TcpConnection {
         let _ = stream.set_nodelay(true);
         self.auth.connect(&mut stream, self.from).await?;
         Ok(stream)
+    }
+
+    /// A fresh connection by `deadline`, or `Unreachable` (openraft backs off).
+    async fn connect_by<E: std::error::Error>(
+        &self,
+        deadline: tokio::time::Instant,
+        timed_out: &impl Fn(&str) -> TransportError,
+    ) -> Result<TcpStream, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>> {
+        match tokio::time::timeout_at(deadline, self.connect()).await {
+            Ok(Ok(stream)) => Ok(stream),
+            Ok(Err(e)) => Err(RPCError::Unreachable(Unreachable::new(&e))),
+            Err(_) => Err(RPCError::Unreachable(Unreachable::new(&timed_out("connecting to")))),
+        }
     }
 
     /// Sends `request` and returns the reply, within `ttl` (connecting and the handshake
@@ -117,26 +164,23 @@ impl TcpConnection {
                 format!("{what} node {target} took over {ttl:?}"),
             ))
         };
-        let mut stream = match self.stream.take() {
+        let spare = || self.idle.lock().get_mut(&self.addr).and_then(Vec::pop);
+        let kept = self.stream.take().or_else(spare);
+        let reused = kept.is_some();
+        let mut stream = match kept {
             Some(stream) => stream,
-            // Not reached (connect, handshake, or their time-out): `Unreachable`, so openraft
-            // backs off.
-            None => match tokio::time::timeout_at(deadline, self.connect()).await {
-                Ok(Ok(stream)) => stream,
-                Ok(Err(e)) => return Err(RPCError::Unreachable(Unreachable::new(&e))),
-                Err(_) => return Err(RPCError::Unreachable(Unreachable::new(&timed_out("connecting to")))),
-            },
+            None => self.connect_by(deadline, &timed_out).await?,
         };
         let entries = match &request {
             Request::AppendEntries(rpc) => rpc.entries.len() as u64,
             _ => 0,
         };
-        let outcome = tokio::time::timeout_at(deadline, async {
-            write_frame(&mut stream, &request).await?;
-            read_frame::<Response>(&mut stream).await
-        })
-        .await
-        .unwrap_or_else(|_| Err(timed_out("an RPC to")));
+        let mut outcome = exchange(&mut stream, &request, deadline, &timed_out).await;
+        if reused && matches!(&outcome, Err(TransportError::Io(e)) if e.kind() != std::io::ErrorKind::TimedOut) {
+            // A kept connection the peer had closed (idle, or it restarted): once more, afresh.
+            stream = self.connect_by(deadline, &timed_out).await?;
+            outcome = exchange(&mut stream, &request, deadline, &timed_out).await;
+        }
         let reply = match outcome {
             Ok(reply) => reply,
             Err(TransportError::TooLarge(_)) if entries > 1 => {
@@ -159,6 +203,21 @@ impl TcpConnection {
             }
         }
     }
+}
+
+/// Writes `request` and reads its reply on `stream`, by `deadline`.
+async fn exchange(
+    stream: &mut TcpStream,
+    request: &Request,
+    deadline: tokio::time::Instant,
+    timed_out: &impl Fn(&str) -> TransportError,
+) -> Result<Response, TransportError> {
+    tokio::time::timeout_at(deadline, async {
+        write_frame(stream, request).await?;
+        read_frame::<Response>(stream).await
+    })
+    .await
+    .unwrap_or_else(|_| Err(timed_out("an RPC to")))
 }
 
 impl RaftNetwork<TypeConfig> for TcpConnection {

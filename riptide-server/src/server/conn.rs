@@ -85,8 +85,13 @@ async fn run(
     params: &[Value],
     shared: &ServerShared,
 ) -> Result<Outcome, SqlError> {
-    if let (Some(node), Some(setup)) = (&shared.cluster, &shared.config.cluster) {
-        crate::server::replica::before_statement(node, setup.follower_reads, stmt).await?;
+    if let Some(replica) = &shared.cluster {
+        if let Err(e) = replica.before_statement(&shared.catalog, stmt).await {
+            // The statement did not run; the error (1290, 1180) tells the client its
+            // transaction is rolled back, so it is.
+            session.rollback_open();
+            return Err(e);
+        }
     }
     let reply: Reply = match may_block(stmt) {
         Blocking::Never => session.execute(stmt, params)?,

@@ -9,8 +9,8 @@
 //! - users are fixed at start; an unknown user or a wrong password is refused (1045).
 
 pub mod conn;
-pub(crate) mod replica;
 pub mod metrics;
+pub(crate) mod replica;
 
 use crate::protocol::{native_password_stage2, Authenticator};
 use crate::sql::catalog::Catalog;
@@ -93,8 +93,8 @@ pub struct ServerShared {
     pub connections: AtomicU64,
     /// Flips to true when the server stops.
     pub stop: tokio::sync::watch::Sender<bool>,
-    /// This replica's Raft node, in cluster mode.
-    pub cluster: Option<Arc<riptide_cluster::PartitionNode>>,
+    /// This replica's Raft node and catalog follower, in cluster mode.
+    pub cluster: Option<Arc<replica::Replica>>,
 }
 
 /// Errors starting or stopping the server.
@@ -138,9 +138,9 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
             (catalog, None)
         }
         Some(setup) => {
-            let (catalog, node) = replica::start(db, setup).await?;
-            replica::create_databases(&catalog, &node, config.create_databases.clone());
-            (catalog, Some(node))
+            let (catalog, replica) = replica::start(db, setup).await?;
+            replica::create_databases(&catalog, &replica.node, config.create_databases.clone());
+            (catalog, Some(replica))
         }
     };
     let listener = TcpListener::bind(config.listen).await?;
@@ -212,8 +212,8 @@ async fn serve_metrics(listener: TcpListener, s: Arc<ServerShared>) {
             // Read the request head (bounded); the path does not matter.
             let _ = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf)).await;
             let mut body = s.metrics.render(s.connections.load(Ordering::Relaxed), s.catalog.db());
-            if let Some(node) = &s.cluster {
-                replica::render_metrics(&mut body, node);
+            if let Some(replica) = &s.cluster {
+                replica::render_metrics(&mut body, &replica.node);
             }
             let head = format!(
                 "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
@@ -238,8 +238,8 @@ impl RunningServer {
         while self.shared.connections.load(Ordering::Relaxed) > 0 && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        if let Some(node) = &self.shared.cluster {
-            node.shutdown().await;
+        if let Some(replica) = &self.shared.cluster {
+            replica.node.shutdown().await;
         }
         let db = self.shared.catalog.db().clone();
         tokio::task::block_in_place(|| db.close())?;

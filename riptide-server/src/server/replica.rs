@@ -10,12 +10,16 @@
 //!   leader, unless `--follower-reads` lets a plain SELECT read the follower's applied state (a
 //!   consistent prefix of the log, possibly stale).
 //! - The catalog is read again whenever applied entries change its sub-table, on its own
-//!   thread: the apply listener only sends a signal, so an apply never waits for the DDL lock
-//!   that a DDL statement on the leader holds while its write is being replicated.
+//!   thread: the apply listener only counts and signals, so an apply never waits for the DDL
+//!   lock that a DDL statement on the leader holds while its write is being replicated.
+//! - After the read barrier, a gated statement also waits until the catalog thread has loaded
+//!   every catalog change the applied log holds, so it never runs against an older schema
+//!   (DDL statements are gated too, and BEGIN, whose snapshot must follow the read index).
 //! - A replica that becomes leader raises its AUTO_INCREMENT counters to the largest stored
-//!   values (`watch_leadership`, on the catalog thread): rows applied from the log did not move
-//!   them. Until it has, an INSERT that generates a value may meet a duplicate key (1062),
-//!   never overwrite a row.
+//!   values before any statement runs after its first read barrier (the stored rows are then
+//!   complete): rows applied from the log did not move them.
+//! - A gate that fails leaves the statement unrun; the connection rolls its open transaction
+//!   back (the error says so).
 
 use super::ServerError;
 use crate::server::ClusterSetup;
@@ -24,25 +28,36 @@ use crate::sql::error::SqlError;
 use riptide_cluster::PartitionNode;
 use sqlparser::ast::{SetExpr, Statement};
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-/// What the catalog thread is asked to do.
-enum CatalogWork {
-    /// Applied entries changed the catalog's records.
-    Reload,
-    /// This replica became the leader.
-    RefreshAutoIncrements,
+/// A replica: its Raft node and what keeps its SQL catalog in step with the applied log.
+pub struct Replica {
+    /// The Raft node.
+    pub node: Arc<PartitionNode>,
+    follower_reads: bool,
+    /// Applies that changed the catalog's records (counted before the apply returns).
+    catalog_applies: Arc<AtomicU64>,
+    /// The number of such applies the loaded catalog includes.
+    catalog_loaded: Arc<AtomicU64>,
+    /// Set when this node becomes leader: AUTO_INCREMENT counters must be raised (under the
+    /// lock, by the first gated statement after its read barrier).
+    refresh_auto_inc: Arc<AtomicBool>,
+    refresh_lock: tokio::sync::Mutex<()>,
 }
 
 /// Starts the Raft node over `db`, forms the group if asked, and opens the catalog.
-pub(super) async fn start(db: riptide::Db, setup: &ClusterSetup) -> Result<(Arc<Catalog>, Arc<PartitionNode>), ServerError> {
-    let (work, pending) = mpsc::channel::<CatalogWork>();
-    let signal = parking_lot::Mutex::new(work.clone());
+pub(super) async fn start(db: riptide::Db, setup: &ClusterSetup) -> Result<(Arc<Catalog>, Arc<Replica>), ServerError> {
+    let (signal, pending) = mpsc::channel::<()>();
+    let signal = parking_lot::Mutex::new(signal);
+    let catalog_applies = Arc::new(AtomicU64::new(0));
+    let applies = catalog_applies.clone();
     let listener: riptide_cluster::state_machine::ApplyListener = Arc::new(move |tables: &[String]| {
         if tables.iter().any(|t| t == CATALOG_TABLE) {
-            let _ = signal.lock().send(CatalogWork::Reload);
+            applies.fetch_add(1, Ordering::AcqRel);
+            let _ = signal.lock().send(());
         }
     });
     let node = Arc::new(PartitionNode::start(&db, setup.node.clone(), Some(listener)).await?);
@@ -51,53 +66,67 @@ pub(super) async fn start(db: riptide::Db, setup: &ClusterSetup) -> Result<(Arc<
             tracing::info!("formed the group with {} members", members.len());
         }
     }
+    // Counted before the open reads the records: the open includes at least those applies.
+    let loaded_at_open = catalog_applies.load(Ordering::Acquire);
     let catalog = Arc::new(tokio::task::block_in_place(|| Catalog::open(db))?);
-    spawn_catalog_thread(Arc::downgrade(&catalog), pending)?;
-    tokio::spawn(watch_leadership(node.clone(), work));
-    Ok((catalog, node))
+    let replica = Arc::new(Replica {
+        node: node.clone(),
+        follower_reads: setup.follower_reads,
+        catalog_applies: catalog_applies.clone(),
+        catalog_loaded: Arc::new(AtomicU64::new(loaded_at_open)),
+        refresh_auto_inc: Arc::new(AtomicBool::new(false)),
+        refresh_lock: tokio::sync::Mutex::new(()),
+    });
+    spawn_catalog_thread(
+        Arc::downgrade(&catalog),
+        pending,
+        catalog_applies,
+        replica.catalog_loaded.clone(),
+    )?;
+    tokio::spawn(watch_leadership(node, replica.refresh_auto_inc.clone()));
+    Ok((catalog, replica))
 }
 
-/// The thread that reloads the catalog; it ends with the catalog.
-fn spawn_catalog_thread(catalog: Weak<Catalog>, pending: mpsc::Receiver<CatalogWork>) -> std::io::Result<()> {
+/// The thread that reloads the catalog after applies changed it; it ends with the catalog.
+fn spawn_catalog_thread(
+    catalog: Weak<Catalog>,
+    pending: mpsc::Receiver<()>,
+    applies: Arc<AtomicU64>,
+    loaded: Arc<AtomicU64>,
+) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("catalog-follow".into())
         .spawn(move || loop {
-            let first = match pending.recv_timeout(Duration::from_millis(500)) {
-                Ok(w) => Some(w),
-                Err(mpsc::RecvTimeoutError::Timeout) => None,
+            let signalled = match pending.recv_timeout(Duration::from_millis(500)) {
+                Ok(()) => true,
+                Err(mpsc::RecvTimeoutError::Timeout) => false,
                 Err(mpsc::RecvTimeoutError::Disconnected) => return,
             };
             let Some(catalog) = catalog.upgrade() else { return };
-            let Some(first) = first else { continue };
-            let (mut reload, mut refresh) = (false, false);
-            for w in std::iter::once(first).chain(pending.try_iter()) {
-                match w {
-                    CatalogWork::Reload => reload = true,
-                    CatalogWork::RefreshAutoIncrements => refresh = true,
-                }
+            if !signalled {
+                continue;
             }
-            if reload {
-                if let Err(e) = catalog.reload() {
-                    tracing::error!("reloading the catalog after an apply failed: {e}");
+            while pending.try_recv().is_ok() {}
+            // Every apply counted by now is visible: the reload below includes it.
+            let target = applies.load(Ordering::Acquire);
+            match catalog.reload() {
+                Ok(()) => {
+                    loaded.fetch_max(target, Ordering::AcqRel);
                 }
-            }
-            if refresh {
-                if let Err(e) = catalog.refresh_auto_increments() {
-                    tracing::error!("raising AUTO_INCREMENT counters after an election failed: {e}");
-                }
+                Err(e) => tracing::error!("reloading the catalog after an apply failed: {e}"),
             }
         })
         .map(|_| ())
 }
 
-/// Asks for fresh AUTO_INCREMENT counters each time this node becomes the leader.
-async fn watch_leadership(node: Arc<PartitionNode>, work: mpsc::Sender<CatalogWork>) {
+/// Marks the AUTO_INCREMENT counters stale each time this node becomes the leader.
+async fn watch_leadership(node: Arc<PartitionNode>, refresh: Arc<AtomicBool>) {
     let mut metrics = node.raft().metrics();
     let mut leading = false;
     loop {
         let now = metrics.borrow_and_update().current_leader == Some(node.id());
-        if now && !leading && work.send(CatalogWork::RefreshAutoIncrements).is_err() {
-            return;
+        if now && !leading {
+            refresh.store(true, Ordering::Release);
         }
         leading = now;
         if metrics.changed().await.is_err() {
@@ -137,25 +166,58 @@ pub(super) fn create_databases(catalog: &Arc<Catalog>, node: &Arc<PartitionNode>
     });
 }
 
-/// Gates a statement on a replica (see the module header).
-pub(crate) async fn before_statement(node: &PartitionNode, follower_reads: bool, stmt: &Statement) -> Result<(), SqlError> {
-    let reads_tables = match stmt {
-        // `SELECT 1`, `SELECT @@version_comment`: no table, no gate (clients send these at
-        // connect, to followers too).
-        Statement::Query(q) if matches!(&*q.body, SetExpr::Select(s) if s.from.is_empty()) => false,
-        Statement::Query(q) => {
-            if follower_reads && q.locks.is_empty() && !node.is_leader() {
-                return Ok(());
-            }
-            true
+/// How long a gated statement waits for the catalog thread to load what the log applied.
+const CATALOG_CATCH_UP: Duration = Duration::from_secs(10);
+
+impl Replica {
+    /// Gates a statement (see the module header). An error means the statement did not run.
+    pub(crate) async fn before_statement(&self, catalog: &Catalog, stmt: &Statement) -> Result<(), SqlError> {
+        let leader = self.node.is_leader();
+        let gated = match stmt {
+            // `SELECT 1`, `SELECT @@version_comment`: no table, no gate (clients send these at
+            // connect, to followers too).
+            Statement::Query(q) if matches!(&*q.body, SetExpr::Select(s) if s.from.is_empty()) => false,
+            Statement::Query(q) if self.follower_reads && q.locks.is_empty() && !leader => return Ok(()),
+            // A transaction's snapshot is taken at BEGIN: it must follow the read index too.
+            Statement::StartTransaction { .. } if self.follower_reads && !leader => return Ok(()),
+            Statement::Query(_) | Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) => true,
+            Statement::StartTransaction { .. } => true,
+            // DDL reads and writes the catalog: it must see every applied change of it.
+            Statement::CreateTable(_)
+            | Statement::CreateIndex(_)
+            | Statement::CreateDatabase { .. }
+            | Statement::CreateSchema { .. }
+            | Statement::Drop { .. }
+            | Statement::AlterTable { .. } => true,
+            _ => false,
+        };
+        if !gated {
+            return Ok(());
         }
-        Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) => true,
-        _ => false,
-    };
-    if !reads_tables {
-        return Ok(());
+        self.node.read_barrier().await.map_err(SqlError::from_engine)?;
+        // The applies the read index covers may have changed the catalog: wait until the
+        // catalog thread has loaded them.
+        let want = self.catalog_applies.load(Ordering::Acquire);
+        let deadline = tokio::time::Instant::now() + CATALOG_CATCH_UP;
+        while self.catalog_loaded.load(Ordering::Acquire) < want {
+            if tokio::time::Instant::now() > deadline {
+                return Err(SqlError::from_engine(riptide::Error::Replication(
+                    "the SQL catalog did not catch up with the applied log in time".into(),
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        if self.refresh_auto_inc.load(Ordering::Acquire) {
+            // After the read barrier every entry of earlier terms is applied: the stored rows
+            // are complete, and no statement generates a value before the counters are raised.
+            let _one = self.refresh_lock.lock().await;
+            if self.refresh_auto_inc.load(Ordering::Acquire) {
+                tokio::task::block_in_place(|| catalog.refresh_auto_increments())?;
+                self.refresh_auto_inc.store(false, Ordering::Release);
+            }
+        }
+        Ok(())
     }
-    node.read_barrier().await.map_err(SqlError::from_engine)
 }
 
 /// Appends the node's Raft figures to the Prometheus text.
@@ -163,14 +225,42 @@ pub(super) fn render_metrics(out: &mut String, node: &PartitionNode) {
     let m = node.metrics();
     let id = m.id;
     let g = |out: &mut String, name: &str, help: &str, v: u64| {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name}{{node=\"{id}\"}} {v}");
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} gauge\n{name}{{node=\"{id}\"}} {v}"
+        );
     };
     g(out, "riptide_raft_term", "current Raft term", m.current_term);
-    g(out, "riptide_raft_leader", "the leader this node knows (0: none)", m.current_leader.unwrap_or(0));
-    g(out, "riptide_raft_is_leader", "1 while this node leads", u64::from(m.current_leader == Some(id)));
-    g(out, "riptide_raft_last_log_index", "last index in this node's log", m.last_log_index.unwrap_or(0));
-    g(out, "riptide_raft_applied_index", "last index applied to the engine", m.last_applied.map_or(0, |l| l.index));
-    g(out, "riptide_raft_purged_index", "last index purged from the log", m.purged.map_or(0, |l| l.index));
+    g(
+        out,
+        "riptide_raft_leader",
+        "the leader this node knows (0: none)",
+        m.current_leader.unwrap_or(0),
+    );
+    g(
+        out,
+        "riptide_raft_is_leader",
+        "1 while this node leads",
+        u64::from(m.current_leader == Some(id)),
+    );
+    g(
+        out,
+        "riptide_raft_last_log_index",
+        "last index in this node's log",
+        m.last_log_index.unwrap_or(0),
+    );
+    g(
+        out,
+        "riptide_raft_applied_index",
+        "last index applied to the engine",
+        m.last_applied.map_or(0, |l| l.index),
+    );
+    g(
+        out,
+        "riptide_raft_purged_index",
+        "last index purged from the log",
+        m.purged.map_or(0, |l| l.index),
+    );
     if let Some(replication) = &m.replication {
         let last = m.last_log_index.unwrap_or(0);
         let _ = writeln!(
@@ -179,7 +269,10 @@ pub(super) fn render_metrics(out: &mut String, node: &PartitionNode) {
         );
         for (follower, matched) in replication {
             let lag = last.saturating_sub(matched.map_or(0, |l| l.index));
-            let _ = writeln!(out, "riptide_raft_replication_lag{{node=\"{id}\",follower=\"{follower}\"}} {lag}");
+            let _ = writeln!(
+                out,
+                "riptide_raft_replication_lag{{node=\"{id}\",follower=\"{follower}\"}} {lag}"
+            );
         }
     }
     let t = node.transport().stats();

@@ -154,7 +154,11 @@ impl Catalog {
         let replicated = db.is_replicated();
         let meta = match db.table(CATALOG_TABLE) {
             Ok(t) => t,
-            Err(riptide::Error::TableNotFound(_)) if replicated => db.create_table_unreplicated(CATALOG_TABLE)?,
+            // The apply loop may create it meanwhile (a write to it arrived): then it exists.
+            Err(riptide::Error::TableNotFound(_)) if replicated => match db.create_table_unreplicated(CATALOG_TABLE) {
+                Err(riptide::Error::TableExists(_)) => db.table(CATALOG_TABLE)?,
+                other => other?,
+            },
             Err(riptide::Error::TableNotFound(_)) => db.create_table(CATALOG_TABLE)?,
             Err(e) => return Err(e.into()),
         };
@@ -224,7 +228,9 @@ impl Catalog {
             let key = (schema.db.clone(), schema.name.clone());
             let handle = match current.tables.get(&key) {
                 Some(h) if h.schema == schema => h.clone(),
-                Some(h) if h.schema.id == schema.id => Arc::new(open_handle(&self.db, schema, Some(h.auto_inc.clone()))?),
+                Some(h) if h.schema.id == schema.id => {
+                    Arc::new(open_handle(&self.db, schema, Some(h.auto_inc.clone()))?)
+                }
                 _ => Arc::new(open_handle(&self.db, schema, None)?),
             };
             state.tables.insert(key, handle);

@@ -234,7 +234,9 @@ impl SqlError {
             E::NotLeader { .. } => (
                 1290,
                 "HY000",
-                format!("The MySQL server is running with the --read-only option so it cannot execute this statement ({e})"),
+                format!(
+                    "The MySQL server is running with the --read-only option so it cannot execute this statement ({e})"
+                ),
                 true,
             ),
             E::Replication(_) => (1180, "HY000", format!("Got error during COMMIT ({e})"), true),

@@ -460,20 +460,14 @@ pub(crate) enum Route {
     Local,
 }
 
-/// Hands `writes` to `replicator`; the completion finishes with its outcome, after the
-/// placement hook (a commit's lock release) has run on success. On failure the hook is
-/// dropped unrun, which releases the locks too (see `txn::commit`).
+/// Hands `writes` to `replicator`; the completion finishes with its answer. The placement hook
+/// (a commit's lock release) runs when the write is settled: before an `Ok` answer, or, after
+/// an early "unknown" answer, once the replicator knows (see `ReplicationDone`).
 fn replicate(replicator: &dyn Replicator, writes: ReplicatedWrites, on_placed: Option<OnPlaced>) -> Arc<Completion> {
     let completion = Completion::new();
-    let done = completion.clone();
     replicator.replicate(
         writes,
-        Box::new(move |result| {
-            if let (Ok(()), Some(hook)) = (&result, on_placed) {
-                hook();
-            }
-            done.complete(result);
-        }),
+        crate::replication::ReplicationDone::new(completion.clone(), on_placed),
     );
     completion
 }

@@ -38,7 +38,9 @@ impl Txn {
         let result = if batch.is_empty() {
             self.commit_without_writes()
         } else {
-            let (early, late) = self.take_locks().split(self.opts.early_lock_release);
+            // Replicated: every lock waits for the write to settle (see `crate::replication`).
+            let early_release = self.opts.early_lock_release || self.db.is_replicated();
+            let (early, late) = self.take_locks().split(early_release);
             let result = match self.db.write_placed(batch, &self.opts.write_options, false, early) {
                 Ok(Some(completion)) => {
                     let result = completion.wait();
@@ -112,7 +114,9 @@ impl Txn {
             completion.complete(Ok(()));
             return WriteHandle { completion };
         }
-        let (early, late) = self.take_locks().split(self.opts.early_lock_release);
+        // Replicated: every lock waits for the write to settle (see `crate::replication`).
+        let early_release = self.opts.early_lock_release || self.db.is_replicated();
+        let (early, late) = self.take_locks().split(early_release);
         let shared = self.shared.clone();
         // Counted when the outcome is known; drop must not count a rollback meanwhile.
         self.committed = true;
