@@ -76,9 +76,9 @@ pub struct ClusterArgs {
     /// ignored); every node of the cluster has the same.
     #[arg(long)]
     cluster_secret_file: Option<PathBuf>,
-    /// Forms the group with these members when this node's log is empty:
-    /// `1=127.0.0.1:4306,2=127.0.0.1:4307,3=127.0.0.1:4308`. Give the same list to the first
-    /// members only; later members join by a membership change.
+    /// The group's first members: `1=127.0.0.1:4306,2=127.0.0.1:4307,3=127.0.0.1:4308`. The
+    /// member with the smallest id forms the group when its log is empty; give the same list
+    /// to every first member. Later members join with `riptide cluster add-node`.
     #[arg(long)]
     bootstrap: Option<String>,
     /// A follower serves plain SELECTs from its applied state (possibly stale) instead of

@@ -191,14 +191,23 @@ impl PartitionNode {
         })
     }
 
-    /// Forms the group with `members` (id → Raft address) if this node's log is empty; `false`
-    /// when it was already initialized (nothing changed).
+    /// Forms the group with `members` (id → Raft address) if this node has the smallest id of
+    /// them and its log is empty; `false` when it changed nothing (another member forms the
+    /// group, or it was formed before).
+    ///
+    /// Only one member forms it: openraft allows every member to, with the same members, but a
+    /// member that does so after the others have elected a leader stands at the first term
+    /// with a higher node id, which makes that leader step down and leaves the group without
+    /// one for an election timeout.
     pub async fn bootstrap(&self, members: BTreeMap<NodeId, String>) -> Result<bool, NodeError> {
         if !members.contains_key(&self.id) {
             return Err(NodeError::Config(format!(
                 "the members do not include this node ({})",
                 self.id
             )));
+        }
+        if members.keys().next() != Some(&self.id) {
+            return Ok(false);
         }
         if self
             .metrics()
