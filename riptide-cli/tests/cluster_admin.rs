@@ -7,18 +7,10 @@
 mod serve_common;
 
 use riptide_server::client::Client;
-use serve_common::Server;
+use serve_common::{free_port, Server};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn cluster(args: &[&str], secret: &Path) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_riptide"))

@@ -13,7 +13,7 @@
 mod serve_common;
 
 use riptide_server::client::{Client, ClientError};
-use serve_common::Server;
+use serve_common::{free_port, Server};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -30,14 +30,6 @@ struct Node {
     raft_port: u16,
     server: Option<Server>,
     port: u16,
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn start(node: &mut Node, secret: &Path, bootstrap: Option<&str>) {

@@ -25,7 +25,6 @@
 // them return it too rather than boxing and unboxing at every call.
 #![allow(clippy::result_large_err)]
 
-pub mod admin;
 pub mod codec;
 mod engine;
 pub mod linearizability;
@@ -40,6 +39,8 @@ pub use log_store::LogStore;
 pub use node::{NodeConfig, NodeError, PartitionNode};
 pub use replicator::RaftReplicator;
 pub use state_machine::StateMachine;
+/// Cluster administration (`riptide cluster`), carried by the transport.
+pub use transport::admin;
 pub use types::{Applied, TypeConfig, WriteOp, WriteSet};
 
 /// Table names starting with this belong to the cluster layer.

@@ -126,3 +126,12 @@ impl Drop for Server {
         let _ = self.child.wait();
     }
 }
+
+/// A loopback port free when asked (another process may take it before it is used).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}

@@ -11,6 +11,7 @@
 //!   handshake is authenticated: frames after it are neither signed nor encrypted (TLS is to
 //!   come), so the transport keeps out nodes without the secret, not an attacker on the path.
 
+pub mod admin;
 pub mod auth;
 pub mod client;
 pub mod server;
@@ -45,7 +46,7 @@ pub enum Request {
     Vote(VoteRequest<NodeId>),
     InstallSnapshot(InstallSnapshotRequest<TypeConfig>),
     /// From an administrator (`riptide cluster`), not a node.
-    Admin(crate::admin::AdminRequest),
+    Admin(admin::AdminRequest),
 }
 
 /// The answer to a [`Request`] of the same kind.
@@ -54,7 +55,7 @@ pub enum Response {
     AppendEntries(Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>),
     Vote(Result<VoteResponse<NodeId>, RaftError<NodeId>>),
     InstallSnapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
-    Admin(Result<crate::admin::AdminReply, crate::admin::AdminError>),
+    Admin(Result<admin::AdminReply, admin::AdminError>),
 }
 
 /// A transport failure: I/O, a malformed or oversized frame, or a refused handshake.

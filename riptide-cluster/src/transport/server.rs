@@ -98,7 +98,7 @@ async fn serve_connection(mut stream: TcpStream, raft: Raft<TypeConfig>, auth: C
             Request::AppendEntries(rpc) => Response::AppendEntries(raft.append_entries(rpc).await),
             Request::Vote(rpc) => Response::Vote(raft.vote(rpc).await),
             Request::InstallSnapshot(rpc) => Response::InstallSnapshot(raft.install_snapshot(rpc).await),
-            Request::Admin(request) => Response::Admin(crate::admin::handle(&raft, request).await),
+            Request::Admin(request) => Response::Admin(super::admin::handle(&raft, request).await),
         };
         if write_frame(&mut stream, &response).await.is_err() {
             return;

@@ -20,6 +20,7 @@ mod backup;
 mod checkpoint;
 mod destroy;
 mod open;
+mod replicated;
 mod stats;
 mod table;
 mod workers;
@@ -48,6 +49,7 @@ use crate::write::completion::{Completion, WriteHandle};
 use crate::write::pipeline::{OnPlaced, Pipeline, WriteStats, Writer};
 use crate::write::stall::{StallHost, WriteStall};
 use parking_lot::{Mutex, RwLock};
+use replicated::{replicate, Route};
 use stats::{BackgroundCounters, LevelCounters};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -221,7 +223,12 @@ impl Db {
     /// Applies `batch` atomically and returns once it has committed (and, with
     /// `opts.sync`, is durable).
     pub fn write(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
-        match self.inner.enqueue(batch, opts, false, None, Route::Replicated)? {
+        self.write_by(batch, opts, Route::Replicated)
+    }
+
+    /// Writes `batch` by `route` and waits for it.
+    fn write_by(&self, batch: WriteBatch, opts: &WriteOptions, route: Route) -> Result<()> {
+        match self.inner.enqueue(batch, opts, false, None, route)? {
             Some(c) => {
                 let result = c.wait();
                 self.inner.pipeline.note_wake(&c);
@@ -449,65 +456,6 @@ impl Db {
         self.inner.pipeline.contention().add_to(&mut report);
         self.inner.txns.locks.contention().add_to(&mut report);
         report
-    }
-}
-
-/// Whether a write goes to the replicator, when one is installed, or straight to this
-/// database's pipeline (the replication layer's own writes and applies).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum Route {
-    Replicated,
-    Local,
-}
-
-/// Hands `writes` to `replicator`; the completion finishes with its answer. The placement hook
-/// (a commit's lock release) runs when the write is settled: before an `Ok` answer, or, after
-/// an early "unknown" answer, once the replicator knows (see `ReplicationDone`).
-fn replicate(replicator: &dyn Replicator, writes: ReplicatedWrites, on_placed: Option<OnPlaced>) -> Arc<Completion> {
-    let completion = Completion::new();
-    replicator.replicate(
-        writes,
-        crate::replication::ReplicationDone::new(completion.clone(), on_placed),
-    );
-    completion
-}
-
-/// The replication layer's entry points (see [`crate::replication`]).
-impl Db {
-    /// Installs the replication layer: from now on writes, commits and table DDL go through
-    /// it. Once per instance ([`Error::InvalidOption`] for a second one).
-    pub fn set_replicator(&self, replicator: Arc<dyn Replicator>) -> Result<()> {
-        self.inner.check_open()?;
-        self.inner.replicator.set(replicator).map_err(|_| Error::InvalidOption {
-            option: "replicator",
-            reason: "a replicator is already installed".into(),
-        })
-    }
-
-    /// True once a replicator is installed.
-    pub fn is_replicated(&self) -> bool {
-        self.inner.replicator.get().is_some()
-    }
-
-    /// [`Db::write`] straight to this database's pipeline, past any replicator: for the
-    /// replication layer's own state and for applying replicated writes.
-    pub fn write_unreplicated(&self, batch: WriteBatch, opts: &WriteOptions) -> Result<()> {
-        match self.inner.enqueue(batch, opts, false, None, Route::Local)? {
-            Some(c) => {
-                let result = c.wait();
-                self.inner.pipeline.note_wake(&c);
-                result
-            }
-            None => Ok(()),
-        }
-    }
-
-    /// Hands one DDL op to the replicator and waits for its outcome; `None` when there is
-    /// no replicator (the caller does the DDL itself).
-    pub(crate) fn replicate_ddl(&self, op: crate::replication::ReplicatedOp) -> Option<Result<()>> {
-        let replicator = self.inner.replicator.get()?;
-        let writes = ReplicatedWrites { ops: vec![op] };
-        Some(replicate(replicator.as_ref(), writes, None).wait())
     }
 }
 

@@ -10,7 +10,7 @@
 //!   change. On a node that does not lead, they fail with [`AdminError::NotLeader`], naming the
 //!   leader, and change nothing.
 
-use crate::transport::{read_frame, write_frame, ClusterAuth, Request, Response, TransportError};
+use super::{read_frame, write_frame, ClusterAuth, Request, Response, TransportError};
 use crate::types::TypeConfig;
 use openraft::error::{ClientWriteError, InitializeError, RaftError};
 use openraft::{BasicNode, ChangeMembers, Raft};
