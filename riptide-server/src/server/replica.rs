@@ -4,11 +4,11 @@
 //!
 //! Invariants:
 //! - A statement that reads or writes tables (SELECT ... FROM, INSERT, UPDATE, DELETE) runs
-//!   only after [`before_statement`]: on the leader, a read index confirmed by a majority and
-//!   applied here, so what it reads includes every write acknowledged before it began
-//!   (linearizable); on a follower it is refused with MySQL's read-only error 1290, naming the
-//!   leader, unless `--follower-reads` lets a plain SELECT read the follower's applied state (a
-//!   consistent prefix of the log, possibly stale).
+//!   only after [`Replica::before_statement`]: on the leader, a read index confirmed by a
+//!   majority and applied here, so what it reads includes every write acknowledged before it
+//!   began (linearizable); on a follower it is refused with MySQL's read-only error 1290,
+//!   naming the leader, unless `--follower-reads` lets a plain SELECT read the follower's
+//!   applied state (a consistent prefix of the log, possibly stale).
 //! - The catalog is read again whenever applied entries change its sub-table, on its own
 //!   thread: the apply listener only counts and signals, so an apply never waits for the DDL
 //!   lock that a DDL statement on the leader holds while its write is being replicated.
