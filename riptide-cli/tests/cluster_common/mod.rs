@@ -377,13 +377,18 @@ pub fn leader_port(ports: &[u16]) -> Option<u16> {
 /// exist yet, or leadership moves.
 pub fn on_leader(cluster: &Cluster, sql: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
+    let mut unknown = false;
     loop {
         let port = cluster.nodes[cluster.wait_for_leader()].port;
         if let Some(mut c) = connect(port) {
             match c.query(sql) {
                 Ok(_) => return,
-                Err(e) if !matches!(e.code(), Some(1290) | Some(1049)) => panic!("{sql} on the leader: {e}"),
-                Err(_) => {}
+                // An earlier try whose outcome was unknown did create the table or the rows.
+                Err(e) if unknown && matches!(e.code(), Some(1050) | Some(1062)) => return,
+                Err(e) if matches!(e.code(), Some(1290) | Some(1049)) => {}
+                // Outcome unknown (1180, or no answer): try again, and accept "already there".
+                Err(e) if matches!(e.code(), Some(1180) | None) => unknown = true,
+                Err(e) => panic!("{sql} on the leader: {e}"),
             }
         }
         assert!(Instant::now() < deadline, "{sql}: no leader took it within 30 s");

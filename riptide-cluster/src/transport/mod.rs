@@ -94,10 +94,8 @@ pub(crate) async fn write_frame<T: Serialize>(
 ) -> Result<(), TransportError> {
     let body = postcard::to_stdvec(value).map_err(|e| TransportError::Malformed(format!("encode: {e}")))?;
     if body.len() > MAX_FRAME {
-        return Err(TransportError::Malformed(format!(
-            "{} bytes to send, over {MAX_FRAME}",
-            body.len()
-        )));
+        // Nothing was sent: the caller may split the message (an append of several entries).
+        return Err(TransportError::TooLarge(body.len()));
     }
     let mut frame = Vec::with_capacity(4 + body.len());
     frame.extend_from_slice(&(body.len() as u32).to_le_bytes());
@@ -133,6 +131,16 @@ pub(crate) async fn read_frame_within<T: DeserializeOwned>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_message_over_the_frame_limit_is_too_large_and_not_sent() {
+        let (mut a, mut b) = tokio::io::duplex(1 << 16);
+        let huge = vec![7u8; MAX_FRAME + 1];
+        assert!(matches!(write_frame(&mut a, &huge).await, Err(TransportError::TooLarge(n)) if n > MAX_FRAME));
+        // Nothing reached the peer: the next frame is the first it reads.
+        write_frame(&mut a, &5u32).await.unwrap();
+        assert_eq!(read_frame::<u32>(&mut b).await.unwrap(), 5);
+    }
 
     #[tokio::test]
     async fn frames_round_trip_and_bad_frames_are_errors() {

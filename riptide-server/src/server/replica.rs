@@ -15,9 +15,11 @@
 //! - After the read barrier, a gated statement also waits until the catalog thread has loaded
 //!   every catalog change the applied log holds, so it never runs against an older schema
 //!   (DDL statements are gated too, and BEGIN, whose snapshot must follow the read index).
-//! - A replica that becomes leader raises its AUTO_INCREMENT counters to the largest stored
-//!   values before any statement runs after its first read barrier (the stored rows are then
+//! - A leader raises its AUTO_INCREMENT counters to the largest stored values once per term,
+//!   before any statement of that term runs past its read barrier (the stored rows are then
 //!   complete): rows applied from the log did not move them.
+//! - On the leader, a DDL statement brings the catalog up to the log itself (it holds the DDL
+//!   lock the catalog thread would need): its publish marks the catalog loaded.
 //! - A gate that fails leaves the statement unrun; the connection rolls its open transaction
 //!   back (the error says so).
 
@@ -28,7 +30,7 @@ use crate::sql::error::SqlError;
 use riptide_cluster::PartitionNode;
 use sqlparser::ast::{SetExpr, Statement};
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -42,9 +44,9 @@ pub struct Replica {
     catalog_applies: Arc<AtomicU64>,
     /// The number of such applies the loaded catalog includes.
     catalog_loaded: Arc<AtomicU64>,
-    /// Set when this node becomes leader: AUTO_INCREMENT counters must be raised (under the
-    /// lock, by the first gated statement after its read barrier).
-    refresh_auto_inc: Arc<AtomicBool>,
+    /// The term in which this node last raised its AUTO_INCREMENT counters (0: never): a
+    /// statement that passed the read barrier in another term raises them first.
+    counters_term: AtomicU64,
     refresh_lock: tokio::sync::Mutex<()>,
 }
 
@@ -74,16 +76,21 @@ pub(super) async fn start(db: riptide::Db, setup: &ClusterSetup) -> Result<(Arc<
         follower_reads: setup.follower_reads,
         catalog_applies: catalog_applies.clone(),
         catalog_loaded: Arc::new(AtomicU64::new(loaded_at_open)),
-        refresh_auto_inc: Arc::new(AtomicBool::new(false)),
+        counters_term: AtomicU64::new(0),
         refresh_lock: tokio::sync::Mutex::new(()),
     });
+    let (applies, loaded) = (catalog_applies.clone(), replica.catalog_loaded.clone());
+    // The leader's DDL holds the DDL lock while its records go through the log, so the catalog
+    // thread cannot reload meanwhile; the DDL's own publish brings the catalog up to the log.
+    catalog.on_publish(Box::new(move || {
+        loaded.fetch_max(applies.load(Ordering::Acquire), Ordering::AcqRel);
+    }));
     spawn_catalog_thread(
         Arc::downgrade(&catalog),
         pending,
         catalog_applies,
         replica.catalog_loaded.clone(),
     )?;
-    tokio::spawn(watch_leadership(node, replica.refresh_auto_inc.clone()));
     Ok((catalog, replica))
 }
 
@@ -103,7 +110,8 @@ fn spawn_catalog_thread(
                 Err(mpsc::RecvTimeoutError::Disconnected) => return,
             };
             let Some(catalog) = catalog.upgrade() else { return };
-            if !signalled {
+            // Unsignalled ticks retry a reload that failed (or was overtaken).
+            if !signalled && loaded.load(Ordering::Acquire) >= applies.load(Ordering::Acquire) {
                 continue;
             }
             while pending.try_recv().is_ok() {}
@@ -117,22 +125,6 @@ fn spawn_catalog_thread(
             }
         })
         .map(|_| ())
-}
-
-/// Marks the AUTO_INCREMENT counters stale each time this node becomes the leader.
-async fn watch_leadership(node: Arc<PartitionNode>, refresh: Arc<AtomicBool>) {
-    let mut metrics = node.raft().metrics();
-    let mut leading = false;
-    loop {
-        let now = metrics.borrow_and_update().current_leader == Some(node.id());
-        if now && !leading {
-            refresh.store(true, Ordering::Release);
-        }
-        leading = now;
-        if metrics.changed().await.is_err() {
-            return;
-        }
-    }
 }
 
 /// Creates `names` once this replica leads (or sees them created by the leader it follows).
@@ -207,13 +199,15 @@ impl Replica {
             }
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
-        if self.refresh_auto_inc.load(Ordering::Acquire) {
-            // After the read barrier every entry of earlier terms is applied: the stored rows
-            // are complete, and no statement generates a value before the counters are raised.
+        // The barrier proved leadership in this term, and every entry of earlier terms is
+        // applied: the stored rows are complete. No statement of a new term generates a value
+        // before the counters are raised to them.
+        let term = self.node.raft().metrics().borrow().current_term;
+        if self.counters_term.load(Ordering::Acquire) != term {
             let _one = self.refresh_lock.lock().await;
-            if self.refresh_auto_inc.load(Ordering::Acquire) {
+            if self.counters_term.load(Ordering::Acquire) != term {
                 tokio::task::block_in_place(|| catalog.refresh_auto_increments())?;
-                self.refresh_auto_inc.store(false, Ordering::Release);
+                self.counters_term.store(term, Ordering::Release);
             }
         }
         Ok(())

@@ -117,7 +117,12 @@ pub struct Catalog {
     ddl: Mutex<()>,
     epochs: Arc<Epochs>,
     next_table_id: AtomicU64,
+    /// Told after each DDL published its change (a replica counts its catalog as loaded).
+    publish_hook: std::sync::OnceLock<PublishHook>,
 }
+
+/// See [`Catalog::on_publish`].
+pub type PublishHook = Box<dyn Fn() + Send + Sync>;
 
 fn db_key(db: &str) -> Vec<u8> {
     let mut k = b"D\0".to_vec();
@@ -207,6 +212,7 @@ impl Catalog {
             ddl: Mutex::new(()),
             epochs: Arc::new(Epochs::default()),
             next_table_id: AtomicU64::new(next_id),
+            publish_hook: std::sync::OnceLock::new(),
         })
     }
 
@@ -303,6 +309,16 @@ impl Catalog {
         };
         change(&mut next);
         self.state.store(Arc::new(next));
+        if let Some(hook) = self.publish_hook.get() {
+            hook();
+        }
+    }
+
+    /// Calls `hook` after every DDL change is published (once set; set once). A replica's
+    /// leader uses it: its DDL, under the DDL lock, publishes the records it just wrote
+    /// through the log, so its catalog is then as loaded as the log.
+    pub fn on_publish(&self, hook: PublishHook) {
+        let _ = self.publish_hook.set(hook);
     }
 
     /// CREATE DATABASE (under the DDL lock).
