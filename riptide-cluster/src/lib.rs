@@ -1,7 +1,7 @@
 //! Riptide's cluster layer (issue 24, seed 004's X-DB): a table's partitions replicated by
 //! Raft, through openraft 0.9, over Riptide engines.
 //!
-//! Built so far: the storage of one replicated partition on one node. A partition is one
+//! Built so far: one replicated partition (no router over several yet). A partition is one
 //! Riptide database (its own directory, redo log and extents: partitions share nothing), which
 //! holds, next to the partition's tables:
 //! - the Raft log and vote, in the sub-tables [`LOG_TABLE`] and [`RAFT_META_TABLE`]
@@ -11,8 +11,11 @@
 //!   same atomic batch as each applied write set ([`state_machine`]), so a crash never leaves
 //!   data applied without its index or the other way round.
 //!
-//! - the node-to-node transport ([`transport`]): Raft RPCs over TCP, after a handshake in
-//!   which both ends prove they hold the cluster's shared secret.
+//! Around it: the node-to-node transport ([`transport`]: Raft RPCs and administration over
+//! TCP, after a handshake in which both ends prove they hold the cluster's shared secret); the
+//! engine's replicator ([`replicator`]), through which every write of the database goes
+//! through the group; a node assembled from these ([`node`]); and a linearizability checker
+//! for the fault tests ([`linearizability`]).
 //!
 //! Invariants:
 //! - Names starting with [`RESERVED_PREFIX`] belong to the cluster layer; a write set may not

@@ -15,6 +15,10 @@
 //!   Installing one replaces every partition table's rows, the applied id and the membership
 //!   in one synced write.
 //! - Write sets never touch a table whose name starts with [`RESERVED_PREFIX`].
+//! - A table creation or drop (alone in its write set) is durable on its own, before the
+//!   entry's index is applied, and idempotent: replayed after a crash it finds its work done.
+//! - The apply listener hears the tables an apply changed once they are visible, and must not
+//!   wait for anything the apply loop holds.
 //!
 //! Snapshots are, for now, the partition's rows in one encoded value held in memory (openraft
 //! rebuilds one at startup if the log was purged); issue 24 asks for the engine's checkpoint
