@@ -215,18 +215,21 @@ struct Report {
 fn run(nodes: u64, faults: usize, seed: u64) -> Report {
     let mut cluster = Cluster::start(nodes, 300);
     on_leader(
-        &cluster,
+        &cluster.ports,
         "CREATE TABLE sbtest.reg (k BIGINT PRIMARY KEY, v BIGINT NOT NULL)",
     );
     on_leader(
-        &cluster,
+        &cluster.ports,
         "CREATE TABLE sbtest.bank (id BIGINT PRIMARY KEY, balance BIGINT NOT NULL)",
     );
     let regs: Vec<String> = (0..KEYS).map(|k| format!("({k}, 0)")).collect();
-    on_leader(&cluster, &format!("INSERT INTO sbtest.reg VALUES {}", regs.join(", ")));
+    on_leader(
+        &cluster.ports,
+        &format!("INSERT INTO sbtest.reg VALUES {}", regs.join(", ")),
+    );
     let accounts: Vec<String> = (0..ACCOUNTS).map(|a| format!("({a}, {BALANCE})")).collect();
     on_leader(
-        &cluster,
+        &cluster.ports,
         &format!("INSERT INTO sbtest.bank VALUES {}", accounts.join(", ")),
     );
 
@@ -383,20 +386,23 @@ fn assert_planted_caught(r: &Report) {
     );
 }
 
-#[test]
-#[ignore = "long run (about 5 minutes): docs/RELIABILITY.md"]
-fn long_three_replicas_under_faults() {
-    let r = run(3, 120, 7);
-    report_and_assert(3, &r);
+/// A long run: `faults` nemesis events on `nodes` replicas, the planted bug caught.
+fn long_run(nodes: u64, faults: usize, seed: u64) {
+    let r = run(nodes, faults, seed);
+    report_and_assert(nodes, &r);
     assert_planted_caught(&r);
 }
 
 #[test]
 #[ignore = "long run (about 5 minutes): docs/RELIABILITY.md"]
+fn long_three_replicas_under_faults() {
+    long_run(3, 120, 7);
+}
+
+#[test]
+#[ignore = "long run (about 5 minutes): docs/RELIABILITY.md"]
 fn long_five_replicas_under_faults() {
-    let r = run(5, 100, 11);
-    report_and_assert(5, &r);
-    assert_planted_caught(&r);
+    long_run(5, 100, 11);
 }
 
 /// Failover: kill -9 the leader `KILLS` times and time, from the kill, the first write that a
@@ -408,7 +414,7 @@ fn failover_times_after_killing_the_leader() {
     const KILLS: usize = 50;
     const ELECTION_TIMEOUT_MS: u64 = 300;
     let mut cluster = Cluster::start(3, ELECTION_TIMEOUT_MS);
-    on_leader(&cluster, "CREATE TABLE sbtest.f (id BIGINT PRIMARY KEY)");
+    on_leader(&cluster.ports, "CREATE TABLE sbtest.f (id BIGINT PRIMARY KEY)");
     let mut times = Vec::new();
     let mut next = 0u64;
     for _ in 0..KILLS {

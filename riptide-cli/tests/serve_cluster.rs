@@ -10,8 +10,10 @@
 //!   rows that were sent (an INSERT whose answer was lost may or may not be there), and the
 //!   follower with `--follower-reads` converges to exactly the leader's rows.
 
+mod cluster_common;
 mod serve_common;
 
+use cluster_common::{connect, leader_port, on_leader, wait_for_leader_port};
 use riptide_server::client::{Client, ClientError};
 use serve_common::{free_port, Server};
 use std::collections::BTreeSet;
@@ -56,53 +58,6 @@ fn start(node: &mut Node, secret: &Path, bootstrap: Option<&str>) {
     node.server = Some(server);
 }
 
-fn connect(port: u16) -> Option<Client> {
-    Client::connect(("127.0.0.1", port), "root", "", None).ok()
-}
-
-/// The port of the node that leads now: a gated statement there reaches the table check
-/// (1146 or success) instead of 1290.
-fn leader_port(ports: &[u16]) -> Option<u16> {
-    for &port in ports {
-        let Some(mut c) = connect(port) else { continue };
-        match c.query("DELETE FROM sbtest.no_such_table WHERE 1 = 0") {
-            Err(e) if e.code() == Some(1290) => {}
-            Err(e) if e.code() == Some(1146) || e.code() == Some(1049) => return Some(port),
-            Ok(_) => return Some(port),
-            Err(_) => {}
-        }
-    }
-    None
-}
-
-fn wait_for_leader(ports: &[u16]) -> u16 {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(p) = leader_port(ports) {
-            return p;
-        }
-        assert!(Instant::now() < deadline, "no leader within 30 s");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// Runs `sql` on the leader, retrying (at most 30 s) while there is none, the database does
-/// not exist yet, or leadership moved; a statement whose answer was lost is not retried.
-fn on_leader(ports: &[u16], sql: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let port = wait_for_leader(ports);
-        let mut c = connect(port).unwrap();
-        match c.query(sql) {
-            Ok(_) => return,
-            Err(e) if matches!(e.code(), Some(1290) | Some(1049)) && Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(50))
-            }
-            Err(e) => panic!("{sql} on the leader: {e}"),
-        }
-    }
-}
-
 fn ids(c: &mut Client) -> Result<BTreeSet<u64>, ClientError> {
     Ok(c.rows("SELECT id FROM sbtest.kv")?
         .into_iter()
@@ -136,11 +91,11 @@ fn a_replicated_partition_keeps_every_acknowledged_insert_across_leader_kills() 
 
     // The leader creates the database (`--create-database sbtest`) and the table.
     on_leader(
-        &ports.lock().unwrap(),
+        &ports,
         "CREATE TABLE sbtest.kv (id BIGINT PRIMARY KEY, writer INT NOT NULL)",
     );
-    on_leader(&ports.lock().unwrap(), "INSERT INTO sbtest.kv VALUES (0, 0)");
-    let leader = wait_for_leader(&ports.lock().unwrap());
+    on_leader(&ports, "INSERT INTO sbtest.kv VALUES (0, 0)");
+    let leader = wait_for_leader_port(&ports.lock().unwrap());
 
     // Followers: writes refused with 1290 naming the leader; reads refused unless
     // --follower-reads, which sees the applied row.
@@ -204,7 +159,7 @@ fn a_replicated_partition_keeps_every_acknowledged_insert_across_leader_kills() 
 
     for _ in 0..KILLS {
         std::thread::sleep(Duration::from_millis(1500));
-        let leader = wait_for_leader(&ports.lock().unwrap());
+        let leader = wait_for_leader_port(&ports.lock().unwrap());
         let n = nodes.iter_mut().find(|n| n.port == leader).unwrap();
         n.server.take().unwrap().kill9();
         std::thread::sleep(Duration::from_millis(1000));
@@ -223,7 +178,7 @@ fn a_replicated_partition_keeps_every_acknowledged_insert_across_leader_kills() 
     assert!(acked.len() > 50, "too few inserts acknowledged: {}", acked.len());
 
     // Every node, once caught up, holds every acknowledged row and only rows that were sent.
-    let leader = wait_for_leader(&ports.lock().unwrap());
+    let leader = wait_for_leader_port(&ports.lock().unwrap());
     let mut c = connect(leader).unwrap();
     let on_leader = ids(&mut c).unwrap();
     let missing: Vec<_> = acked.difference(&on_leader).collect();

@@ -105,12 +105,10 @@ async fn leadership_check(raft: &Raft<TypeConfig>) -> riptide::Result<()> {
     };
     match answer {
         Ok(_) => Ok(()),
-        Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) => Err(riptide::Error::NotLeader {
-            leader: f.leader_id.map(|id| match f.leader_node {
-                Some(node) => format!("the leader is node {id} at {}", node.addr),
-                None => format!("the leader is node {id}"),
-            }),
-        }),
+        Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) => Err(crate::replicator::not_leader(
+            f.leader_id,
+            f.leader_node.as_ref().map(|n| n.addr.as_str()),
+        )),
         Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(q))) => Err(riptide::Error::NotLeader {
             leader: Some(format!("this node lost its majority ({q})")),
         }),

@@ -61,12 +61,7 @@ impl Replicator for RaftReplicator {
             (m.id, m.current_leader, addr)
         };
         if leader != Some(me) {
-            return done.settle(Err(riptide::Error::NotLeader {
-                leader: leader.map(|id| match leader_addr {
-                    Some(addr) => format!("the leader is node {id} at {addr}"),
-                    None => format!("the leader is node {id}"),
-                }),
-            }));
+            return done.settle(Err(not_leader(leader, leader_addr.as_deref())));
         }
         let raft = self.raft.clone();
         let timeout = self.write_timeout;
@@ -86,6 +81,16 @@ impl Replicator for RaftReplicator {
             };
             done.settle(outcome(answer));
         });
+    }
+}
+
+/// [`riptide::Error::NotLeader`], naming the leader (and its Raft address) when known.
+pub(crate) fn not_leader(leader: Option<NodeId>, addr: Option<&str>) -> riptide::Error {
+    riptide::Error::NotLeader {
+        leader: leader.map(|id| match addr {
+            Some(addr) => format!("the leader is node {id} at {addr}"),
+            None => format!("the leader is node {id}"),
+        }),
     }
 }
 

@@ -373,13 +373,26 @@ pub fn leader_port(ports: &[u16]) -> Option<u16> {
     None
 }
 
-/// Runs `sql` on the leader, retrying (at most 30 s) while there is none, the database does not
-/// exist yet, or leadership moves.
-pub fn on_leader(cluster: &Cluster, sql: &str) {
+/// Waits (at most 30 s) for a node among `ports` that leads; its port.
+pub fn wait_for_leader_port(ports: &[u16]) -> u16 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(p) = leader_port(ports) {
+            return p;
+        }
+        assert!(Instant::now() < deadline, "no leader within 30 s");
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Runs `sql` on the leader among the live `ports`, retrying (at most 30 s) while there is
+/// none, the database does not exist yet, or leadership moves.
+pub fn on_leader(ports: &Mutex<Vec<u16>>, sql: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut unknown = false;
     loop {
-        let port = cluster.nodes[cluster.wait_for_leader()].port;
+        let live = ports.lock().unwrap().clone();
+        let port = wait_for_leader_port(&live);
         if let Some(mut c) = connect(port) {
             match c.query(sql) {
                 Ok(_) => return,

@@ -61,11 +61,13 @@ impl Db {
         self.write_by(batch, opts, Route::Local)
     }
 
-    /// Hands one DDL op to the replicator and waits for its outcome; `None` when there is
-    /// no replicator (the caller does the DDL itself).
-    pub(crate) fn replicate_ddl(&self, op: crate::replication::ReplicatedOp) -> Option<Result<()>> {
-        let replicator = self.inner.replicator.get()?;
+    /// Hands one DDL op to the replicator and waits for its outcome.
+    pub(crate) fn replicate_ddl(&self, op: crate::replication::ReplicatedOp) -> Result<()> {
+        let replicator = self.inner.replicator.get().ok_or_else(|| Error::InvalidOption {
+            option: "replicator",
+            reason: "no replicator is installed".into(),
+        })?;
         let writes = ReplicatedWrites { ops: vec![op] };
-        Some(replicate(replicator.as_ref(), writes, None).wait())
+        replicate(replicator.as_ref(), writes, None).wait()
     }
 }

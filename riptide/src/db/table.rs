@@ -115,10 +115,8 @@ impl Db {
             if self.table(name).is_ok() {
                 return Err(Error::TableExists(name.to_string()));
             }
-            if let Some(result) = self.replicate_ddl(ReplicatedOp::CreateTable { name: name.to_string() }) {
-                result?;
-                return self.table(name);
-            }
+            self.replicate_ddl(ReplicatedOp::CreateTable { name: name.to_string() })?;
+            return self.table(name);
         }
         self.create_table_local(name, options)
     }
@@ -184,9 +182,7 @@ impl Db {
             self.inner.check_open()?;
             self.inner.check_writable()?;
             self.table(name)?;
-            if let Some(result) = self.replicate_ddl(ReplicatedOp::DropTable { name: name.to_string() }) {
-                return result;
-            }
+            return self.replicate_ddl(ReplicatedOp::DropTable { name: name.to_string() });
         }
         self.drop_table_local(name)
     }
