@@ -378,6 +378,43 @@ fn three_replicas_stay_linearizable_and_keep_the_bank_balanced_under_faults() {
 /// The long runs' histories hold many failed and unknown writes: the planted bug (each
 /// reported acknowledged) must be caught. The short run only reports it (a few faults may leave
 /// no such write that a later read contradicts).
+/// Inside a snapshot transaction the leader runs statements without a read barrier of their
+/// own (BEGIN took one); the statement that ends the transaction confirms the leadership
+/// instead. Cut off after BEGIN, the old leader may answer the transaction's reads from its
+/// snapshot while the new leader acknowledges a newer value, so its COMMIT must fail.
+#[test]
+fn a_transaction_on_a_deposed_leader_does_not_commit_its_stale_reads() {
+    let cluster = Cluster::start(3, 300);
+    on_leader(&cluster.ports, "CREATE TABLE sbtest.r (id INT PRIMARY KEY, v INT)");
+    on_leader(&cluster.ports, "INSERT INTO sbtest.r VALUES (1, 0)");
+    let value = |c: &mut Client| -> Result<String, ClientError> {
+        Ok(c.rows("SELECT v FROM sbtest.r WHERE id = 1")?[0][0].clone().unwrap())
+    };
+    // BEGIN and the first read on the leader (leadership may move in between: start again).
+    let (old, mut a) = loop {
+        let old = cluster.wait_for_leader();
+        let mut a = connect(cluster.nodes[old].port).unwrap();
+        if a.query("BEGIN").is_ok() && value(&mut a).is_ok_and(|v| v == "0") {
+            break (old, a);
+        }
+    };
+    cluster.isolate(old);
+    let others: Vec<u16> = (0..3).filter(|&i| i != old).map(|i| cluster.nodes[i].port).collect();
+    on_leader(&Mutex::new(others), "UPDATE sbtest.r SET v = 1 WHERE id = 1");
+    // The old leader may not know yet that it was deposed: a read may come from the
+    // transaction's snapshot, which lacks the acknowledged 1.
+    let read = value(&mut a);
+    let commit = a.query("COMMIT");
+    if let Ok(v) = &read {
+        assert_eq!(v, "0", "a snapshot read saw a value written after the snapshot");
+        let e = commit.expect_err("a deposed leader committed a transaction that read a stale value");
+        assert!(matches!(e.code(), Some(1290) | Some(1213) | Some(1180)), "{e}");
+    }
+    cluster.heal();
+    on_leader(&cluster.ports, "UPDATE sbtest.r SET v = 2 WHERE id = 1");
+    cluster.stop();
+}
+
 fn assert_planted_caught(r: &Report) {
     assert!(
         matches!(r.planted, Verdict::Violation { .. }),

@@ -312,21 +312,9 @@ impl Cluster {
                 self.launch(target);
             }
             Fault::PartitionLeader => {
-                for (i, p) in self.proxies.iter().enumerate() {
-                    if i == target {
-                        for other in 1..=n as u64 {
-                            if other != id {
-                                p.block(other);
-                            }
-                        }
-                    } else {
-                        p.block(id);
-                    }
-                }
+                self.isolate(target);
                 thread::sleep(hold);
-                for p in &self.proxies {
-                    p.heal();
-                }
+                self.heal();
             }
             Fault::Pause => {
                 let pid = self.nodes[target].server.as_ref().unwrap().pid();
@@ -342,6 +330,27 @@ impl Cluster {
             }
         }
         Some(format!("{fault:?} node {id}"))
+    }
+
+    /// Cuts node `i` off from every peer, both ways, until [`Cluster::heal`].
+    pub fn isolate(&self, i: usize) {
+        let id = self.nodes[i].id;
+        for (j, p) in self.proxies.iter().enumerate() {
+            if j == i {
+                for other in self.nodes.iter().map(|n| n.id).filter(|&o| o != id) {
+                    p.block(other);
+                }
+            } else {
+                p.block(id);
+            }
+        }
+    }
+
+    /// Ends every partition.
+    pub fn heal(&self) {
+        for p in &self.proxies {
+            p.heal();
+        }
     }
 
     /// Stops every node (SIGTERM, exit status 0).

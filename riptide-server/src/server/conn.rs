@@ -11,6 +11,7 @@
 //!   connection ends.
 
 use crate::protocol::{self, capability, status, Command, Connection, OkInfo, ProtocolError};
+use crate::server::replica::TxnGate;
 use crate::server::ServerShared;
 use crate::sql::error::SqlError;
 use crate::sql::parse::parse;
@@ -84,9 +85,14 @@ async fn run(
     stmt: &Statement,
     params: &[Value],
     shared: &ServerShared,
+    gate: &mut TxnGate,
 ) -> Result<Outcome, SqlError> {
     if let Some(replica) = &shared.cluster {
-        if let Err(e) = replica.before_statement(&shared.catalog, stmt).await {
+        let in_snapshot_txn = session.in_snapshot_transaction();
+        if let Err(e) = replica
+            .before_statement(&shared.catalog, stmt, gate, in_snapshot_txn)
+            .await
+        {
             // The statement did not run; the error (1290, 1180) tells the client its
             // transaction is rolled back, so it is.
             session.rollback_open();
@@ -219,6 +225,8 @@ pub async fn serve_connection(stream: TcpStream, shared: Arc<ServerShared>, id: 
         return;
     }
     let mut prepared: HashMap<u32, Prepared> = HashMap::new();
+    // Where this connection's transaction stands with the replica's read gate.
+    let mut gate = TxnGate::default();
     let mut next_stmt: u32 = 1;
     let mut stop = shared.stop.subscribe();
     loop {
@@ -260,7 +268,7 @@ pub async fn serve_connection(stream: TcpStream, shared: Arc<ServerShared>, id: 
                         )),
                         Ok(stmts) => {
                             shared.metrics.statement(&stmts[0]);
-                            run(&mut session, &stmts[0], &[], &shared).await
+                            run(&mut session, &stmts[0], &[], &shared, &mut gate).await
                         }
                     },
                 };
@@ -360,7 +368,7 @@ pub async fn serve_connection(stream: TcpStream, shared: Arc<ServerShared>, id: 
                             Ok(req) => {
                                 let stmt = p.stmt.clone();
                                 shared.metrics.statement(&stmt);
-                                run(&mut session, &stmt, &req.params, &shared).await
+                                run(&mut session, &stmt, &req.params, &shared, &mut gate).await
                             }
                         },
                     },

@@ -9,6 +9,14 @@
 //!   began (linearizable); on a follower it is refused with MySQL's read-only error 1290,
 //!   naming the leader, unless `--follower-reads` lets a plain SELECT read the follower's
 //!   applied state (a consistent prefix of the log, possibly stale).
+//! - Inside a snapshot-isolation transaction whose snapshot followed a read barrier of the
+//!   current term, the leader runs those statements without a barrier of their own; the next
+//!   statement that may commit the transaction (COMMIT, BEGIN, DDL, SET, anything but
+//!   ROLLBACK and those statements) runs a barrier first and fails, rolling the transaction
+//!   back, unless that barrier confirms the same term. A confirmed term means no other node
+//!   led meanwhile, so every write acknowledged meanwhile was this node's and applied here
+//!   before its answer: a transaction that commits read what a barrier per statement would
+//!   have let it read. One whose COMMIT fails may have read a stale snapshot.
 //! - The catalog is read again whenever applied entries change its sub-table, on its own
 //!   thread: the apply listener only counts and signals, so an apply never waits for the DDL
 //!   lock that a DDL statement on the leader holds while its write is being replicated.
@@ -161,31 +169,93 @@ pub(super) fn create_databases(catalog: &Arc<Catalog>, node: &Arc<PartitionNode>
 /// How long a gated statement waits for the catalog thread to load what the log applied.
 const CATALOG_CATCH_UP: Duration = Duration::from_secs(10);
 
+/// What one connection's open snapshot transaction has been through the gate: the term of the
+/// read barrier its snapshot follows, and whether a statement of it ran without a barrier of
+/// its own. A connection keeps one and hands it to every [`Replica::before_statement`].
+#[derive(Debug, Default)]
+pub(crate) struct TxnGate {
+    /// The term confirmed by the last read barrier of this connection (0: none yet, or the
+    /// term moved while it ran).
+    term: u64,
+    /// A statement of the open transaction skipped its barrier: the statement that may end
+    /// the transaction confirms the term first.
+    skipped: bool,
+}
+
 impl Replica {
+    /// This node's current Raft term.
+    fn term(&self) -> u64 {
+        self.node.raft().metrics().borrow().current_term
+    }
+
     /// Gates a statement (see the module header). An error means the statement did not run.
-    pub(crate) async fn before_statement(&self, catalog: &Catalog, stmt: &Statement) -> Result<(), SqlError> {
+    /// `in_snapshot_txn`: the session is inside a snapshot-isolation transaction.
+    pub(crate) async fn before_statement(
+        &self,
+        catalog: &Catalog,
+        stmt: &Statement,
+        gate: &mut TxnGate,
+        in_snapshot_txn: bool,
+    ) -> Result<(), SqlError> {
+        if !in_snapshot_txn {
+            gate.skipped = false;
+        }
         let leader = self.node.is_leader();
-        let gated = match stmt {
-            // `SELECT 1`, `SELECT @@version_comment`: no table, no gate (clients send these at
-            // connect, to followers too).
-            Statement::Query(q) if matches!(&*q.body, SetExpr::Select(s) if s.from.is_empty()) => false,
-            Statement::Query(q) if self.follower_reads && q.locks.is_empty() && !leader => return Ok(()),
-            // A transaction's snapshot is taken at BEGIN: it must follow the read index too.
-            Statement::StartTransaction { .. } if self.follower_reads && !leader => return Ok(()),
-            Statement::Query(_) | Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) => true,
-            Statement::StartTransaction { .. } => true,
-            // DDL reads and writes the catalog: it must see every applied change of it.
-            Statement::CreateTable(_)
-            | Statement::CreateIndex(_)
-            | Statement::CreateDatabase { .. }
-            | Statement::CreateSchema { .. }
-            | Statement::Drop { .. }
-            | Statement::AlterTable { .. } => true,
-            _ => false,
-        };
+        let term = self.term();
+        let plain = matches!(
+            stmt,
+            Statement::Query(_) | Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_)
+        );
+        // Inside a snapshot transaction that began after a read barrier of this term, the
+        // leader runs plain statements without one: they read the snapshot, or (locking reads,
+        // writes) the newest local rows, which hold every write acknowledged in this term, all
+        // made by this node. The statement that may end the transaction confirms the term.
+        if in_snapshot_txn && leader && plain && gate.term != 0 && gate.term == term {
+            gate.skipped = true;
+            return Ok(());
+        }
+        // COMMIT, BEGIN, DDL, SET: each may commit the open transaction. ROLLBACK need not.
+        let confirm = in_snapshot_txn && gate.skipped && !matches!(stmt, Statement::Rollback { .. });
+        if confirm && gate.term != term {
+            return Err(term_moved());
+        }
+        let gated = confirm
+            || match stmt {
+                // `SELECT 1`, `SELECT @@version_comment`: no table, no gate (clients send these
+                // at connect, to followers too).
+                Statement::Query(q) if matches!(&*q.body, SetExpr::Select(s) if s.from.is_empty()) => false,
+                Statement::Query(q) if self.follower_reads && q.locks.is_empty() && !leader => return Ok(()),
+                // A transaction's snapshot is taken at BEGIN: it must follow the read index too.
+                Statement::StartTransaction { .. } if self.follower_reads && !leader => return Ok(()),
+                Statement::Query(_) | Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) => true,
+                Statement::StartTransaction { .. } => true,
+                // DDL reads and writes the catalog: it must see every applied change of it.
+                Statement::CreateTable(_)
+                | Statement::CreateIndex(_)
+                | Statement::CreateDatabase { .. }
+                | Statement::CreateSchema { .. }
+                | Statement::Drop { .. }
+                | Statement::AlterTable { .. } => true,
+                _ => false,
+            };
         if !gated {
             return Ok(());
         }
+        let result = self.barrier_and_catch_up(catalog).await;
+        // The barrier confirmed `term` only if the term did not move while it ran.
+        let confirmed = result.is_ok() && self.term() == term;
+        gate.term = if confirmed { term } else { 0 };
+        if confirmed {
+            gate.skipped = false;
+        } else if confirm && result.is_ok() {
+            return Err(term_moved());
+        }
+        result
+    }
+
+    /// The read barrier, then the catalog's catch-up with what it covers and, once per term,
+    /// the AUTO_INCREMENT counters.
+    async fn barrier_and_catch_up(&self, catalog: &Catalog) -> Result<(), SqlError> {
         self.node.read_barrier().await.map_err(SqlError::from_engine)?;
         // The applies the read index covers may have changed the catalog: wait until the
         // catalog thread has loaded them.
@@ -202,7 +272,7 @@ impl Replica {
         // The barrier proved leadership in this term, and every entry of earlier terms is
         // applied: the stored rows are complete. No statement of a new term generates a value
         // before the counters are raised to them.
-        let term = self.node.raft().metrics().borrow().current_term;
+        let term = self.term();
         if self.counters_term.load(Ordering::Acquire) != term {
             let _one = self.refresh_lock.lock().await;
             if self.counters_term.load(Ordering::Acquire) != term {
@@ -212,6 +282,18 @@ impl Replica {
         }
         Ok(())
     }
+}
+
+/// The error of a transaction whose statements skipped their read barriers in a term that
+/// ended before its commit: a deadlock-style error, so clients retry it (as Galera's
+/// certification failures do).
+fn term_moved() -> SqlError {
+    SqlError::new(
+        1213,
+        "40001",
+        "the leader's term changed during this transaction, so its reads may be stale; it was \
+         rolled back: try restarting transaction",
+    )
 }
 
 /// Appends the node's Raft figures to the Prometheus text.

@@ -138,6 +138,12 @@ impl Session {
         self.txn.is_some()
     }
 
+    /// True inside a snapshot-isolation transaction: its unlocked reads see the database as of
+    /// its snapshot, taken when it began.
+    pub fn in_snapshot_transaction(&self) -> bool {
+        self.txn.as_ref().is_some_and(|t| t.snapshot_lsn().is_some())
+    }
+
     fn begin_txn(&self) -> SqlResult<Txn> {
         self.begin_txn_as(self.view.isolation)
     }
