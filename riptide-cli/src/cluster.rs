@@ -26,6 +26,43 @@ pub struct ClusterArgs {
     /// The cluster's name.
     #[arg(long, global = true, default_value = "riptide")]
     cluster_name: String,
+    #[command(flatten)]
+    tls: TlsArgs,
+}
+
+/// TLS between nodes (and from `riptide cluster`): all three files, or none (docs/cluster.md).
+#[derive(Args, Debug, Default)]
+pub struct TlsArgs {
+    /// This node's certificate chain (PEM), issued by the cluster's CA; it must name the
+    /// node's Raft address (an IP address SAN, or a DNS SAN for a host name).
+    #[arg(long, global = true)]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, global = true)]
+    tls_key: Option<PathBuf>,
+    /// The cluster's CA certificate(s) (PEM): a peer must present a certificate it issued.
+    #[arg(long, global = true)]
+    tls_ca: Option<PathBuf>,
+}
+
+impl TlsArgs {
+    /// `auth` with TLS when the three files are named; an error when only some are.
+    pub fn apply(&self, auth: ClusterAuth) -> Result<ClusterAuth, String> {
+        match (&self.tls_cert, &self.tls_key, &self.tls_ca) {
+            (None, None, None) => Ok(auth),
+            (Some(cert), Some(key), Some(ca)) => {
+                let tls =
+                    riptide_cluster::transport::NodeTls::from_pem_files(cert, key, ca).map_err(|e| e.to_string())?;
+                Ok(auth.with_tls(tls))
+            }
+            _ => Err("--tls-cert, --tls-key and --tls-ca go together".into()),
+        }
+    }
+
+    /// True when any TLS file is named.
+    pub fn any(&self) -> bool {
+        self.tls_cert.is_some() || self.tls_key.is_some() || self.tls_ca.is_some()
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -264,6 +301,7 @@ pub fn run(args: &ClusterArgs) -> Result<(), ClusterCliError> {
         .as_ref()
         .ok_or_else(|| ClusterCliError::Usage("--cluster-secret-file is required".into()))?;
     let auth = read_auth(&args.cluster_name, path).map_err(ClusterCliError::Usage)?;
+    let auth = args.tls.apply(auth).map_err(ClusterCliError::Usage)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -92,14 +92,16 @@ pub struct ClusterArgs {
     /// between this and twice this stands for election.
     #[arg(long, default_value_t = 300)]
     election_timeout_ms: u64,
+    #[command(flatten)]
+    tls: crate::cluster::TlsArgs,
 }
 
 /// The replica's setup from the flags, or `None` without `--node-id`.
 fn cluster_setup(args: &ClusterArgs) -> Result<Option<riptide_server::server::ClusterSetup>, ServeError> {
     let Some(id) = args.node_id else {
-        if args.bootstrap.is_some() || args.cluster_secret_file.is_some() || args.follower_reads {
+        if args.bootstrap.is_some() || args.cluster_secret_file.is_some() || args.follower_reads || args.tls.any() {
             return Err(ServeError::Usage(
-                "--bootstrap, --cluster-secret-file and --follower-reads need --node-id".into(),
+                "--bootstrap, --cluster-secret-file, --follower-reads and --tls-* need --node-id".into(),
             ));
         }
         return Ok(None);
@@ -112,6 +114,7 @@ fn cluster_setup(args: &ClusterArgs) -> Result<Option<riptide_server::server::Cl
         .as_ref()
         .ok_or_else(|| ServeError::Usage("--node-id needs --cluster-secret-file".into()))?;
     let auth = crate::cluster::read_auth(&args.cluster_name, path).map_err(ServeError::Usage)?;
+    let auth = args.tls.apply(auth).map_err(ServeError::Usage)?;
     if !(10..=60_000).contains(&args.heartbeat_ms) || !(50..=600_000).contains(&args.election_timeout_ms) {
         return Err(ServeError::Usage(
             "--heartbeat-ms must be 10..=60000 and --election-timeout-ms 50..=600000".into(),

@@ -2,7 +2,8 @@
 //! members; a fourth node started without `--bootstrap` is added (`add-node`, through a
 //! follower, which hands the change to the leader) and catches up; `transfer-leader` moves the
 //! leadership to it; `remove-node` takes node 1 out and writes go on; a wrong secret and
-//! missing flags are refused.
+//! missing flags are refused. With `--tls-*`, replicas and `riptide cluster` talk over mutual
+//! TLS, and a command without a certificate of the cluster's CA is refused.
 
 mod serve_common;
 
@@ -13,9 +14,15 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 fn cluster(args: &[&str], secret: &Path) -> (i32, String, String) {
+    cluster_with(args, secret, &[])
+}
+
+/// `riptide cluster` with `extra` flags (TLS files).
+fn cluster_with(args: &[&str], secret: &Path, extra: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_riptide"))
         .arg("cluster")
         .args(args)
+        .args(extra)
         .arg("--cluster-secret-file")
         .arg(secret)
         .output()
@@ -28,6 +35,10 @@ fn cluster(args: &[&str], secret: &Path) -> (i32, String, String) {
 }
 
 fn start(dir: &Path, id: u64, raft: &str, secret: &Path, bootstrap: Option<&str>) -> Server {
+    start_with(dir, id, raft, secret, bootstrap, &[])
+}
+
+fn start_with(dir: &Path, id: u64, raft: &str, secret: &Path, bootstrap: Option<&str>, extra: &[&str]) -> Server {
     let id = id.to_string();
     let mut flags = vec![
         "--node-id",
@@ -41,14 +52,19 @@ fn start(dir: &Path, id: u64, raft: &str, secret: &Path, bootstrap: Option<&str>
     if let Some(b) = bootstrap {
         flags.extend(["--bootstrap", b]);
     }
+    flags.extend(extra);
     Server::start_with(dir, true, &flags)
 }
 
 /// Polls `status` at `raft` until `check` holds on its output (20 s at most).
 fn wait_status(raft: &str, secret: &Path, what: &str, check: impl Fn(&str) -> bool) -> String {
+    wait_status_with(raft, secret, &[], what, check)
+}
+
+fn wait_status_with(raft: &str, secret: &Path, extra: &[&str], what: &str, check: impl Fn(&str) -> bool) -> String {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let (code, out, err) = cluster(&["status", "--node", raft], secret);
+        let (code, out, err) = cluster_with(&["status", "--node", raft], secret, extra);
         if code == 0 && check(&out) {
             return out;
         }
@@ -198,6 +214,83 @@ fn cluster_commands_add_move_and_remove_members() {
 
     n4.stop();
     for s in servers.into_iter().flatten() {
+        s.stop();
+    }
+}
+
+/// Writes a CA and, under it, a certificate for 127.0.0.1 with its key into `dir`; returns
+/// the `--tls-*` flags naming them. `prefix` keeps several CAs apart.
+fn write_pki(dir: &Path, prefix: &str) -> Vec<String> {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = ca.self_signed(&ca_key).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .unwrap()
+        .signed_by(&key, &ca, &ca_key)
+        .unwrap();
+    let files = [("ca", ca.pem()), ("cert", cert.pem()), ("key", key.serialize_pem())];
+    let mut flags = Vec::new();
+    for (name, pem) in files {
+        let path = dir.join(format!("{prefix}-{name}.pem"));
+        std::fs::write(&path, pem).unwrap();
+        flags.push(format!("--tls-{name}"));
+        flags.push(path.to_str().unwrap().to_string());
+    }
+    flags
+}
+
+#[test]
+fn replicas_and_cluster_commands_talk_over_mutual_tls_when_configured() {
+    let root = tempfile::tempdir().unwrap();
+    let secret = root.path().join("secret");
+    std::fs::write(&secret, "a cluster secret of 32 bytes....\n").unwrap();
+    let tls = write_pki(root.path(), "cluster");
+    let tls: Vec<&str> = tls.iter().map(String::as_str).collect();
+    let raft: Vec<String> = (0..3).map(|_| format!("127.0.0.1:{}", free_port())).collect();
+    let members = format!("1={},2={},3={}", raft[0], raft[1], raft[2]);
+    let servers: Vec<Server> = (0..3)
+        .map(|i| {
+            start_with(
+                &root.path().join(format!("n{}", i + 1)),
+                i as u64 + 1,
+                &raft[i],
+                &secret,
+                Some(&members),
+                &tls,
+            )
+        })
+        .collect();
+    let status = wait_status_with(&raft[0], &secret, &tls, "a leader over TLS", |s| {
+        !s.lines().next().unwrap().contains("leader -")
+    });
+    let leader = leader_of(&status);
+    let leader_port = servers[leader as usize - 1].port;
+    query_until_ok(leader_port, "CREATE TABLE sbtest.t (id INT PRIMARY KEY)");
+    query_until_ok(leader_port, "INSERT INTO sbtest.t VALUES (1), (2)");
+    // Every replica has the rows (followers read their applied state).
+    for s in &servers {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while count(s.port).as_deref() != Some("2") {
+            assert!(Instant::now() < deadline, "a replica never got the rows over TLS");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    // Without TLS, or with a certificate of another CA, the command is refused.
+    let (code, out, err) = cluster(&["status", "--node", &raft[0]], &secret);
+    assert_eq!(code, 1, "status without TLS: {out} {err}");
+    let other = write_pki(root.path(), "other");
+    let other: Vec<&str> = other.iter().map(String::as_str).collect();
+    let (code, out, err) = cluster_with(&["status", "--node", &raft[0]], &secret, &other);
+    assert_eq!(code, 1, "status with another CA's certificate: {out} {err}");
+    // Some TLS flags but not all: a usage error.
+    let (code, _, err) = cluster_with(&["status", "--node", &raft[0]], &secret, &tls[..2]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("go together"), "{err}");
+
+    for s in servers {
         s.stop();
     }
 }

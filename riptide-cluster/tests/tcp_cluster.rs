@@ -1,6 +1,7 @@
 //! Three nodes of one partition talking over loopback TCP through the authenticated transport:
 //! writes replicate, a stopped leader is replaced; a peer without the cluster's secret, or of
-//! another cluster, is refused, and so is garbage.
+//! another cluster, is refused, and so is garbage. The same over mutual TLS, where a peer
+//! without TLS, with a certificate of another CA, or naming another address is refused.
 
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::VoteRequest;
@@ -14,7 +15,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 mod common;
-use common::{applied, put};
+use common::{applied, put, TestCa};
 
 type NodeId = u64;
 const SECRET: &[u8] = b"a cluster secret of 32 bytes....";
@@ -171,4 +172,98 @@ async fn peers_without_the_secret_or_of_another_cluster_and_garbage_are_refused(
     assert_eq!(node.server.stats().accepted.load(Ordering::Relaxed), 1);
     node.raft.shutdown().await.unwrap();
     node.server.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_partition_replicates_over_mutual_tls_and_refuses_peers_without_a_certificate_of_its_ca() {
+    let ca = TestCa::new();
+    let mut nodes = BTreeMap::new();
+    for id in 1..=3 {
+        let auth = ClusterAuth::new("test-cluster", SECRET)
+            .unwrap()
+            .with_tls(ca.tls(&["127.0.0.1"]));
+        nodes.insert(id, start_node(id, &auth).await);
+    }
+    let members: BTreeMap<NodeId, BasicNode> = nodes.iter().map(|(id, n)| (*id, BasicNode::new(&n.addr))).collect();
+    nodes[&1].raft.initialize(members).await.unwrap();
+    let mut last = 0;
+    for key in 0..20 {
+        last = write(&nodes, &[1, 2, 3], None, key).await;
+    }
+    for node in nodes.values() {
+        applied(&node.raft, last).await;
+        assert_eq!(key_count(node), 20);
+    }
+
+    let target = BasicNode::new(&nodes[&1].addr);
+    let vote = || VoteRequest::new(Vote::new(7, 99), None);
+    let option = RPCOption::new(Duration::from_secs(2));
+    let refused_before = nodes[&1].server.stats().refused.load(Ordering::Relaxed);
+    let other_ca = TestCa::new();
+    let strangers = [
+        ("no TLS", ClusterAuth::new("test-cluster", SECRET).unwrap()),
+        (
+            "a certificate of another CA",
+            ClusterAuth::new("test-cluster", SECRET)
+                .unwrap()
+                .with_tls(other_ca.tls(&["127.0.0.1"])),
+        ),
+        // It trusts the node's certificate: only the node's check of the client's can refuse.
+        (
+            "a certificate of another CA, trusting the cluster's",
+            ClusterAuth::new("test-cluster", SECRET)
+                .unwrap()
+                .with_tls(other_ca.tls_trusting(&ca, &["127.0.0.1"])),
+        ),
+        (
+            "the cluster's CA but not its secret",
+            ClusterAuth::new("test-cluster", b"another secret of 32 bytes......")
+                .unwrap()
+                .with_tls(ca.tls(&["127.0.0.1"])),
+        ),
+    ];
+    for (what, stranger) in strangers {
+        let mut conn = TcpNetwork::new(99, stranger).new_client(1, &target).await;
+        let err = conn.vote(vote(), option.clone()).await.unwrap_err();
+        assert!(
+            matches!(err, openraft::error::RPCError::Unreachable(_)),
+            "a peer with {what} got {err:?}"
+        );
+    }
+    // The node counts a refusal when its side of the handshake ends, which may be just after
+    // the stranger's side gave up.
+    let refused = || nodes[&1].server.stats().refused.load(Ordering::Relaxed) - refused_before;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while refused() < 4 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(refused(), 4);
+
+    // A member refuses a server whose certificate names another address, or comes from
+    // another CA: it dials 127.0.0.1, so a server certificate for 127.0.0.2 will not do.
+    for (what, server_tls) in [
+        ("names another address", ca.tls(&["127.0.0.2"])),
+        ("comes from another CA", other_ca.tls(&["127.0.0.1"])),
+    ] {
+        let auth = ClusterAuth::new("test-cluster", SECRET).unwrap().with_tls(server_tls);
+        let impostor = start_node(9, &auth).await;
+        let member = ClusterAuth::new("test-cluster", SECRET)
+            .unwrap()
+            .with_tls(ca.tls(&["127.0.0.1"]));
+        let mut conn = TcpNetwork::new(2, member)
+            .new_client(9, &BasicNode::new(&impostor.addr))
+            .await;
+        let err = conn.vote(vote(), option.clone()).await.unwrap_err();
+        assert!(
+            matches!(err, openraft::error::RPCError::Unreachable(_)),
+            "a member trusted a server whose certificate {what}: {err:?}"
+        );
+        impostor.raft.shutdown().await.unwrap();
+        impostor.server.stop();
+    }
+
+    for node in nodes.values() {
+        node.raft.shutdown().await.unwrap();
+        node.server.stop();
+    }
 }

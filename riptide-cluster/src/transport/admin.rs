@@ -207,9 +207,9 @@ pub async fn call(
     timeout: Duration,
 ) -> Result<AdminReply, AdminError> {
     let exchange = async {
-        let mut stream = tokio::net::TcpStream::connect(addr).await?;
-        let _ = stream.set_nodelay(true);
-        auth.connect(&mut stream, 0).await?;
+        let tcp = tokio::net::TcpStream::connect(addr).await?;
+        let _ = tcp.set_nodelay(true);
+        let mut stream = auth.open(tcp, addr, 0).await?;
         write_frame(&mut stream, &Request::Admin(request)).await?;
         read_frame::<Response>(&mut stream).await
     };

@@ -13,26 +13,31 @@
 //! random bytes per connection, so a recorded handshake does not open another; a peer of
 //! another cluster name or protocol version is refused before any proof is computed for it.
 
+use super::tls::{NodeTls, PeerStream};
 use super::{read_frame_within, write_frame, TransportError, MAX_HANDSHAKE_FRAME};
 use ring::hmac;
 use ring::rand::{SecureRandom, SystemRandom};
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
 
 /// Version of the node-to-node protocol (handshake and RPC messages).
 pub const PROTOCOL_VERSION: u32 = 1;
 
-/// What a node needs to join its cluster's connections: the cluster's name and shared secret.
+/// What a node needs to join its cluster's connections: the cluster's name and shared secret,
+/// and its TLS identity where the cluster uses TLS.
 #[derive(Clone)]
 pub struct ClusterAuth {
     cluster: String,
     key: hmac::Key,
+    tls: Option<NodeTls>,
 }
 
 impl std::fmt::Debug for ClusterAuth {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ClusterAuth")
             .field("cluster", &self.cluster)
+            .field("tls", &self.tls.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -82,7 +87,41 @@ impl ClusterAuth {
         Ok(ClusterAuth {
             cluster: cluster.to_string(),
             key: hmac::Key::new(hmac::HMAC_SHA256, secret),
+            tls: None,
         })
+    }
+
+    /// Connections run over TLS with `tls` (both ends must use TLS with the same CA).
+    pub fn with_tls(mut self, tls: NodeTls) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// True when connections run over TLS.
+    pub fn uses_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+
+    /// Opens a connection on `tcp` to the peer dialled as `addr`, as node `node`: TLS first
+    /// where configured, then the secret handshake inside it.
+    pub(crate) async fn open(&self, tcp: TcpStream, addr: &str, node: u64) -> Result<PeerStream, TransportError> {
+        let mut stream: PeerStream = match &self.tls {
+            Some(tls) => tls.connect(tcp, addr).await?,
+            None => Box::new(tcp),
+        };
+        self.connect(&mut stream, node).await?;
+        Ok(stream)
+    }
+
+    /// Admits a connection accepted on `tcp`: TLS first where configured, then the secret
+    /// handshake; returns the stream and the peer's node id.
+    pub(crate) async fn admit(&self, tcp: TcpStream) -> Result<(PeerStream, u64), TransportError> {
+        let mut stream: PeerStream = match &self.tls {
+            Some(tls) => tls.accept(tcp).await?,
+            None => Box::new(tcp),
+        };
+        let peer = self.accept(&mut stream).await?;
+        Ok((stream, peer))
     }
 
     /// The cluster's name.

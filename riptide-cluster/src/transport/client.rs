@@ -10,6 +10,7 @@
 //! failure but the first two drops the connection, so the next RPC starts afresh and never
 //! reads a reply meant for an earlier one.
 
+use super::tls::PeerStream;
 use super::{read_frame, write_frame, ClusterAuth, Request, Response, TransportError};
 use crate::types::TypeConfig;
 use openraft::error::{
@@ -31,7 +32,7 @@ type NodeId = u64;
 type RpcResult<T, E = openraft::error::Infallible> = Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>;
 
 /// The network of node `node`: connections to its peers at their `BasicNode::addr`.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct TcpNetwork {
     node: NodeId,
     auth: ClusterAuth,
@@ -39,11 +40,21 @@ pub struct TcpNetwork {
     idle: IdlePool,
 }
 
+impl std::fmt::Debug for TcpNetwork {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TcpNetwork")
+            .field("node", &self.node)
+            .field("auth", &self.auth)
+            .field("source", &self.source)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Connections that completed a clean exchange, by peer address, shared by every
 /// [`TcpConnection`] of one [`TcpNetwork`]: openraft makes a new client for each leadership
 /// check (a read index) and each election, and without the pool each would pay a TCP connect
 /// and a handshake.
-type IdlePool = Arc<parking_lot::Mutex<HashMap<String, Vec<TcpStream>>>>;
+type IdlePool = Arc<parking_lot::Mutex<HashMap<String, Vec<PeerStream>>>>;
 
 /// Idle connections kept per peer.
 const IDLE_PER_PEER: usize = 8;
@@ -74,7 +85,7 @@ pub struct TcpConnection {
     addr: String,
     auth: ClusterAuth,
     source: Option<IpAddr>,
-    stream: Option<TcpStream>,
+    stream: Option<PeerStream>,
     idle: IdlePool,
 }
 
@@ -108,8 +119,8 @@ impl RaftNetworkFactory<TypeConfig> for TcpNetwork {
 
 impl TcpConnection {
     /// A new connection to the peer, its handshake done.
-    async fn connect(&self) -> Result<TcpStream, TransportError> {
-        let mut stream = match self.source {
+    async fn connect(&self) -> Result<PeerStream, TransportError> {
+        let tcp = match self.source {
             None => TcpStream::connect(&self.addr).await?,
             Some(ip) => {
                 let peer = tokio::net::lookup_host(&self.addr)
@@ -130,9 +141,8 @@ impl TcpConnection {
                 socket.connect(peer).await?
             }
         };
-        let _ = stream.set_nodelay(true);
-        self.auth.connect(&mut stream, self.from).await?;
-        Ok(stream)
+        let _ = tcp.set_nodelay(true);
+        self.auth.open(tcp, &self.addr, self.from).await
     }
 
     /// A fresh connection by `deadline`, or `Unreachable` (openraft backs off).
@@ -140,7 +150,7 @@ impl TcpConnection {
         &self,
         deadline: tokio::time::Instant,
         timed_out: &impl Fn(&str) -> TransportError,
-    ) -> Result<TcpStream, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>> {
+    ) -> Result<PeerStream, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>> {
         match tokio::time::timeout_at(deadline, self.connect()).await {
             Ok(Ok(stream)) => Ok(stream),
             Ok(Err(e)) => Err(RPCError::Unreachable(Unreachable::new(&e))),
@@ -207,7 +217,7 @@ impl TcpConnection {
 
 /// Writes `request` and reads its reply on `stream`, by `deadline`.
 async fn exchange(
-    stream: &mut TcpStream,
+    stream: &mut PeerStream,
     request: &Request,
     deadline: tokio::time::Instant,
     timed_out: &impl Fn(&str) -> TransportError,

@@ -1,24 +1,28 @@
 //! Node-to-node transport of Raft RPCs over TCP (tokio): length-prefixed frames holding
-//! postcard-encoded messages, after a mutual handshake that proves both ends know the cluster's
-//! secret ([`auth`]). [`server`] answers a node's RPCs; [`client`] is the `RaftNetworkFactory`
-//! that sends them.
+//! postcard-encoded messages, after TLS where configured ([`tls`]) and a mutual handshake that
+//! proves both ends know the cluster's secret ([`auth`]). [`server`] answers a node's RPCs;
+//! [`client`] is the `RaftNetworkFactory` that sends them.
 //!
 //! Invariants:
 //! - A frame is a 4-byte little-endian length, then that many bytes; a length over
 //!   [`MAX_FRAME`] ([`MAX_HANDSHAKE_FRAME`] during the handshake) or a body that does not decode
 //!   closes the connection with an error (no allocation of the announced size, no panic).
-//! - No RPC is read or answered on a connection before its handshake succeeded. Only the
-//!   handshake is authenticated: frames after it are neither signed nor encrypted (TLS is to
-//!   come), so the transport keeps out nodes without the secret, not an attacker on the path.
+//! - No RPC is read or answered on a connection before its handshakes succeeded. Without TLS
+//!   only the handshake is authenticated: frames after it are neither signed nor encrypted, so
+//!   the transport keeps out nodes without the secret, not an attacker on the path. With TLS
+//!   ([`tls`], mutual, the cluster's own CA) every byte is encrypted and authenticated, and a
+//!   peer needs a certificate of the cluster's CA as well as the secret.
 
 pub mod admin;
 pub mod auth;
 pub mod client;
 pub mod server;
+pub mod tls;
 
 pub use auth::ClusterAuth;
 pub use client::TcpNetwork;
 pub use server::spawn_server;
+pub use tls::NodeTls;
 
 use crate::types::TypeConfig;
 use openraft::error::{InstallSnapshotError, RaftError};

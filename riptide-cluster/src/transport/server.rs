@@ -1,4 +1,5 @@
-//! The RPC server of one node: accepts connections, runs the handshake, then answers each
+//! The RPC server of one node: accepts connections, runs the handshakes (TLS where configured,
+//! then the shared secret), then answers each
 //! request frame with the node's Raft handle, one request at a time per connection.
 //!
 //! Invariants: a connection that fails its handshake, sends a malformed frame or stalls its
@@ -27,7 +28,8 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 pub struct ServerStats {
     /// Connections that completed the handshake.
     pub accepted: AtomicU64,
-    /// Connections refused by the handshake (wrong secret, cluster or version; or too slow).
+    /// Connections refused by the handshake (wrong secret, cluster or version, no certificate
+    /// of the cluster's CA when it uses TLS, or too slow).
     pub refused: AtomicU64,
     /// Connections closed for a malformed or oversized frame after the handshake.
     pub malformed: AtomicU64,
@@ -76,9 +78,12 @@ pub fn spawn_server(listener: TcpListener, raft: Raft<TypeConfig>, auth: Cluster
     ServerHandle { task, stats }
 }
 
-async fn serve_connection(mut stream: TcpStream, raft: Raft<TypeConfig>, auth: ClusterAuth, stats: Arc<ServerStats>) {
-    match tokio::time::timeout(HANDSHAKE_TIMEOUT, auth.accept(&mut stream)).await {
-        Ok(Ok(_peer)) => stats.accepted.fetch_add(1, Ordering::Relaxed),
+async fn serve_connection(tcp: TcpStream, raft: Raft<TypeConfig>, auth: ClusterAuth, stats: Arc<ServerStats>) {
+    let mut stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, auth.admit(tcp)).await {
+        Ok(Ok((stream, _peer))) => {
+            stats.accepted.fetch_add(1, Ordering::Relaxed);
+            stream
+        }
         Ok(Err(_)) | Err(_) => {
             stats.refused.fetch_add(1, Ordering::Relaxed);
             return;
