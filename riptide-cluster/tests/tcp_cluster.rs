@@ -231,19 +231,20 @@ async fn a_partition_replicates_over_mutual_tls_and_refuses_peers_without_a_cert
         );
     }
     // The node counts a refusal when its side of the handshake ends, which may be just after
-    // the stranger's side gave up.
+    // the stranger's side gave up. (A member's connection cut mid-handshake would count too.)
     let refused = || nodes[&1].server.stats().refused.load(Ordering::Relaxed) - refused_before;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     while refused() < 4 && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert_eq!(refused(), 4);
+    assert!(refused() >= 4, "{} refusals counted", refused());
 
     // A member refuses a server whose certificate names another address, or comes from
     // another CA: it dials 127.0.0.1, so a server certificate for 127.0.0.2 will not do.
+    // Each impostor trusts the member's certificate: only the member's check can refuse.
     for (what, server_tls) in [
         ("names another address", ca.tls(&["127.0.0.2"])),
-        ("comes from another CA", other_ca.tls(&["127.0.0.1"])),
+        ("comes from another CA", other_ca.tls_trusting(&ca, &["127.0.0.1"])),
     ] {
         let auth = ClusterAuth::new("test-cluster", SECRET).unwrap().with_tls(server_tls);
         let impostor = start_node(9, &auth).await;

@@ -1,11 +1,12 @@
 //! The RPC server of one node: accepts connections, runs the handshakes (TLS where configured,
-//! then the shared secret), then answers each
-//! request frame with the node's Raft handle, one request at a time per connection.
+//! then the shared secret), then answers each request frame with the node's Raft handle, one
+//! request at a time per connection.
 //!
 //! Invariants: a connection that fails its handshake, sends a malformed frame or stalls its
 //! handshake past [`HANDSHAKE_TIMEOUT`] is closed and counted, and costs the node nothing
-//! else; one idle for [`IDLE_TIMEOUT`] is closed; stopping the server ([`ServerHandle::stop`])
-//! aborts its connections with it (they close shortly after `stop` returns).
+//! else; one idle for [`IDLE_TIMEOUT`] (no request, or a reply it does not read) is closed;
+//! stopping the server ([`ServerHandle::stop`]) aborts its connections with it (they close
+//! shortly after `stop` returns).
 
 use super::{read_frame, write_frame, ClusterAuth, Request, Response, TransportError};
 use crate::types::TypeConfig;
@@ -105,8 +106,10 @@ async fn serve_connection(tcp: TcpStream, raft: Raft<TypeConfig>, auth: ClusterA
             Request::InstallSnapshot(rpc) => Response::InstallSnapshot(raft.install_snapshot(rpc).await),
             Request::Admin(request) => Response::Admin(super::admin::handle(&raft, request).await),
         };
-        if write_frame(&mut stream, &response).await.is_err() {
-            return;
+        // A peer that stops reading is dropped like an idle one.
+        match tokio::time::timeout(IDLE_TIMEOUT, write_frame(&mut stream, &response)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) | Err(_) => return,
         }
     }
 }

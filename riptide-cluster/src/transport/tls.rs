@@ -104,28 +104,34 @@ impl NodeTls {
 
     /// The client side over `tcp`, to the peer dialled as `addr` (`host:port`).
     pub(crate) async fn connect(&self, tcp: TcpStream, addr: &str) -> Result<PeerStream, TransportError> {
-        let host = addr
-            .rsplit_once(':')
-            .map_or(addr, |(host, _)| host)
-            .trim_start_matches('[')
-            .trim_end_matches(']');
+        let host = peer_host(addr);
         let name = ServerName::try_from(host.to_string()).map_err(|e| bad("peer name", format!("{host}: {e}")))?;
-        let stream = self
-            .connector
-            .connect(name, tcp)
-            .await
-            .map_err(|e| bad("handshake with the peer", e))?;
+        let stream = self.connector.connect(name, tcp).await.map_err(handshake_error)?;
         Ok(Box::new(stream))
     }
 
     /// The server side over `tcp`.
     pub(crate) async fn accept(&self, tcp: TcpStream) -> Result<PeerStream, TransportError> {
-        let stream = self
-            .acceptor
-            .accept(tcp)
-            .await
-            .map_err(|e| bad("handshake with the peer", e))?;
+        let stream = self.acceptor.accept(tcp).await.map_err(handshake_error)?;
         Ok(Box::new(stream))
+    }
+}
+
+/// The host part of `host:port`, `[v6]:port` or `[v6%zone]:port` (a zone does not belong to
+/// the name a certificate holds).
+fn peer_host(addr: &str) -> &str {
+    let host = addr.rsplit_once(':').map_or(addr, |(host, _)| host);
+    let host = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
+    host.split_once('%').map_or(host, |(ip, _zone)| ip)
+}
+
+/// A failed TLS handshake: what TLS refused (a certificate, a protocol error: rustls reports
+/// those as `InvalidData`) is a refusal; a connection reset or closed meanwhile is I/O.
+fn handshake_error(e: std::io::Error) -> TransportError {
+    if e.kind() == std::io::ErrorKind::InvalidData {
+        bad("handshake with the peer", e)
+    } else {
+        TransportError::Io(e)
     }
 }
 
@@ -145,6 +151,17 @@ mod tests {
             .signed_by(&key, &ca, &ca_key)
             .unwrap();
         (ca.pem(), cert.pem(), key.serialize_pem())
+    }
+
+    #[test]
+    fn the_name_checked_is_the_host_dialled() {
+        assert_eq!(peer_host("127.0.0.1:4306"), "127.0.0.1");
+        assert_eq!(peer_host("node-a.example:4306"), "node-a.example");
+        assert_eq!(peer_host("[::1]:4306"), "::1");
+        assert_eq!(peer_host("[fe80::1%eth0]:4306"), "fe80::1");
+        for addr in ["127.0.0.1:1", "[::1]:1", "[fe80::1%eth0]:1", "node-a.example:1"] {
+            assert!(ServerName::try_from(peer_host(addr).to_string()).is_ok(), "{addr}");
+        }
     }
 
     #[test]

@@ -87,12 +87,23 @@ async fn run(
     shared: &ServerShared,
     gate: &mut TxnGate,
 ) -> Result<Outcome, SqlError> {
+    let in_snapshot_txn = session.in_snapshot_transaction();
+    let result = run_gated(session, stmt, params, shared, gate).await;
+    let begins = matches!(stmt, Statement::StartTransaction { .. });
+    gate.after_statement(in_snapshot_txn, session.in_snapshot_transaction(), begins);
+    result
+}
+
+/// Gates the statement (a replica), runs it and waits for its commit.
+async fn run_gated(
+    session: &mut Session,
+    stmt: &Statement,
+    params: &[Value],
+    shared: &ServerShared,
+    gate: &mut TxnGate,
+) -> Result<Outcome, SqlError> {
     if let Some(replica) = &shared.cluster {
-        let in_snapshot_txn = session.in_snapshot_transaction();
-        if let Err(e) = replica
-            .before_statement(&shared.catalog, stmt, gate, in_snapshot_txn)
-            .await
-        {
+        if let Err(e) = replica.before_statement(&shared.catalog, stmt, gate, session).await {
             // The statement did not run; the error (1290, 1180) tells the client its
             // transaction is rolled back, so it is.
             session.rollback_open();

@@ -9,14 +9,18 @@
 //!   began (linearizable); on a follower it is refused with MySQL's read-only error 1290,
 //!   naming the leader, unless `--follower-reads` lets a plain SELECT read the follower's
 //!   applied state (a consistent prefix of the log, possibly stale).
-//! - Inside a snapshot-isolation transaction whose snapshot followed a read barrier of the
-//!   current term, the leader runs those statements without a barrier of their own; the next
-//!   statement that may commit the transaction (COMMIT, BEGIN, DDL, SET, anything but
-//!   ROLLBACK and those statements) runs a barrier first and fails, rolling the transaction
-//!   back, unless that barrier confirms the same term. A confirmed term means no other node
-//!   led meanwhile, so every write acknowledged meanwhile was this node's and applied here
-//!   before its answer: a transaction that commits read what a barrier per statement would
-//!   have let it read. One whose COMMIT fails may have read a stale snapshot.
+//! - Except inside a snapshot-isolation transaction whose snapshot was taken after a read
+//!   barrier (of the statement that opened it) confirmed the current term: there the leader
+//!   runs those statements without a barrier of their own, and the next statement that may
+//!   commit the transaction (COMMIT, BEGIN, DDL, SET: anything but ROLLBACK and those
+//!   statements) runs a barrier first and fails, rolling the transaction back, unless that
+//!   barrier confirms the same term. A confirmed term means no other node led meanwhile, so
+//!   every write acknowledged meanwhile was this node's and applied here before its answer: a
+//!   transaction that commits read what a barrier per statement would have let it read. One
+//!   that does not commit (its COMMIT fails, ROLLBACK, a closed connection) may have read stale
+//!   rows, locking reads included.
+//! - A statement that opens a transaction (autocommit off) is gated even when it reads no
+//!   table (`SELECT 1`), since it takes the transaction's snapshot.
 //! - The catalog is read again whenever applied entries change its sub-table, on its own
 //!   thread: the apply listener only counts and signals, so an apply never waits for the DDL
 //!   lock that a DDL statement on the leader holds while its write is being replicated.
@@ -35,6 +39,7 @@ use super::ServerError;
 use crate::server::ClusterSetup;
 use crate::sql::catalog::{Catalog, CATALOG_TABLE};
 use crate::sql::error::SqlError;
+use crate::sql::session::Session;
 use riptide_cluster::PartitionNode;
 use sqlparser::ast::{SetExpr, Statement};
 use std::fmt::Write as _;
@@ -169,61 +174,82 @@ pub(super) fn create_databases(catalog: &Arc<Catalog>, node: &Arc<PartitionNode>
 /// How long a gated statement waits for the catalog thread to load what the log applied.
 const CATALOG_CATCH_UP: Duration = Duration::from_secs(10);
 
-/// What one connection's open snapshot transaction has been through the gate: the term of the
-/// read barrier its snapshot follows, and whether a statement of it ran without a barrier of
-/// its own. A connection keeps one and hands it to every [`Replica::before_statement`].
+/// What one connection's open snapshot transaction has been through the gate. A connection
+/// keeps one, hands it to [`Replica::before_statement`] before each statement and to
+/// [`TxnGate::after_statement`] after it.
 #[derive(Debug, Default)]
 pub(crate) struct TxnGate {
-    /// The term confirmed by the last read barrier of this connection (0: none yet, or the
-    /// term moved while it ran).
-    term: u64,
+    /// The term confirmed by this statement's read barrier (0: it took none, or the term moved
+    /// while it ran).
+    statement_term: u64,
+    /// The term confirmed by the barrier of the statement that opened the open snapshot
+    /// transaction, taken before its snapshot (0: none, so its statements are gated one by one).
+    snapshot_term: u64,
     /// A statement of the open transaction skipped its barrier: the statement that may end
     /// the transaction confirms the term first.
     skipped: bool,
 }
 
-impl Replica {
-    /// This node's current Raft term.
-    fn term(&self) -> u64 {
-        self.node.raft().metrics().borrow().current_term
+impl TxnGate {
+    /// Records what the statement did to the session's transaction: `was` and `now` say
+    /// whether a snapshot transaction was open before and after it, `begins` that it was
+    /// BEGIN (which commits an open transaction and opens another).
+    pub(crate) fn after_statement(&mut self, was: bool, now: bool, begins: bool) {
+        if !now {
+            self.snapshot_term = 0;
+            self.skipped = false;
+        } else if !was || begins {
+            // The statement opened the transaction after its own barrier (or without one).
+            self.snapshot_term = self.statement_term;
+            self.skipped = false;
+        }
     }
+}
 
+impl Replica {
     /// Gates a statement (see the module header). An error means the statement did not run.
-    /// `in_snapshot_txn`: the session is inside a snapshot-isolation transaction.
     pub(crate) async fn before_statement(
         &self,
         catalog: &Catalog,
         stmt: &Statement,
         gate: &mut TxnGate,
-        in_snapshot_txn: bool,
+        session: &Session,
     ) -> Result<(), SqlError> {
-        if !in_snapshot_txn {
-            gate.skipped = false;
-        }
-        let leader = self.node.is_leader();
-        let term = self.term();
+        gate.statement_term = 0;
+        let in_snapshot_txn = session.in_snapshot_transaction();
+        let (leader, term) = {
+            let m = self.node.raft().metrics();
+            let m = m.borrow();
+            (m.current_leader == Some(m.id), m.current_term)
+        };
         let plain = matches!(
             stmt,
             Statement::Query(_) | Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_)
         );
-        // Inside a snapshot transaction that began after a read barrier of this term, the
-        // leader runs plain statements without one: they read the snapshot, or (locking reads,
-        // writes) the newest local rows, which hold every write acknowledged in this term, all
-        // made by this node. The statement that may end the transaction confirms the term.
-        if in_snapshot_txn && leader && plain && gate.term != 0 && gate.term == term {
+        // Inside a snapshot transaction whose snapshot followed a read barrier of this term,
+        // the leader runs plain statements without one: they read the snapshot, or (locking
+        // reads, writes) the newest local rows, which hold every write acknowledged in this
+        // term, all made by this node. The statement that may commit the transaction confirms
+        // the term.
+        if in_snapshot_txn && leader && plain && gate.snapshot_term != 0 && gate.snapshot_term == term {
             gate.skipped = true;
             return Ok(());
         }
         // COMMIT, BEGIN, DDL, SET: each may commit the open transaction. ROLLBACK need not.
         let confirm = in_snapshot_txn && gate.skipped && !matches!(stmt, Statement::Rollback { .. });
-        if confirm && gate.term != term {
+        if confirm && gate.snapshot_term != term {
             return Err(term_moved());
         }
+        // A statement that opens a transaction (autocommit off) takes its snapshot: it follows
+        // a barrier even when it reads no table.
+        let opens_txn = !session.in_transaction() && !session.view.autocommit;
         let gated = confirm
             || match stmt {
                 // `SELECT 1`, `SELECT @@version_comment`: no table, no gate (clients send these
                 // at connect, to followers too).
-                Statement::Query(q) if matches!(&*q.body, SetExpr::Select(s) if s.from.is_empty()) => false,
+                Statement::Query(q) if !opens_txn && matches!(&*q.body, SetExpr::Select(s) if s.from.is_empty()) => {
+                    false
+                }
                 Statement::Query(q) if self.follower_reads && q.locks.is_empty() && !leader => return Ok(()),
                 // A transaction's snapshot is taken at BEGIN: it must follow the read index too.
                 Statement::StartTransaction { .. } if self.follower_reads && !leader => return Ok(()),
@@ -242,15 +268,21 @@ impl Replica {
             return Ok(());
         }
         let result = self.barrier_and_catch_up(catalog).await;
-        // The barrier confirmed `term` only if the term did not move while it ran.
+        // The barrier confirmed `term` only if this node still led in it when the barrier
+        // ended (terms only grow).
         let confirmed = result.is_ok() && self.term() == term;
-        gate.term = if confirmed { term } else { 0 };
         if confirmed {
+            gate.statement_term = term;
             gate.skipped = false;
         } else if confirm && result.is_ok() {
             return Err(term_moved());
         }
         result
+    }
+
+    /// This node's current Raft term.
+    fn term(&self) -> u64 {
+        self.node.raft().metrics().borrow().current_term
     }
 
     /// The read barrier, then the catalog's catch-up with what it covers and, once per term,
