@@ -412,6 +412,7 @@ pub async fn serve_connection(stream: TcpStream, shared: Arc<ServerShared>, id: 
             }
             Command::ResetConnection => {
                 session.rollback_open();
+                gate = TxnGate::default();
                 prepared.clear();
                 session.view.autocommit = true;
                 session.view.last_insert_id = 0;

@@ -26,7 +26,9 @@
 //!   lock that a DDL statement on the leader holds while its write is being replicated.
 //! - After the read barrier, a gated statement also waits until the catalog thread has loaded
 //!   every catalog change the applied log holds, so it never runs against an older schema
-//!   (DDL statements are gated too, and BEGIN, whose snapshot must follow the read index).
+//!   (DDL statements are gated too, and BEGIN, whose snapshot must follow the read index). A
+//!   statement that skips its barrier (below) needs no catch-up: in the same term only this
+//!   leader's own DDL changes the catalog, and its publish marks the catalog loaded.
 //! - A leader raises its AUTO_INCREMENT counters to the largest stored values once per term,
 //!   before any statement of that term runs past its read barrier (the stored rows are then
 //!   complete): rows applied from the log did not move them.
