@@ -104,7 +104,7 @@ async fn run_gated(
 ) -> Result<Outcome, SqlError> {
     if let Some(replica) = &shared.cluster {
         if let Err(e) = replica.before_statement(&shared.catalog, stmt, gate, session).await {
-            // The statement did not run; the error (1290, 1180) tells the client its
+            // The statement did not run; the error (1290, 1213, 1180) tells the client its
             // transaction is rolled back, so it is.
             session.rollback_open();
             return Err(e);
