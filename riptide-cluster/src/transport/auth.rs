@@ -97,11 +97,6 @@ impl ClusterAuth {
         self
     }
 
-    /// True when connections run over TLS.
-    pub fn uses_tls(&self) -> bool {
-        self.tls.is_some()
-    }
-
     /// Opens a connection on `tcp` to the peer dialled as `addr`, as node `node`: TLS first
     /// where configured, then the secret handshake inside it.
     pub(crate) async fn open(&self, tcp: TcpStream, addr: &str, node: u64) -> Result<PeerStream, TransportError> {

@@ -79,7 +79,8 @@ fn status_of(s: &Session) -> u16 {
     st
 }
 
-/// Runs a statement and waits for its commit without holding a thread.
+/// Runs a statement, gated on a replica ([`TxnGate`]), and waits for its commit without holding
+/// a thread.
 async fn run(
     session: &mut Session,
     stmt: &Statement,
@@ -88,28 +89,31 @@ async fn run(
     gate: &mut TxnGate,
 ) -> Result<Outcome, SqlError> {
     let in_snapshot_txn = session.in_snapshot_transaction();
-    let result = run_gated(session, stmt, params, shared, gate).await;
+    let gated = match &shared.cluster {
+        Some(replica) => replica.before_statement(&shared.catalog, stmt, gate, session).await,
+        None => Ok(()),
+    };
+    let result = match gated {
+        Ok(()) => execute_and_commit(session, stmt, params, shared).await,
+        Err(e) => {
+            // The statement did not run; the error (1290, 1213, 1180) tells the client its
+            // transaction is rolled back, so it is.
+            session.rollback_open();
+            Err(e)
+        }
+    };
     let begins = matches!(stmt, Statement::StartTransaction { .. });
     gate.after_statement(in_snapshot_txn, session.in_snapshot_transaction(), begins);
     result
 }
 
-/// Gates the statement (a replica), runs it and waits for its commit.
-async fn run_gated(
+/// Executes the statement and waits for its commit, if it made one.
+async fn execute_and_commit(
     session: &mut Session,
     stmt: &Statement,
     params: &[Value],
     shared: &ServerShared,
-    gate: &mut TxnGate,
 ) -> Result<Outcome, SqlError> {
-    if let Some(replica) = &shared.cluster {
-        if let Err(e) = replica.before_statement(&shared.catalog, stmt, gate, session).await {
-            // The statement did not run; the error (1290, 1213, 1180) tells the client its
-            // transaction is rolled back, so it is.
-            session.rollback_open();
-            return Err(e);
-        }
-    }
     let reply: Reply = match may_block(stmt) {
         Blocking::Never => session.execute(stmt, params)?,
         // Row locks are free almost always: try on this thread without waiting, and only a
