@@ -15,6 +15,7 @@ mod cluster;
 mod compact;
 mod inspect;
 mod objects;
+mod router;
 mod serve;
 mod stress;
 
@@ -43,6 +44,8 @@ enum Command {
     /// Compacts a closed database fully into its bottom level (RocksDB's `ldb compact`)
     Compact(Box<compact::CompactArgs>),
     Inspect(inspect::InspectArgs),
+    /// Routes MySQL clients' statements to the partitions that hold their rows
+    Router(Box<router::RouterArgs>),
     Serve(Box<serve::ServeArgs>),
     Stress(Box<stress::StressArgs>),
 }
@@ -77,6 +80,13 @@ fn main() -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("riptide serve: error: {e}");
+                ExitCode::from(e.exit_code())
+            }
+        },
+        Command::Router(args) => match router::run(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("riptide router: error: {e}");
                 ExitCode::from(e.exit_code())
             }
         },

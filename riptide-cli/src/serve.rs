@@ -176,7 +176,7 @@ impl std::fmt::Display for ServeError {
     }
 }
 
-fn read_users(path: &PathBuf) -> Result<Vec<(String, String)>, ServeError> {
+pub(crate) fn read_users(path: &PathBuf) -> Result<Vec<(String, String)>, ServeError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| ServeError::Usage(format!("--users-file {}: {e}", path.display())))?;
     let mut out = Vec::new();

@@ -130,6 +130,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
         finish_packet(&mut self.out, p, &mut self.seq);
     }
 
+    /// Writes `payload` as one packet as it is (a reply relayed from another server).
+    pub fn write_payload(&mut self, payload: &[u8]) {
+        super::packet::write_packet(&mut self.out, &mut self.seq, payload);
+    }
+
     /// Writes an EOF packet (no warnings).
     pub fn write_eof(&mut self, status: u16) {
         let p = begin_packet(&mut self.out);

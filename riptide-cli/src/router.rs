@@ -1,0 +1,86 @@
+//! `riptide router`: the MySQL-protocol router over a partitioned database (crate
+//! `riptide-server`, module `router`; docs/cluster.md, "Partitions and the router").
+
+use crate::serve::{read_users, ServeError};
+use clap::Args;
+use riptide_server::router::{run_until_signal, RouterConfig};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Route MySQL clients' statements to the partitions that hold their rows.
+#[derive(Args, Debug)]
+pub struct RouterArgs {
+    /// Address for MySQL clients; loopback unless another address is named.
+    #[arg(long, default_value = "127.0.0.1:3306")]
+    listen: SocketAddr,
+    /// One partition's replicas (their `riptide serve --listen` addresses), comma-separated;
+    /// repeated once per partition, in partition order. The order and count place rows and must
+    /// never change for a database.
+    #[arg(long = "partition", required = true)]
+    partitions: Vec<String>,
+    /// The user clients log in as; the router logs in to the partitions as the same user.
+    #[arg(long, default_value = "root")]
+    user: String,
+    /// That user's password (empty by default; also RIPTIDE_PASSWORD).
+    #[arg(long, env = "RIPTIDE_PASSWORD", default_value = "", hide_env_values = true)]
+    password: String,
+    /// A file of more users, one `user:password` per line (`#` starts a comment).
+    #[arg(long)]
+    users_file: Option<PathBuf>,
+    /// How long a statement waits for a partition to have a leader, in milliseconds.
+    #[arg(long, default_value_t = 10_000)]
+    leader_wait_ms: u64,
+    /// Worker threads of the network runtime (default: the number of cores).
+    #[arg(long)]
+    threads: Option<usize>,
+}
+
+/// Parses `a,b,c` into socket addresses.
+fn replicas(list: &str) -> Result<Vec<SocketAddr>, String> {
+    let addrs = list
+        .split(',')
+        .map(|a| a.trim().parse::<SocketAddr>().map_err(|e| format!("{a:?}: {e}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    if addrs.is_empty() || addrs.len() > 16 {
+        return Err(format!("{list:?}: 1 to 16 replicas"));
+    }
+    Ok(addrs)
+}
+
+/// Runs the router until SIGTERM/SIGINT.
+pub fn run(args: &RouterArgs) -> Result<(), ServeError> {
+    // SAFETY: setting a signal disposition before the runtime's threads exist (as `serve`).
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
+    if args.user.is_empty() {
+        return Err(ServeError::Usage("--user must not be empty".into()));
+    }
+    if !(1..=600_000).contains(&args.leader_wait_ms) {
+        return Err(ServeError::Usage("--leader-wait-ms must be 1..=600000".into()));
+    }
+    let mut users = vec![(args.user.clone(), args.password.clone())];
+    if let Some(f) = &args.users_file {
+        users.extend(read_users(f)?);
+    }
+    let partitions = args
+        .partitions
+        .iter()
+        .map(|p| replicas(p))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| ServeError::Usage(format!("--partition {e}")))?;
+    let mut config = RouterConfig::new(args.listen, users, partitions);
+    config.leader_wait = Duration::from_millis(args.leader_wait_ms);
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    rt.enable_all();
+    if let Some(t) = args.threads {
+        if t == 0 || t > 1024 {
+            return Err(ServeError::Usage("--threads must be between 1 and 1024".into()));
+        }
+        rt.worker_threads(t);
+    }
+    let rt = rt.build().map_err(|e| ServeError::Runtime(format!("runtime: {e}")))?;
+    rt.block_on(run_until_signal(config))
+        .map_err(|e| ServeError::Runtime(e.to_string()))
+}

@@ -1,0 +1,294 @@
+//! `riptide router` over partitions, with real processes on loopback:
+//!
+//! - over three plain `riptide serve` partitions: DDL reaches every partition; each row is
+//!   stored on the partition its key hashes to and nowhere else; point statements, fanned-out
+//!   reads (rows, COUNT and SUM) and single-partition transactions give what one server would;
+//!   a write that would span partitions is refused and changes nothing, inside a transaction
+//!   too, where the transaction goes on;
+//! - over two partitions that are each a replicated group of three: inserts through the router
+//!   go on while a partition's leader is killed; every acknowledged insert is there at the end.
+
+mod cluster_common;
+mod serve_common;
+
+use cluster_common::Cluster;
+use riptide_server::client::{Client, ClientError, QueryResult};
+use riptide_server::router::placement::{partition_of, KeyValue};
+use serve_common::Server;
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running `riptide router`.
+struct Router {
+    child: Child,
+    port: u16,
+}
+
+impl Router {
+    fn start(partitions: &[Vec<u16>]) -> Router {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_riptide"));
+        cmd.args(["router", "--listen", "127.0.0.1:0", "--leader-wait-ms", "15000"]);
+        for p in partitions {
+            let list: Vec<String> = p.iter().map(|port| format!("127.0.0.1:{port}")).collect();
+            cmd.args(["--partition", &list.join(",")]);
+        }
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn riptide router");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix("riptide router: listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
+        let port = addr.rsplit(':').next().unwrap().parse().unwrap();
+        Router { child, port }
+    }
+
+    /// A client in database `sbtest`, once the partitions have it (each creates it at start,
+    /// a replicated one through its first leader).
+    fn client(&self) -> Client {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let port = ("127.0.0.1", self.port);
+            match Client::connect_within(port, "root", "", Some("sbtest"), Duration::from_secs(30)) {
+                Ok(c) => return c,
+                Err(e) if e.code() == Some(1049) && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(50))
+                }
+                Err(e) => panic!("connect to the router: {e}"),
+            }
+        }
+    }
+}
+
+impl Drop for Router {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn direct(port: u16) -> Client {
+    Client::connect(("127.0.0.1", port), "root", "", Some("sbtest")).unwrap()
+}
+
+fn ids(c: &mut Client, sql: &str) -> BTreeSet<i64> {
+    c.rows(sql)
+        .unwrap()
+        .into_iter()
+        .map(|r| r[0].as_deref().unwrap().parse().unwrap())
+        .collect()
+}
+
+fn one_value(c: &mut Client, sql: &str) -> String {
+    let rows = c.rows(sql).unwrap();
+    assert_eq!(rows.len(), 1, "{sql}");
+    rows[0][0].clone().unwrap_or_else(|| "NULL".into())
+}
+
+fn code(r: Result<QueryResult, ClientError>) -> Option<u16> {
+    r.err().and_then(|e| e.code())
+}
+
+fn part(id: i64) -> usize {
+    partition_of(&[KeyValue::Int(i128::from(id))], 3)
+}
+
+#[test]
+fn the_router_places_rows_by_key_and_keeps_writes_on_one_partition() {
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let servers: Vec<Server> = dirs.iter().map(|d| Server::start(d.path(), false)).collect();
+    let router = Router::start(&servers.iter().map(|s| vec![s.port]).collect::<Vec<_>>());
+    let mut c = router.client();
+    c.query("CREATE TABLE t (id INT NOT NULL, k INT, c VARCHAR(20), PRIMARY KEY (id))")
+        .unwrap();
+    for id in 0..60i64 {
+        c.query(&format!("INSERT INTO t VALUES ({id}, {}, 'row{id}')", id * 10))
+            .unwrap();
+    }
+    // Each partition holds exactly its keys.
+    for (p, s) in servers.iter().enumerate() {
+        let held = ids(&mut direct(s.port), "SELECT id FROM t");
+        let expected: BTreeSet<i64> = (0..60).filter(|&id| part(id) == p).collect();
+        assert_eq!(held, expected, "partition {p}");
+        assert!(!held.is_empty());
+    }
+    assert_eq!(one_value(&mut c, "SELECT c FROM t WHERE id = 17"), "row17");
+    assert_eq!(ids(&mut c, "SELECT id FROM t"), (0..60).collect());
+    assert_eq!(ids(&mut c, "SELECT id FROM t WHERE k >= 300"), (30..60).collect());
+    assert_eq!(
+        ids(&mut c, "SELECT id FROM t WHERE id IN (1, 2, 3, 4)"),
+        (1..5).collect()
+    );
+    let agg = c.rows("SELECT COUNT(*), SUM(k) FROM t").unwrap();
+    assert_eq!(
+        agg,
+        vec![vec![
+            Some("60".to_string()),
+            Some((0..60).map(|i| i * 10).sum::<i64>().to_string())
+        ]]
+    );
+    assert_eq!(code(c.query("SELECT c FROM t ORDER BY c")), Some(1235));
+
+    // A multi-row INSERT on one partition goes; one across partitions changes nothing.
+    let same: Vec<i64> = (100..200).filter(|&id| part(id) == 1).take(3).collect();
+    let values: Vec<String> = same.iter().map(|id| format!("({id}, 0, 'x')")).collect();
+    c.query(&format!("INSERT INTO t VALUES {}", values.join(","))).unwrap();
+    let (a, b) = {
+        let a = (200..300).find(|&id| part(id) == 0).unwrap();
+        let b = (200..300).find(|&id| part(id) == 2).unwrap();
+        (a, b)
+    };
+    assert_eq!(
+        code(c.query(&format!("INSERT INTO t VALUES ({a}, 0, 'x'), ({b}, 0, 'y')"))),
+        Some(1235)
+    );
+    assert_eq!(one_value(&mut c, "SELECT COUNT(*) FROM t"), "63");
+    // Writes without a key, or that would move a row, are refused.
+    assert_eq!(code(c.query("UPDATE t SET k = 0 WHERE k > 5")), Some(1235));
+    assert_eq!(code(c.query("DELETE FROM t")), Some(1235));
+    assert_eq!(code(c.query("UPDATE t SET id = 1000 WHERE id = 5")), Some(1235));
+    assert_eq!(code(c.query("INSERT INTO t (k, c) VALUES (1, 'no key')")), Some(1235));
+    match c.query("UPDATE t SET k = k + 1 WHERE id = 5").unwrap() {
+        QueryResult::Ok { affected, .. } => assert_eq!(affected, 1),
+        other => panic!("{other:?}"),
+    }
+
+    // A transaction lives on its first partition; a statement on another is refused and the
+    // transaction goes on.
+    let (x, y) = {
+        let x = (0..60).find(|&id| part(id) == 0).unwrap();
+        let y = (0..60).find(|&id| part(id) == 1).unwrap();
+        (x, y)
+    };
+    let x2 = (0..60).filter(|&id| part(id) == 0).nth(1).unwrap();
+    c.query("BEGIN").unwrap();
+    c.query(&format!("UPDATE t SET c = 'txn' WHERE id = {x}")).unwrap();
+    assert_eq!(
+        code(c.query(&format!("UPDATE t SET c = 'txn' WHERE id = {y}"))),
+        Some(1235)
+    );
+    assert_eq!(code(c.query(&format!("SELECT c FROM t WHERE id = {y}"))), Some(1235));
+    assert_eq!(code(c.query("SELECT COUNT(*) FROM t")), Some(1235));
+    c.query(&format!("UPDATE t SET c = 'txn' WHERE id = {x2}")).unwrap();
+    // Not visible outside before COMMIT.
+    let mut other = router.client();
+    assert_eq!(
+        one_value(&mut other, &format!("SELECT c FROM t WHERE id = {x}")),
+        format!("row{x}")
+    );
+    c.query("COMMIT").unwrap();
+    let changed = ids(&mut other, "SELECT id FROM t WHERE c = 'txn'");
+    assert_eq!(changed, BTreeSet::from([x, x2]));
+    c.query("BEGIN").unwrap();
+    c.query("INSERT INTO t VALUES (5000, 1, 'gone')").unwrap();
+    c.query("ROLLBACK").unwrap();
+    assert!(c.rows("SELECT id FROM t WHERE id = 5000").unwrap().is_empty());
+    // After the transaction, other partitions are open again; statements that read no table
+    // (or only the schema) do not tie a held BEGIN to a partition.
+    c.query("BEGIN").unwrap();
+    c.query("SELECT 1").unwrap();
+    c.query("SET NAMES utf8mb4").unwrap();
+    c.query(&format!("UPDATE t SET c = 'after' WHERE id = {y}")).unwrap();
+    c.query("COMMIT").unwrap();
+    assert_eq!(
+        one_value(&mut other, &format!("SELECT c FROM t WHERE id = {y}")),
+        "after"
+    );
+
+    // DDL reaches every partition.
+    c.query("DROP TABLE t").unwrap();
+    for s in &servers {
+        assert_eq!(code(direct(s.port).query("SELECT * FROM t")), Some(1146));
+    }
+    drop(router);
+    for s in servers {
+        s.stop();
+    }
+}
+
+#[test]
+fn the_router_follows_a_partition_through_a_leader_kill() {
+    let mut partitions = [Cluster::start(3, 300), Cluster::start(3, 300)];
+    for p in &partitions {
+        p.wait_for_leader();
+    }
+    let ports: Vec<Vec<u16>> = partitions
+        .iter()
+        .map(|p| p.nodes.iter().map(|n| n.port).collect())
+        .collect();
+    let router = Router::start(&ports);
+    let mut c = router.client();
+    c.query("CREATE TABLE kv (id BIGINT PRIMARY KEY, v INT)").unwrap();
+    let acked = std::sync::Arc::new(std::sync::Mutex::new(BTreeSet::new()));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (acked, stop, port) = (acked.clone(), stop.clone(), router.port);
+        std::thread::spawn(move || {
+            let mut c =
+                Client::connect_within(("127.0.0.1", port), "root", "", Some("sbtest"), Duration::from_secs(30))
+                    .unwrap();
+            let mut id = 0i64;
+            let mut failures = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                id += 1;
+                match c.query(&format!("INSERT INTO kv VALUES ({id}, 1)")) {
+                    Ok(_) => {
+                        acked.lock().unwrap().insert(id);
+                    }
+                    // Unknown outcome (the leader died with the statement): neither counted nor
+                    // forbidden.
+                    Err(e) if e.code() == Some(1105) => failures += 1,
+                    Err(e) => panic!("insert {id}: {e}"),
+                }
+            }
+            (id, failures)
+        })
+    };
+    let started = Instant::now();
+    while acked.lock().unwrap().len() < 50 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no progress before the kill"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let leader = partitions[0].wait_for_leader();
+    partitions[0].kill(leader);
+    let before = acked.lock().unwrap().len();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while acked.lock().unwrap().len() < before + 100 {
+        assert!(Instant::now() < deadline, "writes did not resume after the leader kill");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (sent, failures) = writer.join().unwrap();
+    assert!(failures <= 3, "{failures} inserts failed around one leader kill");
+    let acked = acked.lock().unwrap().clone();
+    let stored = ids(&mut c, "SELECT id FROM kv");
+    assert!(
+        acked.is_subset(&stored),
+        "acknowledged inserts lost: {:?}",
+        acked.difference(&stored).collect::<Vec<_>>()
+    );
+    assert!(stored.iter().all(|id| (1..=sent).contains(id)));
+    // Both partitions took rows.
+    assert!(stored
+        .iter()
+        .any(|&id| partition_of(&[KeyValue::Int(i128::from(id))], 2) == 0));
+    assert!(stored
+        .iter()
+        .any(|&id| partition_of(&[KeyValue::Int(i128::from(id))], 2) == 1));
+    partitions[0].restart(leader);
+    drop(router);
+    for p in partitions {
+        p.stop();
+    }
+}

@@ -1,0 +1,363 @@
+//! [`Backend`]: the router's connection to one partition replica (a `riptide serve`), over
+//! the MySQL protocol on tokio: log in with mysql_native_password, send a text query, read its
+//! whole reply (OK, ERR, or a text result set) as raw payloads the router relays or merges.
+//!
+//! Invariants:
+//! - It speaks the 4.1 protocol with classic EOF packets (what `riptide serve` offers), so a
+//!   reply relayed to a client that logged in to the router has the framing that client
+//!   negotiated with the router.
+//! - Every length from the replica is bounds-checked; a reply over [`MAX_REPLY_BYTES`] or one
+//!   this reader does not understand is [`BackendError::Protocol`] and the connection is not
+//!   used again (its stream position is unknown). Connecting, each read and each write fail
+//!   after the timeout the backend was opened with.
+
+use crate::protocol::packet::{read_packet, write_packet, PayloadReader, ReadOutcome};
+use crate::protocol::{capability as cap, native_password_token, ProtocolError};
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+
+/// The largest reply the router buffers from one replica (a bigger result set is refused).
+pub const MAX_REPLY_BYTES: usize = 256 << 20;
+
+/// Why talking to a replica failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    /// The connection failed or timed out.
+    #[error("I/O with {addr}: {source}")]
+    Io {
+        /// The replica.
+        addr: SocketAddr,
+        /// What failed.
+        source: std::io::Error,
+    },
+    /// The replica sent something this reader cannot use.
+    #[error("protocol with {addr}: {message}")]
+    Protocol {
+        /// The replica.
+        addr: SocketAddr,
+        /// What was wrong.
+        message: String,
+    },
+    /// The replica refused the login.
+    #[error("login to {addr} refused: {message}")]
+    Login {
+        /// The replica.
+        addr: SocketAddr,
+        /// Its error code (1045: access denied; 1049: no such database, which a follower that
+        /// has not applied the database's creation yet also answers).
+        code: u16,
+        /// Its error message.
+        message: String,
+    },
+}
+
+/// An ERR packet's fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerError {
+    /// MySQL error code.
+    pub code: u16,
+    /// SQLSTATE (5 characters, or empty when the packet had none).
+    pub state: String,
+    /// The message.
+    pub message: String,
+}
+
+impl ServerError {
+    /// Parses an ERR payload (0xFF first).
+    pub fn parse(payload: &[u8]) -> ServerError {
+        let mut r = PayloadReader::new(payload);
+        let _ = r.u8();
+        let code = r.u16().unwrap_or(0);
+        let rest = r.rest();
+        let (state, msg) = if rest.first() == Some(&b'#') && rest.len() >= 6 {
+            (String::from_utf8_lossy(&rest[1..6]).into_owned(), &rest[6..])
+        } else {
+            (String::new(), rest)
+        };
+        ServerError {
+            code,
+            state,
+            message: String::from_utf8_lossy(msg).into_owned(),
+        }
+    }
+}
+
+/// A query's whole reply, as raw payloads (no packet headers).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// An OK packet.
+    Ok(Vec<u8>),
+    /// An ERR packet (also when a result set ended with one).
+    Err(ServerError, Vec<u8>),
+    /// A text result set.
+    Rows(ResultSet),
+}
+
+/// A text result set's payloads.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ResultSet {
+    /// The column count packet.
+    pub header: Vec<u8>,
+    /// One definition per column.
+    pub columns: Vec<Vec<u8>>,
+    /// The EOF after the definitions.
+    pub columns_eof: Vec<u8>,
+    /// One payload per row.
+    pub rows: Vec<Vec<u8>>,
+    /// The closing EOF.
+    pub eof: Vec<u8>,
+}
+
+impl Reply {
+    /// The server status flags of an OK, or of a result set's closing EOF (0 for ERR).
+    pub fn status(&self) -> u16 {
+        match self {
+            Reply::Ok(p) => ok_status(p).unwrap_or(0),
+            Reply::Rows(rs) => eof_status(&rs.eof),
+            Reply::Err(..) => 0,
+        }
+    }
+}
+
+/// An OK payload's status flags.
+pub fn ok_status(payload: &[u8]) -> Option<u16> {
+    let mut r = PayloadReader::new(payload);
+    r.u8().ok()?;
+    r.lenenc_int().ok()?;
+    r.lenenc_int().ok()?;
+    r.u16().ok()
+}
+
+/// An OK payload's affected rows and last insert id.
+pub fn ok_counts(payload: &[u8]) -> Option<(u64, u64)> {
+    let mut r = PayloadReader::new(payload);
+    r.u8().ok()?;
+    Some((r.lenenc_int().ok()?, r.lenenc_int().ok()?))
+}
+
+/// A classic EOF payload's status flags (0 when too short).
+pub fn eof_status(payload: &[u8]) -> u16 {
+    if payload.len() >= 5 {
+        u16::from_le_bytes([payload[3], payload[4]])
+    } else {
+        0
+    }
+}
+
+fn is_eof(payload: &[u8]) -> bool {
+    payload.first() == Some(&0xFE) && payload.len() < 9
+}
+
+/// One logged-in connection to a replica.
+pub struct Backend {
+    addr: SocketAddr,
+    stream: BufReader<TcpStream>,
+    seq: u8,
+    out: Vec<u8>,
+    timeout: Duration,
+}
+
+impl Backend {
+    /// The replica's address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    fn io(&self, source: std::io::Error) -> BackendError {
+        BackendError::Io {
+            addr: self.addr,
+            source,
+        }
+    }
+
+    fn protocol(&self, message: impl Into<String>) -> BackendError {
+        BackendError::Protocol {
+            addr: self.addr,
+            message: message.into(),
+        }
+    }
+
+    fn protocol_error(&self, e: ProtocolError) -> BackendError {
+        match e {
+            ProtocolError::Io(source) => self.io(source),
+            other => self.protocol(other.to_string()),
+        }
+    }
+
+    /// Connects to `addr` and logs in as `user`, in database `db` when given.
+    pub async fn connect(
+        addr: SocketAddr,
+        user: &str,
+        password: &str,
+        db: Option<&str>,
+        timeout: Duration,
+    ) -> Result<Backend, BackendError> {
+        let io = |source| BackendError::Io { addr, source };
+        let stream = tokio::time::timeout(timeout, TcpStream::connect(addr))
+            .await
+            .map_err(|_| io(std::io::ErrorKind::TimedOut.into()))?
+            .map_err(io)?;
+        stream.set_nodelay(true).map_err(io)?;
+        let mut b = Backend {
+            addr,
+            stream: BufReader::with_capacity(16 * 1024, stream),
+            seq: 0,
+            out: Vec::with_capacity(1024),
+            timeout,
+        };
+        let greeting = b.read_payload().await?;
+        if greeting.first() == Some(&0xFF) {
+            let e = ServerError::parse(&greeting);
+            return Err(BackendError::Login {
+                addr,
+                code: e.code,
+                message: e.message,
+            });
+        }
+        let scramble = b.scramble(&greeting)?;
+        let token = if password.is_empty() {
+            Vec::new()
+        } else {
+            native_password_token(password.as_bytes(), &scramble)
+        };
+        let mut caps = cap::CLIENT_LONG_PASSWORD
+            | cap::CLIENT_PROTOCOL_41
+            | cap::CLIENT_SECURE_CONNECTION
+            | cap::CLIENT_TRANSACTIONS
+            | cap::CLIENT_PLUGIN_AUTH
+            | cap::CLIENT_MULTI_RESULTS;
+        if db.is_some() {
+            caps |= cap::CLIENT_CONNECT_WITH_DB;
+        }
+        let mut p = Vec::with_capacity(128);
+        p.extend_from_slice(&caps.to_le_bytes());
+        p.extend_from_slice(&(64u32 << 20).to_le_bytes());
+        p.push(45); // utf8mb4
+        p.extend_from_slice(&[0; 23]);
+        p.extend_from_slice(user.as_bytes());
+        p.push(0);
+        p.push(token.len() as u8);
+        p.extend_from_slice(&token);
+        if let Some(db) = db {
+            p.extend_from_slice(db.as_bytes());
+            p.push(0);
+        }
+        p.extend_from_slice(b"mysql_native_password\0");
+        b.write_payload(&p).await?;
+        let reply = b.read_payload().await?;
+        match reply.first() {
+            Some(0x00) => Ok(b),
+            Some(0xFF) => {
+                let e = ServerError::parse(&reply);
+                Err(BackendError::Login {
+                    addr,
+                    code: e.code,
+                    message: e.message,
+                })
+            }
+            _ => Err(b.protocol("unexpected reply to the login")),
+        }
+    }
+
+    /// The 20-byte scramble of a protocol-10 greeting.
+    fn scramble(&self, greeting: &[u8]) -> Result<[u8; 20], BackendError> {
+        let bad = |e: ProtocolError| self.protocol(format!("greeting: {e}"));
+        let mut r = PayloadReader::new(greeting);
+        if r.u8().map_err(bad)? != 10 {
+            return Err(self.protocol("not protocol version 10"));
+        }
+        r.nul_bytes().map_err(bad)?; // server version
+        r.u32().map_err(bad)?; // connection id
+        let part1 = r.bytes(8).map_err(bad)?.to_vec();
+        r.bytes(1 + 2 + 3 + 2 + 1 + 10).map_err(bad)?; // filler, capabilities, charset, status, ...
+        let part2 = r.bytes(12).map_err(bad)?;
+        let mut scramble = [0u8; 20];
+        scramble[..8].copy_from_slice(&part1);
+        scramble[8..].copy_from_slice(part2);
+        Ok(scramble)
+    }
+
+    async fn write_payload(&mut self, payload: &[u8]) -> Result<(), BackendError> {
+        self.out.clear();
+        write_packet(&mut self.out, &mut self.seq, payload);
+        let write = self.stream.get_mut().write_all(&self.out);
+        match tokio::time::timeout(self.timeout, write).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(self.io(e)),
+            Err(_) => Err(self.io(std::io::ErrorKind::TimedOut.into())),
+        }
+    }
+
+    async fn read_payload(&mut self) -> Result<Vec<u8>, BackendError> {
+        let mut payload = Vec::new();
+        let read = read_packet(&mut self.stream, &mut self.seq, MAX_REPLY_BYTES, &mut payload);
+        match tokio::time::timeout(self.timeout, read).await {
+            Err(_) => Err(self.io(std::io::ErrorKind::TimedOut.into())),
+            Ok(Err(e)) => Err(self.protocol_error(e)),
+            Ok(Ok(ReadOutcome::Packet)) => Ok(payload),
+            Ok(Ok(ReadOutcome::Eof)) => Err(self.io(std::io::ErrorKind::UnexpectedEof.into())),
+            Ok(Ok(ReadOutcome::TooLarge(n))) => Err(self.protocol(format!("a packet of {n} bytes"))),
+        }
+    }
+
+    /// Runs one text query and reads its whole reply.
+    pub async fn query(&mut self, sql: &str) -> Result<Reply, BackendError> {
+        let mut p = Vec::with_capacity(sql.len() + 1);
+        p.push(crate::protocol::command::COM_QUERY);
+        p.extend_from_slice(sql.as_bytes());
+        self.seq = 0;
+        self.write_payload(&p).await?;
+        let first = self.read_payload().await?;
+        let reply = match first.first() {
+            Some(0x00) => Reply::Ok(first),
+            Some(0xFF) => Reply::Err(ServerError::parse(&first), first),
+            Some(0xFB) => return Err(self.protocol("LOCAL INFILE is not relayed")),
+            Some(_) => self.read_result_set(first).await?,
+            None => return Err(self.protocol("an empty reply")),
+        };
+        if reply.status() & crate::protocol::status::SERVER_MORE_RESULTS_EXISTS != 0 {
+            return Err(self.protocol("several result sets in one reply"));
+        }
+        Ok(reply)
+    }
+
+    async fn read_result_set(&mut self, header: Vec<u8>) -> Result<Reply, BackendError> {
+        let count = PayloadReader::new(&header)
+            .lenenc_int()
+            .map_err(|e| self.protocol(format!("column count: {e}")))?;
+        if count == 0 || count > 4096 {
+            return Err(self.protocol(format!("a result set of {count} columns")));
+        }
+        let mut rs = ResultSet {
+            header,
+            ..ResultSet::default()
+        };
+        let mut bytes = 0usize;
+        for _ in 0..count {
+            let c = self.read_payload().await?;
+            bytes += c.len();
+            rs.columns.push(c);
+        }
+        rs.columns_eof = self.read_payload().await?;
+        if !is_eof(&rs.columns_eof) {
+            return Err(self.protocol("no EOF after the column definitions"));
+        }
+        loop {
+            let p = self.read_payload().await?;
+            if is_eof(&p) {
+                rs.eof = p;
+                return Ok(Reply::Rows(rs));
+            }
+            if p.first() == Some(&0xFF) {
+                return Ok(Reply::Err(ServerError::parse(&p), p));
+            }
+            bytes += p.len();
+            if bytes > MAX_REPLY_BYTES {
+                return Err(self.protocol(format!("a result set over {MAX_REPLY_BYTES} bytes")));
+            }
+            rs.rows.push(p);
+        }
+    }
+}
