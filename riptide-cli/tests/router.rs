@@ -12,7 +12,7 @@ mod cluster_common;
 mod serve_common;
 
 use cluster_common::Cluster;
-use riptide_server::client::{Client, ClientError, QueryResult};
+use riptide_server::client::{Client, ClientError, Param, QueryResult};
 use riptide_server::router::placement::{partition_of, KeyValue};
 use serve_common::Server;
 use std::collections::BTreeSet;
@@ -290,5 +290,74 @@ fn the_router_follows_a_partition_through_a_leader_kill() {
     drop(router);
     for p in partitions {
         p.stop();
+    }
+}
+
+#[test]
+fn prepared_statements_are_placed_by_their_parameters() {
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let servers: Vec<Server> = dirs.iter().map(|d| Server::start(d.path(), false)).collect();
+    let router = Router::start(&servers.iter().map(|s| vec![s.port]).collect::<Vec<_>>());
+    let mut c = router.client();
+    c.query("CREATE TABLE p (id BIGINT PRIMARY KEY, k INT, c VARCHAR(20))")
+        .unwrap();
+    let (insert, n) = c.prepare("INSERT INTO p VALUES (?, ?, ?)").unwrap();
+    assert_eq!(n, 3);
+    for id in 0..30i64 {
+        // Keys sent as integers and as strings place alike.
+        let key = if id % 2 == 0 {
+            Param::Int(id)
+        } else {
+            Param::Text(id.to_string())
+        };
+        c.execute(insert, &[key, Param::Int(id), Param::Text(format!("v{id}"))])
+            .unwrap();
+    }
+    for (i, s) in servers.iter().enumerate() {
+        let held = ids(&mut direct(s.port), "SELECT id FROM p");
+        assert_eq!(held, (0..30).filter(|&id| part(id) == i).collect(), "partition {i}");
+    }
+    let (select, _) = c.prepare("SELECT c, k FROM p WHERE id = ?").unwrap();
+    for id in [0i64, 7, 29] {
+        match c.execute(select, &[Param::Int(id)]).unwrap() {
+            QueryResult::Rows { rows, .. } => {
+                assert_eq!(rows, vec![vec![Some(format!("v{id}")), Some(id.to_string())]])
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    let (scan, _) = c.prepare("SELECT id FROM p WHERE k >= ?").unwrap();
+    match c.execute(scan, &[Param::Int(20)]).unwrap() {
+        QueryResult::Rows { rows, .. } => {
+            let got: BTreeSet<i64> = rows.iter().map(|r| r[0].as_deref().unwrap().parse().unwrap()).collect();
+            assert_eq!(got, (20..30).collect());
+        }
+        other => panic!("{other:?}"),
+    }
+    let (count, _) = c.prepare("SELECT COUNT(*) FROM p WHERE k > ?").unwrap();
+    assert_eq!(code(c.execute(count, &[Param::Int(1)])), Some(1235));
+    // In a transaction, the parameters decide the partition too.
+    let (bump, _) = c.prepare("UPDATE p SET k = k + ? WHERE id = ?").unwrap();
+    let a = (0..30).find(|&id| part(id) == 0).unwrap();
+    let b = (0..30).find(|&id| part(id) == 2).unwrap();
+    c.query("BEGIN").unwrap();
+    c.execute(bump, &[Param::Int(100), Param::Int(a)]).unwrap();
+    assert_eq!(code(c.execute(bump, &[Param::Int(100), Param::Int(b)])), Some(1235));
+    c.query("COMMIT").unwrap();
+    assert_eq!(
+        one_value(&mut c, &format!("SELECT k FROM p WHERE id = {a}")),
+        (a + 100).to_string()
+    );
+    assert_eq!(
+        one_value(&mut c, &format!("SELECT k FROM p WHERE id = {b}")),
+        b.to_string()
+    );
+    // A key that is not a literal of the key's type cannot be placed: the write is refused.
+    let (odd, _) = c.prepare("INSERT INTO p (id, k) VALUES (? + 1, 0)").unwrap();
+    assert_eq!(code(c.execute(odd, &[Param::Int(1)])), Some(1235));
+    assert_eq!(code(c.execute(9999, &[])), Some(1243));
+    drop(router);
+    for s in servers {
+        s.stop();
     }
 }

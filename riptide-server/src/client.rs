@@ -269,10 +269,199 @@ impl Client {
         }
     }
 
+    /// Prepares `sql` (COM_STMT_PREPARE): the statement's id and parameter count.
+    pub fn prepare(&mut self, sql: &str) -> Result<(u32, u16), ClientError> {
+        self.seq = 0;
+        let mut p = Vec::with_capacity(sql.len() + 1);
+        p.push(0x16);
+        p.extend_from_slice(sql.as_bytes());
+        self.write_packet(&p)?;
+        let first = self.read_packet()?;
+        match first.first() {
+            Some(0xFF) => return Err(server_error(&first)),
+            Some(0x00) if first.len() >= 12 => {}
+            _ => return Err(ClientError::Protocol("unexpected reply to COM_STMT_PREPARE".into())),
+        }
+        let mut r = PayloadReader::new(&first[1..]);
+        let id = r.u32()?;
+        let columns = r.u16()?;
+        let params = r.u16()?;
+        for count in [params, columns] {
+            if count > 0 {
+                for _ in 0..=count {
+                    self.read_packet()?; // definitions, then EOF
+                }
+            }
+        }
+        Ok((id, params))
+    }
+
+    /// Runs prepared statement `id` with `params` (sent with their types every time); the
+    /// binary result rows are returned as text, as [`Client::query`] returns them (integers in
+    /// decimal, doubles in Rust's shortest form, temporal values as MySQL prints them).
+    pub fn execute(&mut self, id: u32, params: &[Param]) -> Result<QueryResult, ClientError> {
+        self.seq = 0;
+        let mut p = vec![0x17];
+        p.extend_from_slice(&id.to_le_bytes());
+        p.push(0); // no cursor
+        p.extend_from_slice(&1u32.to_le_bytes());
+        if !params.is_empty() {
+            let mut bitmap = vec![0u8; params.len().div_ceil(8)];
+            for (i, v) in params.iter().enumerate() {
+                if matches!(v, Param::Null) {
+                    bitmap[i / 8] |= 1 << (i % 8);
+                }
+            }
+            p.extend_from_slice(&bitmap);
+            p.push(1);
+            for v in params {
+                p.extend_from_slice(match v {
+                    Param::Null => &[0x06, 0],
+                    Param::Int(_) => &[0x08, 0],
+                    Param::Text(_) => &[0xFD, 0],
+                });
+            }
+            for v in params {
+                match v {
+                    Param::Null => {}
+                    Param::Int(i) => p.extend_from_slice(&i.to_le_bytes()),
+                    Param::Text(t) => crate::protocol::write_lenenc_bytes(&mut p, t.as_bytes()),
+                }
+            }
+        }
+        self.write_packet(&p)?;
+        let first = self.read_packet()?;
+        match first.first() {
+            Some(0x00) => {
+                let mut r = PayloadReader::new(&first[1..]);
+                Ok(QueryResult::Ok {
+                    affected: r.lenenc_int()?,
+                    last_insert_id: r.lenenc_int()?,
+                })
+            }
+            Some(0xFF) => Err(server_error(&first)),
+            Some(_) => {
+                let ncols = PayloadReader::new(&first).lenenc_int()? as usize;
+                let mut columns = Vec::with_capacity(ncols.min(4096));
+                let mut types = Vec::with_capacity(ncols.min(4096));
+                for _ in 0..ncols {
+                    let def = self.read_packet()?;
+                    let mut r = PayloadReader::new(&def);
+                    for _ in 0..4 {
+                        r.lenenc_bytes()?;
+                    }
+                    columns.push(String::from_utf8_lossy(r.lenenc_bytes()?).into_owned());
+                    r.lenenc_bytes()?; // org_name
+                    r.lenenc_int()?; // length of the fixed fields
+                    r.u16()?; // charset
+                    r.u32()?; // column length
+                    let t = r.u8()?;
+                    let flags = r.u16()?;
+                    types.push((t, flags & 0x20 != 0));
+                }
+                self.read_packet()?; // EOF
+                let mut rows = Vec::new();
+                loop {
+                    let row = self.read_packet()?;
+                    match row.first() {
+                        Some(0xFE) if row.len() < 9 => break,
+                        Some(0xFF) => return Err(server_error(&row)),
+                        _ => {}
+                    }
+                    rows.push(binary_row(&row, &types)?);
+                }
+                Ok(QueryResult::Rows { columns, rows })
+            }
+            None => Err(ClientError::Protocol("empty reply".into())),
+        }
+    }
+
     /// Sends COM_QUIT.
     pub fn quit(mut self) -> Result<(), ClientError> {
         self.seq = 0;
         self.write_packet(&[0x01])?;
         Ok(())
     }
+}
+
+/// A parameter of [`Client::execute`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Param {
+    /// NULL.
+    Null,
+    /// A BIGINT.
+    Int(i64),
+    /// A string.
+    Text(String),
+}
+
+/// A binary-protocol row's values as text; `types` are the columns' (type byte, unsigned).
+fn binary_row(row: &[u8], types: &[(u8, bool)]) -> Result<Vec<Option<String>>, ClientError> {
+    let mut r = PayloadReader::new(row);
+    r.u8()?; // 0x00 header
+    let bitmap = r.bytes((types.len() + 7 + 2) / 8)?.to_vec();
+    let mut out = Vec::with_capacity(types.len());
+    for (i, &(t, unsigned)) in types.iter().enumerate() {
+        let bit = i + 2;
+        if bitmap[bit / 8] & (1 << (bit % 8)) != 0 {
+            out.push(None);
+            continue;
+        }
+        let v = match t {
+            0x01 => {
+                let b = r.u8()?;
+                if unsigned {
+                    b.to_string()
+                } else {
+                    (b as i8).to_string()
+                }
+            }
+            0x02 | 0x0d => {
+                let v = r.u16()?;
+                if unsigned {
+                    v.to_string()
+                } else {
+                    (v as i16).to_string()
+                }
+            }
+            0x03 | 0x09 => {
+                let v = r.u32()?;
+                if unsigned {
+                    v.to_string()
+                } else {
+                    (v as i32).to_string()
+                }
+            }
+            0x08 => {
+                let v = r.u64()?;
+                if unsigned {
+                    v.to_string()
+                } else {
+                    (v as i64).to_string()
+                }
+            }
+            0x04 => f32::from_le_bytes(r.array()?).to_string(),
+            0x05 => f64::from_le_bytes(r.array()?).to_string(),
+            0x07 | 0x0a | 0x0c => {
+                let n = r.u8()? as usize;
+                let b = r.bytes(n)?;
+                let (y, mo, d) = match b {
+                    [y0, y1, mo, d, ..] => (u16::from_le_bytes([*y0, *y1]), *mo, *d),
+                    _ => (0, 0, 0),
+                };
+                let (h, mi, s) = match b {
+                    [_, _, _, _, h, mi, s, ..] => (*h, *mi, *s),
+                    _ => (0, 0, 0),
+                };
+                if t == 0x0a {
+                    format!("{y:04}-{mo:02}-{d:02}")
+                } else {
+                    format!("{y:04}-{mo:02}-{d:02} {h:02}:{mi:02}:{s:02}")
+                }
+            }
+            _ => String::from_utf8_lossy(r.lenenc_bytes()?).into_owned(),
+        };
+        out.push(Some(v));
+    }
+    Ok(out)
 }

@@ -2,6 +2,9 @@
 //! the MySQL protocol on tokio: log in with mysql_native_password, send a text query, read its
 //! whole reply (OK, ERR, or a text result set) as raw payloads the router relays or merges.
 //!
+//! Prepared statements go through too: [`Backend::prepare`] and [`Backend::execute`] (binary
+//! result rows are relayed as they come).
+//!
 //! Invariants:
 //! - It speaks the 4.1 protocol with classic EOF packets (what `riptide serve` offers), so a
 //!   reply relayed to a client that logged in to the router has the framing that client
@@ -150,6 +153,17 @@ fn is_eof(payload: &[u8]) -> bool {
     payload.first() == Some(&0xFE) && payload.len() < 9
 }
 
+/// A statement prepared on a replica: its id there, and the reply to COM_STMT_PREPARE.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prepared {
+    /// The replica's statement id.
+    pub id: u32,
+    /// Parameters.
+    pub params: u16,
+    /// The PREPARE_OK payload, then its parameter and column definitions and their EOFs.
+    pub payloads: Vec<Vec<u8>>,
+}
+
 /// One logged-in connection to a replica.
 pub struct Backend {
     addr: SocketAddr,
@@ -157,6 +171,8 @@ pub struct Backend {
     seq: u8,
     out: Vec<u8>,
     timeout: Duration,
+    /// The router's statement ids prepared on this connection, with the replica's id.
+    pub statements: std::collections::HashMap<u32, u32>,
 }
 
 impl Backend {
@@ -206,6 +222,7 @@ impl Backend {
             seq: 0,
             out: Vec::with_capacity(1024),
             timeout,
+            statements: std::collections::HashMap::new(),
         };
         let greeting = b.read_payload().await?;
         if greeting.first() == Some(&0xFF) {
@@ -309,6 +326,58 @@ impl Backend {
         p.extend_from_slice(sql.as_bytes());
         self.seq = 0;
         self.write_payload(&p).await?;
+        self.read_reply().await
+    }
+
+    /// Prepares `sql` (COM_STMT_PREPARE): the statement, or the replica's ERR.
+    pub async fn prepare(&mut self, sql: &str) -> Result<Result<Prepared, Reply>, BackendError> {
+        let mut p = Vec::with_capacity(sql.len() + 1);
+        p.push(crate::protocol::command::COM_STMT_PREPARE);
+        p.extend_from_slice(sql.as_bytes());
+        self.seq = 0;
+        self.write_payload(&p).await?;
+        let first = self.read_payload().await?;
+        match first.first() {
+            Some(0x00) if first.len() >= 12 => {}
+            Some(0xFF) => return Ok(Err(Reply::Err(ServerError::parse(&first), first))),
+            _ => return Err(self.protocol("unexpected reply to COM_STMT_PREPARE")),
+        }
+        let id = u32::from_le_bytes([first[1], first[2], first[3], first[4]]);
+        let columns = u16::from_le_bytes([first[5], first[6]]);
+        let params = u16::from_le_bytes([first[7], first[8]]);
+        let mut payloads = vec![first];
+        for count in [params, columns] {
+            if count > 0 {
+                for _ in 0..=count {
+                    payloads.push(self.read_payload().await?); // definitions, then EOF
+                }
+                if !is_eof(payloads.last().expect("read above")) {
+                    return Err(self.protocol("no EOF after the prepared statement's definitions"));
+                }
+            }
+        }
+        Ok(Ok(Prepared { id, params, payloads }))
+    }
+
+    /// Runs a prepared statement: `payload` is COM_STMT_EXECUTE's (after the command byte).
+    pub async fn execute(&mut self, payload: &[u8]) -> Result<Reply, BackendError> {
+        let mut p = Vec::with_capacity(payload.len() + 1);
+        p.push(crate::protocol::command::COM_STMT_EXECUTE);
+        p.extend_from_slice(payload);
+        self.seq = 0;
+        self.write_payload(&p).await?;
+        self.read_reply().await
+    }
+
+    /// Closes a prepared statement (COM_STMT_CLOSE has no reply).
+    pub async fn close_statement(&mut self, id: u32) -> Result<(), BackendError> {
+        let mut p = vec![crate::protocol::command::COM_STMT_CLOSE];
+        p.extend_from_slice(&id.to_le_bytes());
+        self.seq = 0;
+        self.write_payload(&p).await
+    }
+
+    async fn read_reply(&mut self) -> Result<Reply, BackendError> {
         let first = self.read_payload().await?;
         let reply = match first.first() {
             Some(0x00) => Reply::Ok(first),

@@ -15,7 +15,9 @@
 //!   the partitions as the same user with the same password.
 
 pub mod backend;
+mod merge;
 pub mod placement;
+mod prepared;
 mod session;
 
 use crate::protocol::{Command, Connection, ProtocolError};
@@ -282,7 +284,7 @@ async fn serve_client(stream: TcpStream, shared: Arc<RouterShared>, id: u32) {
                         "42000",
                         "several statements in one query (multi-statements are off)".into(),
                     ),
-                    Ok(stmts) => session.run(text, &stmts[0]).await,
+                    Ok(stmts) => session.run(text, session::Request::Query(text), &stmts[0]).await,
                 },
             },
             Command::InitDb(db) => {
@@ -295,12 +297,20 @@ async fn serve_client(stream: TcpStream, shared: Arc<RouterShared>, id: u32) {
                 session.reset();
                 Answer::Ok
             }
-            Command::StmtClose(_) | Command::StmtSendLongData { .. } => continue,
-            Command::StmtPrepare(_) | Command::StmtExecute(_) | Command::StmtReset(_) => Answer::Error(
-                1295,
-                "HY000",
-                "prepared statements are not routed yet: use the text protocol (sysbench --db-ps-mode=disable)".into(),
-            ),
+            Command::StmtPrepare(sql) => match std::str::from_utf8(&sql) {
+                Ok(text) => session.prepare(text).await,
+                Err(_) => Answer::Error(1064, "42000", "the statement is not valid UTF-8".into()),
+            },
+            Command::StmtExecute(payload) => session.execute(&payload).await,
+            Command::StmtClose(id) => {
+                session.close_statement(id).await;
+                continue;
+            }
+            Command::StmtSendLongData { stmt_id, param, data } => {
+                session.long_data(stmt_id, param, &data);
+                continue;
+            }
+            Command::StmtReset(id) => session.reset_statement(id),
             Command::FieldList { .. } | Command::Other(_) => {
                 Answer::Error(1047, "08S01", "Unknown command (not routed)".into())
             }

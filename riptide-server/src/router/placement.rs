@@ -31,6 +31,9 @@ pub struct TableKey {
     pub columns: Vec<String>,
     /// The primary key: column positions and how each compares.
     pub primary: Vec<(usize, KeyKind)>,
+    /// The AUTO_INCREMENT column, if any (an INSERT of 0 or NULL there has its value made by
+    /// the partition, so the router cannot place it).
+    pub auto_increment: Option<usize>,
 }
 
 impl TableKey {
@@ -84,7 +87,19 @@ impl TableKey {
         if primary.is_empty() {
             return Err("the table has no primary key".into());
         }
-        Ok(TableKey { columns, primary })
+        let auto_increment = ct.columns.iter().position(|c| {
+            c.options.iter().any(|o| match &o.option {
+                ast::ColumnOption::DialectSpecific(tokens) => tokens
+                    .iter()
+                    .any(|t| t.to_string().eq_ignore_ascii_case("AUTO_INCREMENT")),
+                _ => false,
+            })
+        });
+        Ok(TableKey {
+            columns,
+            primary,
+            auto_increment,
+        })
     }
 
     fn column(&self, name: &str) -> Option<usize> {
@@ -314,6 +329,9 @@ fn insert_placement(ins: &ast::Insert, key: &TableKey, partitions: usize) -> Res
     let SetExpr::Values(values) = source.body.as_ref() else {
         return Err("INSERT ... SELECT through the router".into());
     };
+    if let Some(ast::OnInsert::DuplicateKeyUpdate(assignments)) = &ins.on {
+        refuse_key_assignments(assignments, key)?;
+    }
     let mut set = BTreeSet::new();
     for row in &values.rows {
         let mut key_values = Vec::with_capacity(key.primary.len());
@@ -325,12 +343,32 @@ fn insert_placement(ins: &ast::Insert, key: &TableKey, partitions: usize) -> Res
                 )
             })?;
             let e = row.content.get(at).ok_or("a row with fewer values than columns")?;
-            key_values
-                .push(literal(e, *kind).ok_or_else(|| format!("a primary key value that is not a literal: {e}"))?);
+            let v = literal(e, *kind).ok_or_else(|| format!("a primary key value that is not a literal: {e}"))?;
+            if key.auto_increment == Some(*col) && v == KeyValue::Int(0) {
+                return Err(
+                    "an AUTO_INCREMENT key of 0 (its value is made by the partition, so the router cannot place it)"
+                        .into(),
+                );
+            }
+            key_values.push(v);
         }
         set.insert(partition_of(&key_values, partitions));
     }
     Ok(Placement::Some(set))
+}
+
+/// Refuses assignments to a primary key column: they could move a row to another partition.
+fn refuse_key_assignments(assignments: &[ast::Assignment], key: &TableKey) -> Result<(), Refusal> {
+    for a in assignments {
+        let name = match &a.target {
+            ast::AssignmentTarget::ColumnName(n) => n.0.last().and_then(|p| p.as_ident()).map(|i| i.value.clone()),
+            ast::AssignmentTarget::Tuple(_) => None,
+        };
+        if name.is_none_or(|n| key.key_column(&n).is_some()) {
+            return Err("a change of a primary key column (it could move the row to another partition)".into());
+        }
+    }
+    Ok(())
 }
 
 /// Where a table statement's rows are. `Err` for a write the router cannot place.
@@ -342,17 +380,7 @@ pub fn place(stmt: &Statement, key: &TableKey, partitions: usize) -> Result<Plac
         }),
         Statement::Insert(ins) => insert_placement(ins, key, partitions),
         Statement::Update(u) => {
-            for a in &u.assignments {
-                let name = match &a.target {
-                    ast::AssignmentTarget::ColumnName(n) => n.0.last().map(|p| p.to_string()),
-                    ast::AssignmentTarget::Tuple(_) => None,
-                };
-                if name.is_none_or(|n| key.key_column(n.trim_matches('`')).is_some()) {
-                    return Err(
-                        "an UPDATE of a primary key column (it could move the row to another partition)".into(),
-                    );
-                }
-            }
+            refuse_key_assignments(&u.assignments, key)?;
             Ok(where_placement(u.selection.as_ref(), key, partitions))
         }
         Statement::Delete(d) => Ok(where_placement(d.selection.as_ref(), key, partitions)),
@@ -482,6 +510,8 @@ mod tests {
             "INSERT INTO t (id, k) VALUES (1 + 1, 2)",
             "INSERT INTO t (id, k) SELECT id, k FROM t",
             "UPDATE t SET id = 6 WHERE id = 5",
+            "UPDATE t SET `ID` = 6 WHERE id = 5",
+            "INSERT INTO t VALUES (5, 1, 'x') ON DUPLICATE KEY UPDATE id = 7",
         ] {
             assert!(place(&stmt(sql), &k, 3).is_err(), "{sql}");
         }
@@ -519,6 +549,18 @@ mod tests {
         assert!(TableKey::from_create(&stmt("CREATE TABLE n (a INT)")).is_err());
         let inline = TableKey::from_create(&stmt("CREATE TABLE i (a INT PRIMARY KEY, b INT)")).unwrap();
         assert_eq!(inline.primary, vec![(0, KeyKind::Int)]);
+        // A key the partition makes cannot be placed by the router.
+        let auto = TableKey::from_create(&stmt("CREATE TABLE a (id INT AUTO_INCREMENT PRIMARY KEY, b INT)")).unwrap();
+        assert_eq!(auto.auto_increment, Some(0));
+        assert!(place(&stmt("INSERT INTO a VALUES (0, 1)"), &auto, 3).is_err());
+        assert!(place(&stmt("INSERT INTO a VALUES (NULL, 1)"), &auto, 3).is_err());
+        assert!(place(&stmt("INSERT INTO a (b) VALUES (1)"), &auto, 3).is_err());
+        assert!(place(
+            &stmt("INSERT INTO a VALUES (3, 1) ON DUPLICATE KEY UPDATE b = b + 1"),
+            &auto,
+            3
+        )
+        .is_ok());
     }
 
     #[test]

@@ -20,13 +20,15 @@
 //! - Session settings (SET) are sent to every open partition connection and replayed, in
 //!   order, on each one opened later; the current database likewise.
 
-use super::backend::{Backend, BackendError, Reply, ResultSet};
+use super::backend::{Backend, BackendError, Reply};
+use super::merge::{concat, sum, text_values};
 use super::placement::{merge_of, place, target_table, Merge, Placement, TableKey};
+use super::prepared::RouterStatement;
 use super::RouterShared;
-use crate::protocol::packet::{write_lenenc_bytes, PayloadReader};
+
 use crate::protocol::{status, Connection, OkInfo};
 use sqlparser::ast::Statement;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -46,6 +48,8 @@ pub(super) enum Answer {
     Ok,
     /// An error of the router's own.
     Error(u16, &'static str, String),
+    /// Payloads to relay as they are (a PREPARE_OK and its definitions).
+    Payloads(Vec<Vec<u8>>),
 }
 
 fn refuse(message: impl Into<String>) -> Answer {
@@ -65,6 +69,8 @@ pub(super) struct RouterSession {
     /// A BEGIN not yet sent (no statement named a partition since).
     pending_begin: Option<String>,
     autocommit: bool,
+    statements: HashMap<u32, RouterStatement>,
+    next_statement: u32,
 }
 
 impl RouterSession {
@@ -81,6 +87,8 @@ impl RouterSession {
             pinned: None,
             pending_begin: None,
             autocommit: true,
+            statements: HashMap::new(),
+            next_statement: 0,
         }
     }
 
@@ -104,15 +112,17 @@ impl RouterSession {
         self.pinned = None;
         self.pending_begin = None;
         self.autocommit = true;
+        self.statements.clear();
     }
 
-    /// Runs one statement (its text and its parse).
-    pub(super) async fn run(&mut self, text: &str, stmt: &Statement) -> Answer {
+    /// Runs one statement: its text (parameters bound, for a prepared one), how to send it to a
+    /// partition, and its parse.
+    pub(super) async fn run(&mut self, text: &str, req: Request<'_>, stmt: &Statement) -> Answer {
         match stmt {
             Statement::StartTransaction { .. } => {
                 if let Some(p) = self.pinned {
                     // BEGIN commits an open transaction first, as MySQL does.
-                    let reply = self.send(p, "COMMIT", Kind::Final).await;
+                    let reply = self.send(p, Request::Query("COMMIT"), Kind::Final).await;
                     if !matches!(reply, Answer::Reply(Reply::Ok(_))) {
                         return reply;
                     }
@@ -121,7 +131,7 @@ impl RouterSession {
                 Answer::Ok
             }
             Statement::Commit { .. } | Statement::Rollback { .. } => match self.pinned {
-                Some(p) => self.send(p, text, Kind::Final).await,
+                Some(p) => self.send(p, Request::Query(text), Kind::Final).await,
                 None => {
                     self.pending_begin = None;
                     Answer::Ok
@@ -137,10 +147,10 @@ impl RouterSession {
             | Statement::AlterTable { .. }
             | Statement::Truncate { .. } => self.ddl(text).await,
             other => match target_table(other) {
-                Some(name) => self.table_statement(text, other, name).await,
+                Some(name) => self.table_statement(req, other, name).await,
                 // No table (SELECT 1, SHOW ...): any partition answers; the transaction's one
                 // when there is one.
-                None => self.send(self.pinned.unwrap_or(0), text, Kind::Plain).await,
+                None => self.send(self.pinned.unwrap_or(0), req, Kind::Plain).await,
             },
         }
     }
@@ -148,7 +158,7 @@ impl RouterSession {
     /// COM_INIT_DB / USE: checked by one partition, then sent to every open one.
     pub(super) async fn use_db(&mut self, text: &str, db: Option<String>) -> Answer {
         let first = self.pinned.unwrap_or(0);
-        let mut answer = self.send(first, text, Kind::Plain).await;
+        let mut answer = self.send(first, Request::Query(text), Kind::Plain).await;
         // A follower that has not applied the database's creation yet does not know it: ask
         // the other replicas before saying it does not exist.
         let replicas = self.shared.partitions[first].replicas.len();
@@ -160,7 +170,7 @@ impl RouterSession {
             self.backends[first] = None;
             let part = &self.shared.partitions[first];
             part.not_leader(part.leader_hint());
-            answer = self.send(first, text, Kind::Plain).await;
+            answer = self.send(first, Request::Query(text), Kind::Plain).await;
             asked += 1;
         }
         if !matches!(answer, Answer::Reply(Reply::Ok(_))) {
@@ -168,7 +178,7 @@ impl RouterSession {
         }
         for p in 0..self.backends.len() {
             if p != first && self.backends[p].is_some() {
-                let other = self.send(p, text, Kind::Plain).await;
+                let other = self.send(p, Request::Query(text), Kind::Plain).await;
                 if !matches!(other, Answer::Reply(Reply::Ok(_))) {
                     self.backends[p] = None;
                 }
@@ -185,13 +195,13 @@ impl RouterSession {
 
     async fn set(&mut self, text: &str) -> Answer {
         let first = self.pinned.unwrap_or(0);
-        let answer = self.send(first, text, Kind::Plain).await;
+        let answer = self.send(first, Request::Query(text), Kind::Plain).await;
         if !matches!(answer, Answer::Reply(Reply::Ok(_))) {
             return answer;
         }
         for p in 0..self.backends.len() {
             if p != first && self.backends[p].is_some() {
-                let other = self.send(p, text, Kind::Plain).await;
+                let other = self.send(p, Request::Query(text), Kind::Plain).await;
                 if !matches!(other, Answer::Reply(Reply::Ok(_))) {
                     self.backends[p] = None;
                 }
@@ -211,7 +221,7 @@ impl RouterSession {
         let n = self.backends.len();
         let mut last = Answer::Ok;
         for p in 0..n {
-            let answer = self.send(p, text, Kind::Final).await;
+            let answer = self.send(p, Request::Query(text), Kind::Final).await;
             match answer {
                 Answer::Reply(Reply::Ok(_)) => last = answer,
                 Answer::Reply(Reply::Err(e, _)) if p > 0 => {
@@ -245,7 +255,7 @@ impl RouterSession {
         }
         let sql = format!("SHOW CREATE TABLE {}.{}", quote(db), quote(table));
         let from = self.pinned.unwrap_or(0);
-        let rows = match self.send(from, &sql, Kind::Plain).await {
+        let rows = match self.send(from, Request::Query(&sql), Kind::Plain).await {
             Answer::Reply(Reply::Rows(rs)) => rs,
             Answer::Reply(Reply::Ok(_)) => {
                 return Err(Answer::Error(
@@ -273,7 +283,12 @@ impl RouterSession {
         Ok(key)
     }
 
-    async fn table_statement(&mut self, text: &str, stmt: &Statement, name: &sqlparser::ast::ObjectName) -> Answer {
+    async fn table_statement(
+        &mut self,
+        req: Request<'_>,
+        stmt: &Statement,
+        name: &sqlparser::ast::ObjectName,
+    ) -> Answer {
         let parts: Vec<String> = name
             .0
             .iter()
@@ -307,7 +322,7 @@ impl RouterSession {
         };
         if targets.len() == 1 {
             let p = *targets.first().expect("one target");
-            return self.send(p, text, if write { Kind::Write } else { Kind::Read }).await;
+            return self.send(p, req, if write { Kind::Write } else { Kind::Read }).await;
         }
         if write {
             return refuse(
@@ -323,6 +338,11 @@ impl RouterSession {
             return refuse("this statement across partitions");
         };
         let merge = merge_of(q);
+        if merge == Merge::Sum && matches!(req, Request::Execute { .. }) {
+            return refuse(
+                "COUNT or SUM over several partitions in a prepared statement (the router adds text rows only)",
+            );
+        }
         if let Merge::Unsupported(what) = &merge {
             return refuse(format!(
                 "{what} over several partitions (the router does not combine it yet)"
@@ -330,7 +350,7 @@ impl RouterSession {
         }
         let mut replies = Vec::with_capacity(targets.len());
         for p in targets {
-            match self.send(p, text, Kind::Read).await {
+            match self.send(p, req, Kind::Read).await {
                 Answer::Reply(Reply::Rows(rs)) => replies.push(rs),
                 other => return other,
             }
@@ -379,7 +399,7 @@ impl RouterSession {
 
     /// Sends `text` to partition `p` (after a held BEGIN), finding its leader: see the
     /// module's invariants for when it is sent again.
-    async fn send(&mut self, p: usize, text: &str, kind: Kind) -> Answer {
+    async fn send(&mut self, p: usize, req: Request<'_>, kind: Kind) -> Answer {
         let write = matches!(kind, Kind::Write | Kind::Final);
         if self.pinned.is_some_and(|q| q != p) {
             return refuse("a statement on another partition than the open transaction's (cross-partition transactions do not exist yet)");
@@ -389,7 +409,7 @@ impl RouterSession {
         loop {
             attempt += 1;
             let in_txn = self.pinned == Some(p);
-            let outcome = self.send_once(p, text, matches!(kind, Kind::Read | Kind::Write)).await;
+            let outcome = self.send_once(p, req, matches!(kind, Kind::Read | Kind::Write)).await;
             let retry = match &outcome {
                 Ok(Reply::Err(e, _)) if e.code == READ_ONLY && !in_txn => true,
                 Err(SendError::NotSent(_)) => true,
@@ -451,17 +471,39 @@ impl RouterSession {
         }
     }
 
-    /// One try: a held BEGIN, then the statement.
-    async fn send_once(&mut self, p: usize, text: &str, opens: bool) -> Result<Reply, SendError> {
+    /// One try: a held BEGIN, then the statement (prepared on this replica first, for an
+    /// execute).
+    async fn send_once(&mut self, p: usize, req: Request<'_>, opens: bool) -> Result<Reply, SendError> {
         let begin = if opens && self.pinned.is_none() {
             self.pending_begin.clone()
         } else {
             None
         };
+        let sql = match req {
+            Request::Execute { id, .. } => Some(
+                self.statements
+                    .get(&id)
+                    .ok_or_else(|| SendError::NotSent("no such statement".into()))?
+                    .sql
+                    .clone(),
+            ),
+            Request::Query(_) => None,
+        };
         let backend = self.backend(p).await.map_err(|e| match e {
             BackendError::Login { code: 1045, .. } => SendError::Refused(e.to_string()),
             e => SendError::NotSent(e.to_string()),
         })?;
+        if let (Request::Execute { id, .. }, Some(sql)) = (req, sql) {
+            if !backend.statements.contains_key(&id) {
+                match backend.prepare(&sql).await {
+                    Ok(Ok(prepared)) => {
+                        backend.statements.insert(id, prepared.id);
+                    }
+                    Ok(Err(reply)) => return Ok(reply),
+                    Err(e) => return Err(SendError::NotSent(e.to_string())),
+                }
+            }
+        }
         if let Some(begin) = begin {
             match backend.query(&begin).await {
                 Ok(Reply::Ok(_)) => {
@@ -473,9 +515,160 @@ impl RouterSession {
             }
         }
         let backend = self.backends[p].as_mut().expect("opened above");
-        backend.query(text).await.map_err(|e| SendError::Lost(e.to_string()))
+        match req {
+            Request::Query(text) => backend.query(text).await.map_err(|e| SendError::Lost(e.to_string())),
+            Request::Execute { id, payload } => {
+                let on_replica = backend.statements[&id];
+                let stmt = self
+                    .statements
+                    .get(&id)
+                    .ok_or_else(|| SendError::NotSent("no such statement".into()))?;
+                let rewritten = stmt.rewrite(payload, on_replica).map_err(SendError::NotSent)?;
+                backend
+                    .execute(&rewritten)
+                    .await
+                    .map_err(|e| SendError::Lost(e.to_string()))
+            }
+        }
+    }
+
+    /// COM_STMT_PREPARE: checked and described by one replica (the transaction's partition,
+    /// or the first), its reply relayed under the router's statement id.
+    pub(super) async fn prepare(&mut self, sql: &str) -> Answer {
+        if self.statements.len() >= MAX_STATEMENTS {
+            return Answer::Error(1461, "42000", format!("more than {MAX_STATEMENTS} prepared statements"));
+        }
+        let p = self.pinned.unwrap_or(0);
+        let deadline = Instant::now() + self.shared.config.leader_wait;
+        let prepared = loop {
+            let outcome = match self.backend(p).await {
+                Ok(b) => b.prepare(sql).await,
+                Err(e) => Err(e),
+            };
+            match outcome {
+                Ok(Ok(prepared)) => break prepared,
+                Ok(Err(reply)) => return Answer::Reply(reply),
+                Err(e) if Instant::now() < deadline && !matches!(e, BackendError::Login { code: 1045, .. }) => {
+                    self.backends[p] = None;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(e) => {
+                    self.backends[p] = None;
+                    return Answer::Error(ROUTER_ERROR, "HY000", format!("partition {p}: {e}"));
+                }
+            }
+        };
+        self.next_statement = self.next_statement.wrapping_add(1).max(1);
+        let id = self.next_statement;
+        if let Some(b) = self.backends[p].as_mut() {
+            b.statements.insert(id, prepared.id);
+        }
+        self.statements.insert(
+            id,
+            RouterStatement {
+                sql: sql.to_string(),
+                params: usize::from(prepared.params),
+                types: Vec::new(),
+                long_data: Default::default(),
+            },
+        );
+        let mut payloads = prepared.payloads;
+        payloads[0][1..5].copy_from_slice(&id.to_le_bytes());
+        Answer::Payloads(payloads)
+    }
+
+    /// COM_STMT_EXECUTE: the parameters bound into the text to place it, then executed as a
+    /// prepared statement where it belongs.
+    pub(super) async fn execute(&mut self, payload: &[u8]) -> Answer {
+        let Ok(id) = crate::protocol::execute_stmt_id(payload) else {
+            return Answer::Error(1210, "HY000", "Incorrect arguments to mysqld_stmt_execute".into());
+        };
+        let Some(stmt) = self.statements.get_mut(&id) else {
+            return Answer::Error(
+                1243,
+                "HY000",
+                format!("Unknown prepared statement handler ({id}) given to mysqld_stmt_execute"),
+            );
+        };
+        if !stmt.long_data.is_empty() {
+            return refuse("COM_STMT_SEND_LONG_DATA through the router");
+        }
+        let bound = stmt
+            .decode(payload)
+            .and_then(|params| super::prepared::bind_text(&stmt.sql, &params));
+        let text = match bound {
+            Ok(t) => t,
+            Err(e) => {
+                return Answer::Error(
+                    1210,
+                    "HY000",
+                    format!("Incorrect arguments to mysqld_stmt_execute: {e}"),
+                )
+            }
+        };
+        let parsed = match crate::sql::parse::parse(&text) {
+            Ok(mut s) if s.len() == 1 => s.remove(0),
+            Ok(_) => return Answer::Error(1064, "42000", "not one statement".into()),
+            Err(e) => return Answer::Error(e.code, e.state, e.message),
+        };
+        self.run(&text, Request::Execute { id, payload }, &parsed).await
+    }
+
+    /// COM_STMT_CLOSE: forgotten here and on every replica that prepared it.
+    pub(super) async fn close_statement(&mut self, id: u32) {
+        if self.statements.remove(&id).is_none() {
+            return;
+        }
+        for slot in self.backends.iter_mut() {
+            let close = match slot.as_mut() {
+                Some(b) => match b.statements.remove(&id) {
+                    Some(on_replica) => b.close_statement(on_replica).await.is_err(),
+                    None => false,
+                },
+                None => false,
+            };
+            if close {
+                *slot = None;
+            }
+        }
+    }
+
+    /// COM_STMT_SEND_LONG_DATA: kept (an execute that needs it is refused).
+    pub(super) fn long_data(&mut self, id: u32, param: u16, data: &[u8]) {
+        if let Some(s) = self.statements.get_mut(&id) {
+            if usize::from(param) < s.params {
+                s.long_data.entry(param).or_default().extend_from_slice(data);
+            }
+        }
+    }
+
+    /// COM_STMT_RESET: long data dropped.
+    pub(super) fn reset_statement(&mut self, id: u32) -> Answer {
+        match self.statements.get_mut(&id) {
+            Some(s) => {
+                s.long_data.clear();
+                Answer::Ok
+            }
+            None => Answer::Error(
+                1243,
+                "HY000",
+                format!("Unknown prepared statement handler ({id}) given to mysqld_stmt_reset"),
+            ),
+        }
     }
 }
+
+/// How a statement reaches a partition.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Request<'a> {
+    /// A text query (COM_QUERY).
+    Query(&'a str),
+    /// The router's prepared statement `id`, with the client's COM_STMT_EXECUTE payload.
+    Execute { id: u32, payload: &'a [u8] },
+}
+
+/// Prepared statements one client may hold (MySQL's max_prepared_stmt_count is per server).
+const MAX_STATEMENTS: usize = 16_382;
 
 /// What a statement sent to a partition is, for when it may be sent again and whether it
 /// opens a held transaction.
@@ -511,127 +704,6 @@ fn quote(ident: &str) -> String {
     format!("`{}`", ident.replace('`', "``"))
 }
 
-/// A text row's values (`None` for NULL).
-pub(super) fn text_values(row: &[u8]) -> Result<Vec<Option<String>>, String> {
-    let mut r = PayloadReader::new(row);
-    let mut out = Vec::new();
-    while !r.is_empty() {
-        if r.peek() == Some(0xFB) {
-            let _ = r.u8();
-            out.push(None);
-        } else {
-            let b = r.lenenc_bytes().map_err(|e| e.to_string())?;
-            out.push(Some(String::from_utf8_lossy(b).into_owned()));
-        }
-    }
-    Ok(out)
-}
-
-fn concat(replies: Vec<ResultSet>) -> ResultSet {
-    let mut it = replies.into_iter();
-    let mut out = it.next().unwrap_or_default();
-    for rs in it {
-        out.rows.extend(rs.rows);
-        out.eof = rs.eof;
-    }
-    out
-}
-
-/// One row of COUNT/SUM aggregates per partition, summed column by column.
-fn sum(replies: Vec<ResultSet>) -> Result<ResultSet, String> {
-    let mut totals: Option<Vec<Option<Decimal>>> = None;
-    let mut last = ResultSet::default();
-    for rs in replies {
-        let [row] = rs.rows.as_slice() else {
-            return Err(format!(
-                "an aggregate that returned {} rows on a partition",
-                rs.rows.len()
-            ));
-        };
-        let values = text_values(row)?;
-        let parsed: Vec<Option<Decimal>> = values
-            .iter()
-            .map(|v| v.as_deref().map(Decimal::parse).transpose())
-            .collect::<Result<_, _>>()?;
-        totals = Some(match totals {
-            None => parsed,
-            Some(t) => t
-                .into_iter()
-                .zip(parsed)
-                .map(|(a, b)| match (a, b) {
-                    (Some(a), Some(b)) => a.add(&b).map(Some),
-                    (a, b) => Ok(a.or(b)),
-                })
-                .collect::<Result<_, _>>()?,
-        });
-        last = rs;
-    }
-    let mut row = Vec::new();
-    for v in totals.unwrap_or_default() {
-        match v {
-            Some(d) => write_lenenc_bytes(&mut row, d.to_string().as_bytes()),
-            None => row.push(0xFB),
-        }
-    }
-    last.rows = vec![row];
-    Ok(last)
-}
-
-/// An exact decimal (integers and fixed-point text as MySQL prints SUM and COUNT).
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Decimal {
-    units: i128,
-    scale: u32,
-}
-
-impl Decimal {
-    fn parse(s: &str) -> Result<Decimal, String> {
-        let bad = || format!("a partial aggregate {s:?} the router cannot add exactly");
-        let (neg, digits) = match s.strip_prefix('-') {
-            Some(d) => (true, d),
-            None => (false, s),
-        };
-        let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
-        if int.is_empty()
-            || !int.bytes().all(|b| b.is_ascii_digit())
-            || !frac.bytes().all(|b| b.is_ascii_digit())
-            || frac.len() > 30
-        {
-            return Err(bad());
-        }
-        let units: i128 = format!("{int}{frac}").parse().map_err(|_| bad())?;
-        Ok(Decimal {
-            units: if neg { -units } else { units },
-            scale: frac.len() as u32,
-        })
-    }
-
-    fn add(&self, other: &Decimal) -> Result<Decimal, String> {
-        let scale = self.scale.max(other.scale);
-        let up = |d: &Decimal| d.units.checked_mul(10i128.checked_pow(scale - d.scale)?);
-        let overflow = || "a sum too large for the router".to_string();
-        let units = up(self)
-            .ok_or_else(overflow)?
-            .checked_add(up(other).ok_or_else(overflow)?)
-            .ok_or_else(overflow)?;
-        Ok(Decimal { units, scale })
-    }
-}
-
-impl std::fmt::Display for Decimal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.scale == 0 {
-            return write!(f, "{}", self.units);
-        }
-        let sign = if self.units < 0 { "-" } else { "" };
-        let abs = self.units.unsigned_abs().to_string();
-        let scale = self.scale as usize;
-        let padded = format!("{abs:0>width$}", width = scale + 1);
-        let (int, frac) = padded.split_at(padded.len() - scale);
-        write!(f, "{sign}{int}.{frac}")
-    }
-}
-
 /// Writes an answer to the client.
 pub(super) fn write_answer<S: AsyncRead + AsyncWrite + Unpin + Send>(
     conn: &mut Connection<S>,
@@ -644,6 +716,7 @@ pub(super) fn write_answer<S: AsyncRead + AsyncWrite + Unpin + Send>(
             ..OkInfo::default()
         }),
         Answer::Error(code, state, message) => conn.write_err(code, state, &message),
+        Answer::Payloads(payloads) => payloads.iter().for_each(|p| conn.write_payload(p)),
         Answer::Reply(Reply::Ok(p)) | Answer::Reply(Reply::Err(_, p)) => conn.write_payload(&p),
         Answer::Reply(Reply::Rows(rs)) => {
             conn.write_payload(&rs.header);
@@ -655,23 +728,6 @@ pub(super) fn write_answer<S: AsyncRead + AsyncWrite + Unpin + Send>(
                 conn.write_payload(r);
             }
             conn.write_payload(&rs.eof);
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn decimals_add_exactly() {
-        let d = |s: &str| Decimal::parse(s).unwrap();
-        assert_eq!(d("12").add(&d("30")).unwrap().to_string(), "42");
-        assert_eq!(d("1.50").add(&d("-0.025")).unwrap().to_string(), "1.475");
-        assert_eq!(d("-3.5").add(&d("1")).unwrap().to_string(), "-2.5");
-        assert_eq!(d("0.001").add(&d("0")).unwrap().to_string(), "0.001");
-        for bad in ["1e5", "", "abc", "1.2.3", "--1"] {
-            assert!(Decimal::parse(bad).is_err(), "{bad}");
         }
     }
 }
