@@ -5,13 +5,16 @@
 //!   reads (rows, COUNT and SUM) and single-partition transactions give what one server would;
 //!   a write that would span partitions is refused and changes nothing, inside a transaction
 //!   too, where the transaction goes on;
-//! - over two partitions that are each a replicated group of three: inserts through the router
-//!   go on while a partition's leader is killed; every acknowledged insert is there at the end.
+//! - session state (autocommit off, SETs replayed on connections opened later) keeps a
+//!   transaction on one partition and commits what the client committed;
+//! - over two partitions that are each a replicated group of three: inserts and transfers
+//!   through the router go on while a partition's leader is killed; every acknowledged insert
+//!   is there at the end, and no transfer is half applied.
 
 mod cluster_common;
 mod serve_common;
 
-use cluster_common::Cluster;
+use cluster_common::{on_leader, Cluster};
 use riptide_server::client::{Client, ClientError, Param, QueryResult};
 use riptide_server::router::placement::{partition_of, KeyValue};
 use serve_common::Server;
@@ -217,8 +220,9 @@ fn the_router_places_rows_by_key_and_keeps_writes_on_one_partition() {
 #[test]
 fn the_router_follows_a_partition_through_a_leader_kill() {
     let mut partitions = [Cluster::start(3, 300), Cluster::start(3, 300)];
+    // Each partition creates `sbtest` once its first leader is elected; wait for that.
     for p in &partitions {
-        p.wait_for_leader();
+        on_leader(&p.ports, "CREATE DATABASE IF NOT EXISTS sbtest");
     }
     let ports: Vec<Vec<u16>> = partitions
         .iter()
@@ -252,6 +256,40 @@ fn the_router_follows_a_partition_through_a_leader_kill() {
             (id, failures)
         })
     };
+    // Transfers between two accounts of partition 0: each moves 1 in one transaction.
+    let accounts: Vec<i64> = (1_000_000..)
+        .filter(|&id| partition_of(&[KeyValue::Int(i128::from(id))], 2) == 0)
+        .take(2)
+        .collect();
+    for a in &accounts {
+        c.query(&format!("INSERT INTO kv VALUES ({a}, 100)")).unwrap();
+    }
+    let transfers = {
+        let (stop, port, accounts) = (stop.clone(), router.port, accounts.clone());
+        std::thread::spawn(move || {
+            let mut c =
+                Client::connect_within(("127.0.0.1", port), "root", "", Some("sbtest"), Duration::from_secs(30))
+                    .unwrap();
+            let mut done = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let (from, to) = if done % 2 == 0 {
+                    (accounts[0], accounts[1])
+                } else {
+                    (accounts[1], accounts[0])
+                };
+                let ok = c.query("BEGIN").is_ok()
+                    && c.query(&format!("UPDATE kv SET v = v - 1 WHERE id = {from}")).is_ok()
+                    && c.query(&format!("UPDATE kv SET v = v + 1 WHERE id = {to}")).is_ok()
+                    && c.query("COMMIT").is_ok();
+                if ok {
+                    done += 1;
+                } else {
+                    let _ = c.query("ROLLBACK");
+                }
+            }
+            done
+        })
+    };
     let started = Instant::now();
     while acked.lock().unwrap().len() < 50 {
         assert!(
@@ -270,9 +308,19 @@ fn the_router_follows_a_partition_through_a_leader_kill() {
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let (sent, failures) = writer.join().unwrap();
+    let transferred = transfers.join().unwrap();
+    assert!(transferred > 0);
+    let total = one_value(
+        &mut c,
+        &format!("SELECT SUM(v) FROM kv WHERE id IN ({}, {})", accounts[0], accounts[1]),
+    );
+    assert_eq!(total, "200", "a transfer was half applied ({transferred} transfers)");
     assert!(failures <= 3, "{failures} inserts failed around one leader kill");
     let acked = acked.lock().unwrap().clone();
-    let stored = ids(&mut c, "SELECT id FROM kv");
+    let stored: BTreeSet<i64> = ids(&mut c, "SELECT id FROM kv")
+        .into_iter()
+        .filter(|id| *id < 1_000_000)
+        .collect();
     assert!(
         acked.is_subset(&stored),
         "acknowledged inserts lost: {:?}",
@@ -356,6 +404,84 @@ fn prepared_statements_are_placed_by_their_parameters() {
     let (odd, _) = c.prepare("INSERT INTO p (id, k) VALUES (? + 1, 0)").unwrap();
     assert_eq!(code(c.execute(odd, &[Param::Int(1)])), Some(1235));
     assert_eq!(code(c.execute(9999, &[])), Some(1243));
+    drop(router);
+    for s in servers {
+        s.stop();
+    }
+}
+
+#[test]
+fn session_state_follows_the_client_across_partitions() {
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let servers: Vec<Server> = dirs.iter().map(|d| Server::start(d.path(), false)).collect();
+    let router = Router::start(&servers.iter().map(|s| vec![s.port]).collect::<Vec<_>>());
+    let mut c = router.client();
+    let mut other = router.client();
+    c.query("CREATE TABLE s (id INT PRIMARY KEY, v INT)").unwrap();
+    let on = |p: usize, nth: usize| (0..1000).filter(|&id| part(id) == p).nth(nth).unwrap();
+    for p in 0..3 {
+        for n in 0..4 {
+            c.query(&format!("INSERT INTO s VALUES ({}, 0)", on(p, n))).unwrap();
+        }
+    }
+    let v = |c: &mut Client, id: i64| one_value(c, &format!("SELECT v FROM s WHERE id = {id}"));
+
+    // Autocommit off: the first statement opens the transaction on its partition.
+    c.query("SET autocommit = 0").unwrap();
+    c.query(&format!("UPDATE s SET v = 1 WHERE id = {}", on(0, 0))).unwrap();
+    assert_eq!(
+        code(c.query(&format!("UPDATE s SET v = 1 WHERE id = {}", on(1, 0)))),
+        Some(1235)
+    );
+    assert_eq!(v(&mut other, on(0, 0)), "0");
+    c.query("COMMIT").unwrap();
+    assert_eq!(v(&mut other, on(0, 0)), "1");
+    // A failed statement opens the transaction too (and holds its locks): other partitions
+    // wait for its end.
+    assert_eq!(
+        code(c.query(&format!("INSERT INTO s VALUES ({}, 0)", on(0, 1)))),
+        Some(1062)
+    );
+    assert_eq!(
+        code(c.query(&format!("UPDATE s SET v = 2 WHERE id = {}", on(1, 0)))),
+        Some(1235)
+    );
+    c.query("ROLLBACK").unwrap();
+    c.query(&format!("UPDATE s SET v = 2 WHERE id = {}", on(1, 0))).unwrap();
+    c.query("COMMIT").unwrap();
+    assert_eq!(v(&mut other, on(1, 0)), "2");
+    // autocommit 0 -> 1 ends a held BEGIN: the next write commits by itself.
+    c.query("BEGIN").unwrap();
+    c.query("SET autocommit = 1").unwrap();
+    c.query(&format!("UPDATE s SET v = 3 WHERE id = {}", on(2, 0))).unwrap();
+    assert_eq!(v(&mut other, on(2, 0)), "3");
+    c.query(&format!("UPDATE s SET v = 3 WHERE id = {}", on(1, 1))).unwrap();
+    assert_eq!(v(&mut other, on(1, 1)), "3");
+
+    // Hundreds of SETs: a partition connection opened afterwards gets the last of them.
+    let mut fresh = router.client();
+    // (Of the first 256, the last SET autocommit turns it off; the last of all turns it on.)
+    for i in 0..=300 {
+        fresh
+            .query(if i % 2 == 1 {
+                "SET autocommit = 0"
+            } else {
+                "SET autocommit = 1"
+            })
+            .unwrap();
+        fresh
+            .query(&format!("SET SESSION innodb_lock_wait_timeout = {}", 10 + i % 7))
+            .unwrap();
+    }
+    // Its first statement on partitions 1 and 2: new connections, autocommit on.
+    fresh
+        .query(&format!("UPDATE s SET v = 4 WHERE id = {}", on(1, 2)))
+        .unwrap();
+    fresh
+        .query(&format!("UPDATE s SET v = 4 WHERE id = {}", on(2, 2)))
+        .unwrap();
+    assert_eq!(v(&mut other, on(1, 2)), "4");
+    assert_eq!(v(&mut other, on(2, 2)), "4");
     drop(router);
     for s in servers {
         s.stop();

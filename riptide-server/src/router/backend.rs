@@ -133,6 +133,15 @@ pub fn ok_status(payload: &[u8]) -> Option<u16> {
     r.u16().ok()
 }
 
+/// Where an OK payload's status flags start.
+pub fn ok_status_at(payload: &[u8]) -> Option<usize> {
+    let mut r = PayloadReader::new(payload);
+    r.u8().ok()?;
+    r.lenenc_int().ok()?;
+    r.lenenc_int().ok()?;
+    Some(r.position())
+}
+
 /// An OK payload's affected rows and last insert id.
 pub fn ok_counts(payload: &[u8]) -> Option<(u64, u64)> {
     let mut r = PayloadReader::new(payload);
@@ -173,6 +182,8 @@ pub struct Backend {
     timeout: Duration,
     /// The router's statement ids prepared on this connection, with the replica's id.
     pub statements: std::collections::HashMap<u32, u32>,
+    /// Which of its partition's replicas this connection reaches (set by the router).
+    pub replica: usize,
 }
 
 impl Backend {
@@ -202,12 +213,15 @@ impl Backend {
         }
     }
 
-    /// Connects to `addr` and logs in as `user`, in database `db` when given.
+    /// Connects to `addr` and logs in as `user`, in database `db` when given; `found_rows`
+    /// asks for CLIENT_FOUND_ROWS (UPDATE counts matched rows, not changed ones), as the
+    /// router's client did.
     pub async fn connect(
         addr: SocketAddr,
         user: &str,
         password: &str,
         db: Option<&str>,
+        found_rows: bool,
         timeout: Duration,
     ) -> Result<Backend, BackendError> {
         let io = |source| BackendError::Io { addr, source };
@@ -223,6 +237,7 @@ impl Backend {
             out: Vec::with_capacity(1024),
             timeout,
             statements: std::collections::HashMap::new(),
+            replica: 0,
         };
         let greeting = b.read_payload().await?;
         if greeting.first() == Some(&0xFF) {
@@ -247,6 +262,9 @@ impl Backend {
             | cap::CLIENT_MULTI_RESULTS;
         if db.is_some() {
             caps |= cap::CLIENT_CONNECT_WITH_DB;
+        }
+        if found_rows {
+            caps |= cap::CLIENT_FOUND_ROWS;
         }
         let mut p = Vec::with_capacity(128);
         p.extend_from_slice(&caps.to_le_bytes());
@@ -275,6 +293,19 @@ impl Backend {
                 })
             }
             _ => Err(b.protocol("unexpected reply to the login")),
+        }
+    }
+
+    /// True when the replica closed this idle connection (or sent something unasked): it must
+    /// not carry a statement, which would then look lost after it was sent.
+    pub fn is_closed(&mut self) -> bool {
+        if !self.stream.buffer().is_empty() {
+            return true;
+        }
+        let mut probe = [0u8; 1];
+        match self.stream.get_ref().try_read(&mut probe) {
+            Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+            Ok(_) => true,
         }
     }
 

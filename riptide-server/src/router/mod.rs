@@ -31,6 +31,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 
+/// How long a table's key is trusted before it is read again.
+const SCHEMA_TTL: Duration = Duration::from_secs(10);
+
 /// The version the router announces to clients.
 const ROUTER_VERSION: &str = "8.0.36-riptide-router";
 
@@ -97,12 +100,18 @@ impl Partition {
     }
 }
 
+/// A table's database and name.
+type TableName = (String, String);
+
 /// What every router connection shares.
 pub(crate) struct RouterShared {
     config: RouterConfig,
     users: Users,
     partitions: Vec<Partition>,
-    schemas: parking_lot::Mutex<HashMap<(String, String), Arc<TableKey>>>,
+    /// Tables' keys, with when they were read.
+    schemas: parking_lot::Mutex<HashMap<TableName, (Arc<TableKey>, std::time::Instant)>>,
+    /// Bumped by every DDL through this router: a key read before it is not cached after it.
+    schema_generation: AtomicU64,
     connections: AtomicU64,
     stop: tokio::sync::watch::Sender<bool>,
 }
@@ -117,20 +126,34 @@ impl RouterShared {
             .unwrap_or_default()
     }
 
+    /// A table's key read less than [`SCHEMA_TTL`] ago (DDL through another router is seen
+    /// within that time).
     fn schema(&self, db: &str, table: &str) -> Option<Arc<TableKey>> {
-        self.schemas.lock().get(&(db.to_string(), table.to_string())).cloned()
+        let s = self.schemas.lock();
+        let (key, read) = s.get(&(db.to_string(), table.to_string()))?;
+        (read.elapsed() < SCHEMA_TTL).then(|| key.clone())
     }
 
-    fn remember_schema(&self, db: &str, table: &str, key: Arc<TableKey>) {
+    fn schema_generation(&self) -> u64 {
+        self.schema_generation.load(Ordering::Acquire)
+    }
+
+    /// Caches a key read when the generation was `generation`, unless DDL passed since.
+    fn remember_schema(&self, db: &str, table: &str, key: Arc<TableKey>, generation: u64) {
         let mut s = self.schemas.lock();
+        if self.schema_generation() != generation {
+            return;
+        }
         if s.len() > 100_000 {
             s.clear();
         }
-        s.insert((db.to_string(), table.to_string()), key);
+        s.insert((db.to_string(), table.to_string()), (key, std::time::Instant::now()));
     }
 
     fn forget_schemas(&self) {
-        self.schemas.lock().clear();
+        let mut s = self.schemas.lock();
+        self.schema_generation.fetch_add(1, Ordering::AcqRel);
+        s.clear();
     }
 }
 
@@ -168,6 +191,7 @@ pub async fn start(config: RouterConfig) -> Result<RunningRouter, RouterError> {
             .collect(),
         config,
         schemas: parking_lot::Mutex::new(HashMap::new()),
+        schema_generation: AtomicU64::new(0),
         connections: AtomicU64::new(0),
         stop,
     });
@@ -241,7 +265,8 @@ async fn serve_client(stream: TcpStream, shared: Arc<RouterShared>, id: u32) {
             return;
         }
     };
-    let mut session = RouterSession::new(shared.clone(), info.user.clone(), None);
+    let found_rows = info.capabilities & crate::protocol::capability::CLIENT_FOUND_ROWS != 0;
+    let mut session = RouterSession::new(shared.clone(), info.user.clone(), None, found_rows);
     if let Some(db) = info.database.filter(|d| !d.is_empty()) {
         let answer = session
             .use_db(&format!("USE `{}`", db.replace('`', "``")), Some(db))

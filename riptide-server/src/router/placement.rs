@@ -12,16 +12,23 @@
 //!   anything the router cannot prove is [`Placement::All`] (a read fans out) or refused (a
 //!   write), never guessed.
 
+use crate::sql::types::TypeKind;
 use sqlparser::ast::{self, BinaryOperator, Expr, SetExpr, Statement, TableFactor, UnaryOperator};
 use std::collections::BTreeSet;
 
-/// How the router compares a key column's values.
+/// How the router compares a key column's values: as the server stores them
+/// (`ColumnType::coerce`), or not at all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KeyKind {
     /// An integer column (TINYINT ... BIGINT, signed or not).
     Int,
-    /// Any other column, compared by its exact bytes.
+    /// VARCHAR, TEXT, BLOB: the string literal's exact bytes.
     Bytes,
+    /// CHAR: the bytes without trailing spaces (the server strips them).
+    Char,
+    /// DOUBLE, DECIMAL, DATETIME ...: the server normalises these (`1.5` = `1.50`), so the
+    /// router places no row by them (reads fan out, writes are refused).
+    Unplaceable,
 }
 
 /// What the router knows of a table: its columns in order and its primary key.
@@ -34,6 +41,9 @@ pub struct TableKey {
     /// The AUTO_INCREMENT column, if any (an INSERT of 0 or NULL there has its value made by
     /// the partition, so the router cannot place it).
     pub auto_increment: Option<usize>,
+    /// A UNIQUE key besides the primary key: each partition could enforce it only over its own
+    /// rows, so the router refuses writes to the table.
+    pub other_unique: bool,
 }
 
 impl TableKey {
@@ -43,20 +53,13 @@ impl TableKey {
             return Err("not a CREATE TABLE statement".into());
         };
         let columns: Vec<String> = ct.columns.iter().map(|c| c.name.value.to_ascii_lowercase()).collect();
-        let kind = |i: usize| match ct.columns[i].data_type {
-            ast::DataType::TinyInt(_)
-            | ast::DataType::SmallInt(_)
-            | ast::DataType::MediumInt(_)
-            | ast::DataType::Int(_)
-            | ast::DataType::Integer(_)
-            | ast::DataType::BigInt(_)
-            | ast::DataType::TinyIntUnsigned(_)
-            | ast::DataType::SmallIntUnsigned(_)
-            | ast::DataType::MediumIntUnsigned(_)
-            | ast::DataType::IntUnsigned(_)
-            | ast::DataType::IntegerUnsigned(_)
-            | ast::DataType::BigIntUnsigned(_) => KeyKind::Int,
-            _ => KeyKind::Bytes,
+        let kind = |i: usize| match crate::sql::bind::ddl::column_type(&ct.columns[i].data_type).map(|t| t.kind) {
+            Ok(TypeKind::TinyInt | TypeKind::SmallInt | TypeKind::MediumInt | TypeKind::Int | TypeKind::BigInt) => {
+                KeyKind::Int
+            }
+            Ok(TypeKind::VarChar | TypeKind::Text | TypeKind::Blob) => KeyKind::Bytes,
+            Ok(TypeKind::Char) => KeyKind::Char,
+            _ => KeyKind::Unplaceable,
         };
         let position = |name: &str| {
             columns
@@ -95,10 +98,19 @@ impl TableKey {
                 _ => false,
             })
         });
+        let other_unique = ct.columns.iter().any(|c| {
+            c.options
+                .iter()
+                .any(|o| matches!(o.option, ast::ColumnOption::Unique(_)))
+        }) || ct
+            .constraints
+            .iter()
+            .any(|c| matches!(c, ast::TableConstraint::Unique(_)));
         Ok(TableKey {
             columns,
             primary,
             auto_increment,
+            other_unique,
         })
     }
 
@@ -159,7 +171,7 @@ fn literal(e: &Expr, kind: KeyKind) -> Option<KeyValue> {
             op: UnaryOperator::Minus,
             expr,
         } => match literal(expr, kind)? {
-            KeyValue::Int(i) if kind == KeyKind::Int => Some(KeyValue::Int(-i)),
+            KeyValue::Int(i) if kind == KeyKind::Int => i.checked_neg().map(KeyValue::Int),
             _ => None,
         },
         Expr::Value(v) => {
@@ -168,10 +180,12 @@ fn literal(e: &Expr, kind: KeyKind) -> Option<KeyValue> {
                 ast::Value::SingleQuotedString(s) | ast::Value::DoubleQuotedString(s) => s.as_str(),
                 _ => return None,
             };
+            let string = !matches!(v.value, ast::Value::Number(..));
             match kind {
                 KeyKind::Int => text.trim().parse::<i128>().ok().map(KeyValue::Int),
-                KeyKind::Bytes if matches!(v.value, ast::Value::Number(..)) => None,
-                KeyKind::Bytes => Some(KeyValue::Bytes(text.as_bytes().to_vec())),
+                KeyKind::Bytes if string => Some(KeyValue::Bytes(text.as_bytes().to_vec())),
+                KeyKind::Char if string => Some(KeyValue::Bytes(text.trim_end_matches(' ').as_bytes().to_vec())),
+                KeyKind::Bytes | KeyKind::Char | KeyKind::Unplaceable => None,
             }
         }
         _ => None,
@@ -310,6 +324,9 @@ pub type Refusal = String;
 
 /// The partitions an INSERT's rows go to; refused when a row's key is not given by literals.
 fn insert_placement(ins: &ast::Insert, key: &TableKey, partitions: usize) -> Result<Placement, Refusal> {
+    if key.other_unique {
+        return Err("a write to a table with a UNIQUE key besides its primary key (no partition can enforce it over the others' rows)".into());
+    }
     let positions: Vec<usize> = if ins.columns.is_empty() {
         (0..key.columns.len()).collect()
     } else {
@@ -325,6 +342,9 @@ fn insert_placement(ins: &ast::Insert, key: &TableKey, partitions: usize) -> Res
             })
             .collect::<Result<_, _>>()?
     };
+    if positions.iter().enumerate().any(|(i, p)| positions[..i].contains(p)) {
+        return Err("an INSERT that names a column twice".into());
+    }
     let source = ins.source.as_ref().ok_or("an INSERT without VALUES")?;
     let SetExpr::Values(values) = source.body.as_ref() else {
         return Err("INSERT ... SELECT through the router".into());
@@ -380,6 +400,9 @@ pub fn place(stmt: &Statement, key: &TableKey, partitions: usize) -> Result<Plac
         }),
         Statement::Insert(ins) => insert_placement(ins, key, partitions),
         Statement::Update(u) => {
+            if key.other_unique {
+                return Err("a write to a table with a UNIQUE key besides its primary key (no partition can enforce it over the others' rows)".into());
+            }
             refuse_key_assignments(&u.assignments, key)?;
             Ok(where_placement(u.selection.as_ref(), key, partitions))
         }
@@ -421,21 +444,53 @@ pub fn merge_of(q: &ast::Query) -> Merge {
     }
 }
 
-/// `Some(true)`: COUNT or SUM (without DISTINCT); `Some(false)`: another aggregate or one the
-/// router cannot combine; `None`: not an aggregate.
+/// Aggregate functions the server knows (any of them inside an expression makes a projection
+/// an aggregate).
+const AGGREGATES: [&str; 12] = [
+    "COUNT",
+    "SUM",
+    "MIN",
+    "MAX",
+    "AVG",
+    "GROUP_CONCAT",
+    "BIT_AND",
+    "BIT_OR",
+    "BIT_XOR",
+    "STD",
+    "STDDEV",
+    "VARIANCE",
+];
+
+/// `Some(true)`: exactly COUNT or SUM (without DISTINCT) of plain arguments; `Some(false)`: any
+/// other use of an aggregate, at any depth (`COUNT(*) + 0`, `IFNULL(SUM(k), 0)`, `MIN(k)`);
+/// `None`: no aggregate. Judged on the expression's text, which can only err towards refusing.
 fn summable(e: &Expr) -> Option<bool> {
-    let Expr::Function(f) = e else {
+    let text = e.to_string().to_ascii_uppercase();
+    let calls = |t: &str| {
+        AGGREGATES
+            .iter()
+            .filter(|a| {
+                t.match_indices(*a).any(|(i, _)| {
+                    let before = t[..i].chars().next_back();
+                    let after = t[i + a.len()..].trim_start();
+                    !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '`') && after.starts_with('(')
+                })
+            })
+            .count()
+    };
+    if calls(&text) == 0 {
         return None;
+    }
+    let Expr::Function(f) = e else {
+        return Some(false);
     };
     let name = f.name.to_string().to_ascii_uppercase();
-    let distinct = matches!(&f.args, ast::FunctionArguments::List(l) if l.duplicate_treatment == Some(ast::DuplicateTreatment::Distinct));
-    match name.as_str() {
-        "COUNT" | "SUM" => Some(!distinct),
-        "MIN" | "MAX" | "AVG" | "GROUP_CONCAT" | "BIT_AND" | "BIT_OR" | "BIT_XOR" | "STD" | "STDDEV" | "VARIANCE" => {
-            Some(false)
-        }
-        _ => None,
-    }
+    let ast::FunctionArguments::List(list) = &f.args else {
+        return Some(false);
+    };
+    let distinct = list.duplicate_treatment == Some(ast::DuplicateTreatment::Distinct);
+    let nested = list.args.iter().any(|a| calls(&a.to_string().to_ascii_uppercase()) > 0);
+    Some(matches!(name.as_str(), "COUNT" | "SUM") && !distinct && !nested && f.filter.is_none() && f.over.is_none())
 }
 
 #[cfg(test)]
@@ -561,6 +616,28 @@ mod tests {
             3
         )
         .is_ok());
+        // Keys placed as the server stores them, or not at all.
+        let ch = TableKey::from_create(&stmt("CREATE TABLE c (id CHAR(4) PRIMARY KEY, b INT)")).unwrap();
+        assert_eq!(
+            place(&stmt("INSERT INTO c VALUES ('ab  ', 1)"), &ch, 5),
+            place(&stmt("INSERT INTO c VALUES ('ab', 1)"), &ch, 5)
+        );
+        let dec = TableKey::from_create(&stmt("CREATE TABLE d (id DECIMAL(5,2) PRIMARY KEY, b INT)")).unwrap();
+        assert!(place(&stmt("INSERT INTO d VALUES ('1.5', 1)"), &dec, 3).is_err());
+        assert_eq!(
+            place(&stmt("SELECT b FROM d WHERE id = '1.50'"), &dec, 3),
+            Ok(Placement::All)
+        );
+        let uniq = TableKey::from_create(&stmt(
+            "CREATE TABLE u (id INT PRIMARY KEY, e VARCHAR(9), UNIQUE KEY (e))",
+        ))
+        .unwrap();
+        assert!(place(&stmt("INSERT INTO u VALUES (1, 'x')"), &uniq, 3).is_err());
+        assert!(place(&stmt("UPDATE u SET e = 'y' WHERE id = 1"), &uniq, 3).is_err());
+        assert!(place(&stmt("SELECT e FROM u WHERE id = 1"), &uniq, 3).is_ok());
+        assert!(place(&stmt("INSERT INTO i (a, b, a) VALUES (5, 0, 6)"), &inline, 3).is_err());
+        let huge = format!("SELECT b FROM i WHERE a = -'{}'", i128::MIN);
+        assert_eq!(place(&stmt(&huge), &inline, 3), Ok(Placement::All));
     }
 
     #[test]
@@ -579,6 +656,13 @@ mod tests {
             "SELECT MIN(k) FROM t",
             "SELECT COUNT(DISTINCT k) FROM t",
             "SELECT c, COUNT(*) FROM t",
+            "SELECT COUNT(*) + 0 FROM t",
+            "SELECT (COUNT(*)) FROM t",
+            "SELECT IFNULL(SUM(k), 0) FROM t",
+            "SELECT ROUND(AVG(k)) FROM t",
+            "SELECT MAX(k) + 0 FROM t",
+            "SELECT CAST(COUNT(*) AS CHAR) FROM t",
+            "SELECT SUM(k + COUNT(*)) FROM t",
         ] {
             assert!(matches!(merge_of(&q(sql)), Merge::Unsupported(_)), "{sql}");
         }

@@ -33,6 +33,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite};
 
+/// What the router counts for each buffered row beyond its bytes (its vector).
+const ROW_OVERHEAD_BYTES: usize = 32;
+
 /// MySQL's "not supported yet".
 const NOT_SUPPORTED: u16 = 1235;
 /// MySQL's read-only error: what a follower (or a leader without its majority) answers.
@@ -71,10 +74,12 @@ pub(super) struct RouterSession {
     autocommit: bool,
     statements: HashMap<u32, RouterStatement>,
     next_statement: u32,
+    /// The client asked for CLIENT_FOUND_ROWS; so does every partition connection.
+    found_rows: bool,
 }
 
 impl RouterSession {
-    pub(super) fn new(shared: Arc<RouterShared>, user: String, db: Option<String>) -> RouterSession {
+    pub(super) fn new(shared: Arc<RouterShared>, user: String, db: Option<String>, found_rows: bool) -> RouterSession {
         let password = shared.password_of(&user);
         let n = shared.partitions.len();
         RouterSession {
@@ -89,6 +94,7 @@ impl RouterSession {
             autocommit: true,
             statements: HashMap::new(),
             next_statement: 0,
+            found_rows,
         }
     }
 
@@ -102,6 +108,19 @@ impl RouterSession {
             s |= status::SERVER_STATUS_AUTOCOMMIT;
         }
         s
+    }
+
+    /// Sets the status flags (2 bytes at `at`) of a relayed OK or EOF to what the client's
+    /// session is: a replica knows nothing of a BEGIN the router holds.
+    fn fix_status(&self, payload: &mut [u8], at: Option<usize>) {
+        let Some(at) = at.filter(|&a| a + 2 <= payload.len()) else {
+            return;
+        };
+        if self.pending_begin.is_some() {
+            let mut s = u16::from_le_bytes([payload[at], payload[at + 1]]);
+            s |= status::SERVER_STATUS_IN_TRANS;
+            payload[at..at + 2].copy_from_slice(&s.to_le_bytes());
+        }
     }
 
     /// Closes every partition connection and forgets the session's state (the replicas roll
@@ -130,12 +149,17 @@ impl RouterSession {
                 self.pending_begin = Some(text.to_string());
                 Answer::Ok
             }
+            Statement::Commit { chain: false, .. }
+            | Statement::Rollback {
+                chain: false,
+                savepoint: None,
+            } => match self.pinned {
+                Some(p) => self.send(p, Request::Query(text), Kind::Final).await,
+                None => self.end_unpinned(text).await,
+            },
             Statement::Commit { .. } | Statement::Rollback { .. } => match self.pinned {
                 Some(p) => self.send(p, Request::Query(text), Kind::Final).await,
-                None => {
-                    self.pending_begin = None;
-                    Answer::Ok
-                }
+                None => refuse("AND CHAIN or a savepoint before the transaction reached a partition"),
             },
             Statement::Set(_) => self.set(text).await,
             Statement::Use(_) => self.use_db(text, None).await,
@@ -155,23 +179,47 @@ impl RouterSession {
         }
     }
 
+    /// COMMIT or ROLLBACK with no partition holding the transaction: a held BEGIN is dropped;
+    /// with autocommit off, every open partition connection may hold one (a failed statement
+    /// opens it too), so each is told.
+    async fn end_unpinned(&mut self, text: &str) -> Answer {
+        self.pending_begin = None;
+        if self.autocommit {
+            return Answer::Ok;
+        }
+        let mut answer = Answer::Ok;
+        for p in 0..self.backends.len() {
+            if self.backends[p].is_some() {
+                let reply = self.send(p, Request::Query(text), Kind::Final).await;
+                if matches!(answer, Answer::Ok) || !matches!(reply, Answer::Reply(Reply::Ok(_))) {
+                    answer = reply;
+                }
+            }
+        }
+        answer
+    }
+
     /// COM_INIT_DB / USE: checked by one partition, then sent to every open one.
     pub(super) async fn use_db(&mut self, text: &str, db: Option<String>) -> Answer {
         let first = self.pinned.unwrap_or(0);
         let mut answer = self.send(first, Request::Query(text), Kind::Plain).await;
-        // A follower that has not applied the database's creation yet does not know it: ask
-        // the other replicas before saying it does not exist.
-        let replicas = self.shared.partitions[first].replicas.len();
-        let mut asked = 1;
-        while self.pinned.is_none()
-            && asked < replicas
-            && matches!(&answer, Answer::Reply(Reply::Err(e, _)) if e.code == 1049)
-        {
-            self.backends[first] = None;
-            let part = &self.shared.partitions[first];
-            part.not_leader(part.leader_hint());
-            answer = self.send(first, Request::Query(text), Kind::Plain).await;
-            asked += 1;
+        // A follower that has not applied the database's creation yet does not know it: the
+        // other replicas are asked (on connections of their own, leaving the shared leader
+        // hint alone) before the database is said not to exist.
+        let part = &self.shared.partitions[first];
+        let (replicas, hint) = (part.replicas.len(), part.leader_hint());
+        for k in 1..replicas {
+            if self.pinned.is_some() || !matches!(&answer, Answer::Reply(Reply::Err(e, _)) if e.code == 1049) {
+                break;
+            }
+            if let Ok(mut b) = self.open_backend(first, (hint + k) % replicas).await {
+                if let Ok(reply) = b.query(text).await {
+                    if matches!(reply, Reply::Ok(_)) {
+                        self.backends[first] = Some(b);
+                    }
+                    answer = Answer::Reply(reply);
+                }
+            }
         }
         if !matches!(answer, Answer::Reply(Reply::Ok(_))) {
             return answer;
@@ -194,10 +242,21 @@ impl RouterSession {
     }
 
     async fn set(&mut self, text: &str) -> Answer {
+        let known = self.settings.iter().any(|s| s == text);
+        if !known && (self.settings.len() >= MAX_SETTINGS || text.len() > MAX_SETTING_BYTES) {
+            return refuse(format!(
+                "more than {MAX_SETTINGS} different SET statements, or one over {MAX_SETTING_BYTES} bytes, in one session through the router"
+            ));
+        }
+        let was_autocommit = self.autocommit;
         let first = self.pinned.unwrap_or(0);
         let answer = self.send(first, Request::Query(text), Kind::Plain).await;
         if !matches!(answer, Answer::Reply(Reply::Ok(_))) {
             return answer;
+        }
+        if !was_autocommit && self.autocommit {
+            // autocommit 0 -> 1 commits the open transaction, a held BEGIN included.
+            self.pending_begin = None;
         }
         for p in 0..self.backends.len() {
             if p != first && self.backends[p].is_some() {
@@ -207,10 +266,10 @@ impl RouterSession {
                 }
             }
         }
-        // Replayed on connections opened later; bounded, since a client may SET forever.
-        if self.settings.len() < 256 {
-            self.settings.push(text.to_string());
-        }
+        // Replayed, in order, on connections opened later. A statement sent again moves to the
+        // end: replaying the list still leaves each variable as its last assignment left it.
+        self.settings.retain(|s| s != text);
+        self.settings.push(text.to_string());
         answer
     }
 
@@ -253,6 +312,7 @@ impl RouterSession {
         if let Some(k) = self.shared.schema(db, table) {
             return Ok(Some(k));
         }
+        let generation = self.shared.schema_generation();
         let sql = format!("SHOW CREATE TABLE {}.{}", quote(db), quote(table));
         let from = self.pinned.unwrap_or(0);
         let rows = match self.send(from, Request::Query(&sql), Kind::Plain).await {
@@ -278,7 +338,7 @@ impl RouterSession {
             .and_then(|s| TableKey::from_create(&s).ok())
             .map(Arc::new);
         if let Some(k) = &key {
-            self.shared.remember_schema(db, table, k.clone());
+            self.shared.remember_schema(db, table, k.clone(), generation);
         }
         Ok(key)
     }
@@ -349,9 +409,19 @@ impl RouterSession {
             ));
         }
         let mut replies = Vec::with_capacity(targets.len());
+        let mut bytes = 0usize;
         for p in targets {
             match self.send(p, req, Kind::Read).await {
-                Answer::Reply(Reply::Rows(rs)) => replies.push(rs),
+                Answer::Reply(Reply::Rows(rs)) => {
+                    bytes += rs.rows.iter().map(|r| r.len() + ROW_OVERHEAD_BYTES).sum::<usize>();
+                    if bytes > super::backend::MAX_REPLY_BYTES {
+                        return refuse(format!(
+                            "a read of several partitions whose rows exceed {} bytes",
+                            super::backend::MAX_REPLY_BYTES
+                        ));
+                    }
+                    replies.push(rs)
+                }
                 other => return other,
             }
         }
@@ -365,107 +435,157 @@ impl RouterSession {
         }
     }
 
-    /// The open connection to partition `p`'s leader (as far as known), opened if needed.
+    /// The open connection to partition `p`'s leader (as far as known), opened if needed; one
+    /// whose replica closed it while idle (a restarted or killed node) is opened again.
     async fn backend(&mut self, p: usize) -> Result<&mut Backend, BackendError> {
+        if self.backends[p].as_mut().is_some_and(|b| b.is_closed()) {
+            self.backends[p] = None;
+        }
         if self.backends[p].is_none() {
-            let part = &self.shared.partitions[p];
-            let at = part.leader_hint();
-            let addr = part.replicas[at];
-            let timeout = self.shared.config.backend_timeout;
-            let opened = Backend::connect(addr, &self.user, &self.password, self.db.as_deref(), timeout).await;
-            let mut b = match opened {
-                Ok(b) => b,
-                Err(e) => {
-                    part.not_leader(at);
-                    return Err(e);
-                }
-            };
-            for s in &self.settings {
-                match b.query(s).await {
-                    Ok(Reply::Err(e, _)) => {
-                        return Err(BackendError::Protocol {
-                            addr,
-                            message: format!("replaying {s:?}: {}", e.message),
-                        })
-                    }
-                    Err(e) => return Err(e),
-                    Ok(_) => {}
-                }
-            }
+            let at = self.shared.partitions[p].leader_hint();
+            let b = self.open_backend(p, at).await?;
             self.backends[p] = Some(b);
         }
         Ok(self.backends[p].as_mut().expect("opened above"))
     }
 
-    /// Sends `text` to partition `p` (after a held BEGIN), finding its leader: see the
+    /// A new connection to replica `at` of partition `p`, in the session's database, with its
+    /// settings replayed.
+    async fn open_backend(&self, p: usize, at: usize) -> Result<Backend, BackendError> {
+        let part = &self.shared.partitions[p];
+        let addr = part.replicas[at];
+        let timeout = self.shared.config.backend_timeout;
+        let opened = Backend::connect(
+            addr,
+            &self.user,
+            &self.password,
+            self.db.as_deref(),
+            self.found_rows,
+            timeout,
+        )
+        .await;
+        let mut b = match opened {
+            Ok(b) => b,
+            Err(e) => {
+                if matches!(e, BackendError::Io { .. }) {
+                    part.not_leader(at);
+                }
+                return Err(e);
+            }
+        };
+        b.replica = at;
+        for s in &self.settings {
+            match b.query(s).await {
+                Ok(Reply::Err(e, _)) => {
+                    return Err(BackendError::Protocol {
+                        addr,
+                        message: format!("replaying {s:?}: {}", e.message),
+                    })
+                }
+                Err(e) => return Err(e),
+                Ok(_) => {}
+            }
+        }
+        Ok(b)
+    }
+
+    /// Sends a statement to partition `p` (after a held BEGIN), finding its leader: see the
     /// module's invariants for when it is sent again.
     async fn send(&mut self, p: usize, req: Request<'_>, kind: Kind) -> Answer {
         let write = matches!(kind, Kind::Write | Kind::Final);
         if self.pinned.is_some_and(|q| q != p) {
             return refuse("a statement on another partition than the open transaction's (cross-partition transactions do not exist yet)");
         }
+        let replicas = self.shared.partitions[p].replicas.len();
         let deadline = Instant::now() + self.shared.config.leader_wait;
-        let mut attempt = 0u32;
+        let mut attempt = 0usize;
+        let mut missing_db = 0usize;
         loop {
             attempt += 1;
-            let in_txn = self.pinned == Some(p);
+            let (was_pinned, held) = (self.pinned, self.pending_begin.clone());
+            // Only a transaction open before this try has work in it; one this try began holds
+            // nothing but its BEGIN, which is held again if the statement is sent again.
+            let in_txn = was_pinned == Some(p);
             let outcome = self.send_once(p, req, matches!(kind, Kind::Read | Kind::Write)).await;
+            if let Err(SendError::NotSent(_, true)) = &outcome {
+                missing_db += 1;
+            }
             let retry = match &outcome {
-                Ok(Reply::Err(e, _)) if e.code == READ_ONLY && !in_txn => true,
-                Err(SendError::NotSent(_)) => true,
+                Ok(Reply::Err(e, _)) => e.code == READ_ONLY && !in_txn,
+                // A follower that lacks the session's database (not applied yet): each replica
+                // is asked once.
+                Err(SendError::NotSent(_, true)) => missing_db < replicas,
+                Err(SendError::NotSent(_, false)) => true,
                 Err(SendError::Lost(_)) => !write && !in_txn,
-                _ => false,
+                Err(SendError::Refused(_) | SendError::Failed(_)) => false,
+                Ok(_) => false,
             };
+            let began = !in_txn && self.pinned == Some(p);
             if retry && Instant::now() < deadline {
+                if let (Ok(Reply::Err(..)), Some(b)) = (&outcome, &self.backends[p]) {
+                    self.shared.partitions[p].not_leader(b.replica);
+                }
                 self.backends[p] = None;
-                if let Ok(Reply::Err(..)) = outcome {
-                    let part = &self.shared.partitions[p];
-                    part.not_leader(part.leader_hint());
+                if !in_txn {
+                    self.pinned = was_pinned;
+                    self.pending_begin = held;
                 }
                 // A new leader is elected within an election timeout; try each replica quickly,
                 // then back off.
-                let pause = if attempt as usize <= self.shared.partitions[p].replicas.len() {
-                    Duration::from_millis(5)
-                } else {
-                    Duration::from_millis(50)
-                };
-                tokio::time::sleep(pause).await;
+                let pause = if attempt <= replicas { 5 } else { 50 };
+                tokio::time::sleep(Duration::from_millis(pause)).await;
                 continue;
             }
             return match outcome {
                 Ok(reply) => {
-                    let s = reply.status();
-                    if !matches!(reply, Reply::Err(..)) {
-                        self.pinned = if s & status::SERVER_STATUS_IN_TRANS != 0 {
-                            Some(p)
-                        } else {
-                            None
-                        };
+                    if let Reply::Err(e, _) = &reply {
+                        if e.code == READ_ONLY && began {
+                            // Refused after this try's BEGIN: nothing ran; the BEGIN is held
+                            // again and the refusing connection dropped.
+                            self.backends[p] = None;
+                            self.pinned = was_pinned;
+                            self.pending_begin = held;
+                        } else if !self.autocommit && matches!(kind, Kind::Read | Kind::Write) && self.pinned.is_none()
+                        {
+                            // With autocommit off the replica opened a transaction even for a
+                            // statement that failed; it holds whatever that statement locked.
+                            self.pinned = Some(p);
+                        }
+                    } else {
+                        let s = reply.status();
+                        self.pinned = (s & status::SERVER_STATUS_IN_TRANS != 0).then_some(p);
                         self.autocommit = s & status::SERVER_STATUS_AUTOCOMMIT != 0;
                     }
                     Answer::Reply(reply)
                 }
                 Err(e) => {
                     self.backends[p] = None;
-                    let was_txn = in_txn;
-                    if was_txn {
+                    let txn = in_txn || began;
+                    if txn {
                         self.pinned = None;
+                        self.pending_begin = None;
                     }
-                    let (what, message) = match e {
-                        SendError::Refused(m) => ("login refused", m),
-                        SendError::NotSent(m) => ("no leader reached", m),
-                        SendError::Lost(m) if write || was_txn => (
-                            "connection to the partition's leader lost during the statement: its outcome is unknown",
-                            m,
+                    let message = match e {
+                        SendError::Refused(m) => format!("login refused ({m})"),
+                        SendError::NotSent(m, _) => format!("no leader reached ({m})"),
+                        SendError::Failed(m) => format!(
+                            "the replica's reply could not be relayed ({m}){}",
+                            if txn { "; the open transaction is rolled back" } else { "" }
                         ),
-                        SendError::Lost(m) => ("connection to the partition's leader lost", m),
+                        // The replica rolls back a transaction whose connection is gone, unless
+                        // the lost statement was its COMMIT.
+                        SendError::Lost(m) if txn && kind == Kind::Final => format!(
+                            "connection to the leader lost during the statement that ends the transaction: whether it committed is unknown ({m})"
+                        ),
+                        SendError::Lost(m) if txn => format!(
+                            "connection to the leader lost during the statement; the open transaction is rolled back ({m})"
+                        ),
+                        SendError::Lost(m) if write => format!(
+                            "connection to the leader lost during the statement: whether it took effect is unknown ({m})"
+                        ),
+                        SendError::Lost(m) => format!("connection to the leader lost ({m})"),
                     };
-                    let txn = if was_txn {
-                        "; the open transaction is rolled back"
-                    } else {
-                        ""
-                    };
-                    Answer::Error(ROUTER_ERROR, "HY000", format!("partition {p}: {what}{txn} ({message})"))
+                    Answer::Error(ROUTER_ERROR, "HY000", format!("partition {p}: {message}"))
                 }
             };
         }
@@ -483,7 +603,7 @@ impl RouterSession {
             Request::Execute { id, .. } => Some(
                 self.statements
                     .get(&id)
-                    .ok_or_else(|| SendError::NotSent("no such statement".into()))?
+                    .ok_or_else(|| SendError::Failed("no such statement".into()))?
                     .sql
                     .clone(),
             ),
@@ -491,7 +611,9 @@ impl RouterSession {
         };
         let backend = self.backend(p).await.map_err(|e| match e {
             BackendError::Login { code: 1045, .. } => SendError::Refused(e.to_string()),
-            e => SendError::NotSent(e.to_string()),
+            BackendError::Login { code: 1049, .. } => SendError::NotSent(e.to_string(), true),
+            BackendError::Login { .. } => SendError::Refused(e.to_string()),
+            e => SendError::NotSent(e.to_string(), false),
         })?;
         if let (Request::Execute { id, .. }, Some(sql)) = (req, sql) {
             if !backend.statements.contains_key(&id) {
@@ -500,7 +622,7 @@ impl RouterSession {
                         backend.statements.insert(id, prepared.id);
                     }
                     Ok(Err(reply)) => return Ok(reply),
-                    Err(e) => return Err(SendError::NotSent(e.to_string())),
+                    Err(e) => return Err(SendError::NotSent(e.to_string(), false)),
                 }
             }
         }
@@ -511,25 +633,26 @@ impl RouterSession {
                     self.pinned = Some(p);
                 }
                 Ok(other) => return Ok(other),
-                Err(e) => return Err(SendError::NotSent(e.to_string())),
+                Err(e) => return Err(SendError::NotSent(e.to_string(), false)),
             }
         }
         let backend = self.backends[p].as_mut().expect("opened above");
-        match req {
-            Request::Query(text) => backend.query(text).await.map_err(|e| SendError::Lost(e.to_string())),
+        let sent = match req {
+            Request::Query(text) => backend.query(text).await,
             Request::Execute { id, payload } => {
                 let on_replica = backend.statements[&id];
                 let stmt = self
                     .statements
                     .get(&id)
-                    .ok_or_else(|| SendError::NotSent("no such statement".into()))?;
-                let rewritten = stmt.rewrite(payload, on_replica).map_err(SendError::NotSent)?;
-                backend
-                    .execute(&rewritten)
-                    .await
-                    .map_err(|e| SendError::Lost(e.to_string()))
+                    .ok_or_else(|| SendError::Failed("no such statement".into()))?;
+                let rewritten = stmt.rewrite(payload, on_replica).map_err(SendError::Failed)?;
+                backend.execute(&rewritten).await
             }
-        }
+        };
+        sent.map_err(|e| match e {
+            BackendError::Protocol { .. } => SendError::Failed(e.to_string()),
+            e => SendError::Lost(e.to_string()),
+        })
     }
 
     /// COM_STMT_PREPARE: checked and described by one replica (the transaction's partition,
@@ -667,6 +790,11 @@ pub(super) enum Request<'a> {
     Execute { id: u32, payload: &'a [u8] },
 }
 
+/// Different SET statements one session may make (each is replayed on every new partition
+/// connection), and the longest.
+const MAX_SETTINGS: usize = 256;
+const MAX_SETTING_BYTES: usize = 64 << 10;
+
 /// Prepared statements one client may hold (MySQL's max_prepared_stmt_count is per server).
 const MAX_STATEMENTS: usize = 16_382;
 
@@ -689,10 +817,13 @@ enum Kind {
 enum SendError {
     /// The partition refused this client's login: no replica will take it.
     Refused(String),
-    /// Nothing reached a leader.
-    NotSent(String),
+    /// Nothing reached a leader (true: the replica lacked the session's database).
+    NotSent(String, bool),
     /// The statement was sent and the connection failed before its reply.
     Lost(String),
+    /// The replica's reply cannot be relayed (too large, not understood): the connection is
+    /// dropped; sending again would fail the same way.
+    Failed(String),
 }
 
 fn use_name(u: &sqlparser::ast::Use) -> String {
@@ -717,8 +848,13 @@ pub(super) fn write_answer<S: AsyncRead + AsyncWrite + Unpin + Send>(
         }),
         Answer::Error(code, state, message) => conn.write_err(code, state, &message),
         Answer::Payloads(payloads) => payloads.iter().for_each(|p| conn.write_payload(p)),
-        Answer::Reply(Reply::Ok(p)) | Answer::Reply(Reply::Err(_, p)) => conn.write_payload(&p),
-        Answer::Reply(Reply::Rows(rs)) => {
+        Answer::Reply(Reply::Err(_, p)) => conn.write_payload(&p),
+        Answer::Reply(Reply::Ok(mut p)) => {
+            let at = super::backend::ok_status_at(&p);
+            session.fix_status(&mut p, at);
+            conn.write_payload(&p)
+        }
+        Answer::Reply(Reply::Rows(mut rs)) => {
             conn.write_payload(&rs.header);
             for c in &rs.columns {
                 conn.write_payload(c);
@@ -727,6 +863,8 @@ pub(super) fn write_answer<S: AsyncRead + AsyncWrite + Unpin + Send>(
             for r in &rs.rows {
                 conn.write_payload(r);
             }
+            let at = (rs.eof.len() >= 5).then_some(3);
+            session.fix_status(&mut rs.eof, at);
             conn.write_payload(&rs.eof);
         }
     }
