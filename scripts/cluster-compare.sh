@@ -1,8 +1,16 @@
 #!/usr/bin/env bash
 # One `riptide serve` against a 3-node replicated partition (three `riptide serve --node-id`
-# processes on loopback), the same stock sysbench commands against each: durable commits on
-# both, TABLES x TABLE_SIZE rows, the tests at each thread count, modes alternating (the order
-# rotates every repetition), REPS repetitions, medians.
+# processes on loopback) and against a 3-node cluster of 3 partitions (MODES=partitioned: each
+# partition a group of three `riptide serve --node-id`, nine processes in all, node q+1 forming
+# partition q's group so that the three leaders start on three nodes, and one `riptide router`
+# per node; sysbench spreads its connections over the three routers), the same stock sysbench
+# commands against each: durable commits, TABLES x TABLE_SIZE rows, the tests at each thread
+# count, modes alternating (the order rotates every repetition), REPS repetitions, medians.
+#
+# Through the routers, sysbench's tables are loaded by scripts/lib/router_load.py (sysbench's
+# own prepare sends multi-row INSERTs across partitions, which the router refuses), and a test
+# whose transactions span partitions (oltp_write_only, oltp_read_write) fails with the router's
+# 1235: its RESULT line says tps=NA.
 #
 #   scripts/cluster-compare.sh OUTDIR
 #
@@ -73,6 +81,10 @@ start_mode() { # mode -> sets SB_PORT
         SB_PORT=$PORT
         return
     fi
+    if [ "$mode" = partitioned ]; then
+        start_partitioned "$dir"
+        return
+    fi
     head -c 32 /dev/urandom | base64 > "$dir/secret"
     local members="1=127.0.0.1:$RAFT_PORT,2=127.0.0.1:$((RAFT_PORT + 1)),3=127.0.0.1:$((RAFT_PORT + 2))"
     local i ports=()
@@ -94,12 +106,68 @@ start_mode() { # mode -> sets SB_PORT
     return 1
 }
 
+# start_partitioned DIR: 3 partitions x 3 nodes and a router per node; sets SB_PORT to the
+# routers' ports (comma-separated, as sysbench takes them).
+start_partitioned() {
+    local dir=$1 q j id port raft members leader replicas=() routers=()
+    head -c 32 /dev/urandom | base64 > "$dir/secret"
+    for q in 0 1 2; do
+        members=""
+        for j in 1 2 3; do
+            id=$(( (j - 1 - q + 3) % 3 + 1 ))
+            members+="${members:+,}$id=127.0.0.1:$((RAFT_PORT + 10 + q * 3 + j))"
+        done
+        local ports=() addrs=()
+        for j in 1 2 3; do
+            id=$(( (j - 1 - q + 3) % 3 + 1 ))
+            port=$((PORT + 10 + q * 3 + j))
+            raft=$((RAFT_PORT + 10 + q * 3 + j))
+            start_riptide_serve "$dir/p$q/n$j" "$port" --sync 1 --node-id "$id" \
+                --raft-listen "127.0.0.1:$raft" --cluster-secret-file "$dir/secret" \
+                --bootstrap "$members" --election-timeout-ms "$ELECTION_MS"
+            PIDS+=("$SERVE_PID")
+            ports+=("$port")
+            addrs+=("127.0.0.1:$port")
+        done
+        replicas+=("$(IFS=,; echo "${addrs[*]}")")
+        local ok=""
+        for _ in $(seq 1 100); do
+            if leader=$(leader_port "${ports[@]}") && \
+                mysql -h 127.0.0.1 -P "$leader" -u root -e 'SHOW DATABASES' 2>/dev/null | grep -q sbtest; then
+                ok=1
+                log "partition $q: leader on port $leader"
+                break
+            fi
+            sleep 0.2
+        done
+        [ -n "$ok" ] || { echo "partition $q: no leader with database sbtest" >&2; return 1; }
+    done
+    local args=()
+    for q in 0 1 2; do args+=(--partition "${replicas[$q]}"); done
+    for j in 1 2 3; do
+        "$RIPTIDE" router --listen "127.0.0.1:$((PORT + j))" "${args[@]}" \
+            > "$dir/router$j.out" 2> "$dir/router$j.err" &
+        PIDS+=("$!")
+        routers+=("$((PORT + j))")
+        for _ in $(seq 1 100); do
+            grep -q 'listening on' "$dir/router$j.out" 2>/dev/null && break
+            sleep 0.1
+        done
+    done
+    SB_PORT=$(IFS=,; echo "${routers[*]}")
+}
+
 run_mode() { # mode rep
     local mode=$1 rep=$2 sb
     start_mode "$mode"
     mapfile -t sb < <(sysbench_riptide_flags "$SB_PORT")
     log "$mode rep $rep: prepare $TABLES x $TABLE_SIZE on port $SB_PORT"
-    sysbench oltp_read_write "${sb[@]}" --threads="$TABLES" prepare > "$BASE/$mode/prepare.out" 2>&1
+    if [ "$mode" = partitioned ]; then
+        python3 scripts/lib/router_load.py 127.0.0.1 "${SB_PORT%%,*}" "$TABLES" "$TABLE_SIZE" 3 \
+            > "$BASE/$mode/prepare.out" 2>&1
+    else
+        sysbench oltp_read_write "${sb[@]}" --threads="$TABLES" prepare > "$BASE/$mode/prepare.out" 2>&1
+    fi
     for test in $TESTS; do
         for thr in $THREADS; do
             local out="$BASE/$mode/run_${test}_${thr}.out" c0 c1
@@ -128,21 +196,29 @@ for rep in $(seq 1 "$REPS"); do
     done
 done
 
-# Medians of tps per (test, threads, mode), and replicated / single.
+# Medians of tps per (test, threads, mode), and each mode / single.
 python3 - "$RESULTS" "$OUT/summary.md" <<'EOF'
-import re, statistics, sys
-rows = {}
+import statistics, sys
+rows, modes = {}, []
 for line in open(sys.argv[1]):
     f = dict(kv.split("=", 1) for kv in line.split()[1:])
-    if f["tps"] != "NA":
-        rows.setdefault((f["test"], int(f["threads"]), f["mode"]), []).append((float(f["tps"]), float(f["server_cpu_s"])))
-out = ["| test | threads | single tps | replicated tps | replicated / single | server CPU s single / replicated |", "|---|---|---|---|---|---|"]
+    if f["mode"] not in modes:
+        modes.append(f["mode"])
+    rows.setdefault((f["test"], int(f["threads"]), f["mode"]), []).append(
+        (float("nan") if f["tps"] == "NA" else float(f["tps"]), float(f["server_cpu_s"])))
+modes.sort(key=lambda m: (m != "single", m))
+others = [m for m in modes if m != "single"]
+head = "| test | threads | " + " | ".join(f"{m} tps" for m in modes) + " | " + " | ".join(f"{m} / single" for m in others) + " | server CPU s (" + " / ".join(modes) + ") |"
+out = [head, "|" + "---|" * (3 + len(modes) + len(others))]
+def med(v, i):
+    xs = [x[i] for x in v if x[i] == x[i]]
+    return statistics.median(xs) if xs else float("nan")
 for (test, thr) in sorted({(t, h) for (t, h, _) in rows}):
-    s = rows.get((test, thr, "single"), [])
-    r = rows.get((test, thr, "replicated"), [])
-    med = lambda v, i: statistics.median(x[i] for x in v) if v else float("nan")
-    ratio = med(r, 0) / med(s, 0) if s and r and med(s, 0) > 0 else float("nan")
-    out.append(f"| {test} | {thr} | {med(s,0):.0f} ({len(s)}) | {med(r,0):.0f} ({len(r)}) | {ratio:.2f} | {med(s,1):.1f} / {med(r,1):.1f} |")
+    cells = [f"{med(rows.get((test, thr, m), []), 0):.0f} ({sum(1 for x in rows.get((test, thr, m), []) if x[0] == x[0])})" for m in modes]
+    s = med(rows.get((test, thr, "single"), []), 0)
+    ratios = [f"{med(rows.get((test, thr, m), []), 0) / s:.2f}" if s == s and s > 0 else "nan" for m in others]
+    cpu = " / ".join(f"{med(rows.get((test, thr, m), []), 1):.1f}" for m in modes)
+    out.append(f"| {test} | {thr} | " + " | ".join(cells) + " | " + " | ".join(ratios) + f" | {cpu} |")
 open(sys.argv[2], "w").write("\n".join(out) + "\n")
 print("\n".join(out))
 EOF

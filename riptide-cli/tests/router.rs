@@ -138,7 +138,63 @@ fn the_router_places_rows_by_key_and_keeps_writes_on_one_partition() {
             Some((0..60).map(|i| i * 10).sum::<i64>().to_string())
         ]]
     );
-    assert_eq!(code(c.query("SELECT c FROM t ORDER BY c")), Some(1235));
+    // Fanned-out reads combined as one server would answer them.
+    let ordered = c.rows("SELECT id FROM t ORDER BY id DESC LIMIT 2, 3").unwrap();
+    assert_eq!(
+        ordered,
+        [
+            [Some("57".to_string())],
+            [Some("56".to_string())],
+            [Some("55".to_string())]
+        ]
+    );
+    let ordered = c.rows("SELECT c FROM t WHERE id < 12 ORDER BY c LIMIT 3").unwrap();
+    let expected: Vec<Vec<Option<String>>> = ["row0", "row1", "row10"]
+        .iter()
+        .map(|v| vec![Some(v.to_string())])
+        .collect();
+    assert_eq!(ordered, expected);
+    let agg = c.rows("SELECT MIN(id), MAX(c), COUNT(c) FROM t WHERE k < 100").unwrap();
+    assert_eq!(
+        agg,
+        [[Some("0".to_string()), Some("row9".to_string()), Some("10".to_string())]]
+    );
+    // DISTINCT values that span partitions fold into one row each; negative numbers, a
+    // backslash in a literal and LIMIT with OFFSET as one server answers them.
+    c.query("CREATE TABLE g (id INT PRIMARY KEY, bucket INT, path VARCHAR(20))")
+        .unwrap();
+    for id in 0..40 {
+        c.query(&format!(
+            "INSERT INTO g VALUES ({id}, {}, 'C:\\\\d{}')",
+            5 - id % 4 * 5,
+            id % 2
+        ))
+        .unwrap();
+    }
+    let distinct = c.rows("SELECT DISTINCT bucket FROM g ORDER BY bucket").unwrap();
+    let expected: Vec<Vec<Option<String>>> = ["-10", "-5", "0", "5"]
+        .iter()
+        .map(|v| vec![Some(v.to_string())])
+        .collect();
+    assert_eq!(distinct, expected);
+    let page = c
+        .rows("SELECT id, bucket FROM g WHERE path = 'C:\\\\d1' ORDER BY bucket DESC, id LIMIT 3, 4")
+        .unwrap();
+    let page: Vec<Vec<Option<String>>> = page.into_iter().map(|r| vec![r[0].clone()]).collect();
+    // Odd ids; bucket 5 - (id % 4) * 5 is 0 for id % 4 = 1 and -10 for id % 4 = 3.
+    let mut odd: Vec<(i64, i64)> = (0..40)
+        .filter(|id| id % 2 == 1)
+        .map(|id| (-(5 - id % 4 * 5), id))
+        .collect();
+    odd.sort();
+    let expected: Vec<Vec<Option<String>>> = odd[3..7].iter().map(|(_, id)| vec![Some(id.to_string())]).collect();
+    assert_eq!(page, expected);
+    assert_eq!(
+        code(c.query("SELECT bucket, COUNT(*) FROM g GROUP BY bucket")),
+        Some(1235)
+    );
+    assert_eq!(code(c.query("SELECT AVG(k) FROM t")), Some(1235));
+    assert_eq!(code(c.query("SELECT c FROM t ORDER BY k")), Some(1235));
 
     // A multi-row INSERT on one partition goes; one across partitions changes nothing.
     let same: Vec<i64> = (100..200).filter(|&id| part(id) == 1).take(3).collect();

@@ -16,8 +16,10 @@
 
 pub mod backend;
 mod merge;
+pub mod merge_plan;
 pub mod placement;
 mod prepared;
+mod send;
 mod session;
 
 use crate::protocol::{Command, Connection, ProtocolError};

@@ -36,6 +36,8 @@ pub enum KeyKind {
 pub struct TableKey {
     /// Column names, lower-cased, in table order.
     pub columns: Vec<String>,
+    /// Their types as the server maps them (`None`: a type it does not know).
+    pub types: Vec<Option<TypeKind>>,
     /// The primary key: column positions and how each compares.
     pub primary: Vec<(usize, KeyKind)>,
     /// The AUTO_INCREMENT column, if any (an INSERT of 0 or NULL there has its value made by
@@ -106,8 +108,14 @@ impl TableKey {
             .constraints
             .iter()
             .any(|c| matches!(c, ast::TableConstraint::Unique(_)));
+        let types = ct
+            .columns
+            .iter()
+            .map(|c| crate::sql::bind::ddl::column_type(&c.data_type).ok().map(|t| t.kind))
+            .collect();
         Ok(TableKey {
             columns,
+            types,
             primary,
             auto_increment,
             other_unique,
@@ -199,18 +207,6 @@ pub enum Placement {
     Some(BTreeSet<usize>),
     /// The router cannot narrow it: every partition.
     All,
-}
-
-/// How the replies of a read that fans out are combined.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Merge {
-    /// Rows of every partition, one after the other (no order, no limit).
-    Concat,
-    /// One row of aggregates without GROUP BY: each is summed over the partitions (COUNT and
-    /// SUM of integers).
-    Sum,
-    /// Not combinable by the router yet (ORDER BY, LIMIT, GROUP BY, DISTINCT, MIN, AVG ...).
-    Unsupported(String),
 }
 
 /// The table a statement names (`[db.]table`, `db` defaulting to the session's), if it is a
@@ -411,88 +407,6 @@ pub fn place(stmt: &Statement, key: &TableKey, partitions: usize) -> Result<Plac
     }
 }
 
-/// How the replies of a SELECT that reads several partitions combine.
-pub fn merge_of(q: &ast::Query) -> Merge {
-    let SetExpr::Select(s) = q.body.as_ref() else {
-        return Merge::Unsupported("a set operation".into());
-    };
-    if q.order_by.is_some() || q.limit_clause.is_some() {
-        return Merge::Unsupported("ORDER BY or LIMIT".into());
-    }
-    if s.distinct.is_some() || s.having.is_some() {
-        return Merge::Unsupported("DISTINCT or HAVING".into());
-    }
-    if !matches!(&s.group_by, ast::GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty()) {
-        return Merge::Unsupported("GROUP BY".into());
-    }
-    let mut aggregates = 0;
-    for item in &s.projection {
-        let e = match item {
-            ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } => e,
-            _ => continue,
-        };
-        match summable(e) {
-            Some(true) => aggregates += 1,
-            Some(false) => return Merge::Unsupported(format!("the aggregate {e}")),
-            None => {}
-        }
-    }
-    match aggregates {
-        0 => Merge::Concat,
-        n if n == s.projection.len() => Merge::Sum,
-        _ => Merge::Unsupported("aggregates next to plain columns".into()),
-    }
-}
-
-/// Aggregate functions the server knows (any of them inside an expression makes a projection
-/// an aggregate).
-const AGGREGATES: [&str; 12] = [
-    "COUNT",
-    "SUM",
-    "MIN",
-    "MAX",
-    "AVG",
-    "GROUP_CONCAT",
-    "BIT_AND",
-    "BIT_OR",
-    "BIT_XOR",
-    "STD",
-    "STDDEV",
-    "VARIANCE",
-];
-
-/// `Some(true)`: exactly COUNT or SUM (without DISTINCT) of plain arguments; `Some(false)`: any
-/// other use of an aggregate, at any depth (`COUNT(*) + 0`, `IFNULL(SUM(k), 0)`, `MIN(k)`);
-/// `None`: no aggregate. Judged on the expression's text, which can only err towards refusing.
-fn summable(e: &Expr) -> Option<bool> {
-    let text = e.to_string().to_ascii_uppercase();
-    let calls = |t: &str| {
-        AGGREGATES
-            .iter()
-            .filter(|a| {
-                t.match_indices(*a).any(|(i, _)| {
-                    let before = t[..i].chars().next_back();
-                    let after = t[i + a.len()..].trim_start();
-                    !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '`') && after.starts_with('(')
-                })
-            })
-            .count()
-    };
-    if calls(&text) == 0 {
-        return None;
-    }
-    let Expr::Function(f) = e else {
-        return Some(false);
-    };
-    let name = f.name.to_string().to_ascii_uppercase();
-    let ast::FunctionArguments::List(list) = &f.args else {
-        return Some(false);
-    };
-    let distinct = list.duplicate_treatment == Some(ast::DuplicateTreatment::Distinct);
-    let nested = list.args.iter().any(|a| calls(&a.to_string().to_ascii_uppercase()) > 0);
-    Some(matches!(name.as_str(), "COUNT" | "SUM") && !distinct && !nested && f.filter.is_none() && f.over.is_none())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -638,33 +552,5 @@ mod tests {
         assert!(place(&stmt("INSERT INTO i (a, b, a) VALUES (5, 0, 6)"), &inline, 3).is_err());
         let huge = format!("SELECT b FROM i WHERE a = -'{}'", i128::MIN);
         assert_eq!(place(&stmt(&huge), &inline, 3), Ok(Placement::All));
-    }
-
-    #[test]
-    fn merges_of_fanned_out_reads() {
-        let q = |sql: &str| match stmt(sql) {
-            Statement::Query(q) => q,
-            _ => unreachable!(),
-        };
-        assert_eq!(merge_of(&q("SELECT c FROM t WHERE k = 1")), Merge::Concat);
-        assert_eq!(merge_of(&q("SELECT COUNT(*), SUM(k) FROM t")), Merge::Sum);
-        for sql in [
-            "SELECT c FROM t ORDER BY c",
-            "SELECT c FROM t LIMIT 3",
-            "SELECT DISTINCT c FROM t",
-            "SELECT k, COUNT(*) FROM t GROUP BY k",
-            "SELECT MIN(k) FROM t",
-            "SELECT COUNT(DISTINCT k) FROM t",
-            "SELECT c, COUNT(*) FROM t",
-            "SELECT COUNT(*) + 0 FROM t",
-            "SELECT (COUNT(*)) FROM t",
-            "SELECT IFNULL(SUM(k), 0) FROM t",
-            "SELECT ROUND(AVG(k)) FROM t",
-            "SELECT MAX(k) + 0 FROM t",
-            "SELECT CAST(COUNT(*) AS CHAR) FROM t",
-            "SELECT SUM(k + COUNT(*)) FROM t",
-        ] {
-            assert!(matches!(merge_of(&q(sql)), Merge::Unsupported(_)), "{sql}");
-        }
     }
 }

@@ -12,11 +12,14 @@
 //!   and the parameter types always included (a client sends them only when they change, and
 //!   this replica may not have seen the earlier execute that carried them).
 
+use super::backend::BackendError;
+use super::session::{refuse, Answer, Request, RouterSession, ROUTER_ERROR};
 use crate::protocol::stmt::{decode_execute, ParamType};
 use crate::value::Value;
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::tokenizer::{Token, Tokenizer};
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 /// A statement the client prepared through the router.
 #[derive(Debug, Clone)]
@@ -51,6 +54,24 @@ fn literal(v: &Value) -> String {
     }
 }
 
+/// The byte offset in `sql` of a tokenizer location (1-based line and character).
+pub(super) fn byte_offset(sql: &str, at: sqlparser::tokenizer::Location) -> Option<usize> {
+    let line = usize::try_from(at.line).ok()?.checked_sub(1)?;
+    let col = usize::try_from(at.column).ok()?.checked_sub(1)?;
+    let start = if line == 0 {
+        0
+    } else {
+        sql.match_indices('\n').nth(line - 1)?.0 + 1
+    };
+    let line_text = sql[start..].split('\n').next().unwrap_or("");
+    line_text
+        .char_indices()
+        .nth(col)
+        .map(|(i, _)| start + i)
+        // Just past the line's last character (where a token that ends the line ends).
+        .or_else(|| (line_text.chars().count() == col).then_some(start + line_text.len()))
+}
+
 /// `sql` with each `?` placeholder replaced by its parameter's literal.
 pub(super) fn bind_text(sql: &str, params: &[Value]) -> Result<String, String> {
     let sql = crate::sql::parse::expand_executable_comments(sql);
@@ -58,9 +79,6 @@ pub(super) fn bind_text(sql: &str, params: &[Value]) -> Result<String, String> {
     let tokens = Tokenizer::new(&dialect, &sql)
         .tokenize_with_location()
         .map_err(|e| e.to_string())?;
-    // Byte offset of each line's start (locations are 1-based lines and characters).
-    let mut line_starts = vec![0usize];
-    line_starts.extend(sql.match_indices('\n').map(|(i, _)| i + 1));
     let mut out = String::with_capacity(sql.len() + 16 * params.len());
     let mut copied = 0usize;
     let mut next = 0usize;
@@ -68,14 +86,7 @@ pub(super) fn bind_text(sql: &str, params: &[Value]) -> Result<String, String> {
         if !matches!(&t.token, Token::Placeholder(p) if p == "?") {
             continue;
         }
-        let start = t.span.start;
-        let line = usize::try_from(start.line).ok().and_then(|l| l.checked_sub(1));
-        let at = line
-            .and_then(|l| line_starts.get(l))
-            .and_then(|&ls| {
-                let col = usize::try_from(start.column).ok()?.checked_sub(1)?;
-                sql[ls..].char_indices().nth(col).map(|(i, _)| ls + i)
-            })
+        let at = byte_offset(&sql, t.span.start)
             .filter(|&i| sql[i..].starts_with('?'))
             .ok_or("a placeholder the router cannot find in the text")?;
         let value = params.get(next).ok_or("more placeholders than parameters")?;
@@ -126,6 +137,136 @@ impl RouterStatement {
         Ok(out)
     }
 }
+
+impl RouterSession {
+    /// COM_STMT_PREPARE: checked and described by one replica (the transaction's partition,
+    /// or the first), its reply relayed under the router's statement id.
+    pub(super) async fn prepare(&mut self, sql: &str) -> Answer {
+        if self.statements.len() >= MAX_STATEMENTS {
+            return Answer::Error(1461, "42000", format!("more than {MAX_STATEMENTS} prepared statements"));
+        }
+        let p = self.pinned.unwrap_or(0);
+        let deadline = Instant::now() + self.shared.config.leader_wait;
+        let prepared = loop {
+            let outcome = match self.backend(p).await {
+                Ok(b) => b.prepare(sql).await,
+                Err(e) => Err(e),
+            };
+            match outcome {
+                Ok(Ok(prepared)) => break prepared,
+                Ok(Err(reply)) => return Answer::Reply(reply),
+                Err(e) if Instant::now() < deadline && !matches!(e, BackendError::Login { code: 1045, .. }) => {
+                    self.backends[p] = None;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(e) => {
+                    self.backends[p] = None;
+                    return Answer::Error(ROUTER_ERROR, "HY000", format!("partition {p}: {e}"));
+                }
+            }
+        };
+        self.next_statement = self.next_statement.wrapping_add(1).max(1);
+        let id = self.next_statement;
+        if let Some(b) = self.backends[p].as_mut() {
+            b.statements.insert(id, prepared.id);
+        }
+        self.statements.insert(
+            id,
+            RouterStatement {
+                sql: sql.to_string(),
+                params: usize::from(prepared.params),
+                types: Vec::new(),
+                long_data: Default::default(),
+            },
+        );
+        let mut payloads = prepared.payloads;
+        payloads[0][1..5].copy_from_slice(&id.to_le_bytes());
+        Answer::Payloads(payloads)
+    }
+
+    /// COM_STMT_EXECUTE: the parameters bound into the text to place it, then executed as a
+    /// prepared statement where it belongs.
+    pub(super) async fn execute(&mut self, payload: &[u8]) -> Answer {
+        let Ok(id) = crate::protocol::execute_stmt_id(payload) else {
+            return Answer::Error(1210, "HY000", "Incorrect arguments to mysqld_stmt_execute".into());
+        };
+        let Some(stmt) = self.statements.get_mut(&id) else {
+            return Answer::Error(
+                1243,
+                "HY000",
+                format!("Unknown prepared statement handler ({id}) given to mysqld_stmt_execute"),
+            );
+        };
+        if !stmt.long_data.is_empty() {
+            return refuse("COM_STMT_SEND_LONG_DATA through the router");
+        }
+        let bound = stmt
+            .decode(payload)
+            .and_then(|params| super::prepared::bind_text(&stmt.sql, &params));
+        let text = match bound {
+            Ok(t) => t,
+            Err(e) => {
+                return Answer::Error(
+                    1210,
+                    "HY000",
+                    format!("Incorrect arguments to mysqld_stmt_execute: {e}"),
+                )
+            }
+        };
+        let parsed = match crate::sql::parse::parse(&text) {
+            Ok(mut s) if s.len() == 1 => s.remove(0),
+            Ok(_) => return Answer::Error(1064, "42000", "not one statement".into()),
+            Err(e) => return Answer::Error(e.code, e.state, e.message),
+        };
+        self.run(&text, Request::Execute { id, payload }, &parsed).await
+    }
+
+    /// COM_STMT_CLOSE: forgotten here and on every replica that prepared it.
+    pub(super) async fn close_statement(&mut self, id: u32) {
+        if self.statements.remove(&id).is_none() {
+            return;
+        }
+        for slot in self.backends.iter_mut() {
+            let close = match slot.as_mut() {
+                Some(b) => match b.statements.remove(&id) {
+                    Some(on_replica) => b.close_statement(on_replica).await.is_err(),
+                    None => false,
+                },
+                None => false,
+            };
+            if close {
+                *slot = None;
+            }
+        }
+    }
+
+    /// COM_STMT_SEND_LONG_DATA: kept (an execute that needs it is refused).
+    pub(super) fn long_data(&mut self, id: u32, param: u16, data: &[u8]) {
+        if let Some(s) = self.statements.get_mut(&id) {
+            if usize::from(param) < s.params {
+                s.long_data.entry(param).or_default().extend_from_slice(data);
+            }
+        }
+    }
+
+    /// COM_STMT_RESET: long data dropped.
+    pub(super) fn reset_statement(&mut self, id: u32) -> Answer {
+        match self.statements.get_mut(&id) {
+            Some(s) => {
+                s.long_data.clear();
+                Answer::Ok
+            }
+            None => Answer::Error(
+                1243,
+                "HY000",
+                format!("Unknown prepared statement handler ({id}) given to mysqld_stmt_reset"),
+            ),
+        }
+    }
+}
+
+/// Prepared statements one client may hold (MySQL's max_prepared_stmt_count is per server).
+const MAX_STATEMENTS: usize = 16_382;
 
 #[cfg(test)]
 mod tests {

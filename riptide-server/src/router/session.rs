@@ -20,28 +20,30 @@
 //! - Session settings (SET) are sent to every open partition connection and replayed, in
 //!   order, on each one opened later; the current database likewise.
 
-use super::backend::{Backend, BackendError, Reply};
-use super::merge::{concat, sum, text_values};
-use super::placement::{merge_of, place, target_table, Merge, Placement, TableKey};
+use super::backend::{Backend, Reply};
+use super::merge::{combine, concat, text_values};
+use super::merge_plan::{plan, Merge};
+use super::placement::{place, target_table, Placement, TableKey};
 use super::prepared::RouterStatement;
+use super::send::Kind;
 use super::RouterShared;
 
 use crate::protocol::{status, Connection, OkInfo};
 use sqlparser::ast::Statement;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+
 use tokio::io::{AsyncRead, AsyncWrite};
 
 /// What the router counts for each buffered row beyond its bytes (its vector).
-const ROW_OVERHEAD_BYTES: usize = 32;
+pub(super) const ROW_OVERHEAD_BYTES: usize = 32;
 
 /// MySQL's "not supported yet".
-const NOT_SUPPORTED: u16 = 1235;
+pub(super) const NOT_SUPPORTED: u16 = 1235;
 /// MySQL's read-only error: what a follower (or a leader without its majority) answers.
-const READ_ONLY: u16 = 1290;
+pub(super) const READ_ONLY: u16 = 1290;
 /// An error the router reports of its own (a partition unreachable, an unknown outcome).
-const ROUTER_ERROR: u16 = 1105;
+pub(super) const ROUTER_ERROR: u16 = 1105;
 
 /// What the router answers a statement with.
 pub(super) enum Answer {
@@ -55,27 +57,27 @@ pub(super) enum Answer {
     Payloads(Vec<Vec<u8>>),
 }
 
-fn refuse(message: impl Into<String>) -> Answer {
+pub(super) fn refuse(message: impl Into<String>) -> Answer {
     Answer::Error(NOT_SUPPORTED, "42000", message.into())
 }
 
 /// A client's state at the router.
 pub(super) struct RouterSession {
-    shared: Arc<RouterShared>,
-    user: String,
-    password: String,
-    db: Option<String>,
-    backends: Vec<Option<Backend>>,
-    settings: Vec<String>,
+    pub(super) shared: Arc<RouterShared>,
+    pub(super) user: String,
+    pub(super) password: String,
+    pub(super) db: Option<String>,
+    pub(super) backends: Vec<Option<Backend>>,
+    pub(super) settings: Vec<String>,
     /// The partition whose replica holds this client's open transaction.
-    pinned: Option<usize>,
+    pub(super) pinned: Option<usize>,
     /// A BEGIN not yet sent (no statement named a partition since).
-    pending_begin: Option<String>,
-    autocommit: bool,
-    statements: HashMap<u32, RouterStatement>,
-    next_statement: u32,
+    pub(super) pending_begin: Option<String>,
+    pub(super) autocommit: bool,
+    pub(super) statements: HashMap<u32, RouterStatement>,
+    pub(super) next_statement: u32,
     /// The client asked for CLIENT_FOUND_ROWS; so does every partition connection.
-    found_rows: bool,
+    pub(super) found_rows: bool,
 }
 
 impl RouterSession {
@@ -368,8 +370,8 @@ impl RouterSession {
             Err(answer) => return answer,
         };
         let n = self.backends.len();
-        let placement = match key {
-            Some(k) => match place(stmt, &k, n) {
+        let placement = match &key {
+            Some(k) => match place(stmt, k, n) {
                 Ok(p) => p,
                 Err(why) => return refuse(format!("{why} (a write must name its rows' partition)")),
             },
@@ -397,21 +399,32 @@ impl RouterSession {
         let Statement::Query(q) = stmt else {
             return refuse("this statement across partitions");
         };
-        let merge = merge_of(q);
-        if merge == Merge::Sum && matches!(req, Request::Execute { .. }) {
+        let text = match req {
+            Request::Query(t) => Some(t),
+            Request::Execute { .. } => None,
+        };
+        let (how, sent) = match plan(q, text, key.as_deref()) {
+            Merge::Unsupported(what) => {
+                return refuse(format!(
+                    "{what} over several partitions (the router does not combine it yet)"
+                ))
+            }
+            Merge::Concat => (None, None),
+            Merge::Combine(how, sent) => (Some(how), sent),
+        };
+        if how.is_some() && matches!(req, Request::Execute { .. }) {
             return refuse(
-                "COUNT or SUM over several partitions in a prepared statement (the router adds text rows only)",
+                "ORDER BY, LIMIT, DISTINCT, GROUP BY or aggregates over several partitions in a prepared statement (the router combines text rows only)",
             );
         }
-        if let Merge::Unsupported(what) = &merge {
-            return refuse(format!(
-                "{what} over several partitions (the router does not combine it yet)"
-            ));
-        }
+        let per_partition = match &sent {
+            Some(text) => Request::Query(text),
+            None => req,
+        };
         let mut replies = Vec::with_capacity(targets.len());
         let mut bytes = 0usize;
         for p in targets {
-            match self.send(p, req, Kind::Read).await {
+            match self.send(p, per_partition, Kind::Read).await {
                 Answer::Reply(Reply::Rows(rs)) => {
                     bytes += rs.rows.iter().map(|r| r.len() + ROW_OVERHEAD_BYTES).sum::<usize>();
                     if bytes > super::backend::MAX_REPLY_BYTES {
@@ -425,358 +438,12 @@ impl RouterSession {
                 other => return other,
             }
         }
-        match merge {
-            Merge::Concat => Answer::Reply(Reply::Rows(concat(replies))),
-            Merge::Sum => match sum(replies) {
+        match how {
+            None => Answer::Reply(Reply::Rows(concat(replies))),
+            Some(how) => match combine(replies, &how) {
                 Ok(rs) => Answer::Reply(Reply::Rows(rs)),
                 Err(why) => refuse(why),
             },
-            Merge::Unsupported(_) => unreachable!("refused above"),
-        }
-    }
-
-    /// The open connection to partition `p`'s leader (as far as known), opened if needed; one
-    /// whose replica closed it while idle (a restarted or killed node) is opened again.
-    async fn backend(&mut self, p: usize) -> Result<&mut Backend, BackendError> {
-        if self.backends[p].as_mut().is_some_and(|b| b.is_closed()) {
-            self.backends[p] = None;
-        }
-        if self.backends[p].is_none() {
-            let at = self.shared.partitions[p].leader_hint();
-            let b = self.open_backend(p, at).await?;
-            self.backends[p] = Some(b);
-        }
-        Ok(self.backends[p].as_mut().expect("opened above"))
-    }
-
-    /// A new connection to replica `at` of partition `p`, in the session's database, with its
-    /// settings replayed.
-    async fn open_backend(&self, p: usize, at: usize) -> Result<Backend, BackendError> {
-        let part = &self.shared.partitions[p];
-        let addr = part.replicas[at];
-        let timeout = self.shared.config.backend_timeout;
-        let opened = Backend::connect(
-            addr,
-            &self.user,
-            &self.password,
-            self.db.as_deref(),
-            self.found_rows,
-            timeout,
-        )
-        .await;
-        let mut b = match opened {
-            Ok(b) => b,
-            Err(e) => {
-                if matches!(e, BackendError::Io { .. }) {
-                    part.not_leader(at);
-                }
-                return Err(e);
-            }
-        };
-        b.replica = at;
-        for s in &self.settings {
-            match b.query(s).await {
-                Ok(Reply::Err(e, _)) => {
-                    return Err(BackendError::Protocol {
-                        addr,
-                        message: format!("replaying {s:?}: {}", e.message),
-                    })
-                }
-                Err(e) => return Err(e),
-                Ok(_) => {}
-            }
-        }
-        Ok(b)
-    }
-
-    /// Sends a statement to partition `p` (after a held BEGIN), finding its leader: see the
-    /// module's invariants for when it is sent again.
-    async fn send(&mut self, p: usize, req: Request<'_>, kind: Kind) -> Answer {
-        let write = matches!(kind, Kind::Write | Kind::Final);
-        if self.pinned.is_some_and(|q| q != p) {
-            return refuse("a statement on another partition than the open transaction's (cross-partition transactions do not exist yet)");
-        }
-        let replicas = self.shared.partitions[p].replicas.len();
-        let deadline = Instant::now() + self.shared.config.leader_wait;
-        let mut attempt = 0usize;
-        let mut missing_db = 0usize;
-        loop {
-            attempt += 1;
-            let (was_pinned, held) = (self.pinned, self.pending_begin.clone());
-            // Only a transaction open before this try has work in it; one this try began holds
-            // nothing but its BEGIN, which is held again if the statement is sent again.
-            let in_txn = was_pinned == Some(p);
-            let outcome = self.send_once(p, req, matches!(kind, Kind::Read | Kind::Write)).await;
-            if let Err(SendError::NotSent(_, true)) = &outcome {
-                missing_db += 1;
-            }
-            let retry = match &outcome {
-                Ok(Reply::Err(e, _)) => e.code == READ_ONLY && !in_txn,
-                // A follower that lacks the session's database (not applied yet): each replica
-                // is asked once.
-                Err(SendError::NotSent(_, true)) => missing_db < replicas,
-                Err(SendError::NotSent(_, false)) => true,
-                Err(SendError::Lost(_)) => !write && !in_txn,
-                Err(SendError::Refused(_) | SendError::Failed(_)) => false,
-                Ok(_) => false,
-            };
-            let began = !in_txn && self.pinned == Some(p);
-            if retry && Instant::now() < deadline {
-                if let (Ok(Reply::Err(..)), Some(b)) = (&outcome, &self.backends[p]) {
-                    self.shared.partitions[p].not_leader(b.replica);
-                }
-                self.backends[p] = None;
-                if !in_txn {
-                    self.pinned = was_pinned;
-                    self.pending_begin = held;
-                }
-                // A new leader is elected within an election timeout; try each replica quickly,
-                // then back off.
-                let pause = if attempt <= replicas { 5 } else { 50 };
-                tokio::time::sleep(Duration::from_millis(pause)).await;
-                continue;
-            }
-            return match outcome {
-                Ok(reply) => {
-                    if let Reply::Err(e, _) = &reply {
-                        if e.code == READ_ONLY && began {
-                            // Refused after this try's BEGIN: nothing ran; the BEGIN is held
-                            // again and the refusing connection dropped.
-                            self.backends[p] = None;
-                            self.pinned = was_pinned;
-                            self.pending_begin = held;
-                        } else if !self.autocommit && matches!(kind, Kind::Read | Kind::Write) && self.pinned.is_none()
-                        {
-                            // With autocommit off the replica opened a transaction even for a
-                            // statement that failed; it holds whatever that statement locked.
-                            self.pinned = Some(p);
-                        }
-                    } else {
-                        let s = reply.status();
-                        self.pinned = (s & status::SERVER_STATUS_IN_TRANS != 0).then_some(p);
-                        self.autocommit = s & status::SERVER_STATUS_AUTOCOMMIT != 0;
-                    }
-                    Answer::Reply(reply)
-                }
-                Err(e) => {
-                    self.backends[p] = None;
-                    let txn = in_txn || began;
-                    if txn {
-                        self.pinned = None;
-                        self.pending_begin = None;
-                    }
-                    let message = match e {
-                        SendError::Refused(m) => format!("login refused ({m})"),
-                        SendError::NotSent(m, _) => format!("no leader reached ({m})"),
-                        SendError::Failed(m) => format!(
-                            "the replica's reply could not be relayed ({m}){}",
-                            if txn { "; the open transaction is rolled back" } else { "" }
-                        ),
-                        // The replica rolls back a transaction whose connection is gone, unless
-                        // the lost statement was its COMMIT.
-                        SendError::Lost(m) if txn && kind == Kind::Final => format!(
-                            "connection to the leader lost during the statement that ends the transaction: whether it committed is unknown ({m})"
-                        ),
-                        SendError::Lost(m) if txn => format!(
-                            "connection to the leader lost during the statement; the open transaction is rolled back ({m})"
-                        ),
-                        SendError::Lost(m) if write => format!(
-                            "connection to the leader lost during the statement: whether it took effect is unknown ({m})"
-                        ),
-                        SendError::Lost(m) => format!("connection to the leader lost ({m})"),
-                    };
-                    Answer::Error(ROUTER_ERROR, "HY000", format!("partition {p}: {message}"))
-                }
-            };
-        }
-    }
-
-    /// One try: a held BEGIN, then the statement (prepared on this replica first, for an
-    /// execute).
-    async fn send_once(&mut self, p: usize, req: Request<'_>, opens: bool) -> Result<Reply, SendError> {
-        let begin = if opens && self.pinned.is_none() {
-            self.pending_begin.clone()
-        } else {
-            None
-        };
-        let sql = match req {
-            Request::Execute { id, .. } => Some(
-                self.statements
-                    .get(&id)
-                    .ok_or_else(|| SendError::Failed("no such statement".into()))?
-                    .sql
-                    .clone(),
-            ),
-            Request::Query(_) => None,
-        };
-        let backend = self.backend(p).await.map_err(|e| match e {
-            BackendError::Login { code: 1045, .. } => SendError::Refused(e.to_string()),
-            BackendError::Login { code: 1049, .. } => SendError::NotSent(e.to_string(), true),
-            BackendError::Login { .. } => SendError::Refused(e.to_string()),
-            e => SendError::NotSent(e.to_string(), false),
-        })?;
-        if let (Request::Execute { id, .. }, Some(sql)) = (req, sql) {
-            if !backend.statements.contains_key(&id) {
-                match backend.prepare(&sql).await {
-                    Ok(Ok(prepared)) => {
-                        backend.statements.insert(id, prepared.id);
-                    }
-                    Ok(Err(reply)) => return Ok(reply),
-                    Err(e) => return Err(SendError::NotSent(e.to_string(), false)),
-                }
-            }
-        }
-        if let Some(begin) = begin {
-            match backend.query(&begin).await {
-                Ok(Reply::Ok(_)) => {
-                    self.pending_begin = None;
-                    self.pinned = Some(p);
-                }
-                Ok(other) => return Ok(other),
-                Err(e) => return Err(SendError::NotSent(e.to_string(), false)),
-            }
-        }
-        let backend = self.backends[p].as_mut().expect("opened above");
-        let sent = match req {
-            Request::Query(text) => backend.query(text).await,
-            Request::Execute { id, payload } => {
-                let on_replica = backend.statements[&id];
-                let stmt = self
-                    .statements
-                    .get(&id)
-                    .ok_or_else(|| SendError::Failed("no such statement".into()))?;
-                let rewritten = stmt.rewrite(payload, on_replica).map_err(SendError::Failed)?;
-                backend.execute(&rewritten).await
-            }
-        };
-        sent.map_err(|e| match e {
-            BackendError::Protocol { .. } => SendError::Failed(e.to_string()),
-            e => SendError::Lost(e.to_string()),
-        })
-    }
-
-    /// COM_STMT_PREPARE: checked and described by one replica (the transaction's partition,
-    /// or the first), its reply relayed under the router's statement id.
-    pub(super) async fn prepare(&mut self, sql: &str) -> Answer {
-        if self.statements.len() >= MAX_STATEMENTS {
-            return Answer::Error(1461, "42000", format!("more than {MAX_STATEMENTS} prepared statements"));
-        }
-        let p = self.pinned.unwrap_or(0);
-        let deadline = Instant::now() + self.shared.config.leader_wait;
-        let prepared = loop {
-            let outcome = match self.backend(p).await {
-                Ok(b) => b.prepare(sql).await,
-                Err(e) => Err(e),
-            };
-            match outcome {
-                Ok(Ok(prepared)) => break prepared,
-                Ok(Err(reply)) => return Answer::Reply(reply),
-                Err(e) if Instant::now() < deadline && !matches!(e, BackendError::Login { code: 1045, .. }) => {
-                    self.backends[p] = None;
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-                Err(e) => {
-                    self.backends[p] = None;
-                    return Answer::Error(ROUTER_ERROR, "HY000", format!("partition {p}: {e}"));
-                }
-            }
-        };
-        self.next_statement = self.next_statement.wrapping_add(1).max(1);
-        let id = self.next_statement;
-        if let Some(b) = self.backends[p].as_mut() {
-            b.statements.insert(id, prepared.id);
-        }
-        self.statements.insert(
-            id,
-            RouterStatement {
-                sql: sql.to_string(),
-                params: usize::from(prepared.params),
-                types: Vec::new(),
-                long_data: Default::default(),
-            },
-        );
-        let mut payloads = prepared.payloads;
-        payloads[0][1..5].copy_from_slice(&id.to_le_bytes());
-        Answer::Payloads(payloads)
-    }
-
-    /// COM_STMT_EXECUTE: the parameters bound into the text to place it, then executed as a
-    /// prepared statement where it belongs.
-    pub(super) async fn execute(&mut self, payload: &[u8]) -> Answer {
-        let Ok(id) = crate::protocol::execute_stmt_id(payload) else {
-            return Answer::Error(1210, "HY000", "Incorrect arguments to mysqld_stmt_execute".into());
-        };
-        let Some(stmt) = self.statements.get_mut(&id) else {
-            return Answer::Error(
-                1243,
-                "HY000",
-                format!("Unknown prepared statement handler ({id}) given to mysqld_stmt_execute"),
-            );
-        };
-        if !stmt.long_data.is_empty() {
-            return refuse("COM_STMT_SEND_LONG_DATA through the router");
-        }
-        let bound = stmt
-            .decode(payload)
-            .and_then(|params| super::prepared::bind_text(&stmt.sql, &params));
-        let text = match bound {
-            Ok(t) => t,
-            Err(e) => {
-                return Answer::Error(
-                    1210,
-                    "HY000",
-                    format!("Incorrect arguments to mysqld_stmt_execute: {e}"),
-                )
-            }
-        };
-        let parsed = match crate::sql::parse::parse(&text) {
-            Ok(mut s) if s.len() == 1 => s.remove(0),
-            Ok(_) => return Answer::Error(1064, "42000", "not one statement".into()),
-            Err(e) => return Answer::Error(e.code, e.state, e.message),
-        };
-        self.run(&text, Request::Execute { id, payload }, &parsed).await
-    }
-
-    /// COM_STMT_CLOSE: forgotten here and on every replica that prepared it.
-    pub(super) async fn close_statement(&mut self, id: u32) {
-        if self.statements.remove(&id).is_none() {
-            return;
-        }
-        for slot in self.backends.iter_mut() {
-            let close = match slot.as_mut() {
-                Some(b) => match b.statements.remove(&id) {
-                    Some(on_replica) => b.close_statement(on_replica).await.is_err(),
-                    None => false,
-                },
-                None => false,
-            };
-            if close {
-                *slot = None;
-            }
-        }
-    }
-
-    /// COM_STMT_SEND_LONG_DATA: kept (an execute that needs it is refused).
-    pub(super) fn long_data(&mut self, id: u32, param: u16, data: &[u8]) {
-        if let Some(s) = self.statements.get_mut(&id) {
-            if usize::from(param) < s.params {
-                s.long_data.entry(param).or_default().extend_from_slice(data);
-            }
-        }
-    }
-
-    /// COM_STMT_RESET: long data dropped.
-    pub(super) fn reset_statement(&mut self, id: u32) -> Answer {
-        match self.statements.get_mut(&id) {
-            Some(s) => {
-                s.long_data.clear();
-                Answer::Ok
-            }
-            None => Answer::Error(
-                1243,
-                "HY000",
-                format!("Unknown prepared statement handler ({id}) given to mysqld_stmt_reset"),
-            ),
         }
     }
 }
@@ -794,37 +461,6 @@ pub(super) enum Request<'a> {
 /// connection), and the longest.
 const MAX_SETTINGS: usize = 256;
 const MAX_SETTING_BYTES: usize = 64 << 10;
-
-/// Prepared statements one client may hold (MySQL's max_prepared_stmt_count is per server).
-const MAX_STATEMENTS: usize = 16_382;
-
-/// What a statement sent to a partition is, for when it may be sent again and whether it
-/// opens a held transaction.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    /// Reads rows: opens a held BEGIN; sent again when its connection is lost outside a
-    /// transaction.
-    Read,
-    /// Writes rows: opens a held BEGIN; never sent again once sent.
-    Write,
-    /// Reads no rows (SET, USE, SHOW, SELECT without a table): leaves a held BEGIN held.
-    Plain,
-    /// Ends a transaction or changes the schema (COMMIT, ROLLBACK, DDL): never sent again
-    /// once sent.
-    Final,
-}
-
-enum SendError {
-    /// The partition refused this client's login: no replica will take it.
-    Refused(String),
-    /// Nothing reached a leader (true: the replica lacked the session's database).
-    NotSent(String, bool),
-    /// The statement was sent and the connection failed before its reply.
-    Lost(String),
-    /// The replica's reply cannot be relayed (too large, not understood): the connection is
-    /// dropped; sending again would fail the same way.
-    Failed(String),
-}
 
 fn use_name(u: &sqlparser::ast::Use) -> String {
     let s = u.to_string();
