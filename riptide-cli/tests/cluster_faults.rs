@@ -417,6 +417,49 @@ fn a_transaction_on_a_deposed_leader_does_not_commit_its_stale_reads() {
     cluster.stop();
 }
 
+/// An autocommit write on a leader runs without a read barrier once the leader confirmed its
+/// term; one that then commits nothing (no row matched) answered from its own rows only, so on
+/// a leader cut off from the majority it must fail instead of reporting the stale outcome.
+#[test]
+fn an_autocommit_write_on_a_deposed_leader_does_not_answer_from_stale_rows() {
+    let cluster = Cluster::start(3, 300);
+    on_leader(&cluster.ports, "CREATE TABLE sbtest.w (id INT PRIMARY KEY, v INT)");
+    on_leader(&cluster.ports, "INSERT INTO sbtest.w VALUES (1, 0)");
+    // A statement with a barrier on the leader, so its later autocommit writes skip theirs.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (old, mut a) = loop {
+        assert!(Instant::now() < deadline, "no statement ran on a leader in 30 s");
+        let old = cluster.wait_for_leader();
+        let Some(mut a) = connect(cluster.nodes[old].port) else {
+            continue;
+        };
+        if a.query("UPDATE sbtest.w SET v = 1 WHERE id = 1").is_ok() {
+            break (old, a);
+        }
+    };
+    cluster.isolate(old);
+    let others: Vec<u16> = (0..3).filter(|&i| i != old).map(|i| cluster.nodes[i].port).collect();
+    on_leader(&Mutex::new(others), "INSERT INTO sbtest.w VALUES (2, 0)");
+    // Row 2 exists for the majority; the cut-off leader has none, so its UPDATE matches
+    // nothing and commits nothing: it must not say "0 rows".
+    let stale = a.query("UPDATE sbtest.w SET v = 5 WHERE id = 2");
+    eprintln!("the cut-off leader's answer: {stale:?}");
+    assert!(
+        stale.is_err(),
+        "a deposed leader answered an autocommit write from stale rows: {stale:?}"
+    );
+    // A write that does commit cannot commit there either (refused, or no answer in time).
+    if let Some(mut b) = connect(cluster.nodes[old].port) {
+        let e = b
+            .query("UPDATE sbtest.w SET v = 7 WHERE id = 1")
+            .expect_err("a deposed leader acknowledged a write");
+        assert!(matches!(e.code(), Some(1290) | Some(1213) | Some(1180) | None), "{e}");
+    }
+    cluster.heal();
+    on_leader(&cluster.ports, "UPDATE sbtest.w SET v = 2 WHERE id = 1");
+    cluster.stop();
+}
+
 /// The long runs' histories hold many failed and unknown writes: the planted bug (each
 /// reported acknowledged) must be caught. The short run only reports it (a few faults may leave
 /// no such write that a later read contradicts).

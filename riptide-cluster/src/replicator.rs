@@ -41,9 +41,12 @@ impl RaftReplicator {
 
 impl Replicator for RaftReplicator {
     fn replicate(&self, writes: ReplicatedWrites, mut done: ReplicationDone) {
-        let set = WriteSet {
+        let mut set = WriteSet {
             ops: writes.ops.into_iter().map(WriteOp::from).collect(),
         };
+        if let Some(term) = writes.fence {
+            set.ops.push(WriteOp::Fence { term });
+        }
         if let Err(reason) = set.validate() {
             return done.settle(Err(riptide::Error::InvalidOption {
                 option: "write set",
@@ -52,16 +55,20 @@ impl Replicator for RaftReplicator {
         }
         // Only a node that believes it leads proposes; any other refuses before the entry can
         // reach a log, so its refusal is definite.
-        let (me, leader, leader_addr) = {
+        let (me, leader, leader_addr, term) = {
             let m = self.raft.metrics();
             let m = m.borrow();
             let addr = m
                 .current_leader
                 .and_then(|l| m.membership_config.membership().get_node(&l).map(|n| n.addr.clone()));
-            (m.id, m.current_leader, addr)
+            (m.id, m.current_leader, addr, m.current_term)
         };
         if leader != Some(me) {
             return done.settle(Err(not_leader(leader, leader_addr.as_deref())));
+        }
+        // Fenced to an earlier term: it would be refused once committed; refuse it now.
+        if let Some(reason) = set.fenced_out(term) {
+            return done.settle(Err(fenced(&reason)));
         }
         let raft = self.raft.clone();
         let timeout = self.write_timeout;
@@ -81,6 +88,13 @@ impl Replicator for RaftReplicator {
             };
             done.settle(outcome(answer));
         });
+    }
+}
+
+/// The definite refusal of a write fenced to another term.
+fn fenced(reason: &str) -> riptide::Error {
+    riptide::Error::NotLeader {
+        leader: Some(format!("the leader's term moved since this write's reads ({reason})")),
     }
 }
 
@@ -104,6 +118,9 @@ fn outcome(answer: WriteAnswer) -> riptide::Result<()> {
     match answer {
         Ok(reply) => match reply.data.refused {
             None => Ok(()),
+            // Committed in another term than its fence: refused on every replica, so it was
+            // definitely not applied, as a write a follower refuses.
+            Some(reason) if reason.starts_with(crate::types::FENCE_REFUSAL) => Err(fenced(&reason)),
             // Validated above, so only a replica disagreeing with this build's limits gets here.
             Some(reason) => Err(riptide::Error::InvalidOption {
                 option: "write set",

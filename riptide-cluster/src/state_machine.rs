@@ -162,11 +162,17 @@ impl StateMachine {
         let mut applied = Applied::default();
         match &entry.payload {
             EntryPayload::Blank => {}
-            EntryPayload::Normal(set) => match set.validate() {
+            EntryPayload::Normal(set) => match set
+                .validate()
+                .and_then(|()| set.fenced_out(entry.log_id.leader_id.term).map_or(Ok(()), Err))
+            {
                 Err(reason) => applied.refused = Some(reason),
                 Ok(()) => {
                     for op in &set.ops {
-                        touched.push(op.table().to_string());
+                        let Some(table_name) = op.table() else {
+                            continue; // a fence: checked above
+                        };
+                        touched.push(table_name.to_string());
                         match op {
                             WriteOp::Put { table, key, value } => {
                                 let table = table_or_create(&self.db, table).map_err(|e| apply_err(&e))?;
@@ -185,6 +191,7 @@ impl StateMachine {
                                 Ok(()) | Err(riptide::Error::TableNotFound(_)) => {}
                                 Err(e) => return Err(apply_err(&e)),
                             },
+                            WriteOp::Fence { .. } => {}
                         }
                         applied.writes += 1;
                     }

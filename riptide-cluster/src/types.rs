@@ -20,16 +20,25 @@ pub enum WriteOp {
     CreateTable { table: String },
     /// Drops `table` if it exists; alone in its set.
     DropTable { table: String },
+    /// Not a write: the set commits only in Raft term `term` (the term in which the writer's
+    /// reads were confirmed); committed in any other, every replica refuses the whole set
+    /// ([`FENCE_REFUSAL`]). Added after the other ops, so older logs decode unchanged.
+    Fence { term: u64 },
 }
 
+/// How a write set refused by its [`WriteOp::Fence`] is told apart (the start of
+/// [`Applied::refused`]).
+pub const FENCE_REFUSAL: &str = "fenced: proposed for term";
+
 impl WriteOp {
-    /// The table the write goes to.
-    pub fn table(&self) -> &str {
+    /// The table the write goes to (none for a fence).
+    pub fn table(&self) -> Option<&str> {
         match self {
             WriteOp::Put { table, .. }
             | WriteOp::Delete { table, .. }
             | WriteOp::CreateTable { table }
-            | WriteOp::DropTable { table } => table,
+            | WriteOp::DropTable { table } => Some(table),
+            WriteOp::Fence { .. } => None,
         }
     }
 
@@ -68,6 +77,17 @@ pub const MAX_WRITE_SET_BYTES: usize = 64 << 20;
 pub const OP_OVERHEAD_BYTES: usize = 32;
 
 impl WriteSet {
+    /// Why a replica committing this set under `term` must refuse it: its fence names another
+    /// term.
+    pub fn fenced_out(&self, term: u64) -> Option<String> {
+        self.ops.iter().find_map(|op| match op {
+            WriteOp::Fence { term: fence } if *fence != term => {
+                Some(format!("{FENCE_REFUSAL} {fence}, committed in term {term}"))
+            }
+            _ => None,
+        })
+    }
+
     /// Why no replica could apply this write set, if so: a table name that is empty, too long
     /// or the cluster layer's own, a key or value over the engine's limits, or a set over
     /// [`MAX_WRITE_SET_BYTES`]. A leader should check this before proposing (the server's
@@ -77,9 +97,15 @@ impl WriteSet {
         if self.ops.len() > 1 && self.ops.iter().any(WriteOp::is_ddl) {
             return Err("a table creation or drop must be alone in its write set".into());
         }
+        if self.ops.iter().filter(|op| matches!(op, WriteOp::Fence { .. })).count() > 1 {
+            return Err("more than one fence in a write set".into());
+        }
         let mut bytes = 0usize;
         for op in &self.ops {
-            let table = op.table();
+            let Some(table) = op.table() else {
+                bytes = bytes.saturating_add(OP_OVERHEAD_BYTES);
+                continue;
+            };
             if table.is_empty() || table.len() > riptide::MAX_TABLE_NAME {
                 return Err(format!("table name of {} bytes", table.len()));
             }
@@ -92,7 +118,7 @@ impl WriteSet {
             let (key, value) = match op {
                 WriteOp::Put { key, value, .. } => (&key[..], value.len()),
                 WriteOp::Delete { key, .. } => (&key[..], 0),
-                WriteOp::CreateTable { .. } | WriteOp::DropTable { .. } => (&[][..], 0),
+                WriteOp::CreateTable { .. } | WriteOp::DropTable { .. } | WriteOp::Fence { .. } => (&[][..], 0),
             };
             if key.len() > riptide::MAX_KEY_SIZE {
                 return Err(format!(

@@ -92,6 +92,33 @@ async fn engine_writes_replicate_serialize_and_survive_the_leader() {
     })
     .await;
 
+    // A transaction fenced to another term than the leader's is refused, definitely (its
+    // reads were confirmed in a term that is over); fenced to the current one it commits.
+    let term = replicas[&l].node.metrics().current_term;
+    let db = replicas[&l].db.clone();
+    blocking(move || {
+        let t = db.table("accounts").unwrap();
+        let fenced = |fence: u64| TxnOptions {
+            write_options: riptide::WriteOptions {
+                replication_fence: Some(fence),
+                ..Default::default()
+            },
+            ..TxnOptions::default()
+        };
+        let mut txn = db.begin(fenced(term - 1)).unwrap();
+        txn.put(&t, b"fenced", b"old").unwrap();
+        match txn.commit() {
+            Err(Error::NotLeader { leader: Some(why) }) => assert!(why.contains("term moved"), "{why}"),
+            other => panic!("a write fenced to an earlier term: {other:?}"),
+        }
+        assert_eq!(t.get(b"fenced").unwrap(), None);
+        let mut txn = db.begin(fenced(term)).unwrap();
+        txn.put(&t, b"fenced", b"now").unwrap();
+        txn.commit().unwrap();
+        assert_eq!(t.get(b"fenced").unwrap(), Some(b"now".to_vec()));
+    })
+    .await;
+
     // A follower refuses writes, DDL and linearizable reads, and changes nothing.
     let f = *replicas.keys().find(|id| **id != l).unwrap();
     let fdb = replicas[&f].db.clone();

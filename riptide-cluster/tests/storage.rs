@@ -139,6 +139,32 @@ async fn write_sets_apply_atomically_and_unappliable_ones_are_refused_alike() {
         assert_eq!(applied, Some(log_id(1, 1, index)));
     }
     assert!(db.table("").is_err());
+
+    // A set fenced to one term is refused, whole and alike, when committed in another (its
+    // writes were computed from reads confirmed in its term), and applied in its own.
+    let fenced = |term: u64| WriteSet {
+        ops: vec![put("t", "k4", "v4"), WriteOp::Fence { term }],
+    };
+    let replies = sm
+        .apply(vec![entry(3, 10, EntryPayload::Normal(fenced(2)))])
+        .await
+        .unwrap();
+    let reason = replies[0]
+        .refused
+        .clone()
+        .expect("a set fenced to term 2 applied in term 3");
+    assert!(reason.starts_with(riptide_cluster::types::FENCE_REFUSAL), "{reason}");
+    assert_eq!(db.table("t").unwrap().get(b"k4").unwrap(), None);
+    let replies = sm
+        .apply(vec![entry(3, 11, EntryPayload::Normal(fenced(3)))])
+        .await
+        .unwrap();
+    assert_eq!((replies[0].writes, replies[0].refused.clone()), (1, None));
+    assert_eq!(db.table("t").unwrap().get(b"k4").unwrap(), Some(b"v4".to_vec()));
+    let two = WriteSet {
+        ops: vec![WriteOp::Fence { term: 3 }, WriteOp::Fence { term: 3 }],
+    };
+    assert!(two.validate().is_err());
 }
 
 /// A power cut (the engine's fault-injecting file system drops every unsynced byte) keeps the

@@ -61,6 +61,10 @@ pub enum ReplicatedOp {
 pub struct ReplicatedWrites {
     /// The writes, in the batch's order.
     pub ops: Vec<ReplicatedOp>,
+    /// The writer's [`crate::WriteOptions::replication_fence`]: a replicator that can tell
+    /// refuses to commit the writes under any other (Raft) term, so that writes computed from
+    /// reads confirmed in one term never commit in another.
+    pub fence: Option<u64>,
 }
 
 /// How a replicator reports a write's outcome, in up to two steps:
@@ -128,7 +132,7 @@ pub trait Replicator: Send + Sync + 'static {
 
 impl ReplicatedWrites {
     /// The ops of `batch`, naming each table.
-    pub(crate) fn from_batch(batch: &WriteBatch) -> ReplicatedWrites {
+    pub(crate) fn from_batch(batch: &WriteBatch, fence: Option<u64>) -> ReplicatedWrites {
         let name_of = |id: u32| {
             batch
                 .tables
@@ -154,7 +158,7 @@ impl ReplicatedWrites {
                 }
             })
             .collect();
-        ReplicatedWrites { ops }
+        ReplicatedWrites { ops, fence }
     }
 }
 

@@ -93,8 +93,26 @@ async fn run(
         Some(replica) => replica.before_statement(&shared.catalog, stmt, gate, session).await,
         None => Ok(()),
     };
+    // A transaction this statement begins commits only in the term its reads were confirmed
+    // in: its own barrier's, or the leader's (for an autocommit write that skipped it).
+    session.replication_fence = [gate.write_skipped_in, gate.statement_term()]
+        .into_iter()
+        .find(|&t| t != 0);
     let result = match gated {
-        Ok(()) => execute_and_commit(session, stmt, params, shared).await,
+        Ok(()) => {
+            let (result, committed_writes) = execute_and_commit(session, stmt, params, shared).await;
+            match (&shared.cluster, gate.write_skipped_in) {
+                // An autocommit write that skipped its barrier and committed nothing answers
+                // from what it read: only once the term is confirmed (see replica.rs).
+                (Some(replica), term) if term != 0 && !committed_writes => {
+                    match replica.confirm_write(&shared.catalog, term).await {
+                        Ok(()) => result,
+                        Err(e) => Err(e),
+                    }
+                }
+                _ => result,
+            }
+        }
         Err(e) => {
             // The statement did not run; the error (1290, 1213, 1180) tells the client its
             // transaction is rolled back, so it is.
@@ -107,23 +125,34 @@ async fn run(
     result
 }
 
-/// Executes the statement and waits for its commit, if it made one.
+/// Executes the statement and waits for its commit, if it made one; also says whether a
+/// commit with writes was made (whatever its outcome).
 async fn execute_and_commit(
     session: &mut Session,
     stmt: &Statement,
     params: &[Value],
     shared: &ServerShared,
-) -> Result<Outcome, SqlError> {
-    let reply: Reply = match may_block(stmt) {
-        Blocking::Never => session.execute(stmt, params)?,
+) -> (Result<Outcome, SqlError>, bool) {
+    let executed = match may_block(stmt) {
+        Blocking::Never => session.execute(stmt, params),
         // Row locks are free almost always: try on this thread without waiting, and only a
         // statement that found one held moves to a thread that may block.
         Blocking::OnRowLocks => match session.execute_nowait(stmt, params) {
-            Err(e) if e.would_block => tokio::task::block_in_place(|| session.execute(stmt, params))?,
-            other => other?,
+            Err(e) if e.would_block => tokio::task::block_in_place(|| session.execute(stmt, params)),
+            other => other,
         },
-        Blocking::Always => tokio::task::block_in_place(|| session.execute(stmt, params))?,
+        Blocking::Always => tokio::task::block_in_place(|| session.execute(stmt, params)),
     };
+    let reply: Reply = match executed {
+        Ok(r) => r,
+        Err(e) => return (Err(e), false),
+    };
+    let writes = reply.commit.as_ref().is_some_and(|p| p.writes);
+    (wait_for_commit(reply, shared).await, writes)
+}
+
+/// Waits for a reply's commit, if it made one.
+async fn wait_for_commit(reply: Reply, shared: &ServerShared) -> Result<Outcome, SqlError> {
     if let Some(pending) = reply.commit {
         let started = std::time::Instant::now();
         // The transaction's catalog pin goes when this function returns, after the commit.

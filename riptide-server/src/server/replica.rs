@@ -19,6 +19,19 @@
 //!   transaction that commits read what a barrier per statement would have let it read. One
 //!   that does not commit (its COMMIT fails, ROLLBACK, a closed connection) may have read stale
 //!   rows, locking reads included.
+//! - An autocommit INSERT, UPDATE or DELETE runs without a barrier on a leader whose own
+//!   barrier already confirmed the current term (every earlier term's entries are then
+//!   applied here): what it reads under its row locks holds every write acknowledged in this
+//!   term (all this node's, applied before their locks were free), and its write is fenced to
+//!   that term (below). One that commits no write (no row matched, a duplicate key) answered
+//!   from its reads alone, so it takes a barrier after it ran and answers only if that barrier
+//!   confirms the same term.
+//! - Every transaction a statement begins is fenced to the term in which its reads were
+//!   confirmed (its own barrier's, or the leader's for a skipped autocommit write): its write
+//!   set carries the term, and committed in any other term (a leader deposed and elected again
+//!   while the statement waited on a lock) it is refused on every replica and the client hears
+//!   1290 (not applied). Without the fence such a write could overwrite a write that another
+//!   leader acknowledged meanwhile.
 //! - A statement that opens a transaction (autocommit off) is gated even when it reads no
 //!   table (`SELECT 1`), since it takes the transaction's snapshot.
 //! - The catalog is read again whenever applied entries change its sub-table, on its own
@@ -62,6 +75,9 @@ pub struct Replica {
     /// The term in which this node last raised its AUTO_INCREMENT counters (0: never): a
     /// statement that passed the read barrier in another term raises them first.
     counters_term: AtomicU64,
+    /// The latest term in which a read barrier of this node confirmed its leadership (0:
+    /// none): every entry of earlier terms is applied here.
+    barrier_term: AtomicU64,
     refresh_lock: tokio::sync::Mutex<()>,
 }
 
@@ -92,6 +108,7 @@ pub(super) async fn start(db: riptide::Db, setup: &ClusterSetup) -> Result<(Arc<
         catalog_applies: catalog_applies.clone(),
         catalog_loaded: Arc::new(AtomicU64::new(loaded_at_open)),
         counters_term: AtomicU64::new(0),
+        barrier_term: AtomicU64::new(0),
         refresh_lock: tokio::sync::Mutex::new(()),
     });
     let (applies, loaded) = (catalog_applies.clone(), replica.catalog_loaded.clone());
@@ -190,9 +207,17 @@ pub(crate) struct TxnGate {
     /// A statement of the open transaction skipped its barrier: the statement that may end
     /// the transaction confirms the term first.
     skipped: bool,
+    /// This statement is an autocommit write that skipped its barrier in this term (0: it did
+    /// not): unless it committed writes, it confirms the term before it answers.
+    pub(crate) write_skipped_in: u64,
 }
 
 impl TxnGate {
+    /// The term this statement's read barrier confirmed (0: none).
+    pub(crate) fn statement_term(&self) -> u64 {
+        self.statement_term
+    }
+
     /// Records what the statement did to the session's transaction: `was` and `now` say
     /// whether a snapshot transaction was open before and after it, `begins` that it was
     /// BEGIN (which commits an open transaction and opens another).
@@ -218,6 +243,7 @@ impl Replica {
         session: &Session,
     ) -> Result<(), SqlError> {
         gate.statement_term = 0;
+        gate.write_skipped_in = 0;
         let in_snapshot_txn = session.in_snapshot_transaction();
         let (leader, term) = {
             let m = self.node.raft().metrics();
@@ -235,6 +261,24 @@ impl Replica {
         // the term.
         if in_snapshot_txn && leader && plain && gate.snapshot_term != 0 && gate.snapshot_term == term {
             gate.skipped = true;
+            return Ok(());
+        }
+        // An autocommit INSERT, UPDATE or DELETE on a leader that has confirmed this term (so
+        // every earlier term's entries are applied here, and this term's AUTO_INCREMENT
+        // counters raised) runs without a barrier: what it reads under its row locks holds
+        // every write acknowledged in this term, all made by this node and applied before the
+        // locks were free, and its write commits only if this node still leads when a majority
+        // has it. One that commits no write answers from what it read, so it confirms the term
+        // first ([`Replica::confirm_write`]).
+        let autocommit_write = !session.in_transaction()
+            && session.view.autocommit
+            && matches!(stmt, Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_));
+        if autocommit_write
+            && leader
+            && self.barrier_term.load(Ordering::Acquire) == term
+            && self.counters_term.load(Ordering::Acquire) == term
+        {
+            gate.write_skipped_in = term;
             return Ok(());
         }
         // COMMIT, BEGIN, DDL, SET: each may commit the open transaction. ROLLBACK need not.
@@ -276,10 +320,24 @@ impl Replica {
         if confirmed {
             gate.statement_term = term;
             gate.skipped = false;
+            self.barrier_term.fetch_max(term, Ordering::AcqRel);
         } else if confirm && result.is_ok() {
             return Err(term_moved());
         }
         result
+    }
+
+    /// After an autocommit write that skipped its barrier in `term` ([`TxnGate`]'s
+    /// `write_skipped_in`) and committed no write (no row matched, a duplicate key, a failed
+    /// statement): its answer came from this node's rows, so a barrier must confirm that the
+    /// node still leads in `term`. An error means the answer must not be given; the statement
+    /// changed nothing.
+    pub(crate) async fn confirm_write(&self, catalog: &Catalog, term: u64) -> Result<(), SqlError> {
+        self.barrier_and_catch_up(catalog).await?;
+        if self.term() != term {
+            return Err(term_moved());
+        }
+        Ok(())
     }
 
     /// This node's current Raft term.

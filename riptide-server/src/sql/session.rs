@@ -59,6 +59,9 @@ pub enum Outcome {
 pub struct PendingCommit {
     /// The engine's handle.
     pub handle: WriteHandle,
+    /// The transaction wrote something (its commit goes through the replicator, on a replica):
+    /// false for a commit that only ends a transaction that read.
+    pub writes: bool,
     /// The transaction's catalog pin: drop it only once the commit has completed, so that a
     /// DDL waiting for older transactions sees their rows committed.
     pub pin: Option<StatementPin>,
@@ -112,6 +115,9 @@ pub struct Session {
     pub found_rows: bool,
     /// The statement running now may not wait for row locks ([`Session::execute_nowait`]).
     nowait: bool,
+    /// On a replica: the Raft term in which the running statement's reads were confirmed; a
+    /// transaction begun now commits only in that term (`WriteOptions::replication_fence`).
+    pub replication_fence: Option<u64>,
 }
 
 impl Session {
@@ -125,6 +131,7 @@ impl Session {
             txn_pin: None,
             found_rows: false,
             nowait: false,
+            replication_fence: None,
         }
     }
 
@@ -157,6 +164,7 @@ impl Session {
             lock_timeout: self.config.lock_wait_timeout,
             write_options: WriteOptions {
                 sync: self.config.sync,
+                replication_fence: self.replication_fence,
                 ..Default::default()
             },
             ..Default::default()
@@ -167,6 +175,7 @@ impl Session {
     fn commit_open(&mut self) -> Option<PendingCommit> {
         let pin = self.txn_pin.take();
         self.txn.take().map(|t| PendingCommit {
+            writes: !t.is_empty(),
             handle: t.commit_async(),
             pin,
         })

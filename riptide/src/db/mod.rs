@@ -514,7 +514,7 @@ impl DbInner {
         if let (Route::Replicated, Some(replicator)) = (route, self.replicator.get()) {
             return Ok(Some(replicate(
                 replicator.as_ref(),
-                ReplicatedWrites::from_batch(&batch),
+                ReplicatedWrites::from_batch(&batch, opts.replication_fence),
                 on_placed,
             )));
         }

@@ -67,7 +67,10 @@ impl Db {
             option: "replicator",
             reason: "no replicator is installed".into(),
         })?;
-        let writes = ReplicatedWrites { ops: vec![op] };
+        let writes = ReplicatedWrites {
+            ops: vec![op],
+            fence: None,
+        };
         replicate(replicator.as_ref(), writes, None).wait()
     }
 }

@@ -256,6 +256,7 @@ impl BenchEngine for RiptideEngine {
                 sync: cfg.sync,
                 disable_wal: cfg.disable_wal,
                 no_slowdown: false,
+                replication_fence: None,
             },
             ropts: ReadOptions::default(),
         })
