@@ -72,15 +72,7 @@ pub fn run(args: &RouterArgs) -> Result<(), ServeError> {
         .map_err(|e| ServeError::Usage(format!("--partition {e}")))?;
     let mut config = RouterConfig::new(args.listen, users, partitions);
     config.leader_wait = Duration::from_millis(args.leader_wait_ms);
-    let mut rt = tokio::runtime::Builder::new_multi_thread();
-    rt.enable_all();
-    if let Some(t) = args.threads {
-        if t == 0 || t > 1024 {
-            return Err(ServeError::Usage("--threads must be between 1 and 1024".into()));
-        }
-        rt.worker_threads(t);
-    }
-    let rt = rt.build().map_err(|e| ServeError::Runtime(format!("runtime: {e}")))?;
-    rt.block_on(run_until_signal(config))
+    crate::serve::network_runtime(args.threads)?
+        .block_on(run_until_signal(config))
         .map_err(|e| ServeError::Runtime(e.to_string()))
 }

@@ -267,15 +267,21 @@ pub fn run(args: &ServeArgs) -> Result<(), ServeError> {
         engine: engine_options(args)?,
         cluster: cluster_setup(&args.cluster)?,
     };
+    network_runtime(args.threads)?
+        .block_on(run_until_signal(config))
+        .map_err(|e| ServeError::Runtime(e.to_string()))
+}
+
+/// The network runtime of `riptide serve` and `riptide router`: `threads` workers (`--threads`,
+/// 1 to 1024), or one per core.
+pub(crate) fn network_runtime(threads: Option<usize>) -> Result<tokio::runtime::Runtime, ServeError> {
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     rt.enable_all();
-    if let Some(t) = args.threads {
+    if let Some(t) = threads {
         if t == 0 || t > 1024 {
             return Err(ServeError::Usage("--threads must be between 1 and 1024".into()));
         }
         rt.worker_threads(t);
     }
-    let rt = rt.build().map_err(|e| ServeError::Runtime(format!("runtime: {e}")))?;
-    rt.block_on(run_until_signal(config))
-        .map_err(|e| ServeError::Runtime(e.to_string()))
+    rt.build().map_err(|e| ServeError::Runtime(format!("runtime: {e}")))
 }

@@ -7,7 +7,7 @@
 //! [`ClientError::Server`] with its code, never a panic.
 
 use crate::protocol::packet::PayloadReader;
-use crate::protocol::{capability as cap, native_password_token, ProtocolError};
+use crate::protocol::ProtocolError;
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
@@ -124,51 +124,8 @@ impl Client {
         if greeting.first() == Some(&0xFF) {
             return Err(server_error(&greeting));
         }
-        let mut r = PayloadReader::new(&greeting);
-        if r.u8()? != 10 {
-            return Err(ClientError::Protocol("not protocol version 10".into()));
-        }
-        r.nul_bytes()?; // server version
-        r.u32()?; // connection id
-        let part1 = r.bytes(8)?.to_vec();
-        r.u8()?;
-        r.bytes(2)?; // capabilities (low)
-        r.bytes(3)?; // charset, status
-        r.bytes(2)?; // capabilities (high)
-        r.u8()?; // auth data length
-        r.bytes(10)?;
-        let part2 = r.bytes(12)?.to_vec();
-        let mut scramble = [0u8; 20];
-        scramble[..8].copy_from_slice(&part1);
-        scramble[8..].copy_from_slice(&part2);
-        let token = if password.is_empty() {
-            Vec::new()
-        } else {
-            native_password_token(password.as_bytes(), &scramble)
-        };
-        let mut caps = cap::CLIENT_LONG_PASSWORD
-            | cap::CLIENT_PROTOCOL_41
-            | cap::CLIENT_SECURE_CONNECTION
-            | cap::CLIENT_TRANSACTIONS
-            | cap::CLIENT_PLUGIN_AUTH
-            | cap::CLIENT_MULTI_RESULTS;
-        if db.is_some() {
-            caps |= cap::CLIENT_CONNECT_WITH_DB;
-        }
-        let mut p = Vec::new();
-        p.extend_from_slice(&caps.to_le_bytes());
-        p.extend_from_slice(&(16u32 << 20).to_le_bytes());
-        p.push(45);
-        p.extend_from_slice(&[0; 23]);
-        p.extend_from_slice(user.as_bytes());
-        p.push(0);
-        p.push(token.len() as u8);
-        p.extend_from_slice(&token);
-        if let Some(db) = db {
-            p.extend_from_slice(db.as_bytes());
-            p.push(0);
-        }
-        p.extend_from_slice(b"mysql_native_password\0");
+        let scramble = crate::protocol::handshake::greeting_scramble(&greeting)?;
+        let p = crate::protocol::handshake::client_handshake_response(user, password, &scramble, db, 0);
         c.write_packet(&p)?;
         let reply = c.read_packet()?;
         match reply.first() {
@@ -213,6 +170,12 @@ impl Client {
         p.push(0x03);
         p.extend_from_slice(sql.as_bytes());
         self.write_packet(&p)?;
+        self.read_reply(false)
+    }
+
+    /// Reads a query's or an execute's reply: OK, ERR, or a result set whose rows are text
+    /// (`binary` false) or binary-protocol rows, turned into text.
+    fn read_reply(&mut self, binary: bool) -> Result<QueryResult, ClientError> {
         let first = self.read_packet()?;
         match first.first() {
             Some(0x00) => {
@@ -226,6 +189,7 @@ impl Client {
             Some(_) => {
                 let ncols = PayloadReader::new(&first).lenenc_int()? as usize;
                 let mut columns = Vec::with_capacity(ncols.min(4096));
+                let mut types = Vec::with_capacity(ncols.min(4096));
                 for _ in 0..ncols {
                     let def = self.read_packet()?;
                     let mut r = PayloadReader::new(&def);
@@ -233,6 +197,13 @@ impl Client {
                         r.lenenc_bytes()?; // catalog, schema, table, org_table
                     }
                     columns.push(String::from_utf8_lossy(r.lenenc_bytes()?).into_owned());
+                    r.lenenc_bytes()?; // org_name
+                    r.lenenc_int()?; // length of the fixed fields
+                    r.u16()?; // charset
+                    r.u32()?; // column length
+                    let t = r.u8()?;
+                    let flags = r.u16()?;
+                    types.push((t, flags & 0x20 != 0));
                 }
                 self.read_packet()?; // EOF
                 let mut rows = Vec::new();
@@ -243,17 +214,11 @@ impl Client {
                         Some(0xFF) => return Err(server_error(&row)),
                         _ => {}
                     }
-                    let mut r = PayloadReader::new(&row);
-                    let mut vals = Vec::with_capacity(ncols);
-                    for _ in 0..ncols {
-                        if r.peek() == Some(0xFB) {
-                            r.u8()?;
-                            vals.push(None);
-                        } else {
-                            vals.push(Some(String::from_utf8_lossy(r.lenenc_bytes()?).into_owned()));
-                        }
-                    }
-                    rows.push(vals);
+                    rows.push(if binary {
+                        binary_row(&row, &types)?
+                    } else {
+                        text_row(&row, ncols)?
+                    });
                 }
                 Ok(QueryResult::Rows { columns, rows })
             }
@@ -330,50 +295,7 @@ impl Client {
             }
         }
         self.write_packet(&p)?;
-        let first = self.read_packet()?;
-        match first.first() {
-            Some(0x00) => {
-                let mut r = PayloadReader::new(&first[1..]);
-                Ok(QueryResult::Ok {
-                    affected: r.lenenc_int()?,
-                    last_insert_id: r.lenenc_int()?,
-                })
-            }
-            Some(0xFF) => Err(server_error(&first)),
-            Some(_) => {
-                let ncols = PayloadReader::new(&first).lenenc_int()? as usize;
-                let mut columns = Vec::with_capacity(ncols.min(4096));
-                let mut types = Vec::with_capacity(ncols.min(4096));
-                for _ in 0..ncols {
-                    let def = self.read_packet()?;
-                    let mut r = PayloadReader::new(&def);
-                    for _ in 0..4 {
-                        r.lenenc_bytes()?;
-                    }
-                    columns.push(String::from_utf8_lossy(r.lenenc_bytes()?).into_owned());
-                    r.lenenc_bytes()?; // org_name
-                    r.lenenc_int()?; // length of the fixed fields
-                    r.u16()?; // charset
-                    r.u32()?; // column length
-                    let t = r.u8()?;
-                    let flags = r.u16()?;
-                    types.push((t, flags & 0x20 != 0));
-                }
-                self.read_packet()?; // EOF
-                let mut rows = Vec::new();
-                loop {
-                    let row = self.read_packet()?;
-                    match row.first() {
-                        Some(0xFE) if row.len() < 9 => break,
-                        Some(0xFF) => return Err(server_error(&row)),
-                        _ => {}
-                    }
-                    rows.push(binary_row(&row, &types)?);
-                }
-                Ok(QueryResult::Rows { columns, rows })
-            }
-            None => Err(ClientError::Protocol("empty reply".into())),
-        }
+        self.read_reply(true)
     }
 
     /// Sends COM_QUIT.
@@ -393,6 +315,21 @@ pub enum Param {
     Int(i64),
     /// A string.
     Text(String),
+}
+
+/// A text-protocol row's `ncols` values (`None` for NULL).
+fn text_row(row: &[u8], ncols: usize) -> Result<Vec<Option<String>>, ClientError> {
+    let mut r = PayloadReader::new(row);
+    let mut vals = Vec::with_capacity(ncols);
+    for _ in 0..ncols {
+        if r.peek() == Some(0xFB) {
+            r.u8()?;
+            vals.push(None);
+        } else {
+            vals.push(Some(String::from_utf8_lossy(r.lenenc_bytes()?).into_owned()));
+        }
+    }
+    Ok(vals)
 }
 
 /// A binary-protocol row's values as text; `types` are the columns' (type byte, unsigned).

@@ -129,6 +129,64 @@ pub fn greeting_payload(connection_id: u32, server_version: &str, scramble: &[u8
     p
 }
 
+/// The client's side of the connection phase: the 20-byte scramble of a protocol-10
+/// greeting (bounds-checked).
+pub fn greeting_scramble(greeting: &[u8]) -> Result<[u8; 20], ProtocolError> {
+    let mut r = PayloadReader::new(greeting);
+    if r.u8()? != 10 {
+        return Err(malformed("not protocol version 10"));
+    }
+    r.nul_bytes()?; // server version
+    r.u32()?; // connection id
+    let part1 = r.bytes(8)?;
+    let mut scramble = [0u8; 20];
+    scramble[..8].copy_from_slice(part1);
+    r.bytes(1 + 2 + 3 + 2 + 1 + 10)?; // filler, capabilities, charset, status, auth length, reserved
+    scramble[8..].copy_from_slice(r.bytes(12)?);
+    Ok(scramble)
+}
+
+/// The client's side of the connection phase: a HandshakeResponse41 logging in as `user` with
+/// mysql_native_password, in database `db` when given, with `extra` capabilities.
+pub fn client_handshake_response(
+    user: &str,
+    password: &str,
+    scramble: &[u8; 20],
+    db: Option<&str>,
+    extra: u32,
+) -> Vec<u8> {
+    let token = if password.is_empty() {
+        Vec::new()
+    } else {
+        native_password_token(password.as_bytes(), scramble)
+    };
+    let mut caps = cap::CLIENT_LONG_PASSWORD
+        | cap::CLIENT_PROTOCOL_41
+        | cap::CLIENT_SECURE_CONNECTION
+        | cap::CLIENT_TRANSACTIONS
+        | cap::CLIENT_PLUGIN_AUTH
+        | cap::CLIENT_MULTI_RESULTS
+        | extra;
+    if db.is_some() {
+        caps |= cap::CLIENT_CONNECT_WITH_DB;
+    }
+    let mut p = Vec::with_capacity(128 + user.len());
+    p.extend_from_slice(&caps.to_le_bytes());
+    p.extend_from_slice(&(64u32 << 20).to_le_bytes());
+    p.push(45); // utf8mb4
+    p.extend_from_slice(&[0; 23]);
+    p.extend_from_slice(user.as_bytes());
+    p.push(0);
+    p.push(token.len() as u8);
+    p.extend_from_slice(&token);
+    if let Some(db) = db {
+        p.extend_from_slice(db.as_bytes());
+        p.push(0);
+    }
+    p.extend_from_slice(b"mysql_native_password\0");
+    p
+}
+
 /// A parsed HandshakeResponse41.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HandshakeResponse {

@@ -15,7 +15,7 @@
 //!   after the timeout the backend was opened with.
 
 use crate::protocol::packet::{read_packet, write_packet, PayloadReader, ReadOutcome};
-use crate::protocol::{capability as cap, native_password_token, ProtocolError};
+use crate::protocol::{capability as cap, ProtocolError};
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::io::{AsyncWriteExt, BufReader};
@@ -248,38 +248,10 @@ impl Backend {
                 message: e.message,
             });
         }
-        let scramble = b.scramble(&greeting)?;
-        let token = if password.is_empty() {
-            Vec::new()
-        } else {
-            native_password_token(password.as_bytes(), &scramble)
-        };
-        let mut caps = cap::CLIENT_LONG_PASSWORD
-            | cap::CLIENT_PROTOCOL_41
-            | cap::CLIENT_SECURE_CONNECTION
-            | cap::CLIENT_TRANSACTIONS
-            | cap::CLIENT_PLUGIN_AUTH
-            | cap::CLIENT_MULTI_RESULTS;
-        if db.is_some() {
-            caps |= cap::CLIENT_CONNECT_WITH_DB;
-        }
-        if found_rows {
-            caps |= cap::CLIENT_FOUND_ROWS;
-        }
-        let mut p = Vec::with_capacity(128);
-        p.extend_from_slice(&caps.to_le_bytes());
-        p.extend_from_slice(&(64u32 << 20).to_le_bytes());
-        p.push(45); // utf8mb4
-        p.extend_from_slice(&[0; 23]);
-        p.extend_from_slice(user.as_bytes());
-        p.push(0);
-        p.push(token.len() as u8);
-        p.extend_from_slice(&token);
-        if let Some(db) = db {
-            p.extend_from_slice(db.as_bytes());
-            p.push(0);
-        }
-        p.extend_from_slice(b"mysql_native_password\0");
+        let scramble = crate::protocol::handshake::greeting_scramble(&greeting)
+            .map_err(|e| b.protocol(format!("greeting: {e}")))?;
+        let extra = if found_rows { cap::CLIENT_FOUND_ROWS } else { 0 };
+        let p = crate::protocol::handshake::client_handshake_response(user, password, &scramble, db, extra);
         b.write_payload(&p).await?;
         let reply = b.read_payload().await?;
         match reply.first() {
@@ -307,24 +279,6 @@ impl Backend {
             Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
             Ok(_) => true,
         }
-    }
-
-    /// The 20-byte scramble of a protocol-10 greeting.
-    fn scramble(&self, greeting: &[u8]) -> Result<[u8; 20], BackendError> {
-        let bad = |e: ProtocolError| self.protocol(format!("greeting: {e}"));
-        let mut r = PayloadReader::new(greeting);
-        if r.u8().map_err(bad)? != 10 {
-            return Err(self.protocol("not protocol version 10"));
-        }
-        r.nul_bytes().map_err(bad)?; // server version
-        r.u32().map_err(bad)?; // connection id
-        let part1 = r.bytes(8).map_err(bad)?.to_vec();
-        r.bytes(1 + 2 + 3 + 2 + 1 + 10).map_err(bad)?; // filler, capabilities, charset, status, ...
-        let part2 = r.bytes(12).map_err(bad)?;
-        let mut scramble = [0u8; 20];
-        scramble[..8].copy_from_slice(&part1);
-        scramble[8..].copy_from_slice(part2);
-        Ok(scramble)
     }
 
     async fn write_payload(&mut self, payload: &[u8]) -> Result<(), BackendError> {
