@@ -1,11 +1,10 @@
 //! `riptide router`: the MySQL-protocol router over a partitioned database (crate
 //! `riptide-server`, module `router`; docs/cluster.md, "Partitions and the router").
 
-use crate::serve::{read_users, ServeError};
+use crate::serve::{ServeError, UserArgs};
 use clap::Args;
 use riptide_server::router::{run_until_signal, RouterConfig};
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
 /// Route MySQL clients' statements to the partitions that hold their rows.
@@ -19,15 +18,9 @@ pub struct RouterArgs {
     /// never change for a database.
     #[arg(long = "partition", required = true)]
     partitions: Vec<String>,
-    /// The user clients log in as; the router logs in to the partitions as the same user.
-    #[arg(long, default_value = "root")]
-    user: String,
-    /// That user's password (empty by default; also RIPTIDE_PASSWORD).
-    #[arg(long, env = "RIPTIDE_PASSWORD", default_value = "", hide_env_values = true)]
-    password: String,
-    /// A file of more users, one `user:password` per line (`#` starts a comment).
-    #[arg(long)]
-    users_file: Option<PathBuf>,
+    /// Users (the router logs in to the partitions as the client's user, with its password).
+    #[command(flatten)]
+    users: UserArgs,
     /// How long a statement waits for a partition to have a leader, in milliseconds.
     #[arg(long, default_value_t = 10_000)]
     leader_wait_ms: u64,
@@ -54,16 +47,10 @@ pub fn run(args: &RouterArgs) -> Result<(), ServeError> {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
     }
-    if args.user.is_empty() {
-        return Err(ServeError::Usage("--user must not be empty".into()));
-    }
     if !(1..=600_000).contains(&args.leader_wait_ms) {
         return Err(ServeError::Usage("--leader-wait-ms must be 1..=600000".into()));
     }
-    let mut users = vec![(args.user.clone(), args.password.clone())];
-    if let Some(f) = &args.users_file {
-        users.extend(read_users(f)?);
-    }
+    let users = args.users.users()?;
     let partitions = args
         .partitions
         .iter()

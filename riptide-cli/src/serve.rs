@@ -21,15 +21,8 @@ pub struct ServeArgs {
     /// Address for Prometheus metrics (HTTP, /metrics); off when not given.
     #[arg(long)]
     metrics_listen: Option<SocketAddr>,
-    /// The user clients log in as (mysql_native_password).
-    #[arg(long, default_value = "root")]
-    user: String,
-    /// That user's password (empty by default; also RIPTIDE_PASSWORD).
-    #[arg(long, env = "RIPTIDE_PASSWORD", default_value = "", hide_env_values = true)]
-    password: String,
-    /// A file of more users, one `user:password` per line (`#` starts a comment).
-    #[arg(long)]
-    users_file: Option<PathBuf>,
+    #[command(flatten)]
+    users: UserArgs,
     /// Largest packet accepted from a client, in bytes (MySQL's max_allowed_packet).
     #[arg(long, default_value_t = 64 << 20)]
     max_allowed_packet: usize,
@@ -58,6 +51,36 @@ pub struct ServeArgs {
     objects: ObjectArgs,
     #[command(flatten)]
     cluster: ClusterArgs,
+}
+
+/// The users clients log in as (`riptide serve` and `riptide router`).
+#[derive(Args, Debug)]
+pub struct UserArgs {
+    /// The user clients log in as (mysql_native_password).
+    #[arg(long, default_value = "root")]
+    user: String,
+    /// That user's password (empty by default; also RIPTIDE_PASSWORD).
+    #[arg(long, env = "RIPTIDE_PASSWORD", default_value = "", hide_env_values = true)]
+    password: String,
+    /// A file of more users, one `user:password` per line (`#` starts a comment).
+    #[arg(long)]
+    users_file: Option<PathBuf>,
+}
+
+impl UserArgs {
+    /// Every user and password the flags name; refused when `--user` is empty.
+    pub(crate) fn users(&self) -> Result<Vec<(String, String)>, ServeError> {
+        if self.user.is_empty() {
+            return Err(ServeError::Usage(
+                "--user must not be empty (no anonymous access)".into(),
+            ));
+        }
+        let mut users = vec![(self.user.clone(), self.password.clone())];
+        if let Some(f) = &self.users_file {
+            users.extend(read_users(f)?);
+        }
+        Ok(users)
+    }
 }
 
 /// Running as one replica of a partition replicated by Raft (docs/cluster.md).
@@ -176,7 +199,7 @@ impl std::fmt::Display for ServeError {
     }
 }
 
-pub(crate) fn read_users(path: &PathBuf) -> Result<Vec<(String, String)>, ServeError> {
+fn read_users(path: &PathBuf) -> Result<Vec<(String, String)>, ServeError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| ServeError::Usage(format!("--users-file {}: {e}", path.display())))?;
     let mut out = Vec::new();
@@ -228,15 +251,7 @@ pub fn run(args: &ServeArgs) -> Result<(), ServeError> {
             "--max-allowed-packet must be between 1024 and 1073741824".into(),
         ));
     }
-    if args.user.is_empty() {
-        return Err(ServeError::Usage(
-            "--user must not be empty (no anonymous access)".into(),
-        ));
-    }
-    let mut users = vec![(args.user.clone(), args.password.clone())];
-    if let Some(f) = &args.users_file {
-        users.extend(read_users(f)?);
-    }
+    let users = args.users.users()?;
     {
         use tracing_subscriber::layer::SubscriberExt as _;
         use tracing_subscriber::util::SubscriberInitExt as _;

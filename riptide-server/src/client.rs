@@ -75,19 +75,11 @@ pub struct Client {
 }
 
 fn server_error(payload: &[u8]) -> ClientError {
-    let mut r = PayloadReader::new(payload);
-    let _ = r.u8();
-    let code = r.u16().unwrap_or(0);
-    let rest = r.rest();
-    let (state, msg) = if rest.first() == Some(&b'#') && rest.len() >= 6 {
-        (String::from_utf8_lossy(&rest[1..6]).into_owned(), &rest[6..])
-    } else {
-        (String::new(), rest)
-    };
+    let e = crate::protocol::resultset::ErrPacket::parse(payload);
     ClientError::Server {
-        code,
-        state,
-        message: String::from_utf8_lossy(msg).into_owned(),
+        code: e.code,
+        state: e.state,
+        message: e.message,
     }
 }
 

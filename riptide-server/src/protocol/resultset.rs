@@ -17,6 +17,37 @@ use super::constants::{charset, column_flag as flag, FieldType};
 use super::packet::{begin_packet, finish_packet, write_lenenc_bytes, write_lenenc_int};
 use crate::value::{format_double, DateTime, Value};
 
+/// An ERR packet's fields, as a client reads them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrPacket {
+    /// MySQL error code.
+    pub code: u16,
+    /// SQLSTATE (5 characters, or empty when the packet had none).
+    pub state: String,
+    /// The message.
+    pub message: String,
+}
+
+impl ErrPacket {
+    /// Parses an ERR payload (0xFF first); what is missing reads as 0 or empty.
+    pub fn parse(payload: &[u8]) -> ErrPacket {
+        let mut r = super::packet::PayloadReader::new(payload);
+        let _ = r.u8();
+        let code = r.u16().unwrap_or(0);
+        let rest = r.rest();
+        let (state, msg) = if rest.first() == Some(&b'#') && rest.len() >= 6 {
+            (String::from_utf8_lossy(&rest[1..6]).into_owned(), &rest[6..])
+        } else {
+            (String::new(), rest)
+        };
+        ErrPacket {
+            code,
+            state,
+            message: String::from_utf8_lossy(msg).into_owned(),
+        }
+    }
+}
+
 /// One column of a result set (or a parameter of a prepared statement).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ColumnInfo {

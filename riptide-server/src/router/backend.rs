@@ -57,35 +57,7 @@ pub enum BackendError {
 }
 
 /// An ERR packet's fields.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ServerError {
-    /// MySQL error code.
-    pub code: u16,
-    /// SQLSTATE (5 characters, or empty when the packet had none).
-    pub state: String,
-    /// The message.
-    pub message: String,
-}
-
-impl ServerError {
-    /// Parses an ERR payload (0xFF first).
-    pub fn parse(payload: &[u8]) -> ServerError {
-        let mut r = PayloadReader::new(payload);
-        let _ = r.u8();
-        let code = r.u16().unwrap_or(0);
-        let rest = r.rest();
-        let (state, msg) = if rest.first() == Some(&b'#') && rest.len() >= 6 {
-            (String::from_utf8_lossy(&rest[1..6]).into_owned(), &rest[6..])
-        } else {
-            (String::new(), rest)
-        };
-        ServerError {
-            code,
-            state,
-            message: String::from_utf8_lossy(msg).into_owned(),
-        }
-    }
-}
+pub use crate::protocol::resultset::ErrPacket as ServerError;
 
 /// A query's whole reply, as raw payloads (no packet headers).
 #[derive(Debug, Clone, PartialEq, Eq)]
