@@ -16,7 +16,7 @@
 #
 # Every run prints one RESULT line (tps, qps, latencies, ignored errors, and the CPU seconds of
 # all the server processes of the mode together). OUTDIR gets the raw logs, results.txt and
-# summary.md (replicated / single per test and thread count).
+# summary.md (each mode's median tps, and each mode / single, per test and thread count).
 #
 # Needs: sysbench, mysql (scripts/setup.sh), a release riptide binary (RIPTIDE, default
 # target/release/riptide). Builds nothing.

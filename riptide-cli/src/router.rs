@@ -51,6 +51,7 @@ pub fn run(args: &RouterArgs) -> Result<(), ServeError> {
         return Err(ServeError::Usage("--leader-wait-ms must be 1..=600000".into()));
     }
     let users = args.users.users()?;
+    crate::serve::init_logging();
     let partitions = args
         .partitions
         .iter()

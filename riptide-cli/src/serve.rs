@@ -252,22 +252,7 @@ pub fn run(args: &ServeArgs) -> Result<(), ServeError> {
         ));
     }
     let users = args.users.users()?;
-    {
-        use tracing_subscriber::layer::SubscriberExt as _;
-        use tracing_subscriber::util::SubscriberInitExt as _;
-        // openraft narrates every election and startup at INFO; its warnings are enough here.
-        let filter = tracing_subscriber::filter::Targets::new()
-            .with_default(tracing_subscriber::filter::LevelFilter::INFO)
-            .with_target("openraft", tracing_subscriber::filter::LevelFilter::WARN);
-        let _ = tracing_subscriber::registry()
-            .with(
-                tracing_subscriber::fmt::layer()
-                    .with_writer(std::io::stderr)
-                    .with_target(false),
-            )
-            .with(filter)
-            .try_init();
-    }
+    init_logging();
     let config = ServerConfig {
         data_dir: args.data_dir.clone(),
         listen: args.listen,
@@ -285,6 +270,25 @@ pub fn run(args: &ServeArgs) -> Result<(), ServeError> {
     network_runtime(args.threads)?
         .block_on(run_until_signal(config))
         .map_err(|e| ServeError::Runtime(e.to_string()))
+}
+
+/// Logs to stderr at INFO (openraft's narration of elections at WARN), for `riptide serve` and
+/// `riptide router`.
+pub(crate) fn init_logging() {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    // openraft narrates every election and startup at INFO; its warnings are enough here.
+    let filter = tracing_subscriber::filter::Targets::new()
+        .with_default(tracing_subscriber::filter::LevelFilter::INFO)
+        .with_target("openraft", tracing_subscriber::filter::LevelFilter::WARN);
+    let _ = tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_target(false),
+        )
+        .with(filter)
+        .try_init();
 }
 
 /// The network runtime of `riptide serve` and `riptide router`: `threads` workers (`--threads`,

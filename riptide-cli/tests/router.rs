@@ -2,7 +2,8 @@
 //!
 //! - over three plain `riptide serve` partitions: DDL reaches every partition; each row is
 //!   stored on the partition its key hashes to and nowhere else; point statements, fanned-out
-//!   reads (rows, COUNT and SUM) and single-partition transactions give what one server would;
+//!   reads (rows; COUNT, SUM, MIN, MAX; DISTINCT, ORDER BY, LIMIT/OFFSET) and single-partition
+//!   transactions give what one server would;
 //!   a write that would span partitions is refused and changes nothing, inside a transaction
 //!   too, where the transaction goes on;
 //! - session state (autocommit off, SETs replayed on connections opened later) keeps a
@@ -516,7 +517,8 @@ fn session_state_follows_the_client_across_partitions() {
 
     // Hundreds of SETs: a partition connection opened afterwards gets the last of them.
     let mut fresh = router.client();
-    // (Of the first 256, the last SET autocommit turns it off; the last of all turns it on.)
+    // (The last SET autocommit turns it on; a replay that kept only the first 256 SETs would
+    // end with it off.)
     for i in 0..=300 {
         fresh
             .query(if i % 2 == 1 {

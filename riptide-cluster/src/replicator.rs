@@ -5,8 +5,9 @@
 //!
 //! Invariants (what each outcome means to the client):
 //! - `Ok`: the write set is in a majority's log and applied here.
-//! - [`riptide::Error::NotLeader`]: this node did not believe it led, so it proposed nothing:
-//!   the write did not commit and never will.
+//! - [`riptide::Error::NotLeader`]: the write did not commit and never will: this node did not
+//!   believe it led, or the write's fence named another term, so it proposed nothing; or the
+//!   write was committed under another term than its fence and every replica refused it.
 //! - [`riptide::Error::Replication`]: anything after the proposal but success, `ForwardToLeader`
 //!   included (an entry truncated from this log may have been committed by another leader),
 //!   and no answer within the write timeout: the outcome is unknown. The write's locks are

@@ -7,7 +7,8 @@
 //!   entry whole or not at all, and in log order, so replaying the log from the applied id
 //!   redoes exactly what was lost.
 //! - Applying never fails on a write set: one that the engine would refuse is refused by
-//!   `WriteSet::validate` on every replica alike and only its index is applied (openraft stops a
+//!   `WriteSet::validate` on every replica alike, as is one whose fence names another term
+//!   than its entry's (`WriteSet::fenced_out`), and only its index is applied (openraft stops a
 //!   node whose apply fails, and every replica would stop on the same entry).
 //!   Applies are not synced (the Raft log is); building a snapshot syncs them first, since the
 //!   log may then be purged up to the snapshot.

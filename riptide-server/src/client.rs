@@ -1,5 +1,6 @@
-//! A minimal blocking MySQL client: connect with mysql_native_password, run text queries,
-//! read OK, ERR and text result sets. For tests, crash checks and tools that talk to
+//! A minimal blocking MySQL client: connect with mysql_native_password, run text queries and
+//! prepared statements (COM_STMT_PREPARE/EXECUTE), read OK, ERR and result sets (binary rows
+//! returned as text). For tests, crash checks and tools that talk to
 //! `riptide serve` (or any MySQL server) without a client library.
 //!
 //! Invariants: it speaks only the 4.1 protocol with classic EOF packets (what the server

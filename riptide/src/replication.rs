@@ -70,7 +70,7 @@ pub struct ReplicatedWrites {
 /// How a replicator reports a write's outcome, in up to two steps:
 /// - [`ReplicationDone::answer`] tells the writer: `Ok` once the write is durable on a
 ///   majority and applied to this database; [`crate::Error::NotLeader`] when it was not taken
-///   (this replica does not lead: nothing was proposed); [`crate::Error::Replication`] when
+///   (this replica does not lead, or the Raft layer refused it as fenced to another term: not applied, and never will be); [`crate::Error::Replication`] when
 ///   its outcome is not known (yet): it may still commit.
 /// - [`ReplicationDone::settle`] says the write's fate is known for good (committed and
 ///   applied, or never to commit), and only then releases what it held: a transaction's row

@@ -399,7 +399,8 @@ mod tests {
             &[Some("10"), Some("3"), Some("a")],
             &[Some("100"), Some("1"), Some("c")],
         ]);
-        // SELECT k, COUNT(*), MAX(c) ... GROUP BY k ORDER BY k DESC LIMIT 1, 2
+        // A combination with a group key beside aggregates (the planner makes none today: GROUP
+        // BY is refused) still folds groups, sorts and limits as MySQL would.
         let plan = Combine {
             columns: vec![None, Some(Agg::Count), Some(Agg::Max)],
             grouped: true,

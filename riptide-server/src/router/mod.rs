@@ -4,7 +4,7 @@
 //! processes (or one plain server); a table's rows are placed on them by a hash of their
 //! primary key ([`placement`]). The router keeps no data: it knows each partition's replicas
 //! (its configuration), which of them led last (learned from their answers), and tables'
-//! primary keys (read with `SHOW CREATE TABLE`, cached until DDL passes through it).
+//! primary keys (read with `SHOW CREATE TABLE`, cached for 10 s or until DDL passes through it).
 //!
 //! Invariants:
 //! - Every partition sees every table: DDL goes to all of them, in order.

@@ -10,11 +10,10 @@
 //!   transactions (two-phase commit) do not exist yet.
 //! - A write is sent to one partition or refused: a write whose rows the router cannot place
 //!   on a single partition (no key, keys on several partitions) gets 1235 and changes nothing.
-//! - A statement is sent again to another replica only when it provably did nothing: the
-//!   replica answered 1290 (a follower, or a leader that lost its majority: both refuse before
-//!   executing) outside a transaction on it, or the connection could not be opened. A
-//!   connection lost after a write was sent is reported as such (outcome unknown), never
-//!   retried; a read outside a transaction is retried.
+//! - A statement is sent again to another replica only when it provably did nothing (1290,
+//!   which always means not applied, outside a transaction on that partition; no connection;
+//!   a lost read outside a transaction): the rules are in [`super::send`]. A connection lost
+//!   after a write was sent is reported as such (outcome unknown), never retried.
 //! - DDL goes to every partition in order, outside transactions; the first failure stops it and
 //!   says which partitions have the change.
 //! - Session settings (SET) are sent to every open partition connection and replayed, in
@@ -269,7 +268,8 @@ impl RouterSession {
             }
         }
         // Replayed, in order, on connections opened later. A statement sent again moves to the
-        // end: replaying the list still leaves each variable as its last assignment left it.
+        // end: replaying the list still leaves each variable as its last assignment left it (for
+        // assignments of values; a SET that reads variables, as `SET @n = @n + 1`, replays once).
         self.settings.retain(|s| s != text);
         self.settings.push(text.to_string());
         answer
@@ -414,7 +414,7 @@ impl RouterSession {
         };
         if how.is_some() && matches!(req, Request::Execute { .. }) {
             return refuse(
-                "ORDER BY, LIMIT, DISTINCT, GROUP BY or aggregates over several partitions in a prepared statement (the router combines text rows only)",
+                "ORDER BY, LIMIT, DISTINCT or aggregates over several partitions in a prepared statement (the router combines text rows only)",
             );
         }
         let per_partition = match &sent {

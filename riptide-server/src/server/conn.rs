@@ -95,9 +95,7 @@ async fn run(
     };
     // A transaction this statement begins commits only in the term its reads were confirmed
     // in: its own barrier's, or the leader's (for an autocommit write that skipped it).
-    session.replication_fence = [gate.write_skipped_in, gate.statement_term()]
-        .into_iter()
-        .find(|&t| t != 0);
+    session.replication_fence = Some(gate.fence_term).filter(|&t| t != 0);
     let result = match gated {
         Ok(()) => {
             let (result, committed_writes) = execute_and_commit(session, stmt, params, shared).await;

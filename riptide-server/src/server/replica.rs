@@ -210,14 +210,13 @@ pub(crate) struct TxnGate {
     /// This statement is an autocommit write that skipped its barrier in this term (0: it did
     /// not): unless it committed writes, it confirms the term before it answers.
     pub(crate) write_skipped_in: u64,
+    /// The term a transaction this statement begins is fenced to (0: none, no gate ran): the
+    /// term in which its reads were confirmed, read before its barrier (which may end after
+    /// the term moved on: then its writes are refused rather than committed in another term).
+    pub(crate) fence_term: u64,
 }
 
 impl TxnGate {
-    /// The term this statement's read barrier confirmed (0: none).
-    pub(crate) fn statement_term(&self) -> u64 {
-        self.statement_term
-    }
-
     /// Records what the statement did to the session's transaction: `was` and `now` say
     /// whether a snapshot transaction was open before and after it, `begins` that it was
     /// BEGIN (which commits an open transaction and opens another).
@@ -244,6 +243,7 @@ impl Replica {
     ) -> Result<(), SqlError> {
         gate.statement_term = 0;
         gate.write_skipped_in = 0;
+        gate.fence_term = 0;
         let in_snapshot_txn = session.in_snapshot_transaction();
         let (leader, term) = {
             let m = self.node.raft().metrics();
@@ -279,6 +279,7 @@ impl Replica {
             && self.counters_term.load(Ordering::Acquire) == term
         {
             gate.write_skipped_in = term;
+            gate.fence_term = term;
             return Ok(());
         }
         // COMMIT, BEGIN, DDL, SET: each may commit the open transaction. ROLLBACK need not.
@@ -314,6 +315,9 @@ impl Replica {
             return Ok(());
         }
         let result = self.barrier_and_catch_up(catalog).await;
+        if result.is_ok() {
+            gate.fence_term = term;
+        }
         // The barrier confirmed `term` only if this node still led in it when the barrier
         // ended (terms only grow).
         let confirmed = result.is_ok() && self.term() == term;
