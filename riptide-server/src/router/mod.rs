@@ -10,7 +10,7 @@
 //! - Every partition sees every table: DDL goes to all of them, in order.
 //! - A row is only ever written on the partition its key hashes to (placement version 1, for
 //!   the configured partition count and order, which must therefore never change for a
-//!   database), and a write goes to one partition or is refused; see [`session`].
+//!   database), and a write goes to one partition or is refused; see the `session` module.
 //! - It listens only where told; clients log in with the users it was given, and it logs in to
 //!   the partitions as the same user with the same password.
 
