@@ -536,7 +536,7 @@ pub struct WriteOptions {
     /// Fail with [`Error::WouldStall`] instead of waiting when writes are stalled. Default: false.
     pub no_slowdown: bool,
     /// On a replicated database: handed to the replicator with the writes
-    /// ([`crate::replication::ReplicatedWrites::fence`]). The Raft replicator refuses to commit
+    /// (`ReplicatedWrites::fence` of the replication module). The Raft replicator refuses to commit
     /// them in any other term than this one (the term in which the writer's reads were
     /// confirmed). Ignored by a database without a replicator. Default: none.
     pub replication_fence: Option<u64>,
