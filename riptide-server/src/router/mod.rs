@@ -23,12 +23,13 @@ mod send;
 mod session;
 
 use crate::protocol::{Command, Connection, ProtocolError};
+use crate::server::listen::{drain, spawn_accept_loop};
 use crate::server::Users;
 use placement::TableKey;
 use session::{write_answer, Answer, RouterSession};
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
@@ -198,26 +199,9 @@ pub async fn start(config: RouterConfig) -> Result<RunningRouter, RouterError> {
         stop,
     });
     let s = shared.clone();
-    let accept = tokio::spawn(async move {
-        let next_id = AtomicU32::new(1);
-        let mut stop = s.stop.subscribe();
-        loop {
-            let accepted = tokio::select! {
-                a = listener.accept() => a,
-                _ = stop.changed() => break,
-            };
-            match accepted {
-                Ok((stream, _)) => {
-                    let id = next_id.fetch_add(1, Ordering::Relaxed);
-                    s.connections.fetch_add(1, Ordering::Relaxed);
-                    tokio::spawn(serve_client(stream, s.clone(), id));
-                }
-                Err(e) => {
-                    tracing::warn!("router accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-            }
-        }
+    let accept = spawn_accept_loop(listener, shared.stop.subscribe(), move |stream, id| {
+        s.connections.fetch_add(1, Ordering::Relaxed);
+        tokio::spawn(serve_client(stream, s.clone(), id));
     });
     Ok(RunningRouter { addr, shared, accept })
 }
@@ -227,10 +211,7 @@ impl RunningRouter {
     pub async fn shutdown(self, grace: Duration) {
         let _ = self.shared.stop.send(true);
         let _ = self.accept.await;
-        let deadline = tokio::time::Instant::now() + grace;
-        while self.shared.connections.load(Ordering::Relaxed) > 0 && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        drain(&self.shared.connections, grace).await;
     }
 }
 

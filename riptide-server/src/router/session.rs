@@ -225,6 +225,19 @@ impl RouterSession {
         if !matches!(answer, Answer::Reply(Reply::Ok(_))) {
             return answer;
         }
+        self.send_to_other_open(first, text).await;
+        self.db = db.or_else(|| {
+            crate::sql::parse::parse(text).ok().and_then(|s| match s.first() {
+                Some(Statement::Use(u)) => Some(use_name(u)),
+                _ => None,
+            })
+        });
+        answer
+    }
+
+    /// Sends a session statement (SET, USE) that partition `first` accepted to every other open
+    /// partition connection; one that refuses it is closed (a new one replays the session).
+    async fn send_to_other_open(&mut self, first: usize, text: &str) {
         for p in 0..self.backends.len() {
             if p != first && self.backends[p].is_some() {
                 let other = self.send(p, Request::Query(text), Kind::Plain).await;
@@ -233,13 +246,6 @@ impl RouterSession {
                 }
             }
         }
-        self.db = db.or_else(|| {
-            crate::sql::parse::parse(text).ok().and_then(|s| match s.first() {
-                Some(Statement::Use(u)) => Some(use_name(u)),
-                _ => None,
-            })
-        });
-        answer
     }
 
     async fn set(&mut self, text: &str) -> Answer {
@@ -259,14 +265,7 @@ impl RouterSession {
             // autocommit 0 -> 1 commits the open transaction, a held BEGIN included.
             self.pending_begin = None;
         }
-        for p in 0..self.backends.len() {
-            if p != first && self.backends[p].is_some() {
-                let other = self.send(p, Request::Query(text), Kind::Plain).await;
-                if !matches!(other, Answer::Reply(Reply::Ok(_))) {
-                    self.backends[p] = None;
-                }
-            }
-        }
+        self.send_to_other_open(first, text).await;
         // Replayed, in order, on connections opened later. A statement sent again moves to the
         // end: replaying the list still leaves each variable as its last assignment left it (for
         // assignments of values; a SET that reads variables, as `SET @n = @n + 1`, replays once).

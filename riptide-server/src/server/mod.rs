@@ -9,6 +9,7 @@
 //! - users are fixed at start; an unknown user or a wrong password is refused (1045).
 
 pub mod conn;
+pub(crate) mod listen;
 pub mod metrics;
 pub(crate) mod replica;
 
@@ -18,7 +19,7 @@ use crate::sql::session::SessionConfig;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -161,28 +162,10 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
         cluster,
     });
     let s = shared.clone();
-    let accept = tokio::spawn(async move {
-        let next_id = AtomicU32::new(1);
-        let mut stop = s.stop.subscribe();
-        loop {
-            let accepted = tokio::select! {
-                a = listener.accept() => a,
-                _ = stop.changed() => break,
-            };
-            match accepted {
-                Ok((stream, _)) => {
-                    let id = next_id.fetch_add(1, Ordering::Relaxed);
-                    s.connections.fetch_add(1, Ordering::Relaxed);
-                    s.metrics.connections_total.fetch_add(1, Ordering::Relaxed);
-                    tokio::spawn(conn::serve_connection(stream, s.clone(), id));
-                }
-                Err(e) => {
-                    // Out of descriptors and the like: log, back off, go on.
-                    tracing::warn!("accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-            }
-        }
+    let accept = listen::spawn_accept_loop(listener, shared.stop.subscribe(), move |stream, id| {
+        s.connections.fetch_add(1, Ordering::Relaxed);
+        s.metrics.connections_total.fetch_add(1, Ordering::Relaxed);
+        tokio::spawn(conn::serve_connection(stream, s.clone(), id));
     });
     let metrics_task = metrics_listener.map(|l| {
         let s = shared.clone();
@@ -234,10 +217,7 @@ impl RunningServer {
         if let Some(m) = self.metrics_task {
             let _ = m.await;
         }
-        let deadline = tokio::time::Instant::now() + grace;
-        while self.shared.connections.load(Ordering::Relaxed) > 0 && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        listen::drain(&self.shared.connections, grace).await;
         if let Some(replica) = &self.shared.cluster {
             replica.node.shutdown().await;
         }
