@@ -61,7 +61,12 @@ fn check(t: &Table, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
     }
 }
 
-/// The `compression` property (trailer type: 0 none, 1 LZ4, 2 zstd) of every extent of
+/// The codec this build records for zstd extents without a dictionary (key and value streams;
+/// extents before format 6 record 2, one zstd frame per block).
+const ZSTD: u64 = 4;
+
+/// The `compression` property (trailer type: 0 none, 1 LZ4, 3 zstd with a dictionary, 4 zstd)
+/// of every extent of
 /// `table` in `level`, from `riptide inspect`.
 fn codecs_in(fs: &FaultFs, db: &Path, table: &str, level: usize) -> Vec<u64> {
     let text = inspect::levels(fs, db, Some(table)).unwrap();
@@ -118,7 +123,7 @@ fn each_level_is_written_with_its_codec_and_compaction_recompresses() {
     assert_eq!(after.blocks_reused, before.blocks_reused, "{after:?}");
     assert_eq!(after.lsns_zeroed - before.lsns_zeroed, 20_000, "{after:?}");
     let l2 = codecs_in(&fs, dir, "default", 2);
-    assert!(!l2.is_empty() && l2.iter().all(|c| *c == 2), "{l2:?}");
+    assert!(!l2.is_empty() && l2.iter().all(|c| *c == ZSTD), "{l2:?}");
     check(&t, &model);
     // Overwrites of every third row, down to L2 again: merged and copied blocks, all zstd.
     for i in (0..20_000).step_by(3) {
@@ -127,7 +132,7 @@ fn each_level_is_written_with_its_codec_and_compaction_recompresses() {
         model.insert(key(i), v);
     }
     t.compact().unwrap();
-    assert!(codecs_in(&fs, dir, "default", 2).iter().all(|c| *c == 2));
+    assert!(codecs_in(&fs, dir, "default", 2).iter().all(|c| *c == ZSTD));
     check(&t, &model);
     db.close().unwrap();
     let db = Db::open(dir, opts(&fs, riptide::DEFAULT_COMPRESSION_PER_LEVEL)).unwrap();
@@ -165,7 +170,7 @@ fn blocks_copied_into_a_level_of_another_codec_are_recompressed() {
     assert_eq!(l1.lsns_zeroed, 0, "{l1:?}");
     let codecs_l1 = codecs_in(&fs, dir, "default", 1);
     assert!(
-        !codecs_l1.is_empty() && codecs_l1.iter().all(|c| *c == 2),
+        !codecs_l1.is_empty() && codecs_l1.iter().all(|c| *c == ZSTD),
         "{codecs_l1:?}"
     );
     check(&t, &model);
@@ -242,7 +247,7 @@ fn table_options_persist_and_apply_to_their_table_alone() {
     t.flush().unwrap();
     u.flush().unwrap();
     // `orders`' L0 is zstd (its own codecs), `users`' LZ4 (the database's).
-    assert!(codecs_in(&fs, dir, "orders", 0).iter().all(|c| *c == 2));
+    assert!(codecs_in(&fs, dir, "orders", 0).iter().all(|c| *c == ZSTD));
     assert!(codecs_in(&fs, dir, "users", 0).iter().all(|c| *c == 1));
     // Its blocks are 4 KiB, so it has about four times as many.
     let blocks = |name: &str| -> u64 {
@@ -392,7 +397,7 @@ fn a_table_trains_a_zstd_dictionary_and_keeps_it_across_reopens() {
         let l2 = codecs_in(&fs, dir, "default", 2);
         if dict_bytes == 0 {
             assert_eq!(status, riptide::DictionaryStatus::None);
-            assert!(l2.iter().all(|c| *c == 2), "{l2:?}");
+            assert!(l2.iter().all(|c| *c == ZSTD), "{l2:?}");
             l2_bytes.push(t.level_info().bytes[2]);
             continue;
         }

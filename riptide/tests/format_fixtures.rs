@@ -4,16 +4,18 @@
 //!
 //! What is frozen (`tests/fixtures/README.md` lists every file):
 //!
-//! - `db-v5/`: a closed database with four tables (`default`, `users`, `orders`, `empty`; a
+//! - `db-v6/`: a closed database with four tables (`default`, `users`, `orders`, `empty`; a
 //!   fifth, `scratch`, was dropped), LZ4 in L0 and L1 and zstd in L2, compressed and
 //!   uncompressed data blocks, bloom filters and block hash indexes; `orders` has its own
 //!   options in the catalog (zstd everywhere, 2 KiB blocks); table `users` has data in L0, L1
 //!   and L2 at once, and every table has writes that live only in the redo log (the database
 //!   was closed without a flush). Its metadata is a CHECKPOINT plus a slog with transactions
 //!   after it (including a table drop). Its zstd extents store their blocks without hash index
-//!   or region checksums and their index blocks compressed.
-//! - `db-v5-plain/`: the same workload without compression, bloom filters or hash indexes.
-//! - `db-v4/`, `db-v4-plain/`: the same two, written by the build that wrote extent v4.
+//!   or region checksums and their index blocks compressed, each data block as a key stream
+//!   and a value stream (trailer type 4).
+//! - `db-v6-plain/`: the same workload without compression, bloom filters or hash indexes.
+//! - `db-v5/`, `db-v5-plain/`, `db-v4/`, `db-v4-plain/`: the same two, written by the builds
+//!   that wrote extent v5 (zstd blocks as one frame, type 2) and v4.
 //! - `db-v5-dict/`: extent v5 with a zstd dictionary: one table of JSON-like rows compacted into
 //!   a zstd L2 with `zstd_dictionary_bytes` (type-3 blocks, dictionary block, hash indexes
 //!   rebuilt on read); its own small workload (`doc`, `run_dict_workload`).
@@ -27,13 +29,14 @@
 //! - `corrupt/<case>/`: one file each, laid over a copy of `db-v3/` with one flipped byte in a
 //!   checksummed region (CATALOG, CURRENT, checkpoint, slog, redo segment, an extent's data
 //!   block, one data-file header copy); `corrupt/extent-v1/`, `corrupt/extent-v2/`,
-//!   `corrupt/extent-v4/` and `corrupt/extent-v5/` flip a byte of a data block of a v1 / v2 /
-//!   v4 (zstd) / v5 (zstd) extent, laid over `db-v1/` / `db-v2/` / `db-v4/` / `db-v5/`.
+//!   `corrupt/extent-v4/`, `corrupt/extent-v5/` and `corrupt/extent-v6/` flip a byte of a data
+//!   block of a v1 / v2 / v4 (zstd) / v5 (zstd) / v6 (zstd streams) extent, laid over `db-v1/` /
+//!   `db-v2/` / `db-v4/` / `db-v5/` / `db-v6/`.
 //!
 //! Format versions covered: catalog v1 and v2, redo v1 and v2, data file v1, meta v1 (CURRENT, slog,
-//! checkpoint) and extent v1 to v5. For the old extent versions the test also checks that
+//! checkpoint) and extent v1 to v6. For the old extent versions the test also checks that
 //! `inspect` reports them, and that compacting every table with this build (which writes only
-//! v5 extents, copying, recompressing or decoding old blocks) keeps every key and value exact.
+//! v6 extents, copying, recompressing or decoding old blocks) keeps every key and value exact.
 //!
 //! Data files (`data/NNNNNN.dat`) are 2 MiB slots, mostly zeros; they are stored as
 //! `NNNNNN.dat.sparse` (the non-zero byte ranges, lossless; layout in `Sparse` below) and
@@ -332,22 +335,22 @@ struct Variant {
 const ZSTD1: Compression = Compression::Zstd { level: 1 };
 
 /// The extent format version this build writes (compacted fixtures hold only these).
-const WRITTEN_EXTENT_VERSION: u64 = 5;
+const WRITTEN_EXTENT_VERSION: u64 = 6;
 
 /// The fixtures this build writes ([`regenerate`]; it refuses to overwrite fixtures of another
 /// extent version).
 const VARIANTS: [Variant; 2] = [
     Variant {
-        dir: "db-v5",
-        extent_version: 5,
+        dir: "db-v6",
+        extent_version: 6,
         compression: [Compression::Lz4, Compression::Lz4, ZSTD1],
         bloom_bits_per_key: 10,
         block_hash_index: true,
         table_options: true,
     },
     Variant {
-        dir: "db-v5-plain",
-        extent_version: 5,
+        dir: "db-v6-plain",
+        extent_version: 6,
         compression: [Compression::None; 3],
         bloom_bits_per_key: 0,
         block_hash_index: false,
@@ -369,7 +372,7 @@ fn orders_options() -> TableOptions {
 /// Fixtures written by older builds, with the same [`workload`] (`tests/fixtures/README.md`
 /// names the commit and command of each). Never regenerated here: this build cannot write
 /// these extent versions.
-const OLD_VARIANTS: [Variant; 6] = [
+const OLD_VARIANTS: [Variant; 8] = [
     Variant {
         dir: "db-v1",
         extent_version: 1,
@@ -413,6 +416,22 @@ const OLD_VARIANTS: [Variant; 6] = [
     Variant {
         dir: "db-v4-plain",
         extent_version: 4,
+        compression: [Compression::None; 3],
+        bloom_bits_per_key: 0,
+        block_hash_index: false,
+        table_options: false,
+    },
+    Variant {
+        dir: "db-v5",
+        extent_version: 5,
+        compression: [Compression::Lz4, Compression::Lz4, ZSTD1],
+        bloom_bits_per_key: 10,
+        block_hash_index: true,
+        table_options: true,
+    },
+    Variant {
+        dir: "db-v5-plain",
+        extent_version: 5,
         compression: [Compression::None; 3],
         bloom_bits_per_key: 0,
         block_hash_index: false,
@@ -752,11 +771,12 @@ fn regenerate() {
         write_fixture(v.dir, |dir| run_workload(dir, v));
     }
 
-    // db-v5's first L2 extent of `users` holds zstd blocks: one flipped byte in block 0.
-    // (`corrupt/extent-v4`, over db-v4, was written by the build that wrote extent v4.)
-    let _ = fs::remove_dir_all(root.join("corrupt").join("extent-v5"));
+    // db-v6's first L2 extent of `users` holds zstd stream blocks: one flipped byte in block 0.
+    // (`corrupt/extent-v4` and `corrupt/extent-v5`, over db-v4 and db-v5, were written by the
+    // builds that wrote those extent versions.)
+    let _ = fs::remove_dir_all(root.join("corrupt").join("extent-v6"));
     let (file, at) = users_l2_block0_byte(VARIANTS[0].dir);
-    write_corrupt_of(VARIANTS[0].dir, "extent-v5", &file, at);
+    write_corrupt_of(VARIANTS[0].dir, "extent-v6", &file, at);
 
     // Corrupt copies of files of db-v3, one flipped byte each.
     // (Only the cases written here: `extent-v1` and `extent-v2` come from the old fixtures.)
@@ -971,6 +991,8 @@ fn check_fixture(v: Variant) {
                 let want = match codec {
                     Compression::None => 0,
                     Compression::Lz4 => 1,
+                    // One frame per block before v6, key and value streams from v6.
+                    Compression::Zstd { .. } if v.extent_version >= 6 => 4,
                     Compression::Zstd { .. } => 2,
                 };
                 for id in ids {
@@ -1054,18 +1076,40 @@ fn check_fixture(v: Variant) {
 }
 
 #[test]
-fn db_v5_reads_exactly() {
+fn db_v6_reads_exactly() {
     check_fixture(VARIANTS[0]);
 }
 
 #[test]
-fn db_v5_plain_reads_exactly() {
+fn db_v6_plain_reads_exactly() {
     check_fixture(VARIANTS[1]);
 }
 
 #[test]
-fn db_v5_keeps_table_options() {
+fn db_v6_keeps_table_options() {
     check_table_options(VARIANTS[0]);
+}
+
+#[test]
+fn db_v5_reads_exactly() {
+    check_fixture(OLD_VARIANTS[6]);
+}
+
+#[test]
+fn db_v5_plain_reads_exactly() {
+    check_fixture(OLD_VARIANTS[7]);
+}
+
+#[test]
+fn db_v5_keeps_table_options() {
+    check_table_options(OLD_VARIANTS[6]);
+}
+
+/// db-v5's zstd L2 holds one-frame blocks (codec 2): into this build's L2 (codec 4) they are
+/// recompressed as two streams.
+#[test]
+fn db_v5_compacts_to_current_exactly() {
+    check_compacted(OLD_VARIANTS[6]);
 }
 
 #[test]
@@ -1301,7 +1345,13 @@ fn corrupt_v4_zstd_extent_block_is_reported_never_returned() {
 /// The same in db-v5 (blocks stored without hash index, compressed index block).
 #[test]
 fn corrupt_v5_zstd_extent_block_is_reported_never_returned() {
-    check_corrupt_zstd_extent(VARIANTS[0], "extent-v5");
+    check_corrupt_zstd_extent(OLD_VARIANTS[6], "extent-v5");
+}
+
+/// The same in db-v6 (blocks stored as a key stream and a value stream).
+#[test]
+fn corrupt_v6_zstd_extent_block_is_reported_never_returned() {
+    check_corrupt_zstd_extent(VARIANTS[0], "extent-v6");
 }
 
 /// `corrupt/<case>` flips a byte in data block 0 of `users`' first L2 extent in fixture `v`.

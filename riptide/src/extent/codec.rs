@@ -9,6 +9,12 @@
 //!   the size);
 //! - type 3 (zstd with the extent's dictionary, extent format 5 on): as type 2, the frame
 //!   compressed with the dictionary stored in the same extent (no dictionary id in the frame).
+//! - type 4 (zstd over the block's two streams, extent format 6 on): `varint32 raw_len ‖
+//!   varint32 entries ‖ varint32 keys_len ‖ varint32 keys_stored_len ‖ keys frame ‖ values
+//!   frame`, the key stream and the value stream of `block::streams` each one zstd frame as in
+//!   type 2. Only data blocks; a zstd compressor without a dictionary writes its data blocks so
+//!   (about 10 % smaller than type 2 on 100-byte values), and a block that does not split
+//!   (never one a builder made) as type 2.
 //!
 //! Invariants:
 //! - A block is stored compressed only when that saves at least 12.5 % ([`worth_it`]);
@@ -23,6 +29,7 @@
 
 use std::cell::RefCell;
 
+use super::block::streams;
 use super::dictionary::BlockDict;
 use super::Compression;
 use crate::coding::{get_varint32, put_varint};
@@ -46,17 +53,19 @@ pub(crate) struct BlockCompressor {
     /// The dictionary's bytes and id (type 3), loaded into the zstd context when it is made.
     dict: Option<(Box<[u8]>, u64)>,
     zstd: Option<zstd::bulk::Compressor<'static>>,
+    /// A block's key and value streams (type 4), kept between blocks.
+    streams: (Vec<u8>, Vec<u8>),
 }
 
 impl BlockCompressor {
-    /// A compressor for `kind` (at zstd level `level`; ignored by the other codecs). With
-    /// `dict`, zstd blocks are compressed with it (stored type 3); other codecs ignore it.
+    /// A compressor of data blocks for `kind` (at zstd level `level`; ignored by the other
+    /// codecs). A zstd kind stores its blocks as type 4 (key and value streams apart), or with
+    /// `dict` as type 3 (compressed with it); other codecs ignore `dict`.
     pub(crate) fn new(kind: Compression, level: i32, dict: Option<&BlockDict>) -> Self {
         let zstd_like = kind.is_zstd();
         let (kind, dict) = match dict {
             Some(d) if zstd_like => (Compression::ZstdDict, Some((d.bytes().into(), d.id()))),
-            // Type 3 without a dictionary is plain zstd.
-            _ if zstd_like => (Compression::Zstd, None),
+            _ if zstd_like => (Compression::ZstdSplit, None),
             _ => (kind, None),
         };
         BlockCompressor {
@@ -64,6 +73,16 @@ impl BlockCompressor {
             level,
             dict,
             zstd: None,
+            streams: (Vec::new(), Vec::new()),
+        }
+    }
+
+    /// A compressor that stores whole blocks as one zstd frame (type 2): for blocks that are
+    /// not data blocks (a zstd extent's index block).
+    pub(crate) fn plain_zstd(level: i32) -> Self {
+        BlockCompressor {
+            kind: Compression::Zstd,
+            ..Self::new(Compression::Zstd, level, None)
         }
     }
 
@@ -85,23 +104,60 @@ impl BlockCompressor {
         if raw.is_empty() {
             return Compression::None;
         }
-        let ok = match self.kind {
-            Compression::None => false,
-            Compression::Lz4 => compress_lz4(raw, out),
-            Compression::Zstd | Compression::ZstdDict => self.compress_zstd(raw, out),
+        let stored_as = match self.kind {
+            Compression::None => None,
+            Compression::Lz4 => compress_lz4(raw, out).then_some(Compression::Lz4),
+            Compression::Zstd | Compression::ZstdDict => self.compress_zstd(raw, out).then_some(self.kind),
+            Compression::ZstdSplit => self.compress_split(raw, out),
         };
-        if ok {
-            self.kind
-        } else {
-            Compression::None
-        }
+        stored_as.unwrap_or(Compression::None)
     }
 
-    fn compress_zstd(&mut self, raw: &[u8], out: &mut Vec<u8>) -> bool {
+    /// Type 4, or type 2 for bytes that are not a block.
+    fn compress_split(&mut self, raw: &[u8], out: &mut Vec<u8>) -> Option<Compression> {
+        let (mut keys, mut values) = std::mem::take(&mut self.streams);
+        let stored_as = match streams::split(raw, &mut keys, &mut values) {
+            Some(entries) => self.compress_streams(raw.len(), entries, &keys, &values, out),
+            None => self.compress_zstd(raw, out).then_some(Compression::Zstd),
+        };
+        self.streams = (keys, values);
+        stored_as
+    }
+
+    fn compress_streams(
+        &mut self,
+        raw_len: usize,
+        entries: u32,
+        keys: &[u8],
+        values: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Option<Compression> {
+        let c = self.zstd_context()?;
+        put_varint(out, raw_len as u64);
+        put_varint(out, u64::from(entries));
+        put_varint(out, keys.len() as u64);
+        let mut frames = Vec::with_capacity(2);
+        for stream in [keys, values] {
+            let at = out.len();
+            out.resize(at + zstd::zstd_safe::compress_bound(stream.len()), 0);
+            let n = c.compress_to_buffer(stream, &mut out[at..]).ok()?;
+            out.truncate(at + n);
+            frames.push(n);
+        }
+        // The key frame's stored length goes before both frames.
+        let mut len = Vec::with_capacity(5);
+        put_varint(&mut len, frames[0] as u64);
+        let at = out.len() - frames[0] - frames[1];
+        out.splice(at..at, len);
+        worth_it(out.len(), raw_len).then_some(Compression::ZstdSplit)
+    }
+
+    /// The zstd context (made on first use, with the dictionary if any).
+    fn zstd_context(&mut self) -> Option<&mut zstd::bulk::Compressor<'static>> {
         if self.zstd.is_none() {
             let dict: &[u8] = self.dict.as_ref().map_or(&[], |d| &d.0);
             let Ok(mut c) = zstd::bulk::Compressor::with_dictionary(self.level, dict) else {
-                return false;
+                return None;
             };
             // The trailer's CRC covers the bytes, the prefix gives the size and the extent
             // names the dictionary.
@@ -109,11 +165,15 @@ impl BlockCompressor {
                 && c.include_contentsize(false).is_ok()
                 && c.include_dictid(false).is_ok();
             if !configured {
-                return false;
+                return None;
             }
             self.zstd = Some(c);
         }
-        let Some(c) = self.zstd.as_mut() else {
+        self.zstd.as_mut()
+    }
+
+    fn compress_zstd(&mut self, raw: &[u8], out: &mut Vec<u8>) -> bool {
+        let Some(c) = self.zstd_context() else {
             return false;
         };
         put_varint(out, raw.len() as u64);
@@ -157,7 +217,40 @@ pub(crate) fn decompress(kind: Compression, contents: &[u8], dict: Option<&Block
             Some(d) => decompress_zstd(contents, Some(d)),
             None => Err("zstd block needs a dictionary its extent does not have".into()),
         },
+        Compression::ZstdSplit => decompress_split(contents),
     }
+}
+
+/// Decompresses type-4 contents written by [`BlockCompressor`]: both frames, then the block
+/// joined from its streams.
+fn decompress_split(contents: &[u8]) -> Result<Vec<u8>, String> {
+    let (raw_len, body) = split_prefix(contents, "zstd stream", ZSTD_MAX_RATIO)?;
+    let mut pos = 0;
+    let mut field =
+        |what: &str| get_varint32(body, &mut pos).ok_or_else(|| format!("malformed {what} of a zstd stream block"));
+    let entries = field("entry count")?;
+    let keys_len = field("key stream length")? as usize;
+    let keys_stored = field("key frame length")? as usize;
+    let values_len = raw_len
+        .checked_sub(keys_len)
+        .ok_or_else(|| format!("key stream of {keys_len} bytes in a block of {raw_len}"))?;
+    let frames = &body[pos..];
+    if keys_stored > frames.len() {
+        return Err(format!(
+            "key frame of {keys_stored} bytes in {} stored bytes",
+            frames.len()
+        ));
+    }
+    let (keys_frame, values_frame) = frames.split_at(keys_stored);
+    STREAM_SCRATCH.with(|cell| {
+        let mut scratch = cell
+            .try_borrow_mut()
+            .map_err(|_| "zstd stream buffers in use".to_string())?;
+        let (keys, values) = &mut *scratch;
+        zstd_frame_into(keys_frame, keys_len, None, keys)?;
+        zstd_frame_into(values_frame, values_len, None, values)?;
+        streams::join(keys, values, entries, raw_len)
+    })
 }
 
 /// Splits `varint32 raw_len ‖ body`, checking `raw_len` against the bounds of a codec that
@@ -188,6 +281,9 @@ pub(crate) fn decompress_lz4(contents: &[u8]) -> Result<Vec<u8>, String> {
 }
 
 thread_local! {
+    /// The key and value streams of the last type-4 block this thread decoded (reused: a
+    /// block read allocates only its joined bytes).
+    static STREAM_SCRATCH: RefCell<(Vec<u8>, Vec<u8>)> = const { RefCell::new((Vec::new(), Vec::new())) };
     /// One zstd decompression context per thread (creating one per block costs more than
     /// decompressing a small block).
     static ZSTD_DECODER: RefCell<Option<zstd::zstd_safe::DCtx<'static>>> = const { RefCell::new(None) };
@@ -196,19 +292,33 @@ thread_local! {
 /// Decompresses zstd block contents written by [`BlockCompressor`] (with `dict` for type 3).
 fn decompress_zstd(contents: &[u8], dict: Option<&BlockDict>) -> Result<Vec<u8>, String> {
     let (raw_len, body) = split_prefix(contents, "zstd", ZSTD_MAX_RATIO)?;
+    zstd_frame(body, raw_len, dict)
+}
+
+/// Decompresses one zstd frame `body` that must give exactly `raw_len` bytes (the caller has
+/// bounded `raw_len`).
+fn zstd_frame(body: &[u8], raw_len: usize, dict: Option<&BlockDict>) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    zstd_frame_into(body, raw_len, dict, &mut out)?;
+    Ok(out)
+}
+
+/// [`zstd_frame`] into `out` (cleared first; its capacity is reused).
+fn zstd_frame_into(body: &[u8], raw_len: usize, dict: Option<&BlockDict>, out: &mut Vec<u8>) -> Result<(), String> {
+    out.clear();
+    out.reserve(raw_len);
     ZSTD_DECODER.with(|cell| {
         let mut slot = cell.try_borrow_mut().map_err(|_| "zstd decoder in use".to_string())?;
         if slot.is_none() {
             *slot = Some(zstd::zstd_safe::DCtx::try_create().ok_or("zstd decoder: out of memory")?);
         }
         let d = slot.as_mut().ok_or("zstd decoder missing")?;
-        let mut out = Vec::with_capacity(raw_len);
         let done = match dict {
-            Some(dict) => d.decompress_using_ddict(&mut out, body, dict.ddict()),
-            None => d.decompress(&mut out, body),
+            Some(dict) => d.decompress_using_ddict(out, body, dict.ddict()),
+            None => d.decompress(out, body),
         };
         match done {
-            Ok(n) if n == raw_len && out.len() == raw_len => Ok(out),
+            Ok(n) if n == raw_len && out.len() == raw_len => Ok(()),
             Ok(n) => Err(format!("zstd block decompressed to {n} bytes, expected {raw_len}")),
             Err(code) => {
                 // A failed frame may leave the context mid-frame: start the next one afresh.
@@ -235,6 +345,7 @@ mod tests {
         let raw = sample(16 << 10);
         for kind in [Compression::None, Compression::Lz4, Compression::Zstd] {
             for level in [1, 3, 19] {
+                // (Zstd: bytes that are not a data block, stored as one frame.)
                 let mut c = BlockCompressor::new(kind, level, None);
                 let mut out = Vec::new();
                 let stored_as = c.compress(&raw, &mut out);
@@ -249,6 +360,106 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A data block of `n` entries (16-byte keys with zeroed LSN tags, as in a bottom level)
+    /// whose values `value(i)` gives.
+    fn data_block(n: usize, value: impl Fn(usize) -> Vec<u8>) -> Vec<u8> {
+        let mut b = super::super::block::BlockBuilder::with_hash_index(16, false);
+        b.region_crcs = false;
+        let mut prev = Vec::new();
+        for i in 0..n {
+            let mut key = (i as u64 * 3).to_be_bytes().to_vec();
+            key.extend_from_slice(b"00000000");
+            key.extend_from_slice(&1u64.to_le_bytes());
+            b.add(&prev, &key, &value(i));
+            prev = key;
+        }
+        b.finish().to_vec()
+    }
+
+    /// db_bench's values: 50 random printable bytes, repeated to 100.
+    fn bench_value(i: usize) -> Vec<u8> {
+        let mut x = (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let half: Vec<u8> = (0..50)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                b' ' + (x % 95) as u8
+            })
+            .collect();
+        [half.clone(), half].concat()
+    }
+
+    #[test]
+    fn zstd_data_blocks_are_stored_as_two_streams_and_come_back_exactly() {
+        let blocks = [
+            data_block(135, bench_value),
+            data_block(40, |i| sample(i % 300)),
+            // All tombstones: an empty value stream.
+            data_block(200, |_| Vec::new()),
+        ];
+        let mut c = BlockCompressor::new(Compression::Zstd, 3, None);
+        assert_eq!(c.kind(), Compression::ZstdSplit);
+        let mut out = Vec::new();
+        for raw in &blocks {
+            assert_eq!(c.compress(raw, &mut out), Compression::ZstdSplit);
+            assert_eq!(&decompress(Compression::ZstdSplit, &out, None).unwrap(), raw);
+        }
+        // Bytes that are not a block are stored as one frame (type 2).
+        let raw = sample(16 << 10);
+        assert_eq!(c.compress(&raw, &mut out), Compression::Zstd);
+        assert_eq!(decompress(Compression::Zstd, &out, None).unwrap(), raw);
+        // The index-block compressor stores one frame whatever it is given.
+        let mut plain = BlockCompressor::plain_zstd(3);
+        assert_eq!(plain.compress(&blocks[0], &mut out), Compression::Zstd);
+    }
+
+    #[test]
+    fn two_streams_store_bench_values_smaller_than_one_frame() {
+        let raw = data_block(135, bench_value);
+        let mut one = Vec::new();
+        let mut two = Vec::new();
+        assert_eq!(
+            BlockCompressor::plain_zstd(3).compress(&raw, &mut one),
+            Compression::Zstd
+        );
+        assert_eq!(
+            BlockCompressor::new(Compression::Zstd, 3, None).compress(&raw, &mut two),
+            Compression::ZstdSplit
+        );
+        assert!(
+            two.len() * 100 < one.len() * 95,
+            "two streams {} bytes, one frame {}",
+            two.len(),
+            one.len()
+        );
+    }
+
+    #[test]
+    fn damaged_stream_contents_are_errors_never_panics() {
+        let raw = data_block(60, bench_value);
+        let mut out = Vec::new();
+        assert_eq!(
+            BlockCompressor::new(Compression::Zstd, 3, None).compress(&raw, &mut out),
+            Compression::ZstdSplit
+        );
+        for i in 0..out.len() {
+            let mut bad = out.clone();
+            bad[i] ^= 0x41;
+            if let Ok(v) = decompress(Compression::ZstdSplit, &bad, None) {
+                let mut pos = 0;
+                assert_eq!(v.len() as u32, get_varint32(&bad, &mut pos).unwrap());
+            }
+        }
+        for n in 0..out.len() {
+            assert!(
+                decompress(Compression::ZstdSplit, &out[..n], None).is_err(),
+                "{n} bytes"
+            );
+        }
+        assert_eq!(decompress(Compression::ZstdSplit, &out, None).unwrap(), raw);
     }
 
     #[test]

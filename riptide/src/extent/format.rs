@@ -17,8 +17,9 @@ use crate::key::Lsn;
 /// compaction copies a block, its index entry and its filter lines without decoding it; version
 /// 4 added zstd data blocks (trailer type 2) and the properties' codec tag (17); version 5
 /// added a zstd dictionary block after the filter (properties tag 18 locates it) and data
-/// blocks compressed with it (trailer type 3). This build reads versions 1 to 5.
-pub(crate) const EXTENT_FORMAT_VERSION: u32 = 5;
+/// blocks compressed with it (trailer type 3); version 6 added zstd data blocks stored as a
+/// key stream and a value stream (trailer type 4). This build reads versions 1 to 6.
+pub(crate) const EXTENT_FORMAT_VERSION: u32 = 6;
 /// First format version that may hold a dictionary block.
 pub(crate) const DICTIONARY_VERSION: u32 = 5;
 /// First format version whose index entries carry `users`, `key_bytes` and `value_bytes` and
@@ -608,8 +609,8 @@ mod tests {
         assert!(Footer::decode(&enc[..10]).is_err());
         let older = Footer { version: 1, ..f }.encode();
         assert_eq!(Footer::decode(&older).map(|f| f.version), Ok(1));
-        let newer = Footer { version: 6, ..f }.encode();
-        assert_eq!(Footer::decode(&newer), Err(FooterError::Version(6)));
+        let newer = Footer { version: 7, ..f }.encode();
+        assert_eq!(Footer::decode(&newer), Err(FooterError::Version(7)));
     }
 
     #[test]

@@ -80,6 +80,10 @@ pub(crate) enum Compression {
     /// As `Zstd`, compressed with the dictionary stored in the block's extent (extent format 5
     /// on; [`dictionary`]).
     ZstdDict = 3,
+    /// A data block as two zstd frames, its key stream then its value stream
+    /// (`block::streams`), behind `varint32 raw_len ‖ varint32 entries ‖ varint32 keys_len ‖
+    /// varint32 keys_stored_len` (extent format 6 on; [`codec`]).
+    ZstdSplit = 4,
 }
 
 impl Compression {
@@ -90,14 +94,15 @@ impl Compression {
             1 => Some(Compression::Lz4),
             2 => Some(Compression::Zstd),
             3 => Some(Compression::ZstdDict),
+            4 => Some(Compression::ZstdSplit),
             _ => None,
         }
     }
 
-    /// True for the zstd types (2 and 3): blocks always read whole, stored without hash index
+    /// True for the zstd types (2 to 4): blocks always read whole, stored without hash index
     /// or region checksums in format 5 on.
     pub(crate) fn is_zstd(self) -> bool {
-        matches!(self, Compression::Zstd | Compression::ZstdDict)
+        matches!(self, Compression::Zstd | Compression::ZstdDict | Compression::ZstdSplit)
     }
 }
 

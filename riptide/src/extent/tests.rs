@@ -783,8 +783,8 @@ fn missing_truncated_or_foreign_extents() {
     assert!(matches!(
         ExtentReader::open(&newer, &path(), BASE, 1),
         Err(Error::UnsupportedFormat {
-            found: 6,
-            supported: 5,
+            found: 7,
+            supported: 6,
             ..
         })
     ));
@@ -1134,7 +1134,7 @@ fn constants() {
     assert_eq!(EXTENT_SIZE, 2 << 20);
     assert_eq!(FOOTER_SIZE, 64);
     assert_eq!(EXTENT_MAGIC.to_le_bytes(), *b"RPTEXTNT");
-    assert_eq!(EXTENT_FORMAT_VERSION, 5);
+    assert_eq!(EXTENT_FORMAT_VERSION, 6);
     let _ = Path::new("");
 }
 

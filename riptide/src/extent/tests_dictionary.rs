@@ -83,11 +83,11 @@ fn a_dictionary_extent_round_trips_and_is_smaller() {
     let with = build(&entries, opts_with(Some(dict.clone())));
     let without = build(&entries, opts_with(None));
     assert_eq!(with.props.compression, Compression::ZstdDict as u8);
-    assert_eq!(with.props.format_version, 5);
+    assert_eq!(with.props.format_version, 6);
     let h = with.props.dictionary.expect("a dictionary block");
     assert_eq!(h.size as usize, dict.bytes().len());
     assert_eq!(without.props.dictionary, None);
-    assert_eq!(without.props.compression, Compression::Zstd as u8);
+    assert_eq!(without.props.compression, Compression::ZstdSplit as u8);
     // The data blocks shrink by more than the dictionary's own copy.
     let data = |b: &BuiltExtent| b.props.data_size;
     assert!(

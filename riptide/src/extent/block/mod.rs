@@ -34,6 +34,7 @@
 mod builder;
 mod iter;
 mod rehash;
+pub(crate) mod streams;
 #[cfg(test)]
 mod tests;
 

@@ -365,7 +365,7 @@ impl ExtentBuilder {
     fn append_index_block(&mut self, contents: &[u8]) -> Result<Handle> {
         let zstd = self.compressor.kind().is_zstd();
         if zstd && self.version >= super::format::DICTIONARY_VERSION {
-            let mut c = BlockCompressor::new(Compression::Zstd, self.opts.compression_level, None);
+            let mut c = BlockCompressor::plain_zstd(self.opts.compression_level);
             let mut stored = Vec::new();
             if c.compress(contents, &mut stored) == Compression::Zstd {
                 return self.append_block_of_type(&stored, Compression::Zstd);
