@@ -64,8 +64,10 @@ fn check(t: &Table, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
 /// The codec this build records for zstd extents without a dictionary (key and value streams;
 /// extents before format 6 record 2, one zstd frame per block).
 const ZSTD: u64 = 4;
+/// The same with a dictionary (both streams compressed with it; 3, one frame, before format 6).
+const ZSTD_DICT: u64 = 5;
 
-/// The `compression` property (trailer type: 0 none, 1 LZ4, 3 zstd with a dictionary, 4 zstd)
+/// The `compression` property (trailer type: 0 none, 1 LZ4, 4 zstd, 5 zstd with a dictionary)
 /// of every extent of
 /// `table` in `level`, from `riptide inspect`.
 fn codecs_in(fs: &FaultFs, db: &Path, table: &str, level: usize) -> Vec<u64> {
@@ -405,7 +407,7 @@ fn a_table_trains_a_zstd_dictionary_and_keeps_it_across_reopens() {
             panic!("no dictionary in use: {status:?}");
         };
         assert!(bytes <= 4096);
-        assert!(!l2.is_empty() && l2.iter().all(|c| *c == 3), "{l2:?}");
+        assert!(!l2.is_empty() && l2.iter().all(|c| *c == ZSTD_DICT), "{l2:?}");
         l2_bytes.push(t.level_info().bytes[2]);
         // Reopen: the dictionary comes back from the extents, and the next compaction into L2
         // copies the untouched blocks verbatim (same dictionary) instead of recompressing.
@@ -429,7 +431,7 @@ fn a_table_trains_a_zstd_dictionary_and_keeps_it_across_reopens() {
         assert!(after.blocks_reused > before.blocks_reused, "{after:?}");
         check(&t, &model);
         assert!(inspect::verify(&fs, dir).unwrap().ok());
-        // Reopened without dictionaries, the type-3 extents still read.
+        // Reopened without dictionaries, the dictionary extents still read.
         db.close().unwrap();
         let db = Db::open(dir, opts(&fs, codecs)).unwrap();
         check(&db.default_table(), &model);

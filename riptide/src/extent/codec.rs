@@ -15,6 +15,9 @@
 //!   type 2. Only data blocks; a zstd compressor without a dictionary writes its data blocks so
 //!   (about 10 % smaller than type 2 on 100-byte values), and a block that does not split
 //!   (never one a builder made) as type 2.
+//! - type 5 (extent format 6 on): as type 4, both frames compressed with the extent's
+//!   dictionary; a zstd compressor with a dictionary writes its data blocks so, and a block that
+//!   does not split as type 3.
 //!
 //! Invariants:
 //! - A block is stored compressed only when that saves at least 12.5 % ([`worth_it`]);
@@ -25,7 +28,7 @@
 //!   can expand to; the output length must equal the prefix exactly.
 //! - Any zstd level decodes with the same decoder: blocks of types 0 to 2 are interchangeable
 //!   whatever level wrote them (compaction copies them between extents of different levels);
-//!   a type-3 block only between extents holding the same dictionary.
+//!   a type-3 or type-5 block only between extents holding the same dictionary.
 
 use std::cell::RefCell;
 
@@ -60,11 +63,11 @@ pub(crate) struct BlockCompressor {
 impl BlockCompressor {
     /// A compressor of data blocks for `kind` (at zstd level `level`; ignored by the other
     /// codecs). A zstd kind stores its blocks as type 4 (key and value streams apart), or with
-    /// `dict` as type 3 (compressed with it); other codecs ignore `dict`.
+    /// `dict` as type 5 (the streams compressed with it); other codecs ignore `dict`.
     pub(crate) fn new(kind: Compression, level: i32, dict: Option<&BlockDict>) -> Self {
         let zstd_like = kind.is_zstd();
         let (kind, dict) = match dict {
-            Some(d) if zstd_like => (Compression::ZstdDict, Some((d.bytes().into(), d.id()))),
+            Some(d) if zstd_like => (Compression::ZstdSplitDict, Some((d.bytes().into(), d.id()))),
             _ if zstd_like => (Compression::ZstdSplit, None),
             _ => (kind, None),
         };
@@ -91,7 +94,7 @@ impl BlockCompressor {
         self.kind
     }
 
-    /// The id of the dictionary blocks are compressed with (type 3), if any.
+    /// The id of the dictionary blocks are compressed with (types 3 and 5), if any.
     pub(crate) fn dict_id(&self) -> Option<u64> {
         self.dict.as_ref().map(|d| d.1)
     }
@@ -108,17 +111,22 @@ impl BlockCompressor {
             Compression::None => None,
             Compression::Lz4 => compress_lz4(raw, out).then_some(Compression::Lz4),
             Compression::Zstd | Compression::ZstdDict => self.compress_zstd(raw, out).then_some(self.kind),
-            Compression::ZstdSplit => self.compress_split(raw, out),
+            Compression::ZstdSplit | Compression::ZstdSplitDict => self.compress_split(raw, out),
         };
         stored_as.unwrap_or(Compression::None)
     }
 
-    /// Type 4, or type 2 for bytes that are not a block.
+    /// Type 4 (5 with a dictionary), or type 2 (3) for bytes that are not a block.
     fn compress_split(&mut self, raw: &[u8], out: &mut Vec<u8>) -> Option<Compression> {
         let (mut keys, mut values) = std::mem::take(&mut self.streams);
+        let one_frame = if self.dict.is_some() {
+            Compression::ZstdDict
+        } else {
+            Compression::Zstd
+        };
         let stored_as = match streams::split(raw, &mut keys, &mut values) {
             Some(entries) => self.compress_streams(raw.len(), entries, &keys, &values, out),
-            None => self.compress_zstd(raw, out).then_some(Compression::Zstd),
+            None => self.compress_zstd(raw, out).then_some(one_frame),
         };
         self.streams = (keys, values);
         stored_as
@@ -149,7 +157,7 @@ impl BlockCompressor {
         put_varint(&mut len, frames[0] as u64);
         let at = out.len() - frames[0] - frames[1];
         out.splice(at..at, len);
-        worth_it(out.len(), raw_len).then_some(Compression::ZstdSplit)
+        worth_it(out.len(), raw_len).then_some(self.kind)
     }
 
     /// The zstd context (made on first use, with the dictionary if any).
@@ -217,13 +225,17 @@ pub(crate) fn decompress(kind: Compression, contents: &[u8], dict: Option<&Block
             Some(d) => decompress_zstd(contents, Some(d)),
             None => Err("zstd block needs a dictionary its extent does not have".into()),
         },
-        Compression::ZstdSplit => decompress_split(contents),
+        Compression::ZstdSplit => decompress_split(contents, None),
+        Compression::ZstdSplitDict => match dict {
+            Some(d) => decompress_split(contents, Some(d)),
+            None => Err("zstd stream block needs a dictionary its extent does not have".into()),
+        },
     }
 }
 
-/// Decompresses type-4 contents written by [`BlockCompressor`]: both frames, then the block
-/// joined from its streams.
-fn decompress_split(contents: &[u8]) -> Result<Vec<u8>, String> {
+/// Decompresses type-4 contents (type 5 with `dict`) written by [`BlockCompressor`]: both
+/// frames, then the block joined from its streams.
+fn decompress_split(contents: &[u8], dict: Option<&BlockDict>) -> Result<Vec<u8>, String> {
     let (raw_len, body) = split_prefix(contents, "zstd stream", ZSTD_MAX_RATIO)?;
     let mut pos = 0;
     let mut field =
@@ -247,8 +259,8 @@ fn decompress_split(contents: &[u8]) -> Result<Vec<u8>, String> {
             .try_borrow_mut()
             .map_err(|_| "zstd stream buffers in use".to_string())?;
         let (keys, values) = &mut *scratch;
-        zstd_frame_into(keys_frame, keys_len, None, keys)?;
-        zstd_frame_into(values_frame, values_len, None, values)?;
+        zstd_frame_into(keys_frame, keys_len, dict, keys)?;
+        zstd_frame_into(values_frame, values_len, dict, values)?;
         streams::join(keys, values, entries, raw_len)
     })
 }
@@ -435,6 +447,32 @@ mod tests {
             two.len(),
             one.len()
         );
+    }
+
+    #[test]
+    fn stream_blocks_with_a_dictionary_decode_only_with_it() {
+        // A raw-content dictionary: bytes of another block.
+        let dict = BlockDict::from_bytes(&data_block(40, |i| bench_value(i + 7))).unwrap();
+        let raw = data_block(135, bench_value);
+        let mut c = BlockCompressor::new(Compression::Zstd, 3, Some(&dict));
+        assert_eq!(c.kind(), Compression::ZstdSplitDict);
+        let mut out = Vec::new();
+        assert_eq!(c.compress(&raw, &mut out), Compression::ZstdSplitDict);
+        assert_eq!(decompress(Compression::ZstdSplitDict, &out, Some(&dict)).unwrap(), raw);
+        assert!(decompress(Compression::ZstdSplitDict, &out, None)
+            .unwrap_err()
+            .contains("dictionary"));
+        for i in (0..out.len()).step_by(7) {
+            let mut bad = out.clone();
+            bad[i] ^= 0x41;
+            if let Ok(v) = decompress(Compression::ZstdSplitDict, &bad, Some(&dict)) {
+                assert_eq!(v.len(), raw.len());
+            }
+        }
+        // Bytes that are not a block: one frame with the dictionary (type 3).
+        let other = sample(8 << 10);
+        assert_eq!(c.compress(&other, &mut out), Compression::ZstdDict);
+        assert_eq!(decompress(Compression::ZstdDict, &out, Some(&dict)).unwrap(), other);
     }
 
     #[test]

@@ -22,7 +22,7 @@ use parking_lot::Mutex;
 
 use xxhash_rust::xxh3::xxh3_64;
 
-use super::block::{Block, BlockBuilder, BlockIter};
+use super::block::{streams, Block, BlockBuilder, BlockIter};
 use super::codec::BlockCompressor;
 use super::{Compression, EXTENT_SIZE};
 use crate::key::{decode_internal_key, encode_internal_key};
@@ -196,7 +196,9 @@ pub(crate) fn train(samples: &[&[u8]], max_bytes: usize, level: i32) -> Trained 
     // Enough samples, yet zstd cannot train on them: nothing to gain, and not worth trying
     // again on every compaction.
     let failed = Trained::NotWorthIt { plain: 0, with_dict: 0 };
-    let Ok(bytes) = zstd::dict::from_samples(&train_on, max_bytes) else {
+    // Blocks are stored as their key and value streams (types 4 and 5): train on those.
+    let streams = as_streams(&train_on);
+    let Ok(bytes) = zstd::dict::from_samples(&streams, max_bytes) else {
         return failed;
     };
     let Ok(dict) = BlockDict::from_bytes(&bytes) else {
@@ -212,6 +214,21 @@ pub(crate) fn train(samples: &[&[u8]], max_bytes: usize, level: i32) -> Trained 
     } else {
         Trained::NotWorthIt { plain, with_dict }
     }
+}
+
+/// Each sample's key stream and value stream (`block::streams`), or the sample itself where it
+/// is not a block; empty streams are left out.
+fn as_streams(samples: &[&[u8]]) -> Vec<Vec<u8>> {
+    let mut out = Vec::with_capacity(samples.len() * 2);
+    for s in samples {
+        let (mut keys, mut values) = (Vec::new(), Vec::new());
+        if streams::split(s, &mut keys, &mut values).is_some() {
+            out.extend([keys, values].into_iter().filter(|v| !v.is_empty()));
+        } else {
+            out.push(s.to_vec());
+        }
+    }
+    out
 }
 
 /// Stored bytes of `samples` compressed one by one at `level`, without and with `dict` (a
@@ -294,7 +311,7 @@ mod tests {
         assert_eq!(dict.id(), xxh3_64(dict.bytes()));
         // Round trip through a compressor that uses it; without it the frame does not decode.
         let mut c = BlockCompressor::new(Compression::Zstd, 3, Some(&dict));
-        assert_eq!(c.kind(), Compression::ZstdDict);
+        assert_eq!(c.kind(), Compression::ZstdSplitDict);
         let mut out = Vec::new();
         for b in &blocks[..20] {
             assert_eq!(c.compress(b, &mut out), Compression::ZstdDict);

@@ -84,6 +84,9 @@ pub(crate) enum Compression {
     /// (`block::streams`), behind `varint32 raw_len ‖ varint32 entries ‖ varint32 keys_len ‖
     /// varint32 keys_stored_len` (extent format 6 on; [`codec`]).
     ZstdSplit = 4,
+    /// As `ZstdSplit`, both frames compressed with the dictionary stored in the block's extent
+    /// (extent format 6 on).
+    ZstdSplitDict = 5,
 }
 
 impl Compression {
@@ -95,14 +98,23 @@ impl Compression {
             2 => Some(Compression::Zstd),
             3 => Some(Compression::ZstdDict),
             4 => Some(Compression::ZstdSplit),
+            5 => Some(Compression::ZstdSplitDict),
             _ => None,
         }
     }
 
-    /// True for the zstd types (2 to 4): blocks always read whole, stored without hash index
+    /// True for the zstd types (2 to 5): blocks always read whole, stored without hash index
     /// or region checksums in format 5 on.
     pub(crate) fn is_zstd(self) -> bool {
-        matches!(self, Compression::Zstd | Compression::ZstdDict | Compression::ZstdSplit)
+        matches!(
+            self,
+            Compression::Zstd | Compression::ZstdDict | Compression::ZstdSplit | Compression::ZstdSplitDict
+        )
+    }
+
+    /// True for the types that decode only with their extent's dictionary (3 and 5).
+    pub(crate) fn needs_dict(self) -> bool {
+        matches!(self, Compression::ZstdDict | Compression::ZstdSplitDict)
     }
 }
 

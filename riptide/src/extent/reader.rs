@@ -564,7 +564,7 @@ fn check_props(p: &ExtentProperties, index: &[IndexEntry], footer: &Footer) -> R
         ("bloom bits", (p.bloom_bits_per_key == 0) == (footer.filter.size == 0)),
         (
             "dictionary",
-            (p.compression == Compression::ZstdDict as u8) == p.dictionary.is_some()
+            Compression::from_u8(p.compression).is_some_and(Compression::needs_dict) == p.dictionary.is_some()
                 && (p.dictionary.is_none() || footer.version >= DICTIONARY_VERSION),
         ),
     ];

@@ -1,5 +1,6 @@
-//! Extents with a zstd dictionary (format 5, type-3 blocks): round trips, block reuse between
-//! extents of the same and of different dictionaries, and damage to the dictionary block.
+//! Extents with a zstd dictionary (format 5 on: type-3 blocks; format 6: type-5 stream blocks):
+//! round trips, block reuse between extents of the same and of different dictionaries, and
+//! damage to the dictionary block.
 
 use std::sync::{Arc, OnceLock};
 
@@ -82,7 +83,7 @@ fn a_dictionary_extent_round_trips_and_is_smaller() {
     let dict = test_dict();
     let with = build(&entries, opts_with(Some(dict.clone())));
     let without = build(&entries, opts_with(None));
-    assert_eq!(with.props.compression, Compression::ZstdDict as u8);
+    assert_eq!(with.props.compression, Compression::ZstdSplitDict as u8);
     assert_eq!(with.props.format_version, 6);
     let h = with.props.dictionary.expect("a dictionary block");
     assert_eq!(h.size as usize, dict.bytes().len());
@@ -187,19 +188,21 @@ fn a_damaged_dictionary_block_is_a_corruption_error() {
 }
 
 #[test]
-fn a_type_3_block_without_its_dictionary_is_refused() {
+fn a_dictionary_block_without_its_dictionary_is_refused() {
     let entries = structured_entries(1000, 0);
     let built = build(&entries, opts_with(Some(test_dict())));
     let file = file_with(&built);
     let r = open(&file, &built);
     let raw = r.read_raw_block(&file, 0).unwrap();
     let contents = &raw.stored[..raw.entry.size as usize];
-    assert!(codec::decompress(Compression::ZstdDict, contents, None)
+    let ctype = Compression::from_u8(raw.stored[raw.entry.size as usize]).unwrap();
+    assert_eq!(ctype, Compression::ZstdSplitDict);
+    assert!(codec::decompress(ctype, contents, None)
         .unwrap_err()
         .contains("dictionary"));
     // With another dictionary it is an error or other bytes, never a panic.
     let other = trained(70_000);
-    if let Ok(v) = codec::decompress(Compression::ZstdDict, contents, Some(&other)) {
+    if let Ok(v) = codec::decompress(ctype, contents, Some(&other)) {
         assert_ne!(v, r.read_block(&file, 0).unwrap().data());
     }
 }

@@ -121,7 +121,7 @@ impl ExtentBuilder {
     /// sort after the last key added. The block is decoded once to check it against its index
     /// entry and to feed the filter; it is not re-encoded.
     pub fn add_raw_block(&mut self, raw: &RawBlock) -> Result<()> {
-        if stored_type(&raw.stored) == Some(Compression::ZstdDict) && raw.dict_id != self.compressor.dict_id() {
+        if stored_type(&raw.stored).is_some_and(Compression::needs_dict) && raw.dict_id != self.compressor.dict_id() {
             return Err(foreign_dictionary());
         }
         let (_, _, starts_user) = self.check_next(&raw.entry.first_key)?;
@@ -137,9 +137,9 @@ impl ExtentBuilder {
     /// A block of a format-3 extent whose filter this builder can take lines from (or with no
     /// filter wanted) is not decoded: its index entry and filter lines are copied.
     pub fn copy_block(&mut self, reader: &ExtentReader, file: &dyn ReadableFile, i: usize) -> Result<()> {
-        // Type-3 blocks decode only with their own dictionary (callers recompress them first,
+        // Type-3 and type-5 blocks decode only with their own dictionary (callers recompress them first,
         // `Self::recompresses`); refuse rather than write an extent that cannot be read.
-        if reader.props().compression == Compression::ZstdDict as u8
+        if Compression::from_u8(reader.props().compression).is_some_and(Compression::needs_dict)
             && reader.dictionary().map(|d| d.id()) != self.compressor.dict_id()
         {
             return Err(foreign_dictionary());
