@@ -24,9 +24,10 @@
 //!   otherwise it is stored as type 0, whatever the codec asked for.
 //! - [`decompress`] takes arbitrary bytes (the caller has checked the CRC, but a bug or a
 //!   crafted file may still hand it anything) and returns `Err(reason)`, never panics, and
-//!   never allocates more than [`MAX_DECOMPRESSED`] bytes or far beyond what the stored bytes
-//!   can expand to; the output length must equal the prefix exactly.
-//! - Any zstd level decodes with the same decoder: blocks of types 0 to 2 are interchangeable
+//!   never allocates more than [`MAX_DECOMPRESSED`] bytes per buffer (a type-4/5 block: its
+//!   two streams and the joined block) or far beyond what the stored bytes (each frame's, for
+//!   the streams) can expand to; the output length must equal the prefix exactly.
+//! - Any zstd level decodes with the same decoder: blocks of types 0 to 2 and 4 are interchangeable
 //!   whatever level wrote them (compaction copies them between extents of different levels);
 //!   a type-3 or type-5 block only between extents holding the same dictionary.
 
@@ -254,16 +255,36 @@ fn decompress_split(contents: &[u8], dict: Option<&BlockDict>) -> Result<Vec<u8>
         ));
     }
     let (keys_frame, values_frame) = frames.split_at(keys_stored);
+    // Each frame can expand only so far: refuse before reserving for it.
+    for (what, len, frame) in [("key", keys_len, keys_frame), ("value", values_len, values_frame)] {
+        if len > frame.len().saturating_mul(ZSTD_MAX_RATIO).saturating_add(16) {
+            return Err(format!(
+                "implausible {what} stream of {len} bytes for a {}-byte frame",
+                frame.len()
+            ));
+        }
+    }
     STREAM_SCRATCH.with(|cell| {
         let mut scratch = cell
             .try_borrow_mut()
             .map_err(|_| "zstd stream buffers in use".to_string())?;
         let (keys, values) = &mut *scratch;
-        zstd_frame_into(keys_frame, keys_len, dict, keys)?;
-        zstd_frame_into(values_frame, values_len, dict, values)?;
-        streams::join(keys, values, entries, raw_len)
+        let joined = zstd_frame_into(keys_frame, keys_len, dict, keys)
+            .and_then(|()| zstd_frame_into(values_frame, values_len, dict, values))
+            .and_then(|()| streams::join(keys, values, entries, raw_len));
+        // Keep at most a few blocks' worth per thread: a block with a huge value (or a damaged
+        // length) must not pin its size in every thread that read it.
+        for buf in [keys, values] {
+            if buf.capacity() > SCRATCH_KEEP {
+                *buf = Vec::new();
+            }
+        }
+        joined
     })
 }
+
+/// Stream buffer capacity a thread keeps between blocks (a few 16 KiB blocks).
+const SCRATCH_KEEP: usize = 256 << 10;
 
 /// Splits `varint32 raw_len ‖ body`, checking `raw_len` against the bounds of a codec that
 /// expands at most `max_ratio` times.
@@ -497,6 +518,21 @@ mod tests {
                 "{n} bytes"
             );
         }
+        // A header whose key stream claims more than its frame can hold is refused before
+        // anything is reserved for it (raw_len stays plausible for the whole body).
+        let mut pos = 0;
+        let fields: Vec<u32> = (0..4).map(|_| get_varint32(&out, &mut pos).unwrap()).collect();
+        let mut forged = Vec::new();
+        let claimed = 100_000_000u64;
+        assert!(claimed < (out.len() as u64 - 16) * ZSTD_MAX_RATIO as u64);
+        put_varint(&mut forged, claimed);
+        put_varint(&mut forged, u64::from(fields[1]));
+        put_varint(&mut forged, claimed - 10);
+        put_varint(&mut forged, 1);
+        forged.extend_from_slice(&out[pos..]);
+        assert!(decompress(Compression::ZstdSplit, &forged, None)
+            .unwrap_err()
+            .contains("implausible key stream"));
         assert_eq!(decompress(Compression::ZstdSplit, &out, None).unwrap(), raw);
     }
 

@@ -321,6 +321,30 @@ mod tests {
     }
 
     #[test]
+    fn training_samples_are_the_blocks_streams() {
+        let mut b = BlockBuilder::with_hash_index(16, false);
+        let mut prev = Vec::new();
+        for i in 0..50u64 {
+            let key = encode_internal_key_vec(format!("key{i:04}").as_bytes(), i + 1);
+            b.add(&prev, &key, format!("value {i}").as_bytes());
+            prev = key;
+        }
+        let block = b.finish().to_vec();
+        let other = b"not a block".to_vec();
+        let out = as_streams(&[&block, &other]);
+        assert_eq!(out.len(), 3);
+        assert_eq!(out[0].len() + out[1].len(), block.len());
+        assert!(out[1].starts_with(b"value 0value 1"));
+        assert_eq!(out[2], other);
+    }
+
+    fn encode_internal_key_vec(user: &[u8], lsn: u64) -> Vec<u8> {
+        let mut k = Vec::new();
+        encode_internal_key(&mut k, user, lsn, crate::key::ValueKind::Put);
+        k
+    }
+
+    #[test]
     fn blocks_sharing_nothing_get_no_dictionary() {
         let blocks = self_similar_blocks(200, 16 << 10);
         let samples: Vec<&[u8]> = blocks.iter().map(Vec::as_slice).collect();

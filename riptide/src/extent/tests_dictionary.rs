@@ -206,3 +206,42 @@ fn a_dictionary_block_without_its_dictionary_is_refused() {
         assert_ne!(v, r.read_block(&file, 0).unwrap().data());
     }
 }
+
+/// Every data block of a zstd extent is stored as streams: type 5 with a dictionary, type 4
+/// without.
+#[test]
+fn every_zstd_data_block_is_stored_as_streams() {
+    let entries = structured_entries(2000, 0);
+    for (dict, want) in [
+        (Some(test_dict()), Compression::ZstdSplitDict),
+        (None, Compression::ZstdSplit),
+    ] {
+        let built = build(&entries, opts_with(dict));
+        let file = file_with(&built);
+        let r = open(&file, &built);
+        assert!(r.index().len() > 10);
+        for i in 0..r.index().len() {
+            let raw = r.read_raw_block(&file, i).unwrap();
+            let ctype = Compression::from_u8(raw.stored[raw.entry.size as usize]);
+            assert_eq!(ctype, Some(want), "block {i}");
+        }
+    }
+}
+
+/// A block of a dictionary extent is never appended verbatim to an extent with another
+/// dictionary or none: `copy_block` and `add_raw_block` refuse it (callers recompress).
+#[test]
+fn dictionary_blocks_are_refused_by_extents_of_another_dictionary() {
+    let (d1, d2) = (test_dict(), trained(50_000));
+    let src = build(&structured_entries(2000, 0), opts_with(Some(d1)));
+    let sfile = file_with(&src);
+    let sr = open(&sfile, &src);
+    for dict in [Some(d2), None] {
+        let mut b = ExtentBuilder::new(opts_with(dict.clone()));
+        let copied = b.copy_block(&sr, &sfile, 0);
+        assert!(matches!(copied, Err(crate::Error::InvalidOption { .. })), "{copied:?}");
+        let raw = sr.read_raw_block(&sfile, 0).unwrap();
+        let added = b.add_raw_block(&raw);
+        assert!(matches!(added, Err(crate::Error::InvalidOption { .. })), "{added:?}");
+    }
+}
