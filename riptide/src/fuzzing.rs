@@ -120,10 +120,9 @@ fn walk_block(block: Block) -> Result<usize> {
 
 /// Data block decoding. `data[0]` selects the mode: bit 0 set = `data[1..]` are stored block
 /// contents whose trailer the harness appends with a correct CRC (type: bits 1-3, 0 none, 1
-/// LZ4, 2 zstd, 3 zstd with a dictionary, refused here for want of one, 4 zstd key and value
-/// streams, 5 the same with a dictionary, refused here for want of one; 6 and 7 are unknown
-/// types), so the decompressors
-/// and then the decoder are reached; bit 0 clear = `data[1..]` are decoded block
+/// LZ4, 2 zstd, 3 zstd with a dictionary, 4 zstd key and value streams, 5 those with a
+/// dictionary; 3 and 5 are refused here for want of one, 6 and 7 are unknown types), so the
+/// decompressors and then the decoder are reached; bit 0 clear = `data[1..]` are decoded block
 /// contents handed straight to the decoder. Returns the number of entries read.
 pub fn data_block(data: &[u8]) -> Result<usize> {
     let path: Arc<Path> = Arc::from(Path::new("fuzz.dat"));

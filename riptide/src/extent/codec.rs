@@ -145,19 +145,13 @@ impl BlockCompressor {
         put_varint(out, raw_len as u64);
         put_varint(out, u64::from(entries));
         put_varint(out, keys.len() as u64);
-        let mut frames = Vec::with_capacity(2);
-        for stream in [keys, values] {
-            let at = out.len();
-            out.resize(at + zstd::zstd_safe::compress_bound(stream.len()), 0);
-            let n = c.compress_to_buffer(stream, &mut out[at..]).ok()?;
-            out.truncate(at + n);
-            frames.push(n);
-        }
-        // The key frame's stored length goes before both frames.
+        // The key frame's stored length goes before it: only that (small) frame is moved.
+        let at = out.len();
+        let n = append_frame(c, keys, out)?;
         let mut len = Vec::with_capacity(5);
-        put_varint(&mut len, frames[0] as u64);
-        let at = out.len() - frames[0] - frames[1];
+        put_varint(&mut len, n as u64);
         out.splice(at..at, len);
+        append_frame(c, values, out)?;
         worth_it(out.len(), raw_len).then_some(self.kind)
     }
 
@@ -186,15 +180,22 @@ impl BlockCompressor {
             return false;
         };
         put_varint(out, raw.len() as u64);
-        let hdr = out.len();
-        out.resize(hdr + zstd::zstd_safe::compress_bound(raw.len()), 0);
-        let n = c.compress_to_buffer(raw, &mut out[hdr..]);
-        match n {
-            Ok(n) if worth_it(hdr + n, raw.len()) => {
-                out.truncate(hdr + n);
-                true
-            }
-            _ => false,
+        append_frame(c, raw, out).is_some() && worth_it(out.len(), raw.len())
+    }
+}
+
+/// Appends `src` compressed as one zstd frame to `out`; returns the frame's length.
+fn append_frame(c: &mut zstd::bulk::Compressor<'static>, src: &[u8], out: &mut Vec<u8>) -> Option<usize> {
+    let at = out.len();
+    out.resize(at + zstd::zstd_safe::compress_bound(src.len()), 0);
+    match c.compress_to_buffer(src, &mut out[at..]) {
+        Ok(n) => {
+            out.truncate(at + n);
+            Some(n)
+        }
+        Err(_) => {
+            out.truncate(at);
+            None
         }
     }
 }
@@ -314,8 +315,8 @@ pub(crate) fn decompress_lz4(contents: &[u8]) -> Result<Vec<u8>, String> {
 }
 
 thread_local! {
-    /// The key and value streams of the last type-4 block this thread decoded (reused: a
-    /// block read allocates only its joined bytes).
+    /// The key and value streams of the last type-4 or type-5 block this thread decoded
+    /// (reused: a block read allocates only its joined bytes).
     static STREAM_SCRATCH: RefCell<(Vec<u8>, Vec<u8>)> = const { RefCell::new((Vec::new(), Vec::new())) };
     /// One zstd decompression context per thread (creating one per block costs more than
     /// decompressing a small block).
@@ -325,18 +326,13 @@ thread_local! {
 /// Decompresses zstd block contents written by [`BlockCompressor`] (with `dict` for type 3).
 fn decompress_zstd(contents: &[u8], dict: Option<&BlockDict>) -> Result<Vec<u8>, String> {
     let (raw_len, body) = split_prefix(contents, "zstd", ZSTD_MAX_RATIO)?;
-    zstd_frame(body, raw_len, dict)
-}
-
-/// Decompresses one zstd frame `body` that must give exactly `raw_len` bytes (the caller has
-/// bounded `raw_len`).
-fn zstd_frame(body: &[u8], raw_len: usize, dict: Option<&BlockDict>) -> Result<Vec<u8>, String> {
     let mut out = Vec::new();
     zstd_frame_into(body, raw_len, dict, &mut out)?;
     Ok(out)
 }
 
-/// [`zstd_frame`] into `out` (cleared first; its capacity is reused).
+/// Decompresses one zstd frame `body` into `out` (cleared first; its capacity is reused), which
+/// must come to exactly `raw_len` bytes (the caller has bounded `raw_len`).
 fn zstd_frame_into(body: &[u8], raw_len: usize, dict: Option<&BlockDict>, out: &mut Vec<u8>) -> Result<(), String> {
     out.clear();
     out.reserve(raw_len);

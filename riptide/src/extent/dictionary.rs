@@ -255,6 +255,7 @@ fn compressed_sizes(samples: &[&[u8]], level: i32, dict: &BlockDict) -> (u64, u6
 mod tests {
     use super::*;
     use crate::extent::codec::decompress;
+    use crate::extent::tests::ikey;
     use rand::{Rng, SeedableRng};
 
     /// Blocks of JSON-like rows: shared field names and enumerations, random ids.
@@ -325,7 +326,7 @@ mod tests {
         let mut b = BlockBuilder::with_hash_index(16, false);
         let mut prev = Vec::new();
         for i in 0..50u64 {
-            let key = encode_internal_key_vec(format!("key{i:04}").as_bytes(), i + 1);
+            let key = ikey(format!("key{i:04}").as_bytes(), i + 1, crate::key::ValueKind::Put);
             b.add(&prev, &key, format!("value {i}").as_bytes());
             prev = key;
         }
@@ -336,12 +337,6 @@ mod tests {
         assert_eq!(out[0].len() + out[1].len(), block.len());
         assert!(out[1].starts_with(b"value 0value 1"));
         assert_eq!(out[2], other);
-    }
-
-    fn encode_internal_key_vec(user: &[u8], lsn: u64) -> Vec<u8> {
-        let mut k = Vec::new();
-        encode_internal_key(&mut k, user, lsn, crate::key::ValueKind::Put);
-        k
     }
 
     #[test]
