@@ -376,6 +376,7 @@ fn copy_range(
     let mut done = 0u64;
     while done < n {
         let len = (n - done).min(COPY_CHUNK as u64) as usize;
+        buf.clear(); // `read_exact_into` appends
         src.read_exact_into(&mut buf, len, offset + done)
             .map_err(|e| Error::io("read", src_path, e))?;
         dst.write_at(&buf, offset + done)
@@ -409,6 +410,7 @@ fn copy_redo(
         let mut done = 0u64;
         while done < len {
             let n = (len - done).min(COPY_CHUNK as u64) as usize;
+            buf.clear(); // `read_exact_into` appends
             src.read_exact_into(&mut buf, n, done)
                 .map_err(|e| Error::io("read", &src_path, e))?;
             dst.append(&buf).map_err(|e| Error::io("write", &dst_path, e))?;
