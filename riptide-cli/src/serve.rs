@@ -115,6 +115,10 @@ pub struct ClusterArgs {
     /// between this and twice this stands for election.
     #[arg(long, default_value_t = 300)]
     election_timeout_ms: u64,
+    /// Entries after which a replica snapshots its partition (an engine checkpoint, kept as
+    /// a file) and purges its Raft log up to it; 1..=1000000000.
+    #[arg(long, default_value_t = riptide_cluster::node::DEFAULT_SNAPSHOT_EVERY)]
+    raft_snapshot_every: u64,
     #[command(flatten)]
     tls: crate::cluster::TlsArgs,
 }
@@ -143,6 +147,9 @@ fn cluster_setup(args: &ClusterArgs) -> Result<Option<riptide_server::server::Cl
             "--heartbeat-ms must be 10..=60000 and --election-timeout-ms 50..=600000".into(),
         ));
     }
+    if !(1..=1_000_000_000).contains(&args.raft_snapshot_every) {
+        return Err(ServeError::Usage("--raft-snapshot-every must be 1..=1000000000".into()));
+    }
     if args.heartbeat_ms >= args.election_timeout_ms {
         return Err(ServeError::Usage(
             "--heartbeat-ms must be below --election-timeout-ms".into(),
@@ -154,6 +161,7 @@ fn cluster_setup(args: &ClusterArgs) -> Result<Option<riptide_server::server::Cl
         Duration::from_millis(args.election_timeout_ms),
         Duration::from_millis(args.election_timeout_ms * 2),
     );
+    node.snapshot_every = args.raft_snapshot_every;
     let bootstrap = args
         .bootstrap
         .as_deref()

@@ -8,7 +8,9 @@
 //!   clients reconnect to another node and go on;
 //! - at the end the leader holds every row whose INSERT was acknowledged, and nothing else than
 //!   rows that were sent (an INSERT whose answer was lost may or may not be there), and the
-//!   follower with `--follower-reads` converges to exactly the leader's rows.
+//!   follower with `--follower-reads` converges to exactly the leader's rows, after a kill of
+//!   its own while every node snapshots and purges its log every 25 entries (so it catches up
+//!   from a snapshot).
 
 mod cluster_common;
 mod serve_common;
@@ -30,12 +32,14 @@ struct Node {
     id: u64,
     dir: PathBuf,
     raft_port: u16,
+    metrics_port: u16,
     server: Option<Server>,
     port: u16,
 }
 
 fn start(node: &mut Node, secret: &Path, bootstrap: Option<&str>) {
     let raft = format!("127.0.0.1:{}", node.raft_port);
+    let metrics = format!("127.0.0.1:{}", node.metrics_port);
     let id = node.id.to_string();
     let mut flags = vec![
         "--node-id",
@@ -46,9 +50,12 @@ fn start(node: &mut Node, secret: &Path, bootstrap: Option<&str>) {
         secret.to_str().unwrap(),
         "--election-timeout-ms",
         "300",
+        // Snapshots and purges all along: a restarted node may have to catch up from one.
+        "--raft-snapshot-every",
+        "25",
     ];
     if node.id == NODES {
-        flags.push("--follower-reads");
+        flags.extend(["--follower-reads", "--metrics-listen", &metrics]);
     }
     if let Some(list) = bootstrap {
         flags.extend(["--bootstrap", list]);
@@ -56,6 +63,16 @@ fn start(node: &mut Node, secret: &Path, bootstrap: Option<&str>) {
     let server = Server::start_with(&node.dir, true, &flags);
     node.port = server.port;
     node.server = Some(server);
+}
+
+/// The Prometheus text a node serves.
+fn scrape(port: u16) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    body
 }
 
 fn ids(c: &mut Client) -> Result<BTreeSet<u64>, ClientError> {
@@ -75,6 +92,7 @@ fn a_replicated_partition_keeps_every_acknowledged_insert_across_leader_kills() 
             id,
             dir: root.path().join(format!("node{id}")),
             raft_port: free_port(),
+            metrics_port: free_port(),
             server: None,
             port: 0,
         })
@@ -167,6 +185,17 @@ fn a_replicated_partition_keeps_every_acknowledged_insert_across_leader_kills() 
         start(n, &secret, None);
         *ports.lock().unwrap() = nodes.iter().map(|n| n.port).collect();
     }
+    // The --follower-reads node goes down while the writes go on, and every node snapshots
+    // and purges its log every 25 entries: it comes back behind the leader's purged log and
+    // catches up from a snapshot (an engine checkpoint sent as one file), which the
+    // convergence check below reads.
+    {
+        let n = nodes.iter_mut().find(|n| n.id == NODES).unwrap();
+        n.server.take().unwrap().kill9();
+        std::thread::sleep(Duration::from_millis(1500));
+        start(n, &secret, None);
+        *ports.lock().unwrap() = nodes.iter().map(|n| n.port).collect();
+    }
     std::thread::sleep(Duration::from_millis(1500));
     stop.store(true, Ordering::Relaxed);
     for w in writers {
@@ -195,6 +224,16 @@ fn a_replicated_partition_keeps_every_acknowledged_insert_across_leader_kills() 
             std::thread::sleep(Duration::from_millis(50));
         }
     }
+    // It came back hundreds of entries behind logs that keep 25: it installed a snapshot.
+    let metrics = scrape(reader.metrics_port);
+    let installed = format!("riptide_raft_snapshots_total{{node=\"{NODES}\",kind=\"installed\"}} ");
+    let count: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&installed))
+        .unwrap_or_else(|| panic!("no {installed} in:\n{metrics}"))
+        .parse()
+        .unwrap();
+    assert!(count >= 1, "node {NODES} caught up without a snapshot:\n{metrics}");
     for n in nodes.iter_mut() {
         n.server.take().unwrap().stop();
     }

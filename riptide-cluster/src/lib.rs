@@ -34,6 +34,7 @@ pub mod linearizability;
 pub mod log_store;
 pub mod node;
 pub mod replicator;
+pub mod snapshot;
 pub mod state_machine;
 pub mod transport;
 pub mod types;
@@ -41,7 +42,7 @@ pub mod types;
 pub use log_store::LogStore;
 pub use node::{NodeConfig, NodeError, PartitionNode};
 pub use replicator::RaftReplicator;
-pub use state_machine::StateMachine;
+pub use state_machine::{SnapshotError, StateMachine};
 /// Cluster administration (`riptide cluster`), carried by the transport.
 pub use transport::admin;
 pub use types::{Applied, TypeConfig, WriteOp, WriteSet};
@@ -56,6 +57,6 @@ pub const RAFT_META_TABLE: &str = "__raft.meta";
 pub const STATE_TABLE: &str = "__raft.state";
 
 /// The log store and state machine of the partition database `db`, for a Raft node.
-pub fn open_partition(db: &riptide::Db) -> riptide::Result<(LogStore, StateMachine)> {
+pub fn open_partition(db: &riptide::Db) -> Result<(LogStore, StateMachine), SnapshotError> {
     Ok((LogStore::open(db)?, StateMachine::open(db)?))
 }

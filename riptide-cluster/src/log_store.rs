@@ -7,6 +7,9 @@
 //!   before the call returns, so an entry is durable before openraft is told it is flushed.
 //! - The vote and the last purged log id ([`RAFT_META_TABLE`]) are written with sync too;
 //!   purging writes the new purged id and deletes the entries up to it in one atomic batch.
+//! - A purge beyond the applied state (openraft purges for a received snapshot while the state
+//!   machine installs it) first syncs the archives being received, so the snapshot survives
+//!   any crash the purge survives, and the next open installs it (`crate::snapshot`).
 //! - Readers (`get_log_reader`) are clones reading the same tables: they see every entry
 //!   appended before they read.
 
@@ -197,6 +200,9 @@ impl LogStore {
                 return Ok(()); // purged that far already
             }
         }
+        if crate::state_machine::applied_of(&self.db).map_err(write_err)? < Some(log_id) {
+            crate::snapshot::sync_incoming(&self.db.path().join(crate::snapshot::SNAPSHOT_DIR)).map_err(write_err)?;
+        }
         let mut batch = WriteBatch::new();
         let bytes = encode(&log_id).map_err(write_err)?;
         batch.put(&self.meta, PURGED_KEY, &bytes).map_err(write_err)?;
@@ -204,6 +210,19 @@ impl LogStore {
             batch.delete(&self.log, &key).map_err(write_err)?;
         }
         self.db.write_unreplicated(batch, &synced()).map_err(write_err)
+    }
+}
+
+/// The last purged log id stored in the partition database `db` (none if it never purged).
+pub(crate) fn last_purged_of(db: &Db) -> Result<Option<LogId<NodeId>>, crate::SnapshotError> {
+    let meta = match db.table(RAFT_META_TABLE) {
+        Ok(t) => t,
+        Err(riptide::Error::TableNotFound(_)) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    match meta.get(PURGED_KEY)? {
+        Some(v) => Ok(Some(decode(&v, "last purged log id")?)),
+        None => Ok(None),
     }
 }
 

@@ -39,11 +39,20 @@ pub struct NodeConfig {
     pub election_timeout: (Duration, Duration),
     /// A proposed write not answered within this fails with an unknown outcome.
     pub write_timeout: Duration,
+    /// Entries applied since the last snapshot that make the node build the next one (an
+    /// engine checkpoint of the whole partition, so not too often); the log is then purged up
+    /// to the snapshot, keeping the last `min(snapshot_every, 1000)` entries for followers
+    /// that are only a little behind.
+    pub snapshot_every: u64,
 }
+
+/// [`NodeConfig::snapshot_every`] by default.
+pub const DEFAULT_SNAPSHOT_EVERY: u64 = 100_000;
 
 impl NodeConfig {
     /// A node with the default timings: heartbeats every 50 ms, elections after 300–600 ms
-    /// of silence, writes answered within 10 s.
+    /// of silence, writes answered within 10 s; a snapshot every
+    /// [`DEFAULT_SNAPSHOT_EVERY`] entries.
     pub fn new(id: NodeId, raft_listen: SocketAddr, auth: ClusterAuth) -> Self {
         NodeConfig {
             id,
@@ -52,6 +61,7 @@ impl NodeConfig {
             heartbeat: Duration::from_millis(50),
             election_timeout: (Duration::from_millis(300), Duration::from_millis(600)),
             write_timeout: Duration::from_secs(10),
+            snapshot_every: DEFAULT_SNAPSHOT_EVERY,
         }
     }
 
@@ -62,6 +72,11 @@ impl NodeConfig {
             heartbeat_interval: ms(self.heartbeat),
             election_timeout_min: ms(self.election_timeout.0),
             election_timeout_max: ms(self.election_timeout.1),
+            snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(self.snapshot_every),
+            // The RPC carrying a snapshot's last chunk is answered after the install, which
+            // rewrites the partition: at openraft's 200 ms the leader would resend it all.
+            install_snapshot_timeout: 600_000,
+            max_in_snapshot_log_to_keep: self.snapshot_every.min(1000),
             ..Config::default()
         };
         config.validate().map_err(|e| NodeError::Config(e.to_string()))
@@ -128,6 +143,9 @@ pub enum NodeError {
     /// The Raft listener could not be bound.
     #[error("raft listener: {0}")]
     Io(#[from] std::io::Error),
+    /// The partition's snapshots could not be recovered at start.
+    #[error("partition snapshots: {0}")]
+    Snapshot(#[from] crate::SnapshotError),
     /// openraft refused or failed.
     #[error("raft: {0}")]
     Raft(String),
@@ -140,6 +158,7 @@ pub struct PartitionNode {
     server: ServerHandle,
     addr: SocketAddr,
     barriers: Arc<Mutex<BarrierQueue>>,
+    snapshot_stats: Arc<crate::snapshot::SnapshotStats>,
 }
 
 /// Read barriers waiting for a leadership check: callers that arrive while one check runs are
@@ -166,6 +185,7 @@ impl PartitionNode {
         let tcp = tokio::net::TcpListener::bind(config.raft_listen).await?;
         let addr = tcp.local_addr()?;
         let (log, sm) = tokio::task::block_in_place(|| crate::open_partition(db))?;
+        let snapshot_stats = sm.snapshot_stats();
         let sm = match listener {
             Some(l) => sm.with_apply_listener(l),
             None => sm,
@@ -186,6 +206,7 @@ impl PartitionNode {
             server,
             addr,
             barriers: Arc::default(),
+            snapshot_stats,
         })
     }
 
@@ -243,6 +264,11 @@ impl PartitionNode {
     /// The transport server (its counters).
     pub fn transport(&self) -> &ServerHandle {
         &self.server
+    }
+
+    /// What the partition's snapshots did since the node started.
+    pub fn snapshot_stats(&self) -> &crate::snapshot::SnapshotStats {
+        &self.snapshot_stats
     }
 
     /// The node's current Raft figures.

@@ -3,7 +3,6 @@
 //! own database (table ids differ between replicas; names do not).
 
 use serde::{Deserialize, Serialize};
-use std::io::Cursor;
 
 /// One write of a write set.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
@@ -151,13 +150,13 @@ pub struct Applied {
 
 openraft::declare_raft_types!(
     /// A Riptide partition's Raft types: write sets in, [`Applied`] out, nodes named by u64,
-    /// snapshots as bytes.
+    /// snapshots as archive files.
     pub TypeConfig:
         D = WriteSet,
         R = Applied,
         NodeId = u64,
         Node = openraft::BasicNode,
         Entry = openraft::Entry<TypeConfig>,
-        SnapshotData = Cursor<Vec<u8>>,
+        SnapshotData = crate::snapshot::SnapshotFile,
         AsyncRuntime = openraft::TokioRuntime,
 );

@@ -1,5 +1,5 @@
 //! The state machine of one partition (openraft's `RaftStateMachine`): committed write sets
-//! applied to the partition's database, and snapshots of its tables.
+//! applied to the partition's database, and snapshots by engine checkpoint ([`snapshots`]).
 //!
 //! Invariants:
 //! - Each entry is applied in one atomic write: its write set, its log id as the applied one
@@ -10,25 +10,30 @@
 //!   `WriteSet::validate` on every replica alike, as is one whose fence names another term
 //!   than its entry's (`WriteSet::fenced_out`), and only its index is applied (openraft stops a
 //!   node whose apply fails, and every replica would stop on the same entry).
-//!   Applies are not synced (the Raft log is); building a snapshot syncs them first, since the
-//!   log may then be purged up to the snapshot.
-//! - A snapshot is read at one engine snapshot: its rows, applied id and membership agree.
-//!   Installing one replaces every partition table's rows, the applied id and the membership
-//!   in one synced write.
-//! - Write sets never touch a table whose name starts with [`RESERVED_PREFIX`].
+//!   Applies are not synced (the Raft log is); building a snapshot syncs them first (the
+//!   checkpoint syncs the redo log), since the log may then be purged up to the snapshot.
+//! - A snapshot is an archive of an engine checkpoint, with the applied id and membership read
+//!   from that checkpoint: its rows, applied id and membership agree. It is a file in the
+//!   partition's `raft-snapshots/` directory, so neither a build nor a transfer holds the
+//!   partition in memory, and the current snapshot survives a restart.
+//! - Installing one replaces every partition table's rows, the applied id and the membership
+//!   under a durable marker, resumed at the next open after a crash ([`snapshots`]).
+//! - Write sets never touch a table whose name starts with [`crate::RESERVED_PREFIX`].
 //! - A table creation or drop (alone in its write set) is durable on its own, before the
 //!   entry's index is applied, and idempotent: replayed after a crash it finds its work done.
 //! - The apply listener hears the tables an apply changed once they are visible, and must not
 //!   wait for anything the apply loop holds.
-//!
-//! Snapshots are, for now, the partition's rows in one encoded value held in memory (openraft
-//! rebuilds one at startup if the log was purged); issue 24 asks for the engine's checkpoint
-//! instead. A build never replaces a newer snapshot installed meanwhile.
+//! - A build never replaces a newer snapshot installed meanwhile.
+
+mod snapshots;
+
+pub use snapshots::SnapshotError;
 
 use crate::codec::{decode, encode};
-use crate::engine::{blocking, synced, table_or_create};
+use crate::engine::{blocking, table_or_create};
+use crate::snapshot::{Kind, SnapshotDir, SnapshotFile, SnapshotStats};
 use crate::types::{Applied, TypeConfig, WriteOp};
-use crate::{RESERVED_PREFIX, STATE_TABLE};
+use crate::STATE_TABLE;
 use openraft::storage::{RaftStateMachine, Snapshot, SnapshotMeta};
 use openraft::{
     AnyError, BasicNode, Entry, EntryPayload, LogId, RaftSnapshotBuilder, StorageError, StorageIOError,
@@ -36,8 +41,7 @@ use openraft::{
 };
 use parking_lot::Mutex;
 use riptide::{Db, ReadOptions, Table, WriteBatch, WriteOptions};
-use serde::{Deserialize, Serialize};
-use std::io::Cursor;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -45,24 +49,16 @@ type NodeId = u64;
 type Membership = StoredMembership<NodeId, BasicNode>;
 const APPLIED_KEY: &[u8] = b"applied";
 const MEMBERSHIP_KEY: &[u8] = b"membership";
-const SNAPSHOT_META_KEY: &[u8] = b"snapshot_meta";
+/// Where an install under way records itself (see [`snapshots`]).
+const INSTALLING_KEY: &[u8] = b"installing";
+/// Written by builds before snapshots were checkpoints; deleted by the next install.
+const LEGACY_SNAPSHOT_META_KEY: &[u8] = b"snapshot_meta";
 
-/// The rows of every partition table, as a snapshot carries them.
-#[derive(Serialize, Deserialize, Debug, Default)]
-struct SnapshotBody {
-    tables: Vec<TableRows>,
-}
-
-#[derive(Serialize, Deserialize, Debug)]
-struct TableRows {
-    name: String,
-    rows: Vec<(Vec<u8>, Vec<u8>)>,
-}
-
-#[derive(Clone)]
-struct StoredSnapshot {
+/// The current snapshot: its meta and its archive.
+#[derive(Clone, Debug)]
+struct CurrentSnapshot {
     meta: SnapshotMeta<NodeId, BasicNode>,
-    data: Vec<u8>,
+    path: PathBuf,
 }
 
 /// One partition's state machine; cheap to clone (clones share the database and the current
@@ -71,11 +67,19 @@ struct StoredSnapshot {
 pub struct StateMachine {
     db: Db,
     state: Table,
-    current: Arc<Mutex<Option<StoredSnapshot>>>,
+    snapshots: Arc<SnapshotDir>,
+    current: Arc<Mutex<Option<CurrentSnapshot>>>,
+    /// Held by an install while it changes rows, and by a build while it takes its checkpoint.
+    install_lock: Arc<Mutex<()>>,
     /// Makes snapshot ids unique within this process.
     builds: Arc<AtomicU64>,
+    /// Makes snapshot ids unique across processes and nodes: the open's time in nanoseconds
+    /// mixed with the process id.
+    instance: u64,
     /// Told the tables each apply (or snapshot install) changed.
     listener: Option<ApplyListener>,
+    /// Builds and installs so far.
+    stats: Arc<SnapshotStats>,
 }
 
 /// Called, on a blocking thread, with the names of the tables that applied entries (or an
@@ -93,58 +97,75 @@ fn sm_read_err(e: impl std::error::Error + 'static) -> StorageError<NodeId> {
     StorageIOError::<NodeId>::read_state_machine(AnyError::new(&e)).into()
 }
 
-fn sm_write_err(e: impl std::error::Error + 'static) -> StorageError<NodeId> {
-    StorageIOError::<NodeId>::write_state_machine(AnyError::new(&e)).into()
-}
-
-fn snapshot_err(e: impl std::error::Error + 'static) -> StorageError<NodeId> {
+fn snapshot_io_err(e: impl std::error::Error + 'static) -> StorageError<NodeId> {
     StorageIOError::<NodeId>::read_snapshot(None, AnyError::new(&e)).into()
 }
 
-/// A write set named a reserved table.
-#[derive(Debug)]
-struct ReservedTable(String);
-
-impl std::fmt::Display for ReservedTable {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "a write set may not write table {:?}: the cluster layer's own",
-            self.0
-        )
+/// The applied id and membership stored in database `db` (none before its first apply).
+fn read_state_of(db: &Db) -> Result<(Option<LogId<NodeId>>, Membership), SnapshotError> {
+    match db.table(STATE_TABLE) {
+        Ok(state) => read_state_in(&state, &ReadOptions::default()),
+        Err(riptide::Error::TableNotFound(_)) => Ok((None, Membership::default())),
+        Err(e) => Err(e.into()),
     }
 }
 
-impl std::error::Error for ReservedTable {}
+fn read_state_in(state: &Table, opts: &ReadOptions) -> Result<(Option<LogId<NodeId>>, Membership), SnapshotError> {
+    let applied = match state.get_opt(APPLIED_KEY, opts)? {
+        Some(v) => decode(&v, "applied log id")?,
+        None => None,
+    };
+    let membership = match state.get_opt(MEMBERSHIP_KEY, opts)? {
+        Some(v) => decode(&v, "membership")?,
+        None => Membership::default(),
+    };
+    Ok((applied, membership))
+}
+
+/// A number that differs between opens: nanoseconds since the epoch, mixed with the process id.
+fn instance_nonce() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    nanos ^ (u64::from(std::process::id()) << 40)
+}
+
+/// The applied log id of the partition database `db` (read by the log store before a purge).
+pub(crate) fn applied_of(db: &Db) -> Result<Option<LogId<NodeId>>, SnapshotError> {
+    Ok(read_state_of(db)?.0)
+}
 
 impl StateMachine {
     /// The state machine of the partition database `db`, creating its table on first use.
-    pub fn open(db: &Db) -> riptide::Result<Self> {
-        Ok(StateMachine {
+    /// Before anything else it finishes what a crash cut short: an install (resumed from its
+    /// archive) or a received snapshot the log was purged for (installed); then it picks the
+    /// current snapshot from the partition's `raft-snapshots/` directory.
+    pub fn open(db: &Db) -> Result<Self, SnapshotError> {
+        let sm = StateMachine {
             db: db.clone(),
             state: table_or_create(db, STATE_TABLE)?,
+            snapshots: Arc::new(SnapshotDir::open(db.path())?),
             current: Arc::new(Mutex::new(None)),
+            install_lock: Arc::new(Mutex::new(())),
             builds: Arc::new(AtomicU64::new(0)),
+            instance: instance_nonce(),
             listener: None,
-        })
+            stats: Arc::default(),
+        };
+        sm.recover()?;
+        Ok(sm)
+    }
+
+    /// What this partition's snapshots did since the open (shared: the figures go on moving
+    /// once openraft owns the state machine).
+    pub fn snapshot_stats(&self) -> Arc<SnapshotStats> {
+        self.stats.clone()
     }
 
     /// The same state machine, telling `listener` what each apply changed.
     pub fn with_apply_listener(mut self, listener: ApplyListener) -> Self {
         self.listener = Some(listener);
         self
-    }
-
-    fn read_state(&self, opts: &ReadOptions) -> Result<(Option<LogId<NodeId>>, Membership), StorageError<NodeId>> {
-        let applied = match self.state.get_opt(APPLIED_KEY, opts).map_err(sm_read_err)? {
-            Some(v) => decode(&v, "applied log id").map_err(sm_read_err)?,
-            None => None,
-        };
-        let membership = match self.state.get_opt(MEMBERSHIP_KEY, opts).map_err(sm_read_err)? {
-            Some(v) => decode(&v, "membership").map_err(sm_read_err)?,
-            None => Membership::default(),
-        };
-        Ok((applied, membership))
     }
 
     /// Applies one entry in one engine write: its write set (unless refused), its log id as the
@@ -214,80 +235,56 @@ impl StateMachine {
         Ok(applied)
     }
 
-    /// Makes `stored` the current snapshot unless a newer one is (a build that read the engine
-    /// before an install finished must not replace the installed snapshot).
-    fn keep_if_newer(&self, stored: &StoredSnapshot) {
+    /// Makes `new` the current snapshot unless a newer one is (a build that took its
+    /// checkpoint before an install finished must not replace the installed snapshot), and
+    /// deletes the archive that is not kept. A reader holding the deleted file open keeps
+    /// reading it.
+    fn keep_if_newer(&self, new: CurrentSnapshot) {
         let mut current = self.current.lock();
-        let newer = match &*current {
-            Some(c) => stored.meta.last_log_id >= c.meta.last_log_id,
-            None => true,
-        };
-        if newer {
-            *current = Some(stored.clone());
+        let newer = current
+            .as_ref()
+            .is_none_or(|c| new.meta.last_log_id >= c.meta.last_log_id);
+        let dropped = if newer { current.replace(new) } else { Some(new) };
+        drop(current);
+        if let Some(old) = dropped {
+            // Best effort: an archive left behind is deleted at the next open.
+            let _ = SnapshotDir::remove(&old.path);
         }
     }
 
-    /// The partition's tables (every table but the cluster layer's own), sorted by name.
-    fn partition_tables(&self) -> riptide::Result<Vec<Table>> {
-        self.db
-            .tables()
-            .into_iter()
-            .filter(|name| !name.starts_with(RESERVED_PREFIX))
-            .map(|name| self.db.table(&name))
-            .collect()
-    }
-
-    /// The partition's rows at `opts`' snapshot.
-    fn read_rows(&self, opts: &ReadOptions) -> riptide::Result<SnapshotBody> {
-        let mut body = SnapshotBody::default();
-        for table in self.partition_tables()? {
-            let rows = table.iter(opts)?.collect::<riptide::Result<Vec<_>>>()?;
-            body.tables.push(TableRows {
-                name: table.name().to_string(),
-                rows,
-            });
+    /// The current snapshot, opened for reading.
+    async fn open_current(&self) -> Result<Option<Snapshot<TypeConfig>>, StorageError<NodeId>> {
+        // A newer snapshot may replace (and delete) the one read here before it is opened.
+        for _ in 0..3 {
+            let Some(current) = self.current.lock().clone() else {
+                return Ok(None);
+            };
+            match SnapshotFile::open(current.path.clone()).await {
+                Ok(file) => {
+                    return Ok(Some(Snapshot {
+                        meta: current.meta,
+                        snapshot: Box::new(file),
+                    }))
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(snapshot_io_err(e)),
+            }
         }
-        Ok(body)
+        Err(snapshot_io_err(SnapshotError::Invalid(
+            "the current snapshot kept being replaced while it was opened".into(),
+        )))
     }
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError<NodeId>> {
         let this = self.clone();
-        let stored = blocking(move || -> Result<StoredSnapshot, StorageError<NodeId>> {
-            let opts = ReadOptions {
-                snapshot: Some(this.db.snapshot()),
-                ..ReadOptions::default()
-            };
-            let (last_log_id, last_membership) = this.read_state(&opts)?;
-            let body = this.read_rows(&opts).map_err(snapshot_err)?;
-            let data = encode(&body).map_err(snapshot_err)?;
-            let build = this.builds.fetch_add(1, Ordering::Relaxed);
-            let snapshot_id = match last_log_id {
-                Some(id) => format!("{}-{}-{}-{build}", id.leader_id.term, id.leader_id.node_id, id.index),
-                None => format!("none-{build}"),
-            };
-            let meta = SnapshotMeta {
-                last_log_id,
-                last_membership,
-                snapshot_id,
-            };
-            // Synced: every apply before it reaches the disk with it, since the log may now be
-            // purged up to `last_log_id`.
-            let mut batch = WriteBatch::new();
-            let meta_bytes = encode(&meta).map_err(sm_write_err)?;
-            batch
-                .put(&this.state, SNAPSHOT_META_KEY, &meta_bytes)
-                .map_err(sm_write_err)?;
-            this.db.write_unreplicated(batch, &synced()).map_err(sm_write_err)?;
-            Ok(StoredSnapshot { meta, data })
-        })
-        .await??;
-        self.keep_if_newer(&stored);
-        Ok(Snapshot {
-            meta: stored.meta,
-            snapshot: Box::new(Cursor::new(stored.data)),
-        })
+        let seq = self.builds.fetch_add(1, Ordering::Relaxed);
+        blocking(move || this.build(seq).map(|built| this.keep_if_newer(built))).await??;
+        // The current snapshot: the one just built, or a newer one installed meanwhile.
+        self.open_current()
+            .await?
+            .ok_or_else(|| snapshot_io_err(SnapshotError::Invalid("no snapshot after a build".into())))
     }
 }
 
@@ -295,7 +292,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     type SnapshotBuilder = StateMachine;
 
     async fn applied_state(&mut self) -> Result<(Option<LogId<NodeId>>, Membership), StorageError<NodeId>> {
-        self.read_state(&ReadOptions::default())
+        Ok(read_state_in(&self.state, &ReadOptions::default())?)
     }
 
     async fn apply<I>(&mut self, entries: I) -> Result<Vec<Applied>, StorageError<NodeId>>
@@ -322,65 +319,34 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         self.clone()
     }
 
-    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageError<NodeId>> {
-        Ok(Box::new(Cursor::new(Vec::new())))
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<SnapshotFile>, StorageError<NodeId>> {
+        let path = self.snapshots.fresh(Kind::Incoming).map_err(snapshot_io_err)?;
+        Ok(Box::new(SnapshotFile::create(path).await.map_err(snapshot_io_err)?))
     }
 
     async fn install_snapshot(
         &mut self,
         meta: &SnapshotMeta<NodeId, BasicNode>,
-        snapshot: Box<Cursor<Vec<u8>>>,
+        snapshot: Box<SnapshotFile>,
     ) -> Result<(), StorageError<NodeId>> {
-        let data = snapshot.into_inner();
-        let body: SnapshotBody = decode(&data, "snapshot").map_err(snapshot_err)?;
+        let mut file = *snapshot;
+        file.sync().await.map_err(snapshot_io_err)?;
+        let src = file.take_path();
         let this = self.clone();
-        let meta_copy = meta.clone();
-        blocking(move || -> Result<(), StorageError<NodeId>> {
-            let mut batch = WriteBatch::new();
-            // Every row of the partition goes, then the snapshot's rows come, in one write.
-            for table in this.partition_tables().map_err(sm_read_err)? {
-                for row in table.iter(&ReadOptions::default()).map_err(sm_read_err)? {
-                    let (key, _) = row.map_err(sm_read_err)?;
-                    batch.delete(&table, &key).map_err(sm_write_err)?;
-                }
-            }
-            for t in &body.tables {
-                if t.name.starts_with(RESERVED_PREFIX) {
-                    return Err(snapshot_err(ReservedTable(t.name.clone())));
-                }
-                let table = table_or_create(&this.db, &t.name).map_err(sm_write_err)?;
-                for (k, v) in &t.rows {
-                    batch.put(&table, k, v).map_err(sm_write_err)?;
-                }
-            }
-            let applied = encode(&meta_copy.last_log_id).map_err(sm_write_err)?;
-            batch.put(&this.state, APPLIED_KEY, &applied).map_err(sm_write_err)?;
-            let membership = encode(&meta_copy.last_membership).map_err(sm_write_err)?;
-            batch
-                .put(&this.state, MEMBERSHIP_KEY, &membership)
-                .map_err(sm_write_err)?;
-            let meta_bytes = encode(&meta_copy).map_err(sm_write_err)?;
-            batch
-                .put(&this.state, SNAPSHOT_META_KEY, &meta_bytes)
-                .map_err(sm_write_err)?;
-            this.db.write_unreplicated(batch, &synced()).map_err(sm_write_err)?;
+        let meta = meta.clone();
+        blocking(move || -> Result<(), SnapshotError> {
+            let (kept, touched) = this.receive(&src, &meta)?;
             if let Some(listener) = &this.listener {
-                listener(&body.tables.iter().map(|t| t.name.clone()).collect::<Vec<_>>());
+                listener(&touched);
             }
+            this.keep_if_newer(kept);
             Ok(())
         })
         .await??;
-        self.keep_if_newer(&StoredSnapshot {
-            meta: meta.clone(),
-            data,
-        });
         Ok(())
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError<NodeId>> {
-        Ok(self.current.lock().clone().map(|s| Snapshot {
-            meta: s.meta,
-            snapshot: Box::new(Cursor::new(s.data)),
-        }))
+        self.open_current().await
     }
 }

@@ -433,6 +433,38 @@ pub(super) fn render_metrics(out: &mut String, node: &PartitionNode) {
         "last index purged from the log",
         m.purged.map_or(0, |l| l.index),
     );
+    g(
+        out,
+        "riptide_raft_snapshot_index",
+        "last index the current snapshot holds (0: none)",
+        m.snapshot.map_or(0, |l| l.index),
+    );
+    let s = node.snapshot_stats();
+    let load = |v: &std::sync::atomic::AtomicU64| v.load(std::sync::atomic::Ordering::Relaxed);
+    let _ = writeln!(
+        out,
+        "# HELP riptide_raft_snapshots_total snapshots built and installed since the start
+# TYPE riptide_raft_snapshots_total counter
+riptide_raft_snapshots_total{{node=\"{id}\",kind=\"built\"}} {}
+riptide_raft_snapshots_total{{node=\"{id}\",kind=\"installed\"}} {}",
+        load(&s.built),
+        load(&s.installed)
+    );
+    let _ = writeln!(
+        out,
+        "# HELP riptide_raft_snapshot_last_seconds how long the last build or install took
+# TYPE riptide_raft_snapshot_last_seconds gauge
+riptide_raft_snapshot_last_seconds{{node=\"{id}\",kind=\"built\"}} {}
+riptide_raft_snapshot_last_seconds{{node=\"{id}\",kind=\"installed\"}} {}",
+        load(&s.last_build_micros) as f64 / 1e6,
+        load(&s.last_install_micros) as f64 / 1e6
+    );
+    g(
+        out,
+        "riptide_raft_snapshot_archive_bytes",
+        "bytes of the last snapshot archive built or installed",
+        load(&s.last_archive_bytes),
+    );
     if let Some(replication) = &m.replication {
         let last = m.last_log_index.unwrap_or(0);
         let _ = writeln!(
