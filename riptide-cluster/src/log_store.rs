@@ -14,7 +14,7 @@
 //!   appended before they read.
 
 use crate::codec::{decode, encode, index_key, key_index, CodecError};
-use crate::engine::{blocking, synced, table_or_create};
+use crate::engine::{blocking, stored_applied, synced, table_or_create, PURGED_KEY};
 use crate::types::TypeConfig;
 use crate::{LOG_TABLE, RAFT_META_TABLE};
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
@@ -25,7 +25,6 @@ use std::ops::{Bound, RangeBounds};
 
 type NodeId = u64;
 const VOTE_KEY: &[u8] = b"vote";
-const PURGED_KEY: &[u8] = b"last_purged";
 
 /// Largest engine write of an append (the engine refuses batches over `riptide::MAX_BATCH_SIZE`).
 pub const APPEND_CHUNK_BYTES: usize = 64 << 20;
@@ -200,7 +199,7 @@ impl LogStore {
                 return Ok(()); // purged that far already
             }
         }
-        if crate::state_machine::applied_of(&self.db).map_err(write_err)? < Some(log_id) {
+        if stored_applied(&self.db).map_err(write_err)? < Some(log_id) {
             crate::snapshot::sync_incoming(&self.db.path().join(crate::snapshot::SNAPSHOT_DIR)).map_err(write_err)?;
         }
         let mut batch = WriteBatch::new();
@@ -210,19 +209,6 @@ impl LogStore {
             batch.delete(&self.log, &key).map_err(write_err)?;
         }
         self.db.write_unreplicated(batch, &synced()).map_err(write_err)
-    }
-}
-
-/// The last purged log id stored in the partition database `db` (none if it never purged).
-pub(crate) fn last_purged_of(db: &Db) -> Result<Option<LogId<NodeId>>, crate::SnapshotError> {
-    let meta = match db.table(RAFT_META_TABLE) {
-        Ok(t) => t,
-        Err(riptide::Error::TableNotFound(_)) => return Ok(None),
-        Err(e) => return Err(e.into()),
-    };
-    match meta.get(PURGED_KEY)? {
-        Some(v) => Ok(Some(decode(&v, "last purged log id")?)),
-        None => Ok(None),
     }
 }
 

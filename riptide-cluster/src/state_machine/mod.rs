@@ -1,5 +1,5 @@
 //! The state machine of one partition (openraft's `RaftStateMachine`): committed write sets
-//! applied to the partition's database, and snapshots by engine checkpoint ([`snapshots`]).
+//! applied to the partition's database, and snapshots by engine checkpoint (`snapshots.rs`).
 //!
 //! Invariants:
 //! - Each entry is applied in one atomic write: its write set, its log id as the applied one
@@ -16,8 +16,9 @@
 //!   from that checkpoint: its rows, applied id and membership agree. It is a file in the
 //!   partition's `raft-snapshots/` directory, so neither a build nor a transfer holds the
 //!   partition in memory, and the current snapshot survives a restart.
-//! - Installing one replaces every partition table's rows, the applied id and the membership
-//!   under a durable marker, resumed at the next open after a crash ([`snapshots`]).
+//! - Installing one replaces the partition's tables and rows (a table the snapshot lacks is
+//!   dropped), the applied id and the membership under a durable marker, resumed at the next
+//!   open after a crash (`snapshots.rs`).
 //! - Write sets never touch a table whose name starts with [`crate::RESERVED_PREFIX`].
 //! - A table creation or drop (alone in its write set) is durable on its own, before the
 //!   entry's index is applied, and idempotent: replayed after a crash it finds its work done.
@@ -30,7 +31,7 @@ mod snapshots;
 pub use snapshots::SnapshotError;
 
 use crate::codec::{decode, encode};
-use crate::engine::{blocking, table_or_create};
+use crate::engine::{blocking, table_or_create, APPLIED_KEY};
 use crate::snapshot::{Kind, SnapshotDir, SnapshotFile, SnapshotStats};
 use crate::types::{Applied, TypeConfig, WriteOp};
 use crate::STATE_TABLE;
@@ -47,7 +48,6 @@ use std::sync::Arc;
 
 type NodeId = u64;
 type Membership = StoredMembership<NodeId, BasicNode>;
-const APPLIED_KEY: &[u8] = b"applied";
 const MEMBERSHIP_KEY: &[u8] = b"membership";
 /// Where an install under way records itself (see [`snapshots`]).
 const INSTALLING_KEY: &[u8] = b"installing";
@@ -128,11 +128,6 @@ fn instance_nonce() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
     nanos ^ (u64::from(std::process::id()) << 40)
-}
-
-/// The applied log id of the partition database `db` (read by the log store before a purge).
-pub(crate) fn applied_of(db: &Db) -> Result<Option<LogId<NodeId>>, SnapshotError> {
-    Ok(read_state_of(db)?.0)
 }
 
 impl StateMachine {

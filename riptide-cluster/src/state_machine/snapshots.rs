@@ -16,10 +16,10 @@
 //!   not, the next open installs that archive (the purge synced it first), so the applied
 //!   state is never behind the purged log.
 
+use super::LEGACY_SNAPSHOT_META_KEY;
 use super::{read_state_of, sm_read_err, CurrentSnapshot, Membership, StateMachine, INSTALLING_KEY, MEMBERSHIP_KEY};
-use super::{APPLIED_KEY, LEGACY_SNAPSHOT_META_KEY};
 use crate::codec::{decode, encode, CodecError};
-use crate::engine::{synced, table_or_create};
+use crate::engine::{stored_last_purged, synced, table_or_create, APPLIED_KEY};
 use crate::snapshot::archive::{self, ArchiveError};
 use crate::snapshot::{Kind, SnapshotDir};
 use crate::RESERVED_PREFIX;
@@ -184,8 +184,7 @@ impl StateMachine {
                 // because openraft already purged the log for it (it does not wait for the
                 // install). Otherwise a cache entry.
                 let (applied, _) = read_state_of(&self.db)?;
-                let needed =
-                    self.state.get(INSTALLING_KEY)?.is_some() || crate::log_store::last_purged_of(&self.db)? > applied;
+                let needed = self.state.get(INSTALLING_KEY)?.is_some() || stored_last_purged(&self.db)? > applied;
                 if !needed {
                     SnapshotDir::remove(&path)?;
                 }
@@ -249,8 +248,19 @@ impl StateMachine {
             snapshot: Some(self.db.snapshot()),
             ..ReadOptions::default()
         };
+        let kept: std::collections::BTreeSet<String> = source.tables().into_iter().collect();
         for table in self.partition_tables()? {
-            touched.push(table.name().to_string());
+            let name = table.name().to_string();
+            touched.push(name.clone());
+            if !kept.contains(&name) {
+                // Dropped on the leader: dropped here too (durable on its own, and found gone
+                // by an install resumed after a crash), as replaying its drop would.
+                drop(table);
+                match self.db.drop_table_unreplicated(&name) {
+                    Ok(()) | Err(riptide::Error::TableNotFound(_)) => continue,
+                    Err(e) => return Err(e.into()),
+                }
+            }
             for row in table.iter(&read_now)? {
                 let (key, _) = row?;
                 out.add(|b| b.delete(&table, &key), key.len())?;
@@ -292,7 +302,7 @@ impl StateMachine {
             self.install(&path, &marker.meta)?;
         } else {
             let (applied, _) = read_state_of(&self.db)?;
-            let purged = crate::log_store::last_purged_of(&self.db)?;
+            let purged = stored_last_purged(&self.db)?;
             if purged > applied {
                 self.install_covering(purged, applied)?;
             }
@@ -453,7 +463,10 @@ mod tests {
         let follower = StateMachine::open(&db).unwrap();
         assert_eq!(rows(&db, "big"), rows(&leader_db, "big"));
         assert_eq!(rows(&db, "small"), rows(&leader_db, "small"));
-        assert!(rows(&db, "stale").is_empty());
+        assert!(
+            matches!(db.table("stale"), Err(riptide::Error::TableNotFound(_))),
+            "a table the snapshot lacks is dropped"
+        );
         assert_eq!(read_state_of(&db).unwrap(), read_state_of(&leader_db).unwrap());
         assert!(follower.state.get(INSTALLING_KEY).unwrap().is_none());
         let current = follower
@@ -491,7 +504,7 @@ mod tests {
             "every partition table, the empty default one too"
         );
         assert_eq!(rows(&other, "t").len(), 5, "the snapshot's rows, not later ones");
-        assert_eq!(super::super::applied_of(&other).unwrap(), built.meta.last_log_id);
+        assert_eq!(crate::engine::stored_applied(&other).unwrap(), built.meta.last_log_id);
         assert!(built.path.exists(), "a foreign archive is copied, not moved");
     }
 }
