@@ -200,7 +200,7 @@ impl LogStore {
             }
         }
         if stored_applied(&self.db).map_err(write_err)? < Some(log_id) {
-            crate::snapshot::sync_incoming(&self.db.path().join(crate::snapshot::SNAPSHOT_DIR)).map_err(write_err)?;
+            crate::snapshot::sync_received(&self.db.path().join(crate::snapshot::SNAPSHOT_DIR)).map_err(write_err)?;
         }
         let mut batch = WriteBatch::new();
         let bytes = encode(&log_id).map_err(write_err)?;

@@ -465,19 +465,36 @@ async fn a_partition_over_the_batch_limit_snapshots_and_installs_whole() {
     );
 }
 
-/// A reception openraft drops without installing it (a stream replaced by another, a snapshot
-/// not newer than what is committed) deletes its file; one an install took is kept.
+/// A reception cut short (openraft dropped its stream for another) deletes its file when
+/// dropped; one received whole (its stream shut down) is kept, for the install queued behind
+/// it and the log purge that does not wait for that install; the next open deletes it if
+/// nothing needs it.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_dropped_reception_deletes_its_file() {
+async fn a_reception_cut_short_deletes_its_file_and_a_whole_one_is_kept() {
+    use tokio::io::AsyncWriteExt;
     let dir = tempfile::tempdir().unwrap();
     let db = riptide::Db::open(dir.path(), riptide::Options::default()).unwrap();
     let mut sm = StateMachine::open(&db).unwrap();
-    let dropped = sm.begin_receiving_snapshot().await.unwrap();
-    let path = dropped.path().to_path_buf();
-    assert!(path.exists());
-    drop(dropped);
-    assert!(!path.exists(), "an abandoned reception is deleted");
+    let mut cut = sm.begin_receiving_snapshot().await.unwrap();
+    cut.write_all(b"the first chunk").await.unwrap();
+    let cut_path = cut.path().to_path_buf();
+    drop(cut);
+    assert!(!cut_path.exists(), "a reception cut short is deleted");
+    let mut whole = sm.begin_receiving_snapshot().await.unwrap();
+    whole.write_all(b"every chunk").await.unwrap();
+    whole.shutdown().await.unwrap();
+    let whole_path = whole.path().to_path_buf();
+    drop(whole);
+    assert!(whole_path.exists(), "a whole reception is kept");
     let taken = sm.begin_receiving_snapshot().await.unwrap();
-    let path = taken.take_path();
-    assert!(path.exists(), "a reception an install took is the install's");
+    let taken_path = taken.take_path();
+    assert!(taken_path.exists(), "a reception an install took is the install's");
+    drop(sm);
+    db.close().unwrap();
+    let db = riptide::Db::open(dir.path(), riptide::Options::default()).unwrap();
+    let _sm = StateMachine::open(&db).unwrap();
+    assert!(
+        !whole_path.exists() && !taken_path.exists(),
+        "deleted at the next open: nothing needs them"
+    );
 }

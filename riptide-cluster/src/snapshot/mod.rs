@@ -61,10 +61,11 @@ impl SnapshotStats {
 pub const SNAPSHOT_DIR: &str = "raft-snapshots";
 
 /// A snapshot's bytes as openraft reads and writes them: an open archive file, with its path
-/// (an install needs the file, not only its bytes). A file created for a reception is
-/// deleted when dropped unless an install took it ([`SnapshotFile::take_path`]): openraft drops
-/// receptions it will not install (a stream replaced by another, a snapshot not newer than
-/// what is committed).
+/// (an install needs the file, not only its bytes). A reception cut short (openraft dropped
+/// its stream for another) is deleted when dropped; one received whole (openraft shuts the
+/// stream down when its last chunk is in) is kept from then on, for the install queued behind
+/// it and the purge of the log that openraft runs without waiting for that install. The next
+/// open deletes a reception nothing needs.
 #[derive(Debug)]
 pub struct SnapshotFile {
     file: tokio::fs::File,
@@ -115,8 +116,13 @@ impl SnapshotFile {
     /// Closes the file and returns its path; a reception is then no longer deleted on drop
     /// (the caller owns the file).
     pub fn take_path(mut self) -> PathBuf {
-        self.remove_on_drop = false;
+        self.keep();
         std::mem::take(&mut self.path)
+    }
+
+    /// From now on the file is not deleted on drop (an install is taking it).
+    pub fn keep(&mut self) {
+        self.remove_on_drop = false;
     }
 
     /// Finishes pending writes and syncs the file.
@@ -143,7 +149,12 @@ impl AsyncWrite for SnapshotFile {
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().file).poll_shutdown(cx)
+        let this = self.get_mut();
+        let done = Pin::new(&mut this.file).poll_shutdown(cx);
+        if let Poll::Ready(Ok(())) = done {
+            this.keep(); // received whole
+        }
+        done
     }
 }
 
@@ -157,18 +168,18 @@ impl AsyncSeek for SnapshotFile {
     }
 }
 
-/// Syncs every archive being received in snapshot directory `dir` (and archives kept, which a
-/// reception renames its file to), then `dir`: called before the log is purged on behalf of a
-/// received snapshot, so that the archive survives a crash that the purge survives. A missing
-/// directory has nothing to sync.
-pub fn sync_incoming(dir: &Path) -> io::Result<()> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(e) => e,
+/// Syncs every archive being received in snapshot directory `dir` (and the kept archives,
+/// which a reception is renamed to), then `dir`: called before the log is purged past the
+/// applied state, which openraft does for a received snapshot while the state machine installs
+/// it, so that the archive survives any crash the purge survives and the next open installs
+/// it. A missing directory has nothing to sync.
+pub fn sync_received(dir: &Path) -> io::Result<()> {
+    let listing = match std::fs::read_dir(dir) {
+        Ok(e) => e.collect::<io::Result<Vec<_>>>()?,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(e),
     };
-    for entry in entries {
-        let entry = entry?;
+    for entry in listing {
         let name = entry.file_name();
         let name = name.to_string_lossy();
         if Kind::Incoming.parse(&name).is_some() || Kind::Archive.parse(&name).is_some() {
@@ -247,9 +258,12 @@ impl SnapshotDir {
         &self.dir
     }
 
-    /// A new, unused path of `kind` (the directory is created if missing).
+    /// A new, unused path of `kind` (the directory is created if missing, durably).
     pub fn fresh(&self, kind: Kind) -> io::Result<PathBuf> {
-        std::fs::create_dir_all(&self.dir)?;
+        if !self.dir.is_dir() {
+            std::fs::create_dir_all(&self.dir)?;
+            archive::sync_parent(&self.dir)?;
+        }
         let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
         let (prefix, suffix) = kind.affixes();
         Ok(self.dir.join(format!("{prefix}{seq}{suffix}")))

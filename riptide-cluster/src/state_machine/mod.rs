@@ -325,6 +325,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         snapshot: Box<SnapshotFile>,
     ) -> Result<(), StorageError<NodeId>> {
         let mut file = *snapshot;
+        file.keep(); // before anything can fail: the log may be purged for it
         file.sync().await.map_err(snapshot_io_err)?;
         let src = file.take_path();
         let this = self.clone();

@@ -180,13 +180,16 @@ impl StateMachine {
                 touched,
             )),
             Err(e) => {
-                // Kept while the next open needs it: to finish an install under its marker, or
-                // because openraft already purged the log for it (it does not wait for the
-                // install). Otherwise a cache entry.
-                let (applied, _) = read_state_of(&self.db)?;
-                let needed = self.state.get(INSTALLING_KEY)?.is_some() || stored_last_purged(&self.db)? > applied;
-                if !needed {
-                    SnapshotDir::remove(&path)?;
+                // An archive that cannot be installed however often it is tried goes (unless an
+                // install under its marker began); any other failure keeps it for the next
+                // open, which deletes it if nothing needs it (openraft may purge the log for
+                // it at any moment: it does not wait for the install).
+                let hopeless = matches!(
+                    e,
+                    SnapshotError::Archive(ArchiveError::Corrupt(_)) | SnapshotError::Invalid(_)
+                );
+                if hopeless && matches!(self.state.get(INSTALLING_KEY), Ok(None)) {
+                    let _ = SnapshotDir::remove(&path);
                 }
                 Err(e)
             }
@@ -340,12 +343,13 @@ impl StateMachine {
         applied: Option<LogId<NodeId>>,
     ) -> Result<(), SnapshotError> {
         let mut candidates: Vec<(PathBuf, Meta)> = Vec::new();
+        let mut refused = Vec::new();
         for (kind, _, path) in self.snapshots.entries()? {
             if matches!(kind, Kind::Archive | Kind::Incoming) {
-                if let Ok(meta) = archive::read_file_meta(&path) {
-                    if meta.last_log_id >= purged {
-                        candidates.push((path, meta));
-                    }
+                match archive::read_file_meta(&path) {
+                    Ok(meta) if meta.last_log_id >= purged => candidates.push((path, meta)),
+                    Ok(_) => {}
+                    Err(e) => refused.push(format!("{}: {e}", path.display())),
                 }
             }
         }
@@ -355,13 +359,21 @@ impl StateMachine {
             std::fs::rename(&path, &kept)?;
             archive::sync_parent(&kept)?;
             match self.install(&kept, &meta) {
-                Err(SnapshotError::Archive(ArchiveError::Corrupt(_))) => SnapshotDir::remove(&kept)?,
+                Err(e @ (SnapshotError::Archive(ArchiveError::Corrupt(_)) | SnapshotError::Invalid(_))) => {
+                    refused.push(format!("{}: {e}", kept.display()));
+                    SnapshotDir::remove(&kept)?;
+                }
                 other => return other.map(drop),
             }
         }
         Err(SnapshotError::Invalid(format!(
             "the Raft log is purged up to {purged:?} but the partition applied only {applied:?}, \
-             and no whole snapshot on disk covers it"
+             and no whole snapshot on disk covers it (refused: {})",
+            if refused.is_empty() {
+                "none".to_string()
+            } else {
+                refused.join("; ")
+            }
         )))
     }
 
