@@ -2,10 +2,10 @@
 //! applied to the partition's database, and snapshots by engine checkpoint (`snapshots.rs`).
 //!
 //! Invariants:
-//! - Each entry is applied in one atomic write: its write set, its log id as the applied one
-//!   and, for a membership entry, the new membership ([`STATE_TABLE`]). A crash keeps each
-//!   entry whole or not at all, and in log order, so replaying the log from the applied id
-//!   redoes exactly what was lost.
+//! - The entries of one apply call go in as few atomic writes as their sizes and DDL allow,
+//!   each holding whole entries (write sets, any new membership) and the last one's log id as
+//!   the applied one ([`STATE_TABLE`]). A crash keeps each entry whole or not at all, and in
+//!   log order, so replaying the log from the applied id redoes exactly what was lost.
 //! - Applying never fails on a write set: one that the engine would refuse is refused by
 //!   `WriteSet::validate` on every replica alike, as is one whose fence names another term
 //!   than its entry's (`WriteSet::fenced_out`), and only its index is applied (openraft stops a
@@ -53,6 +53,17 @@ const MEMBERSHIP_KEY: &[u8] = b"membership";
 const INSTALLING_KEY: &[u8] = b"installing";
 /// Written by builds before snapshots were checkpoints; deleted by the next install.
 const LEGACY_SNAPSHOT_META_KEY: &[u8] = b"snapshot_meta";
+
+/// Bytes of entries gathered into one engine write at most (entries are at most 64 MiB each;
+/// the engine takes up to 256 MiB).
+const APPLY_BATCH_BYTES: usize = 32 << 20;
+
+/// Entries applied but not yet written: their rows, and the last one's log id.
+#[derive(Default)]
+struct PendingApply {
+    batch: WriteBatch,
+    last: Option<LogId<NodeId>>,
+}
 
 /// The current snapshot: its meta and its archive.
 #[derive(Clone, Debug)]
@@ -163,19 +174,56 @@ impl StateMachine {
         self
     }
 
-    /// Applies one entry in one engine write: its write set (unless refused), its log id as the
-    /// applied one and, for a membership entry, the new membership. A write set the engine
-    /// would refuse is refused here first, identically on every replica, and only its index is
-    /// applied; only an engine failure is an error.
+    /// Applies `entries` (in log order) in as few engine writes as their sizes and DDL allow:
+    /// each write holds whole entries and the last one's log id as the applied id, so a crash
+    /// keeps a prefix of them, each whole.
+    fn apply_entries(
+        &self,
+        entries: &[Entry<TypeConfig>],
+        touched: &mut Vec<String>,
+    ) -> Result<Vec<Applied>, StorageError<NodeId>> {
+        let mut pending = PendingApply::default();
+        let mut results = Vec::with_capacity(entries.len());
+        for entry in entries {
+            results.push(self.apply_entry(entry, &mut pending, touched)?);
+            if pending.batch.size_in_bytes() >= APPLY_BATCH_BYTES {
+                self.write_pending(&mut pending)?;
+            }
+        }
+        self.write_pending(&mut pending)?;
+        Ok(results)
+    }
+
+    /// Writes the entries gathered in `pending`, with the last one's log id as the applied one.
+    fn write_pending(&self, pending: &mut PendingApply) -> Result<(), StorageError<NodeId>> {
+        let Some(last) = pending.last.take() else {
+            return Ok(());
+        };
+        let apply_err = |e: &dyn std::error::Error| -> StorageError<NodeId> {
+            StorageIOError::<NodeId>::apply(last, AnyError::error(e.to_string())).into()
+        };
+        let mut batch = std::mem::take(&mut pending.batch);
+        let bytes = encode(&Some(last)).map_err(|e| apply_err(&e))?;
+        batch.put(&self.state, APPLIED_KEY, &bytes).map_err(|e| apply_err(&e))?;
+        self.db
+            .write_unreplicated(batch, &WriteOptions::default())
+            .map_err(|e| apply_err(&e))
+    }
+
+    /// Adds one entry to `pending`: its write set (unless refused), its log id as the last
+    /// one and, for a membership entry, the new membership. A write set the engine would
+    /// refuse is refused here first, identically on every replica, and only its index is
+    /// applied; only an engine failure is an error. A table creation or drop writes the
+    /// entries before it first, then runs (durable on its own).
     fn apply_entry(
         &self,
         entry: &Entry<TypeConfig>,
+        pending: &mut PendingApply,
         touched: &mut Vec<String>,
     ) -> Result<Applied, StorageError<NodeId>> {
         let apply_err = |e: &dyn std::error::Error| -> StorageError<NodeId> {
             StorageIOError::<NodeId>::apply(entry.log_id, AnyError::error(e.to_string())).into()
         };
-        let mut batch = WriteBatch::new();
         let mut applied = Applied::default();
         match &entry.payload {
             EntryPayload::Blank => {}
@@ -193,21 +241,26 @@ impl StateMachine {
                         match op {
                             WriteOp::Put { table, key, value } => {
                                 let table = table_or_create(&self.db, table).map_err(|e| apply_err(&e))?;
-                                batch.put(&table, key, value).map_err(|e| apply_err(&e))?;
+                                pending.batch.put(&table, key, value).map_err(|e| apply_err(&e))?;
                             }
                             WriteOp::Delete { table, key } => {
                                 let table = table_or_create(&self.db, table).map_err(|e| apply_err(&e))?;
-                                batch.delete(&table, key).map_err(|e| apply_err(&e))?;
+                                pending.batch.delete(&table, key).map_err(|e| apply_err(&e))?;
                             }
-                            // Durable on their own (the engine's DDL is), before the index
-                            // below; replayed after a crash they find their work done.
+                            // Durable on their own (the engine's DDL is), after the entries
+                            // before them and before this entry's index; replayed after a
+                            // crash they find their work done.
                             WriteOp::CreateTable { table } => {
+                                self.write_pending(pending)?;
                                 table_or_create(&self.db, table).map_err(|e| apply_err(&e))?;
                             }
-                            WriteOp::DropTable { table } => match self.db.drop_table_unreplicated(table) {
-                                Ok(()) | Err(riptide::Error::TableNotFound(_)) => {}
-                                Err(e) => return Err(apply_err(&e)),
-                            },
+                            WriteOp::DropTable { table } => {
+                                self.write_pending(pending)?;
+                                match self.db.drop_table_unreplicated(table) {
+                                    Ok(()) | Err(riptide::Error::TableNotFound(_)) => {}
+                                    Err(e) => return Err(apply_err(&e)),
+                                }
+                            }
                             WriteOp::Fence { .. } => {}
                         }
                         applied.writes += 1;
@@ -217,16 +270,13 @@ impl StateMachine {
             EntryPayload::Membership(m) => {
                 let stored = Membership::new(Some(entry.log_id), m.clone());
                 let bytes = encode(&stored).map_err(|e| apply_err(&e))?;
-                batch
+                pending
+                    .batch
                     .put(&self.state, MEMBERSHIP_KEY, &bytes)
                     .map_err(|e| apply_err(&e))?;
             }
         }
-        let bytes = encode(&Some(entry.log_id)).map_err(|e| apply_err(&e))?;
-        batch.put(&self.state, APPLIED_KEY, &bytes).map_err(|e| apply_err(&e))?;
-        self.db
-            .write_unreplicated(batch, &WriteOptions::default())
-            .map_err(|e| apply_err(&e))?;
+        pending.last = Some(entry.log_id);
         Ok(applied)
     }
 
@@ -299,7 +349,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let this = self.clone();
         blocking(move || {
             let mut touched = Vec::new();
-            let results = entries.iter().map(|e| this.apply_entry(e, &mut touched)).collect();
+            let results = this.apply_entries(&entries, &mut touched);
             if let (Some(listener), false) = (&this.listener, touched.is_empty()) {
                 touched.sort();
                 touched.dedup();

@@ -418,7 +418,7 @@ mod tests {
             log_id: LogId::new(CommittedLeaderId::new(2, 1), index),
             payload: EntryPayload::Normal(WriteSet { ops }),
         };
-        sm.apply_entry(&entry, &mut Vec::new()).unwrap();
+        sm.apply_entries(&[entry], &mut Vec::new()).unwrap();
     }
 
     fn put(table: &str, key: String, value: Vec<u8>) -> WriteOp {
