@@ -212,6 +212,33 @@ impl LogStore {
     }
 }
 
+/// The terms of the entries in partition database `db`'s log after index `after`.
+pub(crate) fn terms_after(db: &Db, after: u64) -> riptide::Result<std::collections::BTreeSet<u64>> {
+    let mut terms = std::collections::BTreeSet::new();
+    let Some(start) = after.checked_add(1) else {
+        return Ok(terms);
+    };
+    let log = match db.table(LOG_TABLE) {
+        Ok(t) => t,
+        Err(riptide::Error::TableNotFound(_)) => return Ok(terms),
+        Err(e) => return Err(e),
+    };
+    let opts = ReadOptions {
+        lower_bound: Some(index_key(start).to_vec()),
+        ..ReadOptions::default()
+    };
+    for row in log.iter(&opts)? {
+        let (_, value) = row?;
+        let entry: Entry<TypeConfig> = decode(&value, "log entry").map_err(|e| riptide::Error::Corruption {
+            path: db.path().to_path_buf(),
+            offset: 0,
+            reason: e.0,
+        })?;
+        terms.insert(entry.log_id.leader_id.term);
+    }
+    Ok(terms)
+}
+
 impl RaftLogReader<TypeConfig> for LogStore {
     async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + Send>(
         &mut self,

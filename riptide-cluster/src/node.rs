@@ -186,6 +186,8 @@ impl PartitionNode {
         let addr = tcp.local_addr()?;
         let (log, sm) = tokio::task::block_in_place(|| crate::open_partition(db))?;
         let snapshot_stats = sm.snapshot_stats();
+        let inflight = Arc::new(crate::replicator::InflightWrites::default());
+        let sm = sm.with_inflight_writes(inflight.clone());
         let sm = match listener {
             Some(l) => sm.with_apply_listener(l),
             None => sm,
@@ -198,7 +200,12 @@ impl PartitionNode {
             .await
             .map_err(|e| NodeError::Raft(e.to_string()))?;
         let server = spawn_server(tcp, raft.clone(), config.auth.clone());
-        let replicator = RaftReplicator::new(raft.clone(), tokio::runtime::Handle::current(), config.write_timeout);
+        let replicator = RaftReplicator::new(
+            raft.clone(),
+            tokio::runtime::Handle::current(),
+            config.write_timeout,
+            inflight,
+        );
         db.set_replicator(Arc::new(replicator))?;
         Ok(PartitionNode {
             id: config.id,

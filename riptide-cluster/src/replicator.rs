@@ -11,37 +11,142 @@
 //! - [`riptide::Error::Replication`]: anything after the proposal but success, `ForwardToLeader`
 //!   included (an entry truncated from this log may have been committed by another leader),
 //!   and no answer within the write timeout: the outcome is unknown. The write's locks are
-//!   held until openraft answers (settled), however late.
+//!   held until openraft answers (settled), however late, or until a snapshot installed here
+//!   overtakes the write's entry, which openraft then never answers ([`InflightWrites`]).
 
 use crate::types::{TypeConfig, WriteOp, WriteSet};
 use openraft::error::{ClientWriteError, RaftError};
 use openraft::Raft;
+use parking_lot::Mutex;
 use riptide::replication::{ReplicatedWrites, ReplicationDone, Replicator};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
 type NodeId = u64;
+
+/// The writes this node proposed and openraft has not answered yet, with the term each was
+/// proposed in (shared by the replicator and the state machine).
+///
+/// openraft 0.9 never answers a write whose entry a snapshot install purged without
+/// truncating it (this node's log was shorter than the snapshot): its responder stays queued
+/// for an index this node will not apply. After an install, every write proposed in a term
+/// of which no entry is left in the log past the snapshot is in that case, and is settled
+/// here as of unknown outcome (its locks released).
+#[derive(Default)]
+pub struct InflightWrites {
+    inner: Mutex<Inflight>,
+}
+
+#[derive(Default)]
+struct Inflight {
+    next: u64,
+    writes: HashMap<u64, (u64, ReplicationDone)>,
+    /// The tasks waiting on openraft for each write (aborted when the write is settled here:
+    /// openraft would keep them waiting for good).
+    tasks: HashMap<u64, tokio::task::AbortHandle>,
+}
+
+impl InflightWrites {
+    fn add(&self, term: u64, done: ReplicationDone) -> u64 {
+        let mut inner = self.inner.lock();
+        let id = inner.next;
+        inner.next += 1;
+        inner.writes.insert(id, (term, done));
+        id
+    }
+
+    fn answer(&self, id: u64, result: riptide::Result<()>) {
+        if let Some((_, done)) = self.inner.lock().writes.get_mut(&id) {
+            done.answer(result);
+        }
+    }
+
+    fn take(&self, id: u64) -> Option<ReplicationDone> {
+        let mut inner = self.inner.lock();
+        inner.tasks.remove(&id);
+        inner.writes.remove(&id).map(|(_, done)| done)
+    }
+
+    /// Records the task waiting for write `id` (unless it already ended).
+    fn set_task(&self, id: u64, task: tokio::task::AbortHandle) {
+        let mut inner = self.inner.lock();
+        if inner.writes.contains_key(&id) {
+            inner.tasks.insert(id, task);
+        }
+    }
+
+    /// Writes not yet answered.
+    pub fn len(&self) -> usize {
+        self.inner.lock().writes.len()
+    }
+
+    /// True when no write waits for openraft.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Settles, as of unknown outcome, every write proposed in a term not in `live_terms` (the
+    /// terms of the entries left in this node's log after an installed snapshot); returns how
+    /// many.
+    pub fn settle_overtaken(&self, live_terms: &BTreeSet<u64>) -> usize {
+        let overtaken: Vec<ReplicationDone> = {
+            let mut inner = self.inner.lock();
+            let ids: Vec<u64> = inner
+                .writes
+                .iter()
+                .filter(|(_, (term, _))| !live_terms.contains(term))
+                .map(|(id, _)| *id)
+                .collect();
+            for id in &ids {
+                if let Some(task) = inner.tasks.remove(id) {
+                    task.abort();
+                }
+            }
+            ids.iter()
+                .filter_map(|id| inner.writes.remove(id))
+                .map(|(_, d)| d)
+                .collect()
+        };
+        let n = overtaken.len();
+        for done in overtaken {
+            done.settle(Err(riptide::Error::Replication(
+                "a snapshot from a newer leader overtook this write's log entry; the outcome is unknown".into(),
+            )));
+        }
+        n
+    }
+}
 
 /// Proposes the engine's writes to a Raft group.
 pub struct RaftReplicator {
     raft: Raft<TypeConfig>,
     runtime: tokio::runtime::Handle,
     write_timeout: Duration,
+    inflight: Arc<InflightWrites>,
 }
 
 impl RaftReplicator {
     /// Proposes through `raft`, on `runtime`; a write not answered within `write_timeout`
-    /// fails with an unknown outcome.
-    pub fn new(raft: Raft<TypeConfig>, runtime: tokio::runtime::Handle, write_timeout: Duration) -> Self {
+    /// fails with an unknown outcome. `inflight` is shared with the node's state machine
+    /// ([`crate::StateMachine::with_inflight_writes`]).
+    pub fn new(
+        raft: Raft<TypeConfig>,
+        runtime: tokio::runtime::Handle,
+        write_timeout: Duration,
+        inflight: Arc<InflightWrites>,
+    ) -> Self {
         RaftReplicator {
             raft,
             runtime,
             write_timeout,
+            inflight,
         }
     }
 }
 
 impl Replicator for RaftReplicator {
-    fn replicate(&self, writes: ReplicatedWrites, mut done: ReplicationDone) {
+    fn replicate(&self, writes: ReplicatedWrites, done: ReplicationDone) {
         let mut set = WriteSet {
             ops: writes.ops.into_iter().map(WriteOp::from).collect(),
         };
@@ -73,22 +178,28 @@ impl Replicator for RaftReplicator {
         }
         let raft = self.raft.clone();
         let timeout = self.write_timeout;
-        self.runtime.spawn(async move {
+        let inflight = self.inflight.clone();
+        let id = inflight.add(term, done);
+        let registry = inflight.clone();
+        let task = self.runtime.spawn(async move {
             let write = raft.client_write(set);
             tokio::pin!(write);
             let answer = tokio::select! {
                 answer = &mut write => answer,
                 _ = tokio::time::sleep(timeout) => {
                     // The writer hears "unknown" now; the write keeps its locks until openraft
-                    // says how it ended.
-                    done.answer(Err(riptide::Error::Replication(format!(
+                    // says how it ended (or a snapshot overtakes it).
+                    inflight.answer(id, Err(riptide::Error::Replication(format!(
                         "no answer from the Raft group within {timeout:?}; the outcome is unknown"
                     ))));
                     write.await
                 }
             };
-            done.settle(outcome(answer));
+            if let Some(done) = inflight.take(id) {
+                done.settle(outcome(answer));
+            }
         });
+        registry.set_task(id, task.abort_handle());
     }
 }
 

@@ -11,6 +11,7 @@ use openraft::raft::{
 };
 use openraft::{BasicNode, Config, Raft};
 use parking_lot::Mutex;
+use riptide_cluster::replicator::{InflightWrites, RaftReplicator};
 use riptide_cluster::TypeConfig;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -105,6 +106,8 @@ impl RaftNetwork<TypeConfig> for Connection {
 struct Node {
     raft: Raft<TypeConfig>,
     db: riptide::Db,
+    /// The node's proposals not yet answered (for a replicator set on `db`).
+    inflight: Arc<InflightWrites>,
     _dir: tempfile::TempDir,
 }
 
@@ -134,9 +137,16 @@ async fn start_node(router: &Router, id: NodeId, config: Arc<Config>) -> Node {
         id,
     };
     let (log, sm) = riptide_cluster::open_partition(&db).unwrap();
+    let inflight = Arc::new(InflightWrites::default());
+    let sm = sm.with_inflight_writes(inflight.clone());
     let raft = Raft::new(id, config, net, log, sm).await.unwrap();
     router.nodes.lock().insert(id, raft.clone());
-    Node { raft, db, _dir: dir }
+    Node {
+        raft,
+        db,
+        inflight,
+        _dir: dir,
+    }
 }
 
 /// The leader all of `nodes` agree on, other than `not`.
@@ -308,6 +318,104 @@ async fn a_new_member_catches_up_from_a_snapshot_and_replaces_an_old_one() {
         .voter_ids()
         .collect();
     assert_eq!(voters, [2, 3, 4]);
+    for node in nodes.values() {
+        node.raft.shutdown().await.unwrap();
+    }
+}
+
+/// A leader cut off while committing a transaction cannot settle it: the write's entry is in
+/// its log only. The others go on, snapshot and purge past it; healed, the old leader catches
+/// up by installing their snapshot, which purges its own entry without truncating it, and
+/// openraft never answers that write. The install settles it (outcome unknown), so its row
+/// locks do not stay held until a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_deposed_leaders_write_overtaken_by_a_snapshot_releases_its_locks() {
+    let router = Router::default();
+    let mut nodes = BTreeMap::new();
+    for id in 1..=3 {
+        nodes.insert(id, start_node(&router, id, config(Some(5))).await);
+    }
+    let members: BTreeMap<NodeId, BasicNode> = (1..=3).map(|id| (id, BasicNode::default())).collect();
+    nodes[&1].raft.initialize(members).await.unwrap();
+    for key in 0..10 {
+        write(&nodes, &[1, 2, 3], None, key).await;
+    }
+    let all: Vec<&Node> = nodes.values().collect();
+    let first = leader_among(&all, None).await;
+    let old = &nodes[&first];
+    let replicator = RaftReplicator::new(
+        old.raft.clone(),
+        tokio::runtime::Handle::current(),
+        Duration::from_millis(300),
+        old.inflight.clone(),
+    );
+    old.db.set_replicator(Arc::new(replicator)).unwrap();
+
+    // Cut off, the leader commits a transaction on key 1: the write is proposed (in its log
+    // only) and its outcome is unknown after the write time-out; its lock stays held.
+    router.cut_off.lock().insert(first);
+    let db = old.db.clone();
+    let committed = tokio::task::spawn_blocking(move || {
+        let kv = db.table("kv").unwrap();
+        let mut txn = db.begin(riptide::TxnOptions::default()).unwrap();
+        txn.put(&kv, &1u32.to_be_bytes(), b"from the deposed leader").unwrap();
+        txn.commit()
+    })
+    .await
+    .unwrap();
+    assert!(
+        matches!(committed, Err(riptide::Error::Replication(_))),
+        "{committed:?}"
+    );
+    assert_eq!(old.inflight.len(), 1);
+
+    // The others go on, snapshotting and purging every 5 entries: a leader keeps the entries
+    // a replication stream still needs (the cut-off node's), a follower purges at once.
+    let rest: Vec<NodeId> = [1, 2, 3].into_iter().filter(|id| *id != first).collect();
+    let mut last_index = 0;
+    for key in 10..40 {
+        last_index = write(&nodes, &rest, Some(first), key).await;
+    }
+    let all: Vec<&Node> = nodes.values().filter(|n| !std::ptr::eq(*n, old)).collect();
+    let second = leader_among(&all, Some(first)).await;
+    let follower = rest.iter().copied().find(|id| *id != second).unwrap();
+    applied(&nodes[&follower].raft, last_index).await;
+    // A follower snapshots when entries arrive; asked again until it covers them (a request
+    // made while a build runs is dropped).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while nodes[&follower].raft.metrics().borrow().purged.map(|p| p.index) < Some(20) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the follower never purged its log"
+        );
+        nodes[&follower].raft.trigger().snapshot().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // The second leader is cut off and the first comes back: the follower, whose log is
+    // purged past the old leader's entry, leads and sends it a snapshot, which purges that
+    // entry without truncating it (the old leader's log is shorter than the snapshot).
+    *router.cut_off.lock() = [second].into();
+    applied(&old.raft, last_index).await;
+    let installed = old.raft.metrics().borrow().snapshot;
+    assert!(
+        installed.map(|s| s.index) >= Some(20),
+        "caught up without a snapshot: {installed:?}"
+    );
+    assert_eq!(old.inflight.len(), 0, "the overtaken write was never settled");
+    let db = old.db.clone();
+    let relocked = tokio::task::spawn_blocking(move || {
+        let kv = db.table("kv").unwrap();
+        let opts = riptide::TxnOptions {
+            lock_timeout: Duration::from_millis(200),
+            ..Default::default()
+        };
+        let mut txn = db.begin(opts).unwrap();
+        txn.put(&kv, &1u32.to_be_bytes(), b"later")
+    })
+    .await
+    .unwrap();
+    assert!(relocked.is_ok(), "the row is still locked: {relocked:?}");
     for node in nodes.values() {
         node.raft.shutdown().await.unwrap();
     }

@@ -32,6 +32,7 @@ pub use snapshots::SnapshotError;
 
 use crate::codec::{decode, encode};
 use crate::engine::{blocking, table_or_create, APPLIED_KEY};
+use crate::replicator::InflightWrites;
 use crate::snapshot::{Kind, SnapshotDir, SnapshotFile, SnapshotStats};
 use crate::types::{Applied, TypeConfig, WriteOp};
 use crate::STATE_TABLE;
@@ -91,6 +92,8 @@ pub struct StateMachine {
     listener: Option<ApplyListener>,
     /// Builds and installs so far.
     stats: Arc<SnapshotStats>,
+    /// This node's proposals not answered yet: an install settles those it overtook.
+    inflight: Option<Arc<InflightWrites>>,
 }
 
 /// Called, on a blocking thread, with the names of the tables that applied entries (or an
@@ -157,6 +160,7 @@ impl StateMachine {
             instance: instance_nonce(),
             listener: None,
             stats: Arc::default(),
+            inflight: None,
         };
         sm.recover()?;
         Ok(sm)
@@ -166,6 +170,13 @@ impl StateMachine {
     /// once openraft owns the state machine).
     pub fn snapshot_stats(&self) -> Arc<SnapshotStats> {
         self.stats.clone()
+    }
+
+    /// The same state machine, settling after each snapshot install the writes of `inflight`
+    /// (the node's replicator's) whose log entries the snapshot overtook.
+    pub fn with_inflight_writes(mut self, inflight: Arc<InflightWrites>) -> Self {
+        self.inflight = Some(inflight);
+        self
     }
 
     /// The same state machine, telling `listener` what each apply changed.
@@ -384,6 +395,12 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             let (kept, touched) = this.receive(&src, &meta)?;
             if let Some(listener) = &this.listener {
                 listener(&touched);
+            }
+            if let (Some(inflight), Some(last)) = (&this.inflight, meta.last_log_id) {
+                if !inflight.is_empty() {
+                    let live = crate::log_store::terms_after(&this.db, last.index)?;
+                    inflight.settle_overtaken(&live);
+                }
             }
             this.keep_if_newer(kept);
             Ok(())
