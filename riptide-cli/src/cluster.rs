@@ -255,10 +255,24 @@ async fn execute(args: &ClusterArgs, addr: &str, auth: &ClusterAuth) -> Result<(
                 println!("node {to} leads already");
                 return Ok(());
             }
-            // openraft 0.9 has no leadership transfer: the leader stops its heartbeats, so the
-            // followers' leases run out, and the target stands (again) until it wins.
+            // openraft 0.9 has no leadership transfer. The other voters stop standing for
+            // election; the leader refuses writes and read barriers (clients get 1290 and try
+            // again) and stops its heartbeats, so no append renews the followers' leases; once
+            // they run out the target stands (again) until it wins. Each of these undoes
+            // itself within 15 s if this command goes away.
             let old_leader = status.leader.and_then(|l| status.voters.get(&l).cloned());
+            let bystanders: Vec<String> = status
+                .voters
+                .iter()
+                .filter(|(id, _)| **id != *to)
+                .map(|(_, a)| a.clone())
+                .collect();
+            for voter in &bystanders {
+                // Best effort: a voter that is down does not stand either.
+                let _ = call(voter, auth, AdminRequest::Elections(false), CALL_TIMEOUT).await;
+            }
             if let Some(l) = &old_leader {
+                call(l, auth, AdminRequest::PauseWrites(true), CALL_TIMEOUT).await?;
                 call(l, auth, AdminRequest::Heartbeats(false), CALL_TIMEOUT).await?;
             }
             let outcome = async {
@@ -280,8 +294,15 @@ async fn execute(args: &ClusterArgs, addr: &str, auth: &ClusterAuth) -> Result<(
             }
             .await;
             if let Some(l) = &old_leader {
-                if let Err(e) = call(l, auth, AdminRequest::Heartbeats(true), CALL_TIMEOUT).await {
-                    eprintln!("riptide cluster: turning heartbeats back on at {l} failed: {e}");
+                for request in [AdminRequest::Heartbeats(true), AdminRequest::PauseWrites(false)] {
+                    if let Err(e) = call(l, auth, request.clone(), CALL_TIMEOUT).await {
+                        eprintln!("riptide cluster: undoing {request:?} at {l} failed: {e}");
+                    }
+                }
+            }
+            for voter in &bystanders {
+                if let Err(e) = call(voter, auth, AdminRequest::Elections(true), CALL_TIMEOUT).await {
+                    eprintln!("riptide cluster: turning elections back on at {voter} failed: {e}");
                 }
             }
             println!("node {to} leads (term {})", outcome?);

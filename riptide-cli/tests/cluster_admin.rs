@@ -127,6 +127,7 @@ fn cluster_commands_add_move_and_remove_members() {
     let leader_port = servers[leader as usize - 1].as_ref().unwrap().port;
     query_until_ok(leader_port, "CREATE TABLE sbtest.t (id INT PRIMARY KEY)");
     query_until_ok(leader_port, "INSERT INTO sbtest.t VALUES (1), (2), (3)");
+    query_until_ok(leader_port, "CREATE TABLE sbtest.load (id INT PRIMARY KEY)");
     // The leader's status shows each follower's lag.
     let on_leader = wait_status(&raft[leader as usize - 1], &secret, "lags", |s| s.contains("follower"));
     assert_eq!(on_leader.matches("follower ").count(), 2, "{on_leader}");
@@ -164,19 +165,43 @@ fn cluster_commands_add_move_and_remove_members() {
         std::thread::sleep(Duration::from_millis(100));
     }
 
-    // The leadership moves to node 4, which then takes writes.
-    // Another follower may win the election that the paused heartbeats open; the command
-    // then fails and is run again (docs/cluster.md).
-    let mut tries = 0;
-    loop {
-        tries += 1;
-        let (code, out, err) = cluster(&["transfer-leader", "--node", &raft[0], "--to", "4"], &secret);
-        if code == 0 {
-            assert!(out.contains("node 4 leads"), "{out}");
-            break;
-        }
-        assert!(tries < 3, "transfer-leader: {out} {err}");
-    }
+    // The leadership moves to node 4 at the first try, which then takes writes, while a client
+    // writes to the old leader all along (the leader refuses writes during the transfer, with
+    // 1290, and the other voters do not stand, so only node 4 can win).
+    let old = leader_of(&wait_status(&raft[0], &secret, "a leader", |s| {
+        !s.lines().next().unwrap().contains("leader -")
+    }));
+    let old_port = servers[old as usize - 1].as_ref().unwrap().port;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let (mut ok, mut refused) = (0u64, 0u64);
+            let mut client = None;
+            for id in 1000.. {
+                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    break;
+                }
+                if client.is_none() {
+                    client = Client::connect(("127.0.0.1", old_port), "root", "", None).ok();
+                }
+                let Some(c) = client.as_mut() else { continue };
+                match c.query(&format!("INSERT INTO sbtest.load VALUES ({id})")) {
+                    Ok(_) => ok += 1,
+                    Err(e) if e.code() == Some(1290) => refused += 1,
+                    Err(_) => client = None,
+                }
+            }
+            (ok, refused)
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let (code, out, err) = cluster(&["transfer-leader", "--node", &raft[0], "--to", "4"], &secret);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (ok, refused) = load.join().unwrap();
+    assert_eq!(code, 0, "transfer-leader under writes: {out} {err}");
+    assert!(out.contains("node 4 leads"), "{out}");
+    assert!(ok > 0, "no write went through before the transfer ({refused} refused)");
     query_until_ok(n4.port, "INSERT INTO sbtest.t VALUES (4)");
 
     // Node 1 leaves; the other three go on, and node 1 may stop.

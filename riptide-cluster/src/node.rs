@@ -159,6 +159,8 @@ pub struct PartitionNode {
     addr: SocketAddr,
     barriers: Arc<Mutex<BarrierQueue>>,
     snapshot_stats: Arc<crate::snapshot::SnapshotStats>,
+    /// Set by an administrator during `transfer-leader`.
+    pause: Arc<crate::replicator::WritePause>,
 }
 
 /// Read barriers waiting for a leadership check: callers that arrive while one check runs are
@@ -199,13 +201,15 @@ impl PartitionNode {
         let raft = Raft::new(config.id, raft_config, network, log, sm)
             .await
             .map_err(|e| NodeError::Raft(e.to_string()))?;
-        let server = spawn_server(tcp, raft.clone(), config.auth.clone());
+        let pause = Arc::new(crate::replicator::WritePause::default());
+        let server = spawn_server(tcp, raft.clone(), config.auth.clone(), pause.clone());
         let replicator = RaftReplicator::new(
             raft.clone(),
             tokio::runtime::Handle::current(),
             config.write_timeout,
             inflight,
-        );
+        )
+        .with_write_pause(pause.clone());
         db.set_replicator(Arc::new(replicator))?;
         Ok(PartitionNode {
             id: config.id,
@@ -214,6 +218,7 @@ impl PartitionNode {
             addr,
             barriers: Arc::default(),
             snapshot_stats,
+            pause,
         })
     }
 
@@ -297,6 +302,9 @@ impl PartitionNode {
     /// meanwhile are answered together by the next one, which starts after they arrived (so
     /// each still sees every write acknowledged before its call).
     pub async fn read_barrier(&self) -> riptide::Result<()> {
+        if self.pause.is_paused() {
+            return Err(crate::replicator::WritePause::refusal());
+        }
         let (tx, rx) = tokio::sync::oneshot::channel();
         let start = {
             let mut queue = self.barriers.lock();

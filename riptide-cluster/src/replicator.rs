@@ -118,12 +118,45 @@ impl InflightWrites {
     }
 }
 
+/// Writes (and read barriers) refused for a while on this node: during `transfer-leader`, so
+/// that no append from the old leader renews the followers' leader leases and the target can
+/// win its election. Ends by itself after the time given, if nobody ends it before.
+#[derive(Default, Debug)]
+pub struct WritePause {
+    until: Mutex<Option<std::time::Instant>>,
+}
+
+impl WritePause {
+    /// Refuses writes from now for `at_most` (or until [`WritePause::resume`]).
+    pub fn pause(&self, at_most: Duration) {
+        *self.until.lock() = Some(std::time::Instant::now() + at_most);
+    }
+
+    /// Takes writes again.
+    pub fn resume(&self) {
+        *self.until.lock() = None;
+    }
+
+    /// True while writes are refused.
+    pub fn is_paused(&self) -> bool {
+        self.until.lock().is_some_and(|t| std::time::Instant::now() < t)
+    }
+
+    /// The refusal of a write or read barrier while paused: definite (nothing was proposed).
+    pub fn refusal() -> riptide::Error {
+        riptide::Error::NotLeader {
+            leader: Some("the leadership is moving to another node (transfer-leader); try again".into()),
+        }
+    }
+}
+
 /// Proposes the engine's writes to a Raft group.
 pub struct RaftReplicator {
     raft: Raft<TypeConfig>,
     runtime: tokio::runtime::Handle,
     write_timeout: Duration,
     inflight: Arc<InflightWrites>,
+    pause: Arc<WritePause>,
 }
 
 impl RaftReplicator {
@@ -141,7 +174,14 @@ impl RaftReplicator {
             runtime,
             write_timeout,
             inflight,
+            pause: Arc::default(),
         }
+    }
+
+    /// The same replicator, refusing writes while `pause` says so.
+    pub fn with_write_pause(mut self, pause: Arc<WritePause>) -> Self {
+        self.pause = pause;
+        self
     }
 }
 
@@ -152,6 +192,9 @@ impl Replicator for RaftReplicator {
         };
         if let Some(term) = writes.fence {
             set.ops.push(WriteOp::Fence { term });
+        }
+        if self.pause.is_paused() {
+            return done.settle(Err(WritePause::refusal()));
         }
         if let Err(reason) = set.validate() {
             return done.settle(Err(riptide::Error::InvalidOption {

@@ -49,7 +49,7 @@ async fn start_node(id: NodeId, auth: &ClusterAuth) -> Node {
     )
     .await
     .unwrap();
-    let server = spawn_server(listener, raft.clone(), auth.clone());
+    let server = spawn_server(listener, raft.clone(), auth.clone(), Default::default());
     Node {
         raft,
         server,

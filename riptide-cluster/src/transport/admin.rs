@@ -40,6 +40,14 @@ pub enum AdminRequest {
     /// run out, so that another node can win an election: openraft 0.9 has no leadership
     /// transfer of its own); off for [`HEARTBEATS_OFF_AT_MOST`] at most.
     Heartbeats(bool),
+    /// Refuse (true) or take again (false) writes and read barriers on this node, so that
+    /// during a transfer no append renews the followers' leader leases; refused for
+    /// [`HEARTBEATS_OFF_AT_MOST`] at most. (Appended: protocol version 1 reads as before.)
+    PauseWrites(bool),
+    /// Turn this node's elections on or off (off: a follower whose leader lease ran out does
+    /// not stand, so that only the transfer's target does); off for
+    /// [`HEARTBEATS_OFF_AT_MOST`] at most.
+    Elections(bool),
 }
 
 /// One node's view of its group.
@@ -141,7 +149,11 @@ pub fn status(raft: &Raft<TypeConfig>) -> NodeStatus {
 }
 
 /// Carries out `request` on this node.
-pub async fn handle(raft: &Raft<TypeConfig>, request: AdminRequest) -> Result<AdminReply, AdminError> {
+pub async fn handle(
+    raft: &Raft<TypeConfig>,
+    pause: &crate::replicator::WritePause,
+    request: AdminRequest,
+) -> Result<AdminReply, AdminError> {
     match request {
         AdminRequest::Status => Ok(AdminReply::Status(status(raft))),
         AdminRequest::Initialize(members) => {
@@ -184,6 +196,25 @@ pub async fn handle(raft: &Raft<TypeConfig>, request: AdminRequest) -> Result<Ad
                 tokio::spawn(async move {
                     tokio::time::sleep(HEARTBEATS_OFF_AT_MOST).await;
                     raft.runtime_config().heartbeat(true);
+                });
+            }
+            Ok(AdminReply::Done)
+        }
+        AdminRequest::PauseWrites(on) => {
+            if on {
+                pause.pause(HEARTBEATS_OFF_AT_MOST);
+            } else {
+                pause.resume();
+            }
+            Ok(AdminReply::Done)
+        }
+        AdminRequest::Elections(on) => {
+            raft.runtime_config().elect(on);
+            if !on {
+                let raft = raft.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(HEARTBEATS_OFF_AT_MOST).await;
+                    raft.runtime_config().elect(true);
                 });
             }
             Ok(AdminReply::Done)

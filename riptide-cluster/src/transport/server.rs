@@ -55,7 +55,13 @@ impl ServerHandle {
 }
 
 /// Serves `raft`'s RPCs to the peers that connect to `listener` and prove `auth`.
-pub fn spawn_server(listener: TcpListener, raft: Raft<TypeConfig>, auth: ClusterAuth) -> ServerHandle {
+/// `pause` is the node's write pause, which administrators set (`transfer-leader`).
+pub fn spawn_server(
+    listener: TcpListener,
+    raft: Raft<TypeConfig>,
+    auth: ClusterAuth,
+    pause: Arc<crate::replicator::WritePause>,
+) -> ServerHandle {
     let stats = Arc::new(ServerStats::default());
     let counters = stats.clone();
     let task = tokio::spawn(async move {
@@ -66,8 +72,9 @@ pub fn spawn_server(listener: TcpListener, raft: Raft<TypeConfig>, auth: Cluster
                 accepted = listener.accept() => match accepted {
                     Ok((stream, _)) => {
                         let _ = stream.set_nodelay(true);
-                        let (raft, auth, counters) = (raft.clone(), auth.clone(), counters.clone());
-                        connections.spawn(async move { serve_connection(stream, raft, auth, counters).await });
+                        let (raft, auth, counters, pause) =
+                            (raft.clone(), auth.clone(), counters.clone(), pause.clone());
+                        connections.spawn(async move { serve_connection(stream, raft, auth, counters, pause).await });
                     }
                     // Out of descriptors or similar: the next accept may succeed.
                     Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
@@ -79,7 +86,13 @@ pub fn spawn_server(listener: TcpListener, raft: Raft<TypeConfig>, auth: Cluster
     ServerHandle { task, stats }
 }
 
-async fn serve_connection(tcp: TcpStream, raft: Raft<TypeConfig>, auth: ClusterAuth, stats: Arc<ServerStats>) {
+async fn serve_connection(
+    tcp: TcpStream,
+    raft: Raft<TypeConfig>,
+    auth: ClusterAuth,
+    stats: Arc<ServerStats>,
+    pause: Arc<crate::replicator::WritePause>,
+) {
     let mut stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, auth.admit(tcp)).await {
         Ok(Ok((stream, _peer))) => {
             stats.accepted.fetch_add(1, Ordering::Relaxed);
@@ -104,7 +117,7 @@ async fn serve_connection(tcp: TcpStream, raft: Raft<TypeConfig>, auth: ClusterA
             Request::AppendEntries(rpc) => Response::AppendEntries(raft.append_entries(rpc).await),
             Request::Vote(rpc) => Response::Vote(raft.vote(rpc).await),
             Request::InstallSnapshot(rpc) => Response::InstallSnapshot(raft.install_snapshot(rpc).await),
-            Request::Admin(request) => Response::Admin(super::admin::handle(&raft, request).await),
+            Request::Admin(request) => Response::Admin(super::admin::handle(&raft, &pause, request).await),
         };
         // A peer that stops reading is dropped like an idle one.
         match tokio::time::timeout(IDLE_TIMEOUT, write_frame(&mut stream, &response)).await {
