@@ -30,6 +30,7 @@
 
 pub mod codec;
 mod engine;
+pub mod inflight;
 pub mod linearizability;
 pub mod log_store;
 pub mod node;

@@ -212,9 +212,10 @@ impl LogStore {
     }
 }
 
-/// The terms of the entries in partition database `db`'s log after index `after`.
-pub(crate) fn terms_after(db: &Db, after: u64) -> riptide::Result<std::collections::BTreeSet<u64>> {
-    let mut terms = std::collections::BTreeSet::new();
+/// The terms of the entries in partition database `db`'s log after index `after`, each with
+/// the index of its last entry there.
+pub(crate) fn terms_after(db: &Db, after: u64) -> riptide::Result<std::collections::BTreeMap<u64, u64>> {
+    let mut terms = std::collections::BTreeMap::new();
     let Some(start) = after.checked_add(1) else {
         return Ok(terms);
     };
@@ -234,7 +235,8 @@ pub(crate) fn terms_after(db: &Db, after: u64) -> riptide::Result<std::collectio
             offset: 0,
             reason: e.0,
         })?;
-        terms.insert(entry.log_id.leader_id.term);
+        let last = terms.entry(entry.log_id.leader_id.term).or_insert(entry.log_id.index);
+        *last = (*last).max(entry.log_id.index);
     }
     Ok(terms)
 }

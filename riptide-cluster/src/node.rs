@@ -188,7 +188,7 @@ impl PartitionNode {
         let addr = tcp.local_addr()?;
         let (log, sm) = tokio::task::block_in_place(|| crate::open_partition(db))?;
         let snapshot_stats = sm.snapshot_stats();
-        let inflight = Arc::new(crate::replicator::InflightWrites::default());
+        let inflight = Arc::new(crate::inflight::InflightWrites::default());
         let sm = sm.with_inflight_writes(inflight.clone());
         let sm = match listener {
             Some(l) => sm.with_apply_listener(l),

@@ -13,110 +13,21 @@
 //!   and no answer within the write timeout: the outcome is unknown. The write's locks are
 //!   held until openraft answers (settled), however late, or until a snapshot installed here
 //!   overtakes the write's entry, which openraft then never answers ([`InflightWrites`]).
+//! - Every proposed write set but table DDL carries a fence: the writer's (the term of its
+//!   reads) or else the term it is proposed in, so an entry that ends up committed under
+//!   another term is refused everywhere, and settling a write by the term it was proposed in
+//!   is safe.
 
+use crate::inflight::InflightWrites;
 use crate::types::{TypeConfig, WriteOp, WriteSet};
 use openraft::error::{ClientWriteError, RaftError};
 use openraft::Raft;
 use parking_lot::Mutex;
 use riptide::replication::{ReplicatedWrites, ReplicationDone, Replicator};
-use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
 type NodeId = u64;
-
-/// The writes this node proposed and openraft has not answered yet, with the term each was
-/// proposed in (shared by the replicator and the state machine).
-///
-/// openraft 0.9 never answers a write whose entry a snapshot install purged without
-/// truncating it (this node's log was shorter than the snapshot): its responder stays queued
-/// for an index this node will not apply. After an install, every write proposed in a term
-/// of which no entry is left in the log past the snapshot is in that case, and is settled
-/// here as of unknown outcome (its locks released).
-#[derive(Default)]
-pub struct InflightWrites {
-    inner: Mutex<Inflight>,
-}
-
-#[derive(Default)]
-struct Inflight {
-    next: u64,
-    writes: HashMap<u64, (u64, ReplicationDone)>,
-    /// The tasks waiting on openraft for each write (aborted when the write is settled here:
-    /// openraft would keep them waiting for good).
-    tasks: HashMap<u64, tokio::task::AbortHandle>,
-}
-
-impl InflightWrites {
-    fn add(&self, term: u64, done: ReplicationDone) -> u64 {
-        let mut inner = self.inner.lock();
-        let id = inner.next;
-        inner.next += 1;
-        inner.writes.insert(id, (term, done));
-        id
-    }
-
-    fn answer(&self, id: u64, result: riptide::Result<()>) {
-        if let Some((_, done)) = self.inner.lock().writes.get_mut(&id) {
-            done.answer(result);
-        }
-    }
-
-    fn take(&self, id: u64) -> Option<ReplicationDone> {
-        let mut inner = self.inner.lock();
-        inner.tasks.remove(&id);
-        inner.writes.remove(&id).map(|(_, done)| done)
-    }
-
-    /// Records the task waiting for write `id` (unless it already ended).
-    fn set_task(&self, id: u64, task: tokio::task::AbortHandle) {
-        let mut inner = self.inner.lock();
-        if inner.writes.contains_key(&id) {
-            inner.tasks.insert(id, task);
-        }
-    }
-
-    /// Writes not yet answered.
-    pub fn len(&self) -> usize {
-        self.inner.lock().writes.len()
-    }
-
-    /// True when no write waits for openraft.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Settles, as of unknown outcome, every write proposed in a term not in `live_terms` (the
-    /// terms of the entries left in this node's log after an installed snapshot); returns how
-    /// many.
-    pub fn settle_overtaken(&self, live_terms: &BTreeSet<u64>) -> usize {
-        let overtaken: Vec<ReplicationDone> = {
-            let mut inner = self.inner.lock();
-            let ids: Vec<u64> = inner
-                .writes
-                .iter()
-                .filter(|(_, (term, _))| !live_terms.contains(term))
-                .map(|(id, _)| *id)
-                .collect();
-            for id in &ids {
-                if let Some(task) = inner.tasks.remove(id) {
-                    task.abort();
-                }
-            }
-            ids.iter()
-                .filter_map(|id| inner.writes.remove(id))
-                .map(|(_, d)| d)
-                .collect()
-        };
-        let n = overtaken.len();
-        for done in overtaken {
-            done.settle(Err(riptide::Error::Replication(
-                "a snapshot from a newer leader overtook this write's log entry; the outcome is unknown".into(),
-            )));
-        }
-        n
-    }
-}
 
 /// Writes (and read barriers) refused for a while on this node: during `transfer-leader`, so
 /// that no append from the old leader renews the followers' leader leases and the target can
@@ -187,20 +98,8 @@ impl RaftReplicator {
 
 impl Replicator for RaftReplicator {
     fn replicate(&self, writes: ReplicatedWrites, done: ReplicationDone) {
-        let mut set = WriteSet {
-            ops: writes.ops.into_iter().map(WriteOp::from).collect(),
-        };
-        if let Some(term) = writes.fence {
-            set.ops.push(WriteOp::Fence { term });
-        }
         if self.pause.is_paused() {
             return done.settle(Err(WritePause::refusal()));
-        }
-        if let Err(reason) = set.validate() {
-            return done.settle(Err(riptide::Error::InvalidOption {
-                option: "write set",
-                reason,
-            }));
         }
         // Only a node that believes it leads proposes; any other refuses before the entry can
         // reach a log, so its refusal is definite.
@@ -214,6 +113,26 @@ impl Replicator for RaftReplicator {
         };
         if leader != Some(me) {
             return done.settle(Err(not_leader(leader, leader_addr.as_deref())));
+        }
+        // The writer's fence (the term of its reads), or the term it is proposed in: committed
+        // under any other term, the set is refused on every replica. Table DDL stays alone in
+        // its set (every replica's rule), unfenced unless its writer fenced it.
+        let mut set = WriteSet {
+            ops: writes.ops.into_iter().map(WriteOp::from).collect(),
+        };
+        let fence = match writes.fence {
+            Some(term) => Some(term),
+            None if set.ops.iter().any(WriteOp::is_ddl) => None,
+            None => Some(term),
+        };
+        if let Some(term) = fence {
+            set.ops.push(WriteOp::Fence { term });
+        }
+        if let Err(reason) = set.validate() {
+            return done.settle(Err(riptide::Error::InvalidOption {
+                option: "write set",
+                reason,
+            }));
         }
         // Fenced to an earlier term: it would be refused once committed; refuse it now.
         if let Some(reason) = set.fenced_out(term) {

@@ -41,7 +41,7 @@ impl WriteOp {
         }
     }
 
-    fn is_ddl(&self) -> bool {
+    pub(crate) fn is_ddl(&self) -> bool {
         matches!(self, WriteOp::CreateTable { .. } | WriteOp::DropTable { .. })
     }
 }

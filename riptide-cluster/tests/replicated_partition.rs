@@ -11,7 +11,8 @@ use openraft::raft::{
 };
 use openraft::{BasicNode, Config, Raft};
 use parking_lot::Mutex;
-use riptide_cluster::replicator::{InflightWrites, RaftReplicator};
+use riptide_cluster::inflight::InflightWrites;
+use riptide_cluster::replicator::RaftReplicator;
 use riptide_cluster::TypeConfig;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;

@@ -32,7 +32,7 @@ pub use snapshots::SnapshotError;
 
 use crate::codec::{decode, encode};
 use crate::engine::{blocking, table_or_create, APPLIED_KEY};
-use crate::replicator::InflightWrites;
+use crate::inflight::InflightWrites;
 use crate::snapshot::{Kind, SnapshotDir, SnapshotFile, SnapshotStats};
 use crate::types::{Applied, TypeConfig, WriteOp};
 use crate::STATE_TABLE;
@@ -357,6 +357,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         I::IntoIter: Send,
     {
         let entries: Vec<_> = entries.into_iter().collect();
+        if let (Some(inflight), Some(first)) = (&self.inflight, entries.first()) {
+            inflight.settle_applied_before(first.log_id.index);
+        }
         let this = self.clone();
         blocking(move || {
             let mut touched = Vec::new();
