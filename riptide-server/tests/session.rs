@@ -1119,3 +1119,53 @@ fn create_index_waits_for_transactions_that_began_before_it() {
     assert_eq!(trows(&mut b, "SELECT id FROM t WHERE c = 'x'", &[]), vec![strs(&["5"])]);
     assert_eq!(trows(&mut b, "SELECT id FROM t WHERE c = 'a'", &[]), vec![strs(&["1"])]);
 }
+
+/// What a DDL statement interrupted by a failover leaves on a replicated partition (an index
+/// still write-only, an engine sub-table no schema names) is dropped by
+/// `Catalog::repair_interrupted_ddl`, which a new leader runs before the first statement of
+/// its term; the same index can then be created again.
+#[test]
+fn interrupted_ddl_is_repaired_and_the_index_can_be_made_again() {
+    use riptide_server::sql::schema::{IndexDef, IndexState};
+    let dir = tempfile::tempdir().unwrap();
+    let (db, cat) = open(dir.path());
+    let mut s = session(&cat, 1);
+    ok(&mut s, "CREATE DATABASE app");
+    ok(&mut s, "CREATE TABLE app.t (id INT PRIMARY KEY, k INT)");
+    ok(&mut s, "INSERT INTO app.t VALUES (1, 10), (2, 20)");
+    assert_eq!(cat.repair_interrupted_ddl().unwrap(), 0, "nothing to repair");
+
+    // A CREATE INDEX cut short after publishing its write-only index, and a CREATE TABLE cut
+    // short after making its engine sub-table.
+    let mut schema = cat.state().table("app", "t").unwrap().schema.clone();
+    let id = schema.next_index_id;
+    schema.next_index_id += 1;
+    schema.indexes.push(IndexDef {
+        id,
+        name: "k_idx".into(),
+        columns: vec![1],
+        unique: false,
+        state: IndexState::WriteOnly,
+    });
+    let index_table = schema.index_table_name(id);
+    cat.replace_schema(schema, false).unwrap();
+    assert!(db.table(&index_table).is_ok());
+    db.create_table("sql/999999").unwrap();
+
+    // The index, its sub-table and the orphan go.
+    assert_eq!(cat.repair_interrupted_ddl().unwrap(), 3);
+    assert!(cat.state().table("app", "t").unwrap().schema.indexes.is_empty());
+    assert!(db.table(&index_table).is_err() && db.table("sql/999999").is_err());
+    ok(&mut s, "CREATE INDEX k_idx ON app.t (k)");
+    assert_eq!(
+        rows(&mut s, "SELECT id FROM app.t WHERE k = 20", &[]),
+        vec![vec![Value::Int(2)]]
+    );
+    // A DDL statement running on this node (holding the DDL lock) is left to finish its own
+    // work: nothing is repaired meanwhile.
+    let held = cat.lock_ddl();
+    assert_eq!(cat.repair_interrupted_ddl().unwrap(), 0);
+    drop(held);
+    drop(s);
+    close(db, cat);
+}

@@ -372,6 +372,9 @@ impl Replica {
         if self.counters_term.load(Ordering::Acquire) != term {
             let _one = self.refresh_lock.lock().await;
             if self.counters_term.load(Ordering::Acquire) != term {
+                // What a DDL statement of an earlier term left half-made (its leader lost the
+                // leadership mid-way) is dropped before any statement of this term runs.
+                tokio::task::block_in_place(|| catalog.repair_interrupted_ddl())?;
                 tokio::task::block_in_place(|| catalog.refresh_auto_increments())?;
                 self.counters_term.store(term, Ordering::Release);
             }

@@ -8,7 +8,9 @@
 //! - A table's engine sub-tables (`sql/<id>` and `sql/<id>/<index id>`) exist whenever its
 //!   schema record does. They are created before the record and dropped after it, so a crash
 //!   leaves at most orphan sub-tables, which [`Catalog::open`] drops; an index still being
-//!   built (write-only) at a crash is dropped too (its `CREATE INDEX` never returned).
+//!   built (write-only) at a crash is dropped too (its `CREATE INDEX` never returned). On a
+//!   replicated partition the new leader does the same before the first statement of its
+//!   term ([`Catalog::repair_interrupted_ddl`]).
 //! - DDL is serialized by one mutex. A statement pins the state it started with for its
 //!   whole run ([`Catalog::begin_statement`]), and a transaction keeps the pin of its first
 //!   statement until its commit (or rollback) has completed; a DDL that must know that no one
@@ -147,6 +149,39 @@ fn sync() -> WriteOptions {
     }
 }
 
+/// Removes from `schema` (durably) the indexes still being built; returns how many.
+fn drop_building_indexes(db: &Db, meta: &Table, schema: &mut TableSchema) -> SqlResult<usize> {
+    let building = schema
+        .indexes
+        .iter()
+        .filter(|i| i.state == IndexState::WriteOnly)
+        .count();
+    if building > 0 {
+        schema.indexes.retain(|i| i.state == IndexState::Public);
+        let mut b = WriteBatch::new();
+        b.put(meta, &table_key(&schema.db, &schema.name), &schema.encode())?;
+        db.write(b, &sync())?;
+    }
+    Ok(building)
+}
+
+/// The engine sub-tables of `schema`: its rows and each index.
+fn engine_tables(schema: &TableSchema) -> impl Iterator<Item = String> + '_ {
+    std::iter::once(schema.primary_table_name()).chain(schema.indexes.iter().map(|ix| schema.index_table_name(ix.id)))
+}
+
+/// Drops the SQL engine sub-tables not in `live`; returns how many.
+fn drop_orphan_tables(db: &Db, live: &BTreeSet<String>) -> SqlResult<usize> {
+    let mut dropped = 0;
+    for name in db.tables() {
+        if name.starts_with("sql/") && name != CATALOG_TABLE && !live.contains(&name) {
+            db.drop_table(&name)?;
+            dropped += 1;
+        }
+    }
+    Ok(dropped)
+}
+
 impl Catalog {
     /// Loads the catalog from `db` (creating its sub-table on first use), dropping what a
     /// crash left half-made.
@@ -175,23 +210,10 @@ impl Catalog {
         let mut next_id = records.next_id;
         let mut live_tables = BTreeSet::new();
         for mut schema in records.schemas {
-            // An index that was being built at a crash: its CREATE INDEX never returned.
-            let building: Vec<_> = schema
-                .indexes
-                .iter()
-                .filter(|i| i.state == IndexState::WriteOnly)
-                .map(|i| i.id)
-                .collect();
-            if !building.is_empty() && !replicated {
-                schema.indexes.retain(|i| i.state == IndexState::Public);
-                let mut b = WriteBatch::new();
-                b.put(&meta, &table_key(&schema.db, &schema.name), &schema.encode())?;
-                db.write(b, &sync())?;
+            if !replicated {
+                drop_building_indexes(&db, &meta, &mut schema)?;
             }
-            live_tables.insert(schema.primary_table_name());
-            for ix in &schema.indexes {
-                live_tables.insert(schema.index_table_name(ix.id));
-            }
+            live_tables.extend(engine_tables(&schema));
             next_id = next_id.max(schema.id + 1);
             let handle = open_handle(&db, schema, None)?;
             state
@@ -199,11 +221,7 @@ impl Catalog {
                 .insert((handle.schema.db.clone(), handle.schema.name.clone()), Arc::new(handle));
         }
         if !replicated {
-            for name in db.tables() {
-                if name.starts_with("sql/") && name != CATALOG_TABLE && !live_tables.contains(&name) {
-                    db.drop_table(&name)?;
-                }
-            }
+            drop_orphan_tables(&db, &live_tables)?;
         }
         Ok(Catalog {
             db,
@@ -244,6 +262,34 @@ impl Catalog {
         self.next_table_id.fetch_max(next_id, Ordering::AcqRel);
         self.state.store(Arc::new(state));
         Ok(())
+    }
+
+    /// Drops what DDL interrupted by a failover left half-made: indexes still being built
+    /// (write-only: their `CREATE INDEX` never returned) and engine sub-tables no schema names.
+    /// For a replica that has just become the leader, before the first statement of its term
+    /// (no DDL of this term can be under way then); its writes go through the Raft log, and
+    /// the catalog is reloaded after them. Returns how many things it dropped.
+    ///
+    /// If a DDL statement of an earlier term still runs on this node (it holds the DDL lock),
+    /// nothing is done: that statement ends its own work, and waiting for it could wait for
+    /// the very statement calling this (an index build waits for older statements).
+    pub fn repair_interrupted_ddl(&self) -> SqlResult<usize> {
+        let repaired = {
+            let Some(_ddl) = self.ddl.try_lock() else {
+                return Ok(0);
+            };
+            let mut repaired = 0;
+            let mut live_tables = BTreeSet::new();
+            for mut schema in read_records(&self.meta)?.schemas {
+                repaired += drop_building_indexes(&self.db, &self.meta, &mut schema)?;
+                live_tables.extend(engine_tables(&schema));
+            }
+            repaired + drop_orphan_tables(&self.db, &live_tables)?
+        };
+        if repaired > 0 {
+            self.reload()?;
+        }
+        Ok(repaired)
     }
 
     /// Raises every table's AUTO_INCREMENT counter to the largest value stored (a replica
