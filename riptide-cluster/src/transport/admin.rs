@@ -189,15 +189,7 @@ pub async fn handle(
             Ok(AdminReply::Done)
         }
         AdminRequest::Heartbeats(on) => {
-            raft.runtime_config().heartbeat(on);
-            if !on {
-                // Never left off by an administrator that went away mid-transfer.
-                let raft = raft.clone();
-                tokio::spawn(async move {
-                    tokio::time::sleep(HEARTBEATS_OFF_AT_MOST).await;
-                    raft.runtime_config().heartbeat(true);
-                });
-            }
+            switch(raft, on, |raft, on| raft.runtime_config().heartbeat(on));
             Ok(AdminReply::Done)
         }
         AdminRequest::PauseWrites(on) => {
@@ -209,14 +201,7 @@ pub async fn handle(
             Ok(AdminReply::Done)
         }
         AdminRequest::Elections(on) => {
-            raft.runtime_config().elect(on);
-            if !on {
-                let raft = raft.clone();
-                tokio::spawn(async move {
-                    tokio::time::sleep(HEARTBEATS_OFF_AT_MOST).await;
-                    raft.runtime_config().elect(true);
-                });
-            }
+            switch(raft, on, |raft, on| raft.runtime_config().elect(on));
             Ok(AdminReply::Done)
         }
         AdminRequest::Elect => {
@@ -226,6 +211,20 @@ pub async fn handle(
                 .map_err(|e| AdminError::Failed(e.to_string()))?;
             Ok(AdminReply::Done)
         }
+    }
+}
+
+/// Turns a runtime switch of `raft` on or off with `set`; one turned off comes back on by
+/// itself after [`HEARTBEATS_OFF_AT_MOST`], so it is never left off by an administrator that
+/// went away mid-transfer.
+fn switch(raft: &Raft<TypeConfig>, on: bool, set: fn(&Raft<TypeConfig>, bool)) {
+    set(raft, on);
+    if !on {
+        let raft = raft.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(HEARTBEATS_OFF_AT_MOST).await;
+            set(&raft, true);
+        });
     }
 }
 
