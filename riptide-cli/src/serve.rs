@@ -275,6 +275,9 @@ pub fn run(args: &ServeArgs) -> Result<(), ServeError> {
         engine: engine_options(args)?,
         cluster: cluster_setup(&args.cluster)?,
     };
+    if config.cluster.is_some() && config.engine.object_store.is_some() {
+        return Err(ServeError::Usage(riptide_server::server::REPLICA_OBJECT_TIER.into()));
+    }
     network_runtime(args.threads)?
         .block_on(run_until_signal(config))
         .map_err(|e| ServeError::Runtime(e.to_string()))

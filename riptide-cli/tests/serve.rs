@@ -160,6 +160,38 @@ fn engine_flags_set_the_codecs_and_the_object_store() {
     }
 }
 
+/// A replica (`--node-id`) with an object tier is refused before anything is opened: its Raft
+/// snapshots could not carry object-tier extents to another node.
+#[test]
+fn a_replica_with_an_object_tier_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "a cluster secret of 32 bytes....\n").unwrap();
+    let store = format!("dir:{}", dir.path().join("bucket").display());
+    let data = dir.path().join("data");
+    let out = Command::new(env!("CARGO_BIN_EXE_riptide"))
+        .arg("serve")
+        .arg("--data-dir")
+        .arg(&data)
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--node-id",
+            "1",
+            "--raft-listen",
+            "127.0.0.1:0",
+        ])
+        .arg("--cluster-secret-file")
+        .arg(&secret)
+        .args(["--object_store", &store])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("cannot have an object tier"), "{err}");
+    assert!(!data.join("CATALOG").exists(), "a database was created");
+}
+
 /// Runs one sysbench phase; panics with sysbench's output unless it succeeded.
 fn sysbench(port: u16, script: &str, phase: &str, extra: &[&str]) -> String {
     let out = Command::new("sysbench")

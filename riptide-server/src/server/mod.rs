@@ -113,7 +113,15 @@ pub enum ServerError {
     /// The Raft node could not start.
     #[error("cluster: {0}")]
     Cluster(#[from] riptide_cluster::NodeError),
+    /// The configuration asks for what this build cannot do.
+    #[error("configuration: {0}")]
+    Config(&'static str),
 }
+
+/// Why a replica (`--node-id`) may not have an object tier.
+pub const REPLICA_OBJECT_TIER: &str = "--object_store with --node-id: a replicated partition \
+    cannot have an object tier yet (its Raft snapshots are checkpoints, which cannot carry \
+    object-tier extents to another node)";
 
 /// A started server: its addresses, and the handle that stops it.
 pub struct RunningServer {
@@ -128,6 +136,9 @@ pub struct RunningServer {
 
 /// Opens the database and binds the listeners.
 pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
+    if config.cluster.is_some() && config.engine.object_store.is_some() {
+        return Err(ServerError::Config(REPLICA_OBJECT_TIER));
+    }
     let db = tokio::task::block_in_place(|| riptide::Db::open(&config.data_dir, config.engine.clone()))?;
     let (catalog, cluster) = match &config.cluster {
         None => {
