@@ -50,7 +50,7 @@ pub(crate) const PURGED_KEY: &[u8] = b"last_purged";
 
 /// The value under `key` of table `table`, decoded; none when the table or the key is absent.
 /// A value that does not decode is [`riptide::Error::Corruption`].
-fn stored<T: DeserializeOwned>(db: &Db, table: &str, key: &[u8], what: &str) -> riptide::Result<Option<T>> {
+pub(crate) fn stored<T: DeserializeOwned>(db: &Db, table: &str, key: &[u8], what: &str) -> riptide::Result<Option<T>> {
     let table = match db.table(table) {
         Ok(t) => t,
         Err(riptide::Error::TableNotFound(_)) => return Ok(None),

@@ -143,22 +143,20 @@ impl InflightWrites {
         Self::settle(slots)
     }
 
+    /// Takes out the writes of the terms `settle` names (aborting their tasks).
     fn remove_where(inner: &mut Inflight, settle: impl Fn(u64) -> bool) -> Vec<Slot> {
-        let ids: Vec<u64> = inner
-            .writes
-            .iter()
-            .filter(|(_, (term, _))| settle(*term))
-            .map(|(id, _)| *id)
-            .collect();
-        let mut slots = Vec::with_capacity(ids.len());
-        for id in ids {
-            if let Some(task) = inner.tasks.remove(&id) {
+        let Inflight { writes, tasks, .. } = inner;
+        let mut slots = Vec::new();
+        writes.retain(|id, (term, slot)| {
+            if !settle(*term) {
+                return true;
+            }
+            if let Some(task) = tasks.remove(id) {
                 task.abort();
             }
-            if let Some((_, slot)) = inner.writes.remove(&id) {
-                slots.push(slot);
-            }
-        }
+            slots.push(slot.clone());
+            false
+        });
         slots
     }
 

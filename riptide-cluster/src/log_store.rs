@@ -14,12 +14,13 @@
 //!   appended before they read.
 
 use crate::codec::{decode, encode, index_key, key_index, CodecError};
-use crate::engine::{blocking, stored_applied, synced, table_or_create, PURGED_KEY};
+use crate::engine::{blocking, stored_applied, stored_last_purged, synced, table_or_create, PURGED_KEY};
 use crate::types::TypeConfig;
 use crate::{LOG_TABLE, RAFT_META_TABLE};
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{AnyError, Entry, LogId, RaftLogReader, StorageError, StorageIOError, Vote};
 use riptide::{Db, ReadOptions, Table, WriteBatch, WriteOptions};
+use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
 
@@ -76,7 +77,17 @@ impl LogStore {
     }
 
     fn last_purged(&self) -> Result<Option<LogId<NodeId>>, StorageError<NodeId>> {
-        self.read_meta(PURGED_KEY, "last purged log id", StorageIOError::read_logs)
+        stored_last_purged(&self.db).map_err(read_err)
+    }
+
+    /// The terms of the entries after index `after`, each with the index of its last entry.
+    pub(crate) fn terms_after(&self, after: u64) -> Result<BTreeMap<u64, u64>, StorageError<NodeId>> {
+        let mut terms = BTreeMap::new();
+        for entry in self.read_entries((Bound::Excluded(after), Bound::Unbounded))? {
+            let last = terms.entry(entry.log_id.leader_id.term).or_insert(entry.log_id.index);
+            *last = (*last).max(entry.log_id.index);
+        }
+        Ok(terms)
     }
 
     /// The keys of the log entries in `[from, to]` (inclusive), in index order.
@@ -210,35 +221,6 @@ impl LogStore {
         }
         self.db.write_unreplicated(batch, &synced()).map_err(write_err)
     }
-}
-
-/// The terms of the entries in partition database `db`'s log after index `after`, each with
-/// the index of its last entry there.
-pub(crate) fn terms_after(db: &Db, after: u64) -> riptide::Result<std::collections::BTreeMap<u64, u64>> {
-    let mut terms = std::collections::BTreeMap::new();
-    let Some(start) = after.checked_add(1) else {
-        return Ok(terms);
-    };
-    let log = match db.table(LOG_TABLE) {
-        Ok(t) => t,
-        Err(riptide::Error::TableNotFound(_)) => return Ok(terms),
-        Err(e) => return Err(e),
-    };
-    let opts = ReadOptions {
-        lower_bound: Some(index_key(start).to_vec()),
-        ..ReadOptions::default()
-    };
-    for row in log.iter(&opts)? {
-        let (_, value) = row?;
-        let entry: Entry<TypeConfig> = decode(&value, "log entry").map_err(|e| riptide::Error::Corruption {
-            path: db.path().to_path_buf(),
-            offset: 0,
-            reason: e.0,
-        })?;
-        let last = terms.entry(entry.log_id.leader_id.term).or_insert(entry.log_id.index);
-        *last = (*last).max(entry.log_id.index);
-    }
-    Ok(terms)
 }
 
 impl RaftLogReader<TypeConfig> for LogStore {

@@ -120,12 +120,8 @@ impl Replicator for RaftReplicator {
         let mut set = WriteSet {
             ops: writes.ops.into_iter().map(WriteOp::from).collect(),
         };
-        let fence = match writes.fence {
-            Some(term) => Some(term),
-            None if set.ops.iter().any(WriteOp::is_ddl) => None,
-            None => Some(term),
-        };
-        if let Some(term) = fence {
+        let own = (!set.ops.iter().any(WriteOp::is_ddl)).then_some(term);
+        if let Some(term) = writes.fence.or(own) {
             set.ops.push(WriteOp::Fence { term });
         }
         if let Err(reason) = set.validate() {
@@ -142,7 +138,6 @@ impl Replicator for RaftReplicator {
         let timeout = self.write_timeout;
         let inflight = self.inflight.clone();
         let id = inflight.add(term, done);
-        let registry = inflight.clone();
         let task = self.runtime.spawn(async move {
             let write = raft.client_write(set);
             tokio::pin!(write);
@@ -161,7 +156,7 @@ impl Replicator for RaftReplicator {
                 done.settle(outcome(answer));
             }
         });
-        registry.set_task(id, task.abort_handle());
+        self.inflight.set_task(id, task.abort_handle());
     }
 }
 

@@ -259,12 +259,11 @@ impl<R: Read> RecordReader<'_, R> {
         Ok(name)
     }
 
-    /// Checks the record's trailing checksum.
-    fn finish(mut self) -> Result<(), ArchiveError> {
+    /// Checks the record's trailing checksum (its bytes stay readable).
+    fn finish(&mut self) -> Result<(), ArchiveError> {
         let expected = crc32c::crc32c(&self.bytes);
         let mut crc = [0u8; 4];
         read_exactly(self.input, &mut crc, "record checksum")?;
-        self.bytes.clear();
         if u32::from_le_bytes(crc) != expected {
             return Err(corrupt("record checksum mismatch"));
         }
@@ -347,10 +346,9 @@ pub fn unpack(input: &mut impl Read, dest: &Path) -> Result<Meta, ArchiveError> 
                     )));
                 }
                 record.take(len, "data")?;
-                let data_start = record.bytes.len() - len;
-                let data = record.bytes[data_start..].to_vec();
                 record.finish()?;
-                open.file.write_all_at(&data, offset)?;
+                let data_start = record.bytes.len() - len;
+                open.file.write_all_at(&record.bytes[data_start..], offset)?;
                 open.next = offset + len as u64;
             }
             TAG_END => {

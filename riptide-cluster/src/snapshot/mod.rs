@@ -174,23 +174,49 @@ impl AsyncSeek for SnapshotFile {
 /// it, so that the archive survives any crash the purge survives and the next open installs
 /// it. A missing directory has nothing to sync.
 pub fn sync_received(dir: &Path) -> io::Result<()> {
-    let listing = match std::fs::read_dir(dir) {
-        Ok(e) => e.collect::<io::Result<Vec<_>>>()?,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e),
-    };
-    for entry in listing {
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if Kind::Incoming.parse(&name).is_some() || Kind::Archive.parse(&name).is_some() {
+    if !dir.is_dir() {
+        return Ok(());
+    }
+    for (kind, _, path) in list(dir)? {
+        if matches!(kind, Kind::Incoming | Kind::Archive) {
             // Renamed (synced before) or deleted since the listing: nothing to sync.
-            match std::fs::File::open(entry.path()).and_then(|f| f.sync_all()) {
+            match std::fs::File::open(path).and_then(|f| f.sync_all()) {
                 Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
                 _ => {}
             }
         }
     }
     std::fs::File::open(dir)?.sync_all()
+}
+
+/// Every name of this module's in snapshot directory `dir` (none if it is missing): its kind,
+/// sequence number and path, oldest first.
+fn list(dir: &Path) -> io::Result<Vec<(Kind, u64, PathBuf)>> {
+    let mut out = Vec::new();
+    let listing = match std::fs::read_dir(dir) {
+        Ok(l) => l,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => return Err(e),
+    };
+    for entry in listing {
+        let entry = entry?;
+        let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+            continue;
+        };
+        for kind in [
+            Kind::Archive,
+            Kind::ArchiveTmp,
+            Kind::Incoming,
+            Kind::Build,
+            Kind::Install,
+        ] {
+            if let Some(seq) = kind.parse(&name) {
+                out.push((kind, seq, entry.path()));
+            }
+        }
+    }
+    out.sort_by_key(|(_, seq, _)| *seq);
+    Ok(out)
 }
 
 /// The kinds of names in a snapshot directory.
@@ -220,7 +246,7 @@ impl Kind {
     }
 
     /// The sequence number `name` carries as a name of this kind.
-    fn parse(self, name: &str) -> Option<u64> {
+    pub(crate) fn parse(self, name: &str) -> Option<u64> {
         let (prefix, suffix) = self.affixes();
         name.strip_prefix(prefix)?.strip_suffix(suffix)?.parse().ok()
     }
@@ -269,33 +295,10 @@ impl SnapshotDir {
         Ok(self.dir.join(format!("{prefix}{seq}{suffix}")))
     }
 
-    /// Every name of this module's in the directory: its kind, sequence number and path.
+    /// Every name of this module's in the directory: its kind, sequence number and path,
+    /// oldest first.
     pub fn entries(&self) -> io::Result<Vec<(Kind, u64, PathBuf)>> {
-        let mut out = Vec::new();
-        let listing = match std::fs::read_dir(&self.dir) {
-            Ok(l) => l,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(out),
-            Err(e) => return Err(e),
-        };
-        for entry in listing {
-            let entry = entry?;
-            let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
-                continue;
-            };
-            for kind in [
-                Kind::Archive,
-                Kind::ArchiveTmp,
-                Kind::Incoming,
-                Kind::Build,
-                Kind::Install,
-            ] {
-                if let Some(seq) = kind.parse(&name) {
-                    out.push((kind, seq, entry.path()));
-                }
-            }
-        }
-        out.sort_by_key(|(_, seq, _)| *seq);
-        Ok(out)
+        list(&self.dir)
     }
 
     /// The paths of `kind`, oldest first.

@@ -30,8 +30,8 @@ mod snapshots;
 
 pub use snapshots::SnapshotError;
 
-use crate::codec::{decode, encode};
-use crate::engine::{blocking, table_or_create, APPLIED_KEY};
+use crate::codec::encode;
+use crate::engine::{blocking, stored, stored_applied, table_or_create, APPLIED_KEY};
 use crate::inflight::InflightWrites;
 use crate::snapshot::{Kind, SnapshotDir, SnapshotFile, SnapshotStats};
 use crate::types::{Applied, TypeConfig, WriteOp};
@@ -42,7 +42,7 @@ use openraft::{
     StoredMembership,
 };
 use parking_lot::Mutex;
-use riptide::{Db, ReadOptions, Table, WriteBatch, WriteOptions};
+use riptide::{Db, Table, WriteBatch, WriteOptions};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -117,23 +117,8 @@ fn snapshot_io_err(e: impl std::error::Error + 'static) -> StorageError<NodeId> 
 
 /// The applied id and membership stored in database `db` (none before its first apply).
 fn read_state_of(db: &Db) -> Result<(Option<LogId<NodeId>>, Membership), SnapshotError> {
-    match db.table(STATE_TABLE) {
-        Ok(state) => read_state_in(&state, &ReadOptions::default()),
-        Err(riptide::Error::TableNotFound(_)) => Ok((None, Membership::default())),
-        Err(e) => Err(e.into()),
-    }
-}
-
-fn read_state_in(state: &Table, opts: &ReadOptions) -> Result<(Option<LogId<NodeId>>, Membership), SnapshotError> {
-    let applied = match state.get_opt(APPLIED_KEY, opts)? {
-        Some(v) => decode(&v, "applied log id")?,
-        None => None,
-    };
-    let membership = match state.get_opt(MEMBERSHIP_KEY, opts)? {
-        Some(v) => decode(&v, "membership")?,
-        None => Membership::default(),
-    };
-    Ok((applied, membership))
+    let membership = stored(db, STATE_TABLE, MEMBERSHIP_KEY, "membership")?;
+    Ok((stored_applied(db)?, membership.unwrap_or_default()))
 }
 
 /// A number that differs between opens: nanoseconds since the epoch, mixed with the process id.
@@ -348,7 +333,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     type SnapshotBuilder = StateMachine;
 
     async fn applied_state(&mut self) -> Result<(Option<LogId<NodeId>>, Membership), StorageError<NodeId>> {
-        Ok(read_state_in(&self.state, &ReadOptions::default())?)
+        Ok(read_state_of(&self.db)?)
     }
 
     async fn apply<I>(&mut self, entries: I) -> Result<Vec<Applied>, StorageError<NodeId>>
@@ -401,7 +386,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             }
             if let (Some(inflight), Some(last)) = (&this.inflight, meta.last_log_id) {
                 if !inflight.is_empty() {
-                    let live = crate::log_store::terms_after(&this.db, last.index)?;
+                    let live = crate::LogStore::open(&this.db)?.terms_after(last.index)?;
                     inflight.settle_overtaken(&live);
                 }
             }

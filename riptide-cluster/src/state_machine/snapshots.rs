@@ -53,17 +53,17 @@ pub enum SnapshotError {
     /// The snapshot does not agree with itself, with openraft or with the partition.
     #[error("snapshot: {0}")]
     Invalid(String),
-}
-
-impl SnapshotError {
-    fn storage(self) -> StorageError<NodeId> {
-        sm_read_err(self)
-    }
+    /// The Raft log could not be read.
+    #[error(transparent)]
+    Log(#[from] StorageError<NodeId>),
 }
 
 impl From<SnapshotError> for StorageError<NodeId> {
     fn from(e: SnapshotError) -> Self {
-        e.storage()
+        match e {
+            SnapshotError::Log(e) => e,
+            other => sm_read_err(other),
+        }
     }
 }
 
@@ -79,14 +79,12 @@ struct InstallMarker {
 struct Batcher<'a> {
     db: &'a Db,
     batch: WriteBatch,
-    bytes: usize,
 }
 
 impl Batcher<'_> {
-    fn add(&mut self, op: impl FnOnce(&mut WriteBatch) -> riptide::Result<()>, bytes: usize) -> riptide::Result<()> {
+    fn add(&mut self, op: impl FnOnce(&mut WriteBatch) -> riptide::Result<()>) -> riptide::Result<()> {
         op(&mut self.batch)?;
-        self.bytes += bytes + 16;
-        if self.bytes >= INSTALL_BATCH_BYTES {
+        if self.batch.size_in_bytes() >= INSTALL_BATCH_BYTES {
             self.write(&WriteOptions::default())?;
         }
         Ok(())
@@ -100,9 +98,7 @@ impl Batcher<'_> {
             }
             tests::CRASH_AFTER_WRITES.set(Some(left - 1));
         }
-        let batch = std::mem::take(&mut self.batch);
-        self.bytes = 0;
-        self.db.write_unreplicated(batch, opts)
+        self.db.write_unreplicated(std::mem::take(&mut self.batch), opts)
     }
 }
 
@@ -161,7 +157,7 @@ impl StateMachine {
             && src
                 .file_name()
                 .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("incoming-"));
+                .is_some_and(|n| Kind::Incoming.parse(n).is_some());
         if ours {
             std::fs::rename(src, &path)?;
         } else {
@@ -244,18 +240,21 @@ impl StateMachine {
         let mut out = Batcher {
             db: &self.db,
             batch: WriteBatch::new(),
-            bytes: 0,
         };
         let mut touched = Vec::new();
         let read_now = ReadOptions {
             snapshot: Some(self.db.snapshot()),
             ..ReadOptions::default()
         };
-        let kept: std::collections::BTreeSet<String> = source.tables().into_iter().collect();
+        let source_tables: Vec<String> = source
+            .tables()
+            .into_iter()
+            .filter(|name| !name.starts_with(RESERVED_PREFIX))
+            .collect();
         for table in self.partition_tables()? {
             let name = table.name().to_string();
             touched.push(name.clone());
-            if !kept.contains(&name) {
+            if !source_tables.contains(&name) {
                 // Dropped on the leader: dropped here too (durable on its own, and found gone
                 // by an install resumed after a crash), as replaying its drop would.
                 drop(table);
@@ -266,19 +265,16 @@ impl StateMachine {
             }
             for row in table.iter(&read_now)? {
                 let (key, _) = row?;
-                out.add(|b| b.delete(&table, &key), key.len())?;
+                out.add(|b| b.delete(&table, &key))?;
             }
         }
-        for name in source.tables() {
-            if name.starts_with(RESERVED_PREFIX) {
-                continue;
-            }
+        for name in source_tables {
             let from = source.table(&name)?;
             let to = table_or_create(&self.db, &name)?;
             touched.push(name);
             for row in from.iter(&ReadOptions::default())? {
                 let (key, value) = row?;
-                out.add(|b| b.put(&to, &key, &value), key.len() + value.len())?;
+                out.add(|b| b.put(&to, &key, &value))?;
             }
         }
         out.batch.put(&self.state, APPLIED_KEY, &encode(&meta.last_log_id)?)?;
