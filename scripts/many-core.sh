@@ -20,14 +20,24 @@
 #   WORK=${TMPDIR:-/tmp}/many-core   where compare.sh puts its databases (deleted after each run)
 #   DRY_RUN=1                   print every compare.sh invocation (environment and command) and the
 #                               vmstat runs, with the time estimate, instead of running them
-#   AB=1                        also five A/B blocks of Riptide against itself with one feature off
+#   AB=1                        also nine A/B blocks of Riptide against itself with one feature off
 #                               (engine riptide-base = the same binary with an extra flag), REPS2
-#                               runs each, about 3.5 more minutes: early lock release
+#                               runs each, about 5 more minutes: early lock release
 #                               (xbench zipf at 64 threads, --early_lock_release=false), pointer
 #                               swizzling (readrandom warm at 16 threads, --block_swizzling=false),
 #                               parallel insertion (fillrandom at 16 threads,
 #                               --parallel_insert_helpers=0) and polling waiters (xbench zipf and
-#                               fillrandom at 64 threads, --write_wait_spin_micros=0)
+#                               fillrandom at 64 threads, --write_wait_spin_micros=0); at 64
+#                               threads of fillrandom: adaptive polling (--write_wait_adaptive=false),
+#                               the driver committing every round (--driver_commit_groups=1000000000,
+#                               also xbench zipf at 16 and 64 threads) or handing each over (=0)
+#   BASE=path                   also A/B blocks of RIPTIDE against this baseline binary (engine
+#                               riptide-base): fillrandom sync=0 at 16 and 64 threads (ab-base-fill),
+#                               sync=1 at 64 (ab-base-sync1) and xbench zipf at 16 and 64
+#                               (ab-base-xbench), REPS_AB=2 runs each, DURATION2 seconds, about 2.5
+#                               minutes
+#   SKIP="r-t16 r-t64"          blocks left out, by report name (the headings of summary.md), e.g.
+#                               the read rows when only the write path changed
 #   ARCHIVE=path.tgz            also tar the whole report folder (run logs included) into one file:
 #                               the 16-core machine sends back only a bounded number of files
 #   TSUNAMI=1                   also seed 000's tsunami for each engine: 500K rows, 64 threads,
@@ -89,6 +99,9 @@ cpu_sampler() {
     done
 }
 
+SKIP=${SKIP:-}
+skipped() { [[ " $SKIP " == *" $1 "* ]]; }
+
 T0=$(date +%s)
 EST_TOTAL=0
 BLOCKS=()   # names, in run order
@@ -111,6 +124,10 @@ KEYS=(BENCHMARKS THREADS SYNC ENGINES REPS NUM DURATION KEY_SIZE VALUE_SIZE CACH
 block() {
     local name=$1 note=$2 pf=$3
     shift 3
+    if skipped "$name"; then
+        echo "== $name: skipped (SKIP)" >&2
+        return
+    fi
     declare -A v=([SYNC]=0 [ENGINES]="riptide rocksdb" [REPS]=$REPS [DURATION]=5 [KEY_SIZE]=16
         [VALUE_SIZE]=10 [CACHE_SIZE]=8388608 [PREFILL]=fillrandom,flush,waitforcompaction [EXTRA_FLAGS]=
         [RIPTIDE_BASE]=)
@@ -187,6 +204,27 @@ if [[ "${AB:-0}" != 0 ]]; then
     block ab-poll-fill "fillrandom sync=0, 4M keys, 64 threads: riptide-base = --write_wait_spin_micros=0" 0 \
         BENCHMARKS=fillrandom THREADS=64 NUM=4000000 ENGINES="riptide riptide-base" \
         RIPTIDE_BASE="$(flag_wrapper no-poll --write_wait_spin_micros=0)" "${D2[@]}"
+    block ab-adaptive-fill "fillrandom sync=0, 4M keys, 64 threads: riptide-base = --write_wait_adaptive=false" 0 \
+        BENCHMARKS=fillrandom THREADS=64 NUM=4000000 ENGINES="riptide riptide-base" \
+        RIPTIDE_BASE="$(flag_wrapper no-adaptive --write_wait_adaptive=false)" "${D2[@]}"
+    block ab-handoff-fill "fillrandom sync=0, 4M keys, 64 threads: riptide-base = --driver_commit_groups=1000000000 (the driver commits every round)" 0 \
+        BENCHMARKS=fillrandom THREADS=64 NUM=4000000 ENGINES="riptide riptide-base" \
+        RIPTIDE_BASE="$(flag_wrapper no-handoff --driver_commit_groups=1000000000)" "${D2[@]}"
+    block ab-handoff-all-fill "fillrandom sync=0, 4M keys, 64 threads: riptide-base = --driver_commit_groups=0 (every round handed over)" 0 \
+        BENCHMARKS=fillrandom THREADS=64 NUM=4000000 ENGINES="riptide riptide-base" \
+        RIPTIDE_BASE="$(flag_wrapper handoff-all --driver_commit_groups=0)" "${D2[@]}"
+    block ab-handoff-xbench "xbench 42:10:32:16 zipf 0.99, 500K rows, 16 and 64 threads: riptide-base = --driver_commit_groups=1000000000" 3 \
+        "${X[@]}" THREADS="16 64" EXTRA_FLAGS="$ZIPF" ENGINES="riptide riptide-base" \
+        RIPTIDE_BASE="$(flag_wrapper no-handoff --driver_commit_groups=1000000000)" "${D2[@]}"
+fi
+if [[ -n "${BASE:-}" ]]; then
+    AB2=(REPS="${REPS_AB:-2}" DURATION="$DURATION2" ENGINES="riptide riptide-base" RIPTIDE_BASE="$(realpath -m -- "$BASE")")
+    block ab-base-fill "fillrandom sync=0, 4M keys: riptide-base = the baseline binary $BASE" 0 \
+        BENCHMARKS=fillrandom THREADS="16 64" NUM=4000000 "${AB2[@]}"
+    block ab-base-sync1 "fillrandom sync=1, 4M keys, 64 threads: riptide-base = the baseline binary $BASE" 0 \
+        BENCHMARKS=fillrandom THREADS=64 SYNC=1 NUM=4000000 "${AB2[@]}"
+    block ab-base-xbench "xbench 42:10:32:16 zipf 0.99, 500K rows: riptide-base = the baseline binary $BASE" 3 \
+        "${X[@]}" THREADS="16 64" EXTRA_FLAGS="$ZIPF" "${AB2[@]}"
 fi
 
 # CPU use (vmstat 1) during a 64-thread Zipfian xbench of each engine: prefill as compare.sh
@@ -201,6 +239,10 @@ XF=(--num=500000 --key_size=12 --value_size=500 --cache_size=268435456)
 prefill_and_run() {
     local name=$1 e=$2 note=$3 sample=$4
     shift 4
+    if skipped "$name"; then
+        echo "== $name: skipped (SKIP)" >&2
+        return
+    fi
     local db="$WORK/$name"
     local prefill=("$RIPTIDE" bench --engine="$e" --db="$db" --benchmarks=fillseq,flush,waitforcompaction
         --threads=1 --seed=1 --writes=500000 "${XF[@]}")

@@ -745,10 +745,17 @@ fn mixed_sync_case(queues: usize, group: usize, n: u64, fault: Option<(FaultFs, 
         4 => 0,
         _ => 1,
     };
-    // Waiters sleep at once, or poll first (with many queues: most groups commit meanwhile).
-    let spin = if queues == 16 { 200 } else { 0 };
+    // Waiters sleep at once, or poll first (with many queues: most groups commit meanwhile),
+    // giving up on a busy CPU or not; the log driver commits every flush round itself, hands
+    // every one over to a waiting writer, or hands over those of more than one group.
+    let (spin, adaptive, commit_groups) = match queues {
+        1 => (0, false, usize::MAX),
+        4 => (50, false, 0),
+        _ => (200, true, 1),
+    };
     let what = format!(
-        "write_queues={queues} max_group_size={group} parallel_insert_helpers={helpers} write_wait_spin_micros={spin}"
+        "write_queues={queues} max_group_size={group} parallel_insert_helpers={helpers} write_wait_spin_micros={spin} \
+         write_wait_adaptive={adaptive} driver_commit_groups={commit_groups}"
     );
     let dir = tempfile::tempdir().unwrap();
     let mut opts = Options {
@@ -756,6 +763,8 @@ fn mixed_sync_case(queues: usize, group: usize, n: u64, fault: Option<(FaultFs, 
         max_group_size: group,
         parallel_insert_helpers: helpers,
         write_wait_spin_micros: spin,
+        write_wait_adaptive: adaptive,
+        driver_commit_groups: commit_groups,
         // Larger memtables for some runs: many versions of a key in one memtable.
         write_buffer_size: if group == 2 { 2 << 20 } else { 64 << 10 },
         ..options()

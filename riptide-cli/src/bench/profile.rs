@@ -100,6 +100,7 @@ pub fn write_stats_delta(before: &WriteStats, after: &WriteStats) -> WriteStats 
         helped_inserts: after.helped_inserts.saturating_sub(before.helped_inserts),
         wake_nanos: after.wake_nanos.saturating_sub(before.wake_nanos),
         timed_wakes: after.timed_wakes.saturating_sub(before.timed_wakes),
+        commit_handoffs: after.commit_handoffs.saturating_sub(before.commit_handoffs),
     }
 }
 
@@ -113,9 +114,10 @@ pub fn commit_split_line(w: &WriteStats) -> String {
     format!(
         "Commit split (us per write): join a group {join:.2}, log buffer {buffer:.2}, memtable insert {insert:.2}, \
          log write/fsync after insert {log:.2}, becoming visible {visible:.2}, waking up {wake:.2}; total {:.2}; \
-         {:.1}% of batches inserted by their followers",
+         {:.1}% of batches inserted by their followers; {:.1}% of log writes committed by a waiting writer",
         join + buffer + insert + log + visible + wake,
-        100.0 * w.helped_inserts as f64 / w.writes.max(1) as f64
+        100.0 * w.helped_inserts as f64 / w.writes.max(1) as f64,
+        100.0 * w.commit_handoffs as f64 / w.log_writes.max(1) as f64
     )
 }
 
@@ -160,13 +162,15 @@ mod tests {
             timed_wakes: 4,
             wake_nanos: 24_000,
             helped_inserts: 4,
+            log_writes: 8,
+            commit_handoffs: 2,
             ..Default::default()
         };
         assert_eq!(
             commit_split_line(&w),
             "Commit split (us per write): join a group 1.00, log buffer 2.00, memtable insert 3.00, \
              log write/fsync after insert 4.00, becoming visible 5.00, waking up 6.00; total 21.00; \
-             25.0% of batches inserted by their followers"
+             25.0% of batches inserted by their followers; 25.0% of log writes committed by a waiting writer"
         );
     }
 }

@@ -308,6 +308,8 @@ impl Db {
             max_group_bytes: opts.max_group_bytes,
             parallel_insert_helpers: opts.parallel_insert_helpers,
             write_wait_spin: std::time::Duration::from_micros(opts.write_wait_spin_micros),
+            write_wait_adaptive: opts.write_wait_adaptive,
+            driver_commit_groups: opts.driver_commit_groups,
         };
         let by_name = tables.values().map(|t| (t.name.clone(), t.clone())).collect();
         let workers = Workers::new(factory.flush_queue.clone());

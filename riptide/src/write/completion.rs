@@ -59,6 +59,11 @@ const WAITER_AWAKE: u8 = 1;
 const WAITER_ASLEEP: u8 = 2;
 /// Sleepers [`complete_many`] wakes itself when no more are left than this.
 const DIRECT_WAKES: usize = 2;
+/// A yield that took this long gave the core away ([`Completion::poll`]; RocksDB's
+/// `write_thread_slow_yield_usec`).
+const SLOW_YIELD: Duration = Duration::from_micros(3);
+/// Slow yields after which an adaptive poller sleeps (RocksDB: 3).
+const SLOW_YIELDS: u32 = 3;
 
 /// Shared between a writer and the pipeline.
 #[derive(Default)]
@@ -71,6 +76,8 @@ pub(crate) struct Completion {
     invited: AtomicBool,
     /// How long [`Completion::wait`] polls before it sleeps.
     spin: Duration,
+    /// Polling stops early once the CPU proves contended (see [`Completion::poll`]).
+    adaptive: bool,
     /// One of the timed writes of the commit-time split: completing records when.
     timed: bool,
     /// Whether a thread is inside `wait`, and asleep (`NO_WAITER`, `WAITER_AWAKE`,
@@ -83,11 +90,13 @@ impl Completion {
         Arc::new(Self::default())
     }
 
-    /// A completion whose waiter polls for up to `spin` before sleeping; a `timed` one
-    /// records when it completed ([`Completion::woke_after`]).
-    pub(crate) fn with_spin(spin: Duration, timed: bool) -> Arc<Self> {
+    /// A completion whose waiter polls for up to `spin` before sleeping (giving up early on
+    /// a contended CPU if `adaptive`); a `timed` one records when it completed
+    /// ([`Completion::woke_after`]).
+    pub(crate) fn with_spin(spin: Duration, adaptive: bool, timed: bool) -> Arc<Self> {
         Arc::new(Completion {
             spin,
+            adaptive,
             timed,
             ..Self::default()
         })
@@ -161,6 +170,28 @@ impl Completion {
         true
     }
 
+    /// Offers `work` to the thread inside [`Completion::wait`] on this completion, waking it if
+    /// it sleeps. Gives `work` back if no thread waits on it (an asynchronous write, or a
+    /// writer that has not started waiting) or if it completed: work given here always runs,
+    /// as long as completing this completion waits for that work.
+    pub(crate) fn invite_waiting(&self, work: Invitation) -> std::result::Result<(), Invitation> {
+        let mut st = self.state.lock();
+        // `waiter` returns to NO_WAITER only under this lock, after the waiter took its outcome.
+        if st.result.is_some() || self.waiter.load(Ordering::Relaxed) == NO_WAITER {
+            return Err(work);
+        }
+        st.invitation = Some(work);
+        self.invited.store(true, Ordering::Release);
+        self.cond.notify_one();
+        Ok(())
+    }
+
+    /// A thread is inside [`Completion::wait`] on this completion and awake (polling, or
+    /// running invited work): work handed to it starts without a wake-up. A hint only.
+    pub(crate) fn has_awake_waiter(&self) -> bool {
+        self.waiter.load(Ordering::Relaxed) == WAITER_AWAKE
+    }
+
     /// Blocks until completed, doing the work it is invited to meanwhile; polls for up to
     /// the spin budget before each sleep. Completes the completions handed to it, if any,
     /// before it returns.
@@ -196,21 +227,44 @@ impl Completion {
     /// Polls until completed or invited, for at most the spin budget: a few pause
     /// instructions, then yielding the CPU between looks (so a poller never keeps a runnable
     /// thread off a core).
+    ///
+    /// Adaptive: a yield that returns after [`SLOW_YIELD`] or more gave the core to another
+    /// runnable thread, so the CPU has more runnable threads than cores; after
+    /// [`SLOW_YIELDS`] such yields the poller sleeps instead (RocksDB's adaptive yield does the
+    /// same). Pollers then never crowd out the threads whose work they wait for: on 16 cores,
+    /// 64 polling writers kept 12.5 cores busy and left the log driver yielding its core
+    /// among them.
     fn poll(&self) {
         if self.spin.is_zero() {
             return;
         }
         let started = Instant::now();
         let mut looks = 0u32;
+        let mut slow_yields = 0u32;
         while !self.done.load(Ordering::Acquire) && !self.invited.load(Ordering::Acquire) {
             looks += 1;
             if looks <= 64 {
                 std::hint::spin_loop();
-            } else {
+                continue;
+            }
+            if !self.adaptive {
                 std::thread::yield_now();
                 if looks.is_multiple_of(8) && started.elapsed() >= self.spin {
                     return;
                 }
+                continue;
+            }
+            let before = Instant::now();
+            std::thread::yield_now();
+            let after = Instant::now();
+            if after - before >= SLOW_YIELD {
+                slow_yields += 1;
+                if slow_yields >= SLOW_YIELDS {
+                    return;
+                }
+            }
+            if after - started >= self.spin {
+                return;
             }
         }
     }
@@ -339,7 +393,7 @@ mod tests {
     #[test]
     fn a_polling_waiter_sees_completion_in_and_after_its_budget() {
         for (spin, delay) in [(5_000, 1), (200, 20_000), (0, 1_000)] {
-            let c = Completion::with_spin(Duration::from_micros(spin), true);
+            let c = Completion::with_spin(Duration::from_micros(spin), false, true);
             let done = c.clone();
             let t = std::thread::spawn(move || {
                 std::thread::sleep(Duration::from_micros(delay));
@@ -360,7 +414,7 @@ mod tests {
     #[test]
     fn an_invitation_runs_on_the_waiting_thread_then_it_waits_on() {
         for spin in [0, 10_000] {
-            let c = Completion::with_spin(Duration::from_micros(spin), false);
+            let c = Completion::with_spin(Duration::from_micros(spin), false, false);
             let (inviter, ran_on) = (c.clone(), Arc::new(Mutex::new(None)));
             let ran = ran_on.clone();
             let t = std::thread::spawn(move || {
@@ -386,10 +440,10 @@ mod tests {
     #[test]
     fn complete_many_spreads_wake_ups_and_reaches_every_completion() {
         let sleepers: Vec<_> = (0..37)
-            .map(|i| Completion::with_spin(Duration::ZERO, i % 5 == 0))
+            .map(|i| Completion::with_spin(Duration::ZERO, false, i % 5 == 0))
             .collect();
         let pollers: Vec<_> = (0..3)
-            .map(|_| Completion::with_spin(Duration::from_secs(30), false))
+            .map(|_| Completion::with_spin(Duration::from_secs(30), false, false))
             .collect();
         let unwaited: Vec<_> = (0..4).map(|_| Completion::new()).collect();
         let (tx, rx) = std::sync::mpsc::channel();
@@ -441,7 +495,7 @@ mod tests {
         assert!(unwaited.is_done());
         assert_eq!(unwaited.complete_handing(Ok(()), given.clone(), None).len(), 3);
 
-        let waited = Completion::with_spin(Duration::ZERO, false);
+        let waited = Completion::with_spin(Duration::ZERO, false, false);
         let (tx, rx) = std::sync::mpsc::channel();
         let c = waited.clone();
         std::thread::spawn(move || tx.send(c.wait()));

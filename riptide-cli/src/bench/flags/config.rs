@@ -371,6 +371,12 @@ impl Config {
             if let Some(n) = f.write_wait_spin_micros {
                 options.write_wait_spin_micros = n;
             }
+            if let Some(on) = f.write_wait_adaptive {
+                options.write_wait_adaptive = on;
+            }
+            if let Some(n) = f.driver_commit_groups {
+                options.driver_commit_groups = n;
+            }
             if let Some(on) = f.redo_preallocate {
                 options.redo_preallocate = on;
             }
@@ -444,6 +450,8 @@ impl Config {
                 ("block_swizzling", f.block_swizzling.is_some()),
                 ("parallel_insert_helpers", f.parallel_insert_helpers.is_some()),
                 ("write_wait_spin_micros", f.write_wait_spin_micros.is_some()),
+                ("write_wait_adaptive", f.write_wait_adaptive.is_some()),
+                ("driver_commit_groups", f.driver_commit_groups.is_some()),
                 ("redo_preallocate", f.redo_preallocate.is_some()),
                 ("level1_dynamic_trigger", f.level1_dynamic_trigger.is_some()),
             ]

@@ -8,6 +8,12 @@
 //!   (or at the seal point, under the same lock), so memtables of a table are ordered by LSN.
 //! - A group without logged batches (`disable_wal`) skips stage 2; it still enters the commit
 //!   window in LSN order.
+//! - A group's commit-window seq is taken here, in LSN order, but the group enters the window
+//!   after this lock is released (`CommitWindow::register`): stage 1 never waits for the
+//!   window's lock, which stage 4 holds while it commits (on 16 cores both locks were among
+//!   the most waited for, and a leader waiting for the window held up every other leader).
+//!   Nobody finishes a group before its own leader registered it, since that leader inserts
+//!   it afterwards.
 
 use super::commit::{EntryState, GroupProgress, GroupState, GroupWork, Phase, WindowEntry};
 use super::stats::Counter;
@@ -25,6 +31,8 @@ use std::sync::Arc;
 
 pub(super) struct LogBuffer {
     pub(super) next_lsn: Lsn,
+    /// The commit-window seq of the next group (groups take seqs in LSN order).
+    pub(super) next_seq: u64,
     pub(super) buf: Vec<u8>,
     pub(super) sync_needed: bool,
     /// Writes with `sync` in `buf`.
@@ -97,28 +105,23 @@ impl Pipeline {
             log.sync_writes += sync_writes;
             log.sync_needed |= sync_writes > 0;
         }
-        let seq = {
-            let mut win = self.contention.lock(LockClass::CommitWindow, &self.window);
-            win.entries.push_back(WindowEntry {
-                last_lsn: first_lsn + ops - 1,
-                state: EntryState::Pending,
-                completions: Vec::new(),
-                ready_at: None,
-            });
-            win.front_seq + win.entries.len() as u64 - 1
-        };
-        self.counters.add(Counter::Ops, ops);
+        let seq = log.next_seq;
+        log.next_seq += 1;
+        let last_lsn = first_lsn + ops - 1;
         let work = GroupWork {
             writers: group,
             bound,
             first_lsn,
         };
         if wal_ops == 0 {
+            drop(log);
+            self.register(seq, last_lsn);
+            self.counters.add(Counter::Ops, ops);
             return Ok(Buffered::Unlogged(seq, work));
         }
         let state = Arc::new(GroupState {
             seq,
-            last_lsn: first_lsn + ops - 1,
+            last_lsn,
             leader_waits,
             leader_finishes,
             timed,
@@ -131,6 +134,26 @@ impl Pipeline {
             cond: Condvar::new(),
         });
         log.flush_queue.push(state.clone());
+        drop(log);
+        self.register(seq, last_lsn);
+        self.counters.add(Counter::Ops, ops);
         Ok(Buffered::Logged(state, work))
+    }
+
+    /// Enters group `seq`, whose last LSN is `last_lsn`, in the commit window, after stage 1
+    /// released the log buffer. Groups may register out of seq order: a later one leaves
+    /// pending slots for the earlier ones, which the window never passes.
+    fn register(&self, seq: u64, last_lsn: Lsn) {
+        let mut win = self.contention.lock(LockClass::CommitWindow, &self.window);
+        let idx = (seq - win.front_seq) as usize;
+        while win.entries.len() <= idx {
+            win.entries.push_back(WindowEntry {
+                last_lsn: 0,
+                state: EntryState::Pending,
+                completions: Vec::new(),
+                ready_at: None,
+            });
+        }
+        win.entries[idx].last_lsn = last_lsn;
     }
 }

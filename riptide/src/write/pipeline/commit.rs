@@ -19,12 +19,15 @@ use super::{Pipeline, Writer};
 use crate::contention::LockClass;
 use crate::error::{Error, Result};
 use crate::key::Lsn;
-use crate::write::completion::{complete_many, Completion};
+use crate::write::completion::{complete_many, Completion, Invitation};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
+
+/// Writers the driver tries, of each kind (polling, other), to hand a round's commit to.
+const HANDOFF_CANDIDATES: usize = 4;
 
 /// A hook run once a writer's batch is placed: its LSNs are allocated in log order and its
 /// versions are in their memtables, but its log write (and fsync) may still be under way. The
@@ -188,6 +191,46 @@ impl Pipeline {
         }]);
     }
 
+    /// Stage 4 for the groups of a flush round that the driver may finish (flushed and
+    /// already inserted): by the driver itself when they are at most
+    /// `driver_commit_groups`, else by one of their writers that waits in
+    /// [`Completion::wait`], preferably one polling (no wake-up), so the driver starts the
+    /// next log write at once instead of committing, completing and waking this round's
+    /// writers first. The writer it is handed to runs it before its own `wait` returns (its
+    /// own group is among them, so its completion waits for that work); if no writer of these
+    /// groups waits, the driver runs it.
+    pub(super) fn finish_round(&self, groups: Vec<Finishable>) {
+        if groups.len() <= self.cfg.driver_commit_groups {
+            return self.finish_all(groups);
+        }
+        let Some(me) = self.me.upgrade() else {
+            return self.finish_all(groups);
+        };
+        // A few candidates, newest writers first (the likeliest to be polling still).
+        let (mut awake, mut others) = (Vec::new(), Vec::new());
+        for c in groups.iter().rev().flat_map(|g| g.completions.iter().rev()) {
+            if c.has_awake_waiter() {
+                awake.push(c.clone());
+                if awake.len() == HANDOFF_CANDIDATES {
+                    break;
+                }
+            } else if others.len() < HANDOFF_CANDIDATES {
+                others.push(c.clone());
+            }
+        }
+        let mut work: Invitation = Box::new(move || me.finish_all(groups));
+        for c in awake.iter().chain(&others) {
+            match c.invite_waiting(work) {
+                Ok(()) => {
+                    self.counters.add(Counter::CommitHandoffs, 1);
+                    return;
+                }
+                Err(back) => work = back,
+            }
+        }
+        work();
+    }
+
     /// Stage 4 for several groups under one hold of the commit window's lock (the driver
     /// finishes every group of its flush at once: taking the lock once per group, against the
     /// inserters finishing theirs, made its rounds slow on 16 cores).
@@ -203,6 +246,8 @@ impl Pipeline {
             let mut win = self.contention.lock(LockClass::CommitWindow, &self.window);
             for g in groups {
                 let idx = (g.seq - win.front_seq) as usize;
+                // Registered by the group's leader before it was inserted (`buffer.rs`).
+                debug_assert!(idx < win.entries.len(), "group {} finished unregistered", g.seq);
                 if let Some(entry) = win.entries.get_mut(idx) {
                     entry.state = g.state;
                     entry.completions = g.completions;

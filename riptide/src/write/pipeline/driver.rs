@@ -177,6 +177,6 @@ impl Pipeline {
                 finishable.push(done);
             }
         }
-        self.finish_all(finishable);
+        self.finish_round(finishable);
     }
 }

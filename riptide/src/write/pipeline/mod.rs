@@ -119,6 +119,11 @@ pub(crate) struct PipelineConfig {
     pub(crate) parallel_insert_helpers: usize,
     /// How long a waiting writer polls before it sleeps (see `Completion`).
     pub(crate) write_wait_spin: Duration,
+    /// A poller stops early on a contended CPU (see `Completion`).
+    pub(crate) write_wait_adaptive: bool,
+    /// Most groups of a flush round the driver commits itself (more are handed to a waiting
+    /// writer; `commit.rs`).
+    pub(crate) driver_commit_groups: usize,
 }
 
 /// The write pipeline of one database instance; see the module header.
@@ -162,6 +167,7 @@ impl Pipeline {
                 .collect(),
             log: CachePadded::new(Mutex::new(LogBuffer {
                 next_lsn: last_lsn + 1,
+                next_seq: 0,
                 buf: Vec::with_capacity(1 << 20),
                 sync_needed: false,
                 sync_writes: 0,
@@ -206,7 +212,7 @@ impl Pipeline {
     /// A completion for a writer about to be submitted (with the configured spin budget);
     /// `timed` if the write is one of the timed ones (then [`Pipeline::note_wake`] counts it).
     pub(crate) fn new_completion(&self, timed: bool) -> Arc<Completion> {
-        Completion::with_spin(self.cfg.write_wait_spin, timed)
+        Completion::with_spin(self.cfg.write_wait_spin, self.cfg.write_wait_adaptive, timed)
     }
 
     /// Counts the time a timed writer took to resume after its completion (the last part of

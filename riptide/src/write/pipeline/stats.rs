@@ -68,9 +68,11 @@ pub(super) enum Counter {
     /// Time timed writers took to resume after their completion, and how many.
     WakeNanos,
     TimedWakes,
+    /// Flush rounds whose commit the driver handed to a waiting writer.
+    CommitHandoffs,
 }
 
-const COUNTERS: usize = Counter::TimedWakes as usize + 1;
+const COUNTERS: usize = Counter::CommitHandoffs as usize + 1;
 const STRIPES: usize = 16;
 
 /// Counters of the write path; see the module header.
@@ -159,6 +161,9 @@ pub struct WriteStats {
     pub wake_nanos: u64,
     /// Waiting writes whose wake-up was measured.
     pub timed_wakes: u64,
+    /// Flush rounds whose stage 4 the log driver handed to one of their waiting writers
+    /// instead of running it ([`crate::Options::driver_commit_groups`]).
+    pub commit_handoffs: u64,
 }
 
 impl WriteStats {
@@ -211,6 +216,7 @@ impl Pipeline {
             helped_inserts: c.sum(Counter::HelpedInserts),
             wake_nanos: c.sum(Counter::WakeNanos),
             timed_wakes: c.sum(Counter::TimedWakes),
+            commit_handoffs: c.sum(Counter::CommitHandoffs),
         }
     }
 }
