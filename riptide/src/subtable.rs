@@ -165,6 +165,20 @@ impl TableInner {
         }
     }
 
+    /// The active memtable now, for a writer to bind once [`TableInner::is_active_with_room`]
+    /// confirms it under the log-buffer lock (taking the reference outside that lock keeps
+    /// the reference count's cache line out of the stage-1 critical section).
+    pub(crate) fn active_memtable(&self) -> Arc<Memtable> {
+        self.current.load().active.clone()
+    }
+
+    /// True if `mem` is still the active memtable and below `write_buffer_size`: what
+    /// [`TableInner::memtable_for_write`] would return. Called under the log-buffer lock.
+    pub(crate) fn is_active_with_room(&self, mem: &Arc<Memtable>) -> bool {
+        let view = self.current.load();
+        Arc::ptr_eq(&view.active, mem) && mem.memory_usage() < self.write_buffer_size
+    }
+
     /// The active memtable, switching to a new one first if it reached `write_buffer_size`.
     /// Called in pipeline stage 1 (under the log-buffer lock) with the first LSN of the group
     /// being bound, which orders switches with LSNs.

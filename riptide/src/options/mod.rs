@@ -73,15 +73,16 @@ pub struct Options {
     pub write_wait_spin_micros: u64,
     /// A writer polling for its commit stops polling and sleeps once the CPU proves
     /// contended (three of its yields each gave its core to another thread for 3 µs or more),
-    /// as RocksDB's adaptive yield does: with more writers than cores, pollers would otherwise
-    /// keep the cores from the threads doing the work (the log driver, inserters). Default:
-    /// true.
+    /// as RocksDB's adaptive yield does. Default: false (16 cores, fillrandom at 64 threads:
+    /// 0.81x the writes/s of polling to the end of the budget, one run; see
+    /// docs/write-path.md).
     pub write_wait_adaptive: bool,
     /// The log driver commits the groups of a flush round itself (stage 4: advance the
     /// visible LSN, complete and wake their writers) when they are at most this many; a larger
     /// round's commit is handed to one of its waiting writers, so the driver starts the next
-    /// log write at once. 0: hand every round over (when one of its writers waits); a large
-    /// value: the driver commits every round. Default: 4.
+    /// log write at once. 0: hand every round over (when one of its writers waits). Default:
+    /// `usize::MAX`, the driver commits every round (16 cores: handing over rounds of more
+    /// than 4 groups cost xbench zipf 10–15 %; see docs/write-path.md).
     pub driver_commit_groups: usize,
     /// Size at which the redo log rolls over to a new segment. Default: 64 MiB. Min: 64 KiB.
     pub redo_segment_size: u64,
@@ -263,8 +264,8 @@ impl Default for Options {
             max_group_bytes: 4 << 20,
             parallel_insert_helpers: std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 64) - 1,
             write_wait_spin_micros: 50,
-            write_wait_adaptive: true,
-            driver_commit_groups: 4,
+            write_wait_adaptive: false,
+            driver_commit_groups: usize::MAX,
             redo_segment_size: 64 << 20,
             redo_preallocate: true,
             recovery_mode: RecoveryMode::default(),

@@ -618,7 +618,7 @@ pub struct BenchFlags {
     pub write_wait_spin_micros: Option<u64>,
 
     /// Riptide only: a writer polling for its commit sleeps once the CPU proves contended
-    /// (three slow yields) [default: true]
+    /// (three slow yields) [default: false]
     #[arg(
         long = "write_wait_adaptive",
         alias = "write-wait-adaptive",
@@ -628,7 +628,7 @@ pub struct BenchFlags {
     pub write_wait_adaptive: Option<bool>,
 
     /// Riptide only: most groups of a flush round the log driver commits itself; a larger
-    /// round's commit goes to one of its waiting writers [default: 4]
+    /// round's commit goes to one of its waiting writers [default: no limit]
     #[arg(long = "driver_commit_groups", alias = "driver-commit-groups", value_name = "N")]
     pub driver_commit_groups: Option<usize>,
 

@@ -26,7 +26,7 @@ use crate::memtable::Memtable;
 use crate::redo::record::RECORD_GROUP;
 use crate::subtable::TableInner;
 use parking_lot::{Condvar, Mutex};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 pub(super) struct LogBuffer {
@@ -83,6 +83,26 @@ impl Pipeline {
                 }
             }
         }
+        // Taken before the lock too: each table's active memtable (its reference count is a
+        // cache line every inserting core writes), and the group's state. Under the lock a
+        // memtable is only checked to be still the active one with room.
+        let mut bound = Bound(tables.iter().map(|t| (t.id, t.active_memtable())).collect());
+        let state = (wal_ops > 0).then(|| {
+            Arc::new(GroupState {
+                seq: AtomicU64::new(0),
+                last_lsn: AtomicU64::new(0),
+                leader_waits,
+                leader_finishes,
+                timed,
+                flushed: AtomicBool::new(false),
+                progress: Mutex::new(GroupProgress {
+                    phase: Phase::Buffered,
+                    flushed_at: None,
+                    inserted: None,
+                }),
+                cond: Condvar::new(),
+            })
+        });
         let mut log = self.contention.lock(LockClass::LogBuffer, &self.log);
         // Only poison stops an accepted write; `close` waits for accepted writes to finish.
         if let Some(e) = self.poison_error() {
@@ -90,7 +110,11 @@ impl Pipeline {
         }
         let first_lsn = log.next_lsn;
         log.next_lsn += ops;
-        let bound = Bound(tables.iter().map(|t| (t.id, t.memtable_for_write(first_lsn))).collect());
+        for (table, (_, mem)) in tables.iter().zip(bound.0.iter_mut()) {
+            if !table.is_active_with_room(mem) {
+                *mem = table.memtable_for_write(first_lsn);
+            }
+        }
         if wal_ops > 0 {
             let header = RecordHeader {
                 payload_crc,
@@ -113,26 +137,15 @@ impl Pipeline {
             bound,
             first_lsn,
         };
-        if wal_ops == 0 {
+        let Some(state) = state else {
             drop(log);
             self.register(seq, last_lsn);
             self.counters.add(Counter::Ops, ops);
             return Ok(Buffered::Unlogged(seq, work));
-        }
-        let state = Arc::new(GroupState {
-            seq,
-            last_lsn,
-            leader_waits,
-            leader_finishes,
-            timed,
-            flushed: AtomicBool::new(false),
-            progress: Mutex::new(GroupProgress {
-                phase: Phase::Buffered,
-                flushed_at: None,
-                inserted: None,
-            }),
-            cond: Condvar::new(),
-        });
+        };
+        // Relaxed: the driver reads them after taking this lock, the leader on this thread.
+        state.seq.store(seq, Ordering::Relaxed);
+        state.last_lsn.store(last_lsn, Ordering::Relaxed);
         log.flush_queue.push(state.clone());
         drop(log);
         self.register(seq, last_lsn);

@@ -22,7 +22,7 @@ use crate::key::Lsn;
 use crate::write::completion::{complete_many, Completion, Invitation};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -69,9 +69,11 @@ pub(super) struct GroupProgress {
 /// by the driver, or, for a group with an fsync whose leader waits, by that leader, whom the
 /// driver wakes.
 pub(super) struct GroupState {
-    pub(super) seq: u64,
-    /// Highest LSN of the group.
-    pub(super) last_lsn: Lsn,
+    /// Its commit-window seq; set in stage 1 under the log-buffer lock (the state is allocated
+    /// before it), read only after that lock was released.
+    pub(super) seq: AtomicU64,
+    /// Highest LSN of the group; set like `seq`.
+    pub(super) last_lsn: AtomicU64,
     /// The leader waits for its write (it drives the log itself if no one does); an
     /// asynchronous leader hands driving to the log-flush thread.
     pub(super) leader_waits: bool,
@@ -168,7 +170,7 @@ impl Pipeline {
             ready_at = Some(Instant::now());
         }
         Some(Finishable {
-            seq: state.seq,
+            seq: state.seq.load(Ordering::Relaxed),
             state: entry,
             completions: inserted.completions,
             ready_at,

@@ -105,7 +105,11 @@ impl Pipeline {
                 d.handoff = false;
             }
             loop {
-                self.flush_round();
+                // Under load a round finds groups waiting: flush again at once (one log-buffer
+                // lock per round, not two); the stop check follows a round that found none.
+                if self.flush_round() {
+                    continue;
+                }
                 let mut d = self.contention.lock(LockClass::LogDriver, &self.driver);
                 if self.stop_driving_if_empty() {
                     d.active = false;
@@ -117,8 +121,8 @@ impl Pipeline {
 
     /// Stage 2 once: writes (and fsyncs, if asked) everything buffered, then marks each group
     /// flushed (or failed): a leader that finishes its group is woken to; any other group is
-    /// finished here if its insertion already ended.
-    pub(super) fn flush_round(&self) {
+    /// finished here if its insertion already ended. Returns false if no group was buffered.
+    pub(super) fn flush_round(&self) -> bool {
         let mut fl = self.contention.lock(LockClass::LogFile, &self.flusher);
         let spare = std::mem::take(&mut fl.spare);
         let (mut buf, sync, synced_writes, groups) = {
@@ -130,13 +134,20 @@ impl Pipeline {
         };
         if groups.is_empty() {
             fl.spare = buf;
-            return;
+            return false;
         }
         let result = match (self.poison_error(), fl.log.as_mut()) {
             (Some(e), _) => Err(Error::Poisoned(Arc::new(e))),
             (None, None) => Err(Error::Closed),
             (None, Some(redo)) => redo
-                .append_records(&mut buf, groups.iter().map(|g| g.last_lsn).max().unwrap_or(0))
+                .append_records(
+                    &mut buf,
+                    groups
+                        .iter()
+                        .map(|g| g.last_lsn.load(Ordering::Relaxed))
+                        .max()
+                        .unwrap_or(0),
+                )
                 .and_then(|()| if sync { redo.sync_for_commit() } else { Ok(()) })
                 .and_then(|()| redo.maybe_roll())
                 .map_err(|e| self.poison_with(&e)),
@@ -178,5 +189,6 @@ impl Pipeline {
             }
         }
         self.finish_round(finishable);
+        true
     }
 }
