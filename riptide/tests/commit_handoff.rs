@@ -11,7 +11,9 @@
 //! transactions stay exact; asynchronous writes (whose writers never wait, so can never take a
 //! round) mixed in complete.
 
-use riptide::{Db, Options, TxnOptions, WriteBatch, WriteOptions};
+mod common;
+
+use riptide::{Db, Options, WriteBatch, WriteOptions};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -168,28 +170,7 @@ fn hot_counters_stay_exact_when_waiting_writers_commit_rounds() {
     let stop = Arc::new(AtomicBool::new(false));
     let started = Instant::now();
     let committed: u64 = std::thread::scope(|s| {
-        let txns: Vec<_> = (0..TXN_THREADS)
-            .map(|w| {
-                let (t, stop, db) = (t.clone(), stop.clone(), &db);
-                s.spawn(move || {
-                    let mut n = 0u64;
-                    let mut i = w;
-                    while !stop.load(Ordering::Relaxed) {
-                        let key = format!("counter-{}", i % COUNTERS).into_bytes();
-                        i += 1;
-                        let mut txn = db.begin(TxnOptions::default()).unwrap();
-                        let old = txn
-                            .get_for_update(&t, &key)
-                            .unwrap()
-                            .map_or(0, |v| u64::from_be_bytes(v.try_into().unwrap()));
-                        txn.put(&t, &key, &(old + 1).to_be_bytes()).unwrap();
-                        txn.commit().unwrap();
-                        n += 1;
-                    }
-                    n
-                })
-            })
-            .collect();
+        let txns = common::spawn_counter_increments(s, &db, &t, TXN_THREADS, COUNTERS, &stop);
         while db.write_stats().commit_handoffs < HANDOFFS_WANTED && started.elapsed() < MAX_RUN {
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -198,12 +179,7 @@ fn hot_counters_stay_exact_when_waiting_writers_commit_rounds() {
     });
     let stats = db.write_stats();
     assert!(stats.commit_handoffs > 0, "no round handed over: {stats:?}");
-    let total: u64 = (0..COUNTERS)
-        .map(|c| {
-            let v = t.get(format!("counter-{c}").as_bytes()).unwrap().unwrap();
-            u64::from_be_bytes(v.try_into().unwrap())
-        })
-        .sum();
+    let total = common::counters_total(&t, COUNTERS);
     assert_eq!(total, committed, "increments lost or invented; {stats:?}");
     db.close().unwrap();
 }
