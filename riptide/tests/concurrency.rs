@@ -749,8 +749,8 @@ fn mixed_sync_case(queues: usize, group: usize, n: u64, fault: Option<(FaultFs, 
     // giving up on a busy CPU or not; the log driver commits every flush round itself, hands
     // every one over to a waiting writer, or hands over those of more than one group.
     let (spin, adaptive, commit_groups) = match queues {
-        1 => (0, false, usize::MAX),
-        4 => (50, false, 0),
+        1 => (0, false, 0),
+        4 => (50, false, usize::MAX),
         _ => (200, true, 1),
     };
     let what = format!(

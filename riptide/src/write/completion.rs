@@ -2,9 +2,13 @@
 //!
 //! Invariants: a completion is completed exactly once; a callback runs exactly once, either on
 //! the thread that completes the write or, if registered after completion, on the registering
-//! thread. An invitation runs at most once, on a thread waiting in [`Completion::wait`];
-//! completing drops one not yet taken (one taken just before may still run, and then finds
-//! nothing left to do; nothing depends on it running).
+//! thread. An invitation runs at most once, on a thread waiting in [`Completion::wait`]. Two
+//! kinds: an offer to help insert ([`Completion::invite`]), which is optional (completing drops
+//! one not yet taken; one taken just before may still run and find nothing left to do), and
+//! a commit handed over by the log driver ([`Completion::invite_waiting`]), which must run:
+//! it completes this completion's own group, so nothing else completes it first, and an
+//! offer to help never replaces a pending invitation (a commit replaces a pending offer,
+//! which is stale by then: the group it offers to insert is inserted).
 //!
 //! A waiter may first poll for a while (its spin budget, `Options::write_wait_spin_micros`)
 //! instead of sleeping at once: when its group commits within the budget, neither side makes a
@@ -157,11 +161,12 @@ impl Completion {
         others
     }
 
-    /// Offers `work` to the thread waiting (or about to wait) on this completion, waking it.
-    /// Returns false, dropping `work`, if the write already completed.
+    /// Offers optional `work` to the thread waiting (or about to wait) on this completion,
+    /// waking it. Returns false, dropping `work`, if the write already completed or another
+    /// invitation is pending (which may be a commit handed over, that must not be lost).
     pub(crate) fn invite(&self, work: Invitation) -> bool {
         let mut st = self.state.lock();
-        if st.result.is_some() {
+        if st.result.is_some() || st.invitation.is_some() {
             return false;
         }
         st.invitation = Some(work);
@@ -432,6 +437,34 @@ mod tests {
             assert!(!c.invite(Box::new(|| unreachable!("completed"))));
             assert_eq!(c.woke_after(), None, "not a timed completion");
         }
+    }
+
+    /// A commit handed to a waiter is never replaced by a later offer to help insert (that
+    /// would leave the round uncommitted and every writer behind it waiting); a commit
+    /// replaces a pending offer (stale by then), and a second offer is refused. The waiter is
+    /// marked as inside `wait` by hand, so no thread can take an invitation meanwhile.
+    #[test]
+    fn an_offer_never_replaces_a_handed_over_commit() {
+        let run_pending = |c: &Completion| {
+            let work = c.state.lock().invitation.take().expect("an invitation pending");
+            work();
+        };
+        let c = Completion::new();
+        assert!(c.invite(Box::new(|| {})));
+        assert!(!c.invite(Box::new(|| unreachable!("a second offer"))));
+        assert!(
+            c.invite_waiting(Box::new(|| {})).is_err(),
+            "no thread waits: a commit must not be handed over"
+        );
+
+        c.waiter.store(WAITER_AWAKE, Ordering::Relaxed);
+        let done = c.clone();
+        let handed = c.invite_waiting(Box::new(move || done.complete(Ok(()))));
+        assert!(handed.is_ok(), "the commit replaces the stale offer");
+        assert!(!c.invite(Box::new(|| unreachable!("an offer replaced the commit"))));
+        run_pending(&c);
+        assert!(c.is_done(), "the pending invitation was the commit");
+        c.waiter.store(NO_WAITER, Ordering::Relaxed);
     }
 
     /// `complete_many` completes every completion with the outcome, whether its waiter sleeps

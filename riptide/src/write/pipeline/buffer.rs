@@ -1,6 +1,7 @@
 //! Stage 1, log buffering (one thread at a time, under the `log` mutex): a group gets its LSN
-//! range, binds each touched table's active memtable, appends its record to the shared log
-//! buffer and enters the commit window and the flush queue.
+//! range and commit-window seq, binds each touched table's active memtable, appends its record
+//! to the shared log buffer and enters the flush queue; after the lock it enters the commit
+//! window.
 //!
 //! Invariants:
 //! - LSNs are allocated in log-buffer order, so the redo log is in LSN order.
@@ -9,7 +10,7 @@
 //! - A group without logged batches (`disable_wal`) skips stage 2; it still enters the commit
 //!   window in LSN order.
 //! - A group's commit-window seq is taken here, in LSN order, but the group enters the window
-//!   after this lock is released (`CommitWindow::register`): stage 1 never waits for the
+//!   after this lock is released (`Pipeline::register`): stage 1 never waits for the
 //!   window's lock, which stage 4 holds while it commits (on 16 cores both locks were among
 //!   the most waited for, and a leader waiting for the window held up every other leader).
 //!   Nobody finishes a group before its own leader registered it, since that leader inserts
@@ -110,9 +111,11 @@ impl Pipeline {
         }
         let first_lsn = log.next_lsn;
         log.next_lsn += ops;
+        // A replaced reference may be the last of a flushed memtable: dropped after the lock.
+        let mut stale = Vec::new();
         for (table, (_, mem)) in tables.iter().zip(bound.0.iter_mut()) {
             if !table.is_active_with_room(mem) {
-                *mem = table.memtable_for_write(first_lsn);
+                stale.push(std::mem::replace(mem, table.memtable_for_write(first_lsn)));
             }
         }
         if wal_ops > 0 {
@@ -139,6 +142,7 @@ impl Pipeline {
         };
         let Some(state) = state else {
             drop(log);
+            drop(stale);
             self.register(seq, last_lsn);
             self.counters.add(Counter::Ops, ops);
             return Ok(Buffered::Unlogged(seq, work));
@@ -148,6 +152,7 @@ impl Pipeline {
         state.last_lsn.store(last_lsn, Ordering::Relaxed);
         log.flush_queue.push(state.clone());
         drop(log);
+        drop(stale);
         self.register(seq, last_lsn);
         self.counters.add(Counter::Ops, ops);
         Ok(Buffered::Logged(state, work))

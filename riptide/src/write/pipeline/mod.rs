@@ -4,10 +4,10 @@
 //! its leader: it waits until the queue's previous group has left stage 1 (so the group grows
 //! meanwhile), takes the whole pending group and drives it through:
 //!
-//! 1. **log buffering** (one thread at a time, `log` mutex): allocate the group's LSN range,
-//!    bind each touched table's active memtable, append header and batches to the shared log
-//!    buffer (the payload CRC was computed before taking the lock), enter the commit window and
-//!    the flush queue;
+//! 1. **log buffering** (one thread at a time, `log` mutex): allocate the group's LSN range
+//!    and commit-window seq, bind each touched table's active memtable, append header and
+//!    batches to the shared log buffer (the payload CRC was computed before taking the lock),
+//!    enter the flush queue; after the lock, enter the commit window;
 //! 2. **log flushing** (one thread at a time: the *driver*): take the whole buffer — the groups
 //!    of every queue that arrived since the last flush — write it with one call and at most one
 //!    `fdatasync` (if any group in it asked for sync), then mark each flushed group;
