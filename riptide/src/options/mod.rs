@@ -82,7 +82,7 @@ pub struct Options {
     /// round's commit is handed to one of its waiting writers, so the driver starts the next
     /// log write at once. 0: hand every round over (when one of its writers waits). Default:
     /// `usize::MAX`, the driver commits every round (16 cores: handing over rounds of more
-    /// than 4 groups cost xbench zipf 10–15 %; see docs/write-path.md).
+    /// than 4 groups cost xbench zipf 10–15 %, one run each; see docs/write-path.md).
     pub driver_commit_groups: usize,
     /// Size at which the redo log rolls over to a new segment. Default: 64 MiB. Min: 64 KiB.
     pub redo_segment_size: u64,
