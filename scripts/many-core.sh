@@ -20,7 +20,7 @@
 #   WORK=${TMPDIR:-/tmp}/many-core   where compare.sh puts its databases (deleted after each run)
 #   DRY_RUN=1                   print every compare.sh invocation (environment and command) and the
 #                               vmstat runs, with the time estimate, instead of running them
-#   AB=1                        also nine A/B blocks of Riptide against itself with one feature off
+#   AB=1                        also nine A/B blocks of Riptide against itself with one feature switched
 #                               (engine riptide-base = the same binary with an extra flag), REPS2
 #                               runs each, about 5 more minutes: early lock release
 #                               (xbench zipf at 64 threads, --early_lock_release=false), pointer
@@ -28,9 +28,10 @@
 #                               parallel insertion (fillrandom at 16 threads,
 #                               --parallel_insert_helpers=0) and polling waiters (xbench zipf and
 #                               fillrandom at 64 threads, --write_wait_spin_micros=0); at 64
-#                               threads of fillrandom: adaptive polling (--write_wait_adaptive=false),
-#                               the driver committing every round (--driver_commit_groups=1000000000,
-#                               also xbench zipf at 16 and 64 threads) or handing each over (=0)
+#                               threads of fillrandom, the two options that are off by default turned
+#                               on in riptide-base: adaptive polling (--write_wait_adaptive=true) and the
+#                               commit hand-off (--driver_commit_groups=4, also xbench zipf at 16 and 64
+#                               threads; and =0, every round handed over)
 #   BASE=path                   also A/B blocks of RIPTIDE against this baseline binary (engine
 #                               riptide-base): fillrandom sync=0 at 16 and 64 threads (ab-base-fill),
 #                               sync=1 at 64 (ab-base-sync1) and xbench zipf at 16 and 64
@@ -178,7 +179,8 @@ block x-zipf "xbench 42:10:32:16 zipf 0.99, 500K rows" 3 "${X[@]}" THREADS="1 16
 block x-uniform "xbench 42:10:32:16 uniform, 500K rows" 3 "${X[@]}" THREADS=64 EXTRA_FLAGS="--mix=42:10:32:16" "${D2[@]}"
 
 # Optional A/B blocks: engine riptide-base runs a wrapper that calls the same binary with one
-# feature turned off (the flag comes last, so it wins over nothing: compare.sh never passes it).
+# feature turned off, or, for an option off by default, on (the flag comes last, so it wins over
+# nothing: compare.sh never passes it).
 flag_wrapper() { # NAME FLAG: prints the path of a wrapper running $RIPTIDE with FLAG appended
     local w="$WORK/bin/riptide-$1"
     if ! dry; then
@@ -204,18 +206,18 @@ if [[ "${AB:-0}" != 0 ]]; then
     block ab-poll-fill "fillrandom sync=0, 4M keys, 64 threads: riptide-base = --write_wait_spin_micros=0" 0 \
         BENCHMARKS=fillrandom THREADS=64 NUM=4000000 ENGINES="riptide riptide-base" \
         RIPTIDE_BASE="$(flag_wrapper no-poll --write_wait_spin_micros=0)" "${D2[@]}"
-    block ab-adaptive-fill "fillrandom sync=0, 4M keys, 64 threads: riptide-base = --write_wait_adaptive=false" 0 \
+    block ab-adaptive-fill "fillrandom sync=0, 4M keys, 64 threads: riptide-base = --write_wait_adaptive=true" 0 \
         BENCHMARKS=fillrandom THREADS=64 NUM=4000000 ENGINES="riptide riptide-base" \
-        RIPTIDE_BASE="$(flag_wrapper no-adaptive --write_wait_adaptive=false)" "${D2[@]}"
-    block ab-handoff-fill "fillrandom sync=0, 4M keys, 64 threads: riptide-base = --driver_commit_groups=1000000000 (the driver commits every round)" 0 \
+        RIPTIDE_BASE="$(flag_wrapper adaptive --write_wait_adaptive=true)" "${D2[@]}"
+    block ab-handoff-fill "fillrandom sync=0, 4M keys, 64 threads: riptide-base = --driver_commit_groups=4 (rounds over 4 groups handed over)" 0 \
         BENCHMARKS=fillrandom THREADS=64 NUM=4000000 ENGINES="riptide riptide-base" \
-        RIPTIDE_BASE="$(flag_wrapper no-handoff --driver_commit_groups=1000000000)" "${D2[@]}"
+        RIPTIDE_BASE="$(flag_wrapper handoff-4 --driver_commit_groups=4)" "${D2[@]}"
     block ab-handoff-all-fill "fillrandom sync=0, 4M keys, 64 threads: riptide-base = --driver_commit_groups=0 (every round handed over)" 0 \
         BENCHMARKS=fillrandom THREADS=64 NUM=4000000 ENGINES="riptide riptide-base" \
         RIPTIDE_BASE="$(flag_wrapper handoff-all --driver_commit_groups=0)" "${D2[@]}"
-    block ab-handoff-xbench "xbench 42:10:32:16 zipf 0.99, 500K rows, 16 and 64 threads: riptide-base = --driver_commit_groups=1000000000" 3 \
+    block ab-handoff-xbench "xbench 42:10:32:16 zipf 0.99, 500K rows, 16 and 64 threads: riptide-base = --driver_commit_groups=4" 3 \
         "${X[@]}" THREADS="16 64" EXTRA_FLAGS="$ZIPF" ENGINES="riptide riptide-base" \
-        RIPTIDE_BASE="$(flag_wrapper no-handoff --driver_commit_groups=1000000000)" "${D2[@]}"
+        RIPTIDE_BASE="$(flag_wrapper handoff-4 --driver_commit_groups=4)" "${D2[@]}"
 fi
 if [[ -n "${BASE:-}" ]]; then
     AB2=(REPS="${REPS_AB:-2}" DURATION="$DURATION2" ENGINES="riptide riptide-base" RIPTIDE_BASE="$(realpath -m -- "$BASE")")
