@@ -41,10 +41,6 @@ fn options() -> Options {
     }
 }
 
-fn key(w: usize, i: u64) -> Vec<u8> {
-    format!("w{w:02}-{i:08}").into_bytes()
-}
-
 /// Blocking writers (each reading its own write back at once) and one asynchronous writer,
 /// until enough rounds were handed over; returns the blocking writers' acknowledged counts and
 /// the asynchronous writer's.
@@ -53,26 +49,7 @@ fn run_writers(db: &Db) -> (Vec<u64>, u64) {
     let stop = Arc::new(AtomicBool::new(false));
     let started = Instant::now();
     std::thread::scope(|s| {
-        let blocking: Vec<_> = (0..WRITERS)
-            .map(|w| {
-                let (t, stop) = (t.clone(), stop.clone());
-                s.spawn(move || {
-                    let mut n = 0u64;
-                    while !stop.load(Ordering::Relaxed) {
-                        let mut b = WriteBatch::new();
-                        b.put(&t, &key(w, n), &n.to_be_bytes()).unwrap();
-                        db.write(b, &WriteOptions::default()).unwrap();
-                        assert_eq!(
-                            t.get(&key(w, n)).unwrap(),
-                            Some(n.to_be_bytes().to_vec()),
-                            "writer {w}: write {n} acknowledged but not visible"
-                        );
-                        n += 1;
-                    }
-                    n
-                })
-            })
-            .collect();
+        let blocking = common::spawn_blocking_writers(s, db, &t, WRITERS, 'w', true, &stop);
         let asynchronous = {
             let (t, stop) = (t.clone(), stop.clone());
             s.spawn(move || {
@@ -80,7 +57,7 @@ fn run_writers(db: &Db) -> (Vec<u64>, u64) {
                 let mut handles = Vec::new();
                 while !stop.load(Ordering::Relaxed) {
                     let mut b = WriteBatch::new();
-                    b.put(&t, &key(WRITERS, n), &n.to_be_bytes()).unwrap();
+                    b.put(&t, &common::writer_key('a', 0, n), &n.to_be_bytes()).unwrap();
                     handles.push(db.write_async(b, &WriteOptions::default()));
                     n += 1;
                     if handles.len() == 16 {
@@ -95,20 +72,7 @@ fn run_writers(db: &Db) -> (Vec<u64>, u64) {
                 n
             })
         };
-        let large = {
-            let (t, stop) = (t.clone(), stop.clone());
-            s.spawn(move || {
-                let mut n = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    let mut b = WriteBatch::new();
-                    for j in 0..LARGE_BATCH {
-                        b.put(&t, format!("l{n:06}-{j:05}").as_bytes(), b"x").unwrap();
-                    }
-                    db.write(b, &WriteOptions::default()).unwrap();
-                    n += 1;
-                }
-            })
-        };
+        let large = common::spawn_large_writer(s, db, &t, LARGE_BATCH, &stop);
         while started.elapsed() < MAX_RUN {
             let stats = db.write_stats();
             if stats.commit_handoffs >= HANDOFFS_WANTED && stats.helped_inserts >= HELPED_WANTED {
@@ -125,16 +89,8 @@ fn run_writers(db: &Db) -> (Vec<u64>, u64) {
 
 fn check_all(db: &Db, blocking: &[u64], asynchronous: u64) {
     let t = db.default_table();
-    let all = blocking.iter().copied().chain([asynchronous]);
-    for (w, n) in all.enumerate() {
-        for i in 0..n {
-            assert_eq!(
-                t.get(&key(w, i)).unwrap(),
-                Some(i.to_be_bytes().to_vec()),
-                "writer {w} write {i}"
-            );
-        }
-    }
+    common::check_writer_keys(&t, 'w', blocking);
+    common::check_writer_keys(&t, 'a', &[asynchronous]);
 }
 
 #[test]
@@ -180,7 +136,7 @@ fn a_driver_that_commits_every_round_hands_nothing_over() {
             s.spawn(move || {
                 for i in 0..500u64 {
                     let mut b = WriteBatch::new();
-                    b.put(&t, &key(w, i), &i.to_be_bytes()).unwrap();
+                    b.put(&t, &common::writer_key('w', w, i), &i.to_be_bytes()).unwrap();
                     db.write(b, &WriteOptions::default()).unwrap();
                 }
             });

@@ -37,14 +37,6 @@ fn options() -> Options {
     }
 }
 
-fn small_key(w: usize, i: u64) -> Vec<u8> {
-    format!("s{w:02}-{i:08}").into_bytes()
-}
-
-fn large_key(batch: u64, j: usize) -> Vec<u8> {
-    format!("l{batch:06}-{j:05}").into_bytes()
-}
-
 /// Runs the writers until enough batches were inserted by followers; returns how many writes
 /// each small writer and the large writer got acknowledged.
 fn run_writers(db: &Db) -> (Vec<u64>, u64) {
@@ -52,36 +44,8 @@ fn run_writers(db: &Db) -> (Vec<u64>, u64) {
     let stop = Arc::new(AtomicBool::new(false));
     let started = Instant::now();
     std::thread::scope(|s| {
-        let small: Vec<_> = (0..SMALL_WRITERS)
-            .map(|w| {
-                let (t, stop) = (t.clone(), stop.clone());
-                s.spawn(move || {
-                    let mut n = 0u64;
-                    while !stop.load(Ordering::Relaxed) {
-                        let mut b = WriteBatch::new();
-                        b.put(&t, &small_key(w, n), &n.to_be_bytes()).unwrap();
-                        db.write(b, &WriteOptions::default()).unwrap();
-                        n += 1;
-                    }
-                    n
-                })
-            })
-            .collect();
-        let large = {
-            let (t, stop) = (t.clone(), stop.clone());
-            s.spawn(move || {
-                let mut n = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    let mut b = WriteBatch::new();
-                    for j in 0..LARGE_BATCH {
-                        b.put(&t, &large_key(n, j), &n.to_be_bytes()).unwrap();
-                    }
-                    db.write(b, &WriteOptions::default()).unwrap();
-                    n += 1;
-                }
-                n
-            })
-        };
+        let small = common::spawn_blocking_writers(s, db, &t, SMALL_WRITERS, 's', false, &stop);
+        let large = common::spawn_large_writer(s, db, &t, LARGE_BATCH, &stop);
         while db.write_stats().helped_inserts < HELPED_WANTED && started.elapsed() < MAX_RUN {
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -93,19 +57,11 @@ fn run_writers(db: &Db) -> (Vec<u64>, u64) {
 
 fn check_all(db: &Db, small: &[u64], large: u64) {
     let t = db.default_table();
-    for (w, &n) in small.iter().enumerate() {
-        for i in 0..n {
-            assert_eq!(
-                t.get(&small_key(w, i)).unwrap(),
-                Some(i.to_be_bytes().to_vec()),
-                "writer {w} write {i}"
-            );
-        }
-    }
+    common::check_writer_keys(&t, 's', small);
     for b in 0..large {
         for j in (0..LARGE_BATCH).step_by(97) {
             assert_eq!(
-                t.get(&large_key(b, j)).unwrap(),
+                t.get(&common::large_key(b, j)).unwrap(),
                 Some(b.to_be_bytes().to_vec()),
                 "large batch {b} put {j}"
             );
@@ -159,7 +115,7 @@ fn no_helpers_means_the_leader_inserts_every_batch() {
             s.spawn(move || {
                 for i in 0..500u64 {
                     let mut b = WriteBatch::new();
-                    b.put(&t, &small_key(w, i), &i.to_be_bytes()).unwrap();
+                    b.put(&t, &common::writer_key('s', w, i), &i.to_be_bytes()).unwrap();
                     db.write(b, &WriteOptions::default()).unwrap();
                 }
             });
@@ -186,20 +142,7 @@ fn hot_counters_stay_exact_when_followers_insert_and_release_locks() {
     let started = Instant::now();
     let committed: u64 = std::thread::scope(|s| {
         let txns = common::spawn_counter_increments(s, &db, &t, TXN_THREADS, COUNTERS, &stop);
-        let large = {
-            let (t, stop, db) = (t.clone(), stop.clone(), &db);
-            s.spawn(move || {
-                let mut n = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    let mut b = WriteBatch::new();
-                    for j in 0..LARGE_BATCH {
-                        b.put(&t, &large_key(n, j), b"x").unwrap();
-                    }
-                    db.write(b, &WriteOptions::default()).unwrap();
-                    n += 1;
-                }
-            })
-        };
+        let large = common::spawn_large_writer(s, &db, &t, LARGE_BATCH, &stop);
         while db.write_stats().helped_inserts < HELPED_WANTED && started.elapsed() < MAX_RUN {
             std::thread::sleep(Duration::from_millis(20));
         }

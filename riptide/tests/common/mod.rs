@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use riptide::fs::{FileSystem, PosixFs};
-use riptide::{Db, Options, ReadOptions, Table, TxnOptions};
+use riptide::{Db, Options, ReadOptions, Table, TxnOptions, WriteBatch, WriteOptions};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -85,4 +85,90 @@ pub fn counters_total(t: &Table, counters: usize) -> u64 {
                 .map_or(0, |v| u64::from_be_bytes(v.try_into().unwrap()))
         })
         .sum()
+}
+
+/// Key `i` of blocking writer `w` whose keys start with `prefix` (one letter).
+pub fn writer_key(prefix: char, w: usize, i: u64) -> Vec<u8> {
+    format!("{prefix}{w:02}-{i:08}").into_bytes()
+}
+
+/// Key `j` of large batch `batch` ([`spawn_large_writer`]).
+pub fn large_key(batch: u64, j: usize) -> Vec<u8> {
+    format!("l{batch:06}-{j:05}").into_bytes()
+}
+
+/// Spawns `writers` threads in `s`, each writing single puts of [`writer_key`]`(prefix, w, n)`
+/// = `n` (big-endian) with `db.write` until `stop` is set, and, if `read_back`, reading each
+/// back as soon as its write returns (acknowledged means visible). Each returns how many of
+/// its writes were acknowledged.
+pub fn spawn_blocking_writers<'scope>(
+    s: &'scope Scope<'scope, '_>,
+    db: &'scope Db,
+    t: &Table,
+    writers: usize,
+    prefix: char,
+    read_back: bool,
+    stop: &Arc<AtomicBool>,
+) -> Vec<ScopedJoinHandle<'scope, u64>> {
+    (0..writers)
+        .map(|w| {
+            let (t, stop) = (t.clone(), stop.clone());
+            s.spawn(move || {
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let key = writer_key(prefix, w, n);
+                    let mut b = WriteBatch::new();
+                    b.put(&t, &key, &n.to_be_bytes()).unwrap();
+                    db.write(b, &WriteOptions::default()).unwrap();
+                    if read_back {
+                        assert_eq!(
+                            t.get(&key).unwrap(),
+                            Some(n.to_be_bytes().to_vec()),
+                            "writer {w}: write {n} acknowledged but not visible"
+                        );
+                    }
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect()
+}
+
+/// Spawns a thread in `s` writing batches of `puts` puts ([`large_key`]`(n, j)` = `n`,
+/// big-endian) until `stop` is set, which keeps its group's leader busy inserting while other
+/// writers join groups behind it; returns how many batches were acknowledged.
+pub fn spawn_large_writer<'scope>(
+    s: &'scope Scope<'scope, '_>,
+    db: &'scope Db,
+    t: &Table,
+    puts: usize,
+    stop: &Arc<AtomicBool>,
+) -> ScopedJoinHandle<'scope, u64> {
+    let (t, stop) = (t.clone(), stop.clone());
+    s.spawn(move || {
+        let mut n = 0u64;
+        while !stop.load(Ordering::Relaxed) {
+            let mut b = WriteBatch::new();
+            for j in 0..puts {
+                b.put(&t, &large_key(n, j), &n.to_be_bytes()).unwrap();
+            }
+            db.write(b, &WriteOptions::default()).unwrap();
+            n += 1;
+        }
+        n
+    })
+}
+
+/// Asserts that blocking writer `w` of `prefix` has each of its `counts[w]` writes in `t`.
+pub fn check_writer_keys(t: &Table, prefix: char, counts: &[u64]) {
+    for (w, &n) in counts.iter().enumerate() {
+        for i in 0..n {
+            assert_eq!(
+                t.get(&writer_key(prefix, w, i)).unwrap(),
+                Some(i.to_be_bytes().to_vec()),
+                "writer {prefix}{w} write {i}"
+            );
+        }
+    }
 }
