@@ -176,7 +176,12 @@ impl TableInner {
     /// [`TableInner::memtable_for_write`] would return. Called under the log-buffer lock.
     pub(crate) fn is_active_with_room(&self, mem: &Arc<Memtable>) -> bool {
         let view = self.current.load();
-        Arc::ptr_eq(&view.active, mem) && mem.memory_usage() < self.write_buffer_size
+        Arc::ptr_eq(&view.active, mem) && self.has_room(mem)
+    }
+
+    /// True while `mem` is below `write_buffer_size` (an active memtable takes writes).
+    fn has_room(&self, mem: &Memtable) -> bool {
+        mem.memory_usage() < self.write_buffer_size
     }
 
     /// The active memtable, switching to a new one first if it reached `write_buffer_size`.
@@ -185,14 +190,14 @@ impl TableInner {
     pub(crate) fn memtable_for_write(&self, first_lsn: Lsn) -> Arc<Memtable> {
         {
             let view = self.current.load();
-            if view.active.memory_usage() < self.write_buffer_size {
+            if self.has_room(&view.active) {
                 return view.active.clone();
             }
         }
         let active = {
             let _g = self.change.lock();
             let view = self.current();
-            if view.active.memory_usage() < self.write_buffer_size {
+            if self.has_room(&view.active) {
                 return view.active.clone();
             }
             self.switch_memtable(&view, first_lsn.saturating_sub(1))

@@ -140,13 +140,10 @@ impl Pipeline {
             (Some(e), _) => Err(Error::Poisoned(Arc::new(e))),
             (None, None) => Err(Error::Closed),
             (None, Some(redo)) => redo
+                // Groups are in log order: the last one ends the flush.
                 .append_records(
                     &mut buf,
-                    groups
-                        .iter()
-                        .map(|g| g.last_lsn.load(Ordering::Relaxed))
-                        .max()
-                        .unwrap_or(0),
+                    groups.last().map_or(0, |g| g.last_lsn.load(Ordering::Relaxed)),
                 )
                 .and_then(|()| if sync { redo.sync_for_commit() } else { Ok(()) })
                 .and_then(|()| redo.maybe_roll())
