@@ -273,6 +273,17 @@ async fn execute(args: &ClusterArgs, addr: &str, auth: &ClusterAuth) -> Result<(
             }
             if let Some(l) = &old_leader {
                 call(l, auth, AdminRequest::PauseWrites(true), CALL_TIMEOUT).await?;
+                // The target cannot win while its log lacks an entry the others hold: with
+                // writes paused, let it catch up to the leader's log first (best effort, 5 s;
+                // under load it may lag when the pause begins).
+                let deadline = Instant::now() + Duration::from_secs(5);
+                while Instant::now() < deadline {
+                    let (leader_log, target_log) = (status_of(l, auth).await?, status_of(&target, auth).await?);
+                    if target_log.last_log_index >= leader_log.last_log_index {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
                 call(l, auth, AdminRequest::Heartbeats(false), CALL_TIMEOUT).await?;
             }
             let outcome = async {
