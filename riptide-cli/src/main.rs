@@ -22,6 +22,13 @@ mod stress;
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+/// The binary's allocator (feature `mimalloc`, default): per-thread free lists instead of
+/// glibc's locked arenas. A library choice for the `riptide` binary only; an application that
+/// embeds the engine brings its own.
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Exit status of a run that failed (usage errors exit 2, as clap's do).
 const RUNTIME_ERROR: u8 = 1;
 
