@@ -17,6 +17,7 @@ use crate::sql::error::SqlError;
 use crate::sql::parse::parse;
 use crate::sql::session::{Outcome, Reply, Session};
 use crate::sql::session_vars::{SessionView, SERVER_VERSION};
+use crate::sql::shape::Parsed;
 use crate::value::Value;
 use sqlparser::ast::Statement;
 use std::collections::HashMap;
@@ -302,13 +303,19 @@ pub async fn serve_connection(stream: TcpStream, shared: Arc<ServerShared>, id: 
                 let started = std::time::Instant::now();
                 let out = match std::str::from_utf8(&sql) {
                     Err(_) => Err(SqlError::syntax("the statement is not valid UTF-8")),
-                    Ok(text) => match parse(text) {
+                    Ok(text) => match shared.shapes.parse(text) {
                         Err(e) => Err(e),
-                        Ok(stmts) if stmts.is_empty() => Err(SqlError::new(1065, "42000", "Query was empty")),
-                        Ok(stmts) if stmts.len() > 1 => Err(SqlError::syntax(
+                        Ok(Parsed::Shaped(stmt, literals)) => {
+                            shared.metrics.statement(&stmt);
+                            run(&mut session, &stmt, &literals, &shared, &mut gate).await
+                        }
+                        Ok(Parsed::Full(stmts)) if stmts.is_empty() => {
+                            Err(SqlError::new(1065, "42000", "Query was empty"))
+                        }
+                        Ok(Parsed::Full(stmts)) if stmts.len() > 1 => Err(SqlError::syntax(
                             "several statements in one query (multi-statements are off)",
                         )),
-                        Ok(stmts) => {
+                        Ok(Parsed::Full(stmts)) => {
                             shared.metrics.statement(&stmts[0]);
                             run(&mut session, &stmts[0], &[], &shared, &mut gate).await
                         }

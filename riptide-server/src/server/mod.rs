@@ -80,6 +80,9 @@ impl Authenticator for Users {
     }
 }
 
+/// What the cache of parsed text-query shapes may take (estimated bytes).
+const SHAPE_CACHE_BYTES: u64 = 16 << 20;
+
 /// What every connection shares.
 pub struct ServerShared {
     /// The configuration.
@@ -96,6 +99,8 @@ pub struct ServerShared {
     pub stop: tokio::sync::watch::Sender<bool>,
     /// This replica's Raft node and catalog follower, in cluster mode.
     pub cluster: Option<Arc<replica::Replica>>,
+    /// Parsed shapes of text queries (`crate::sql::shape`).
+    pub shapes: crate::sql::shape::ShapeCache,
 }
 
 /// Errors starting or stopping the server.
@@ -171,6 +176,7 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
         connections: AtomicU64::new(0),
         stop,
         cluster,
+        shapes: crate::sql::shape::ShapeCache::new(SHAPE_CACHE_BYTES),
     });
     let s = shared.clone();
     let accept = listen::spawn_accept_loop(listener, shared.stop.subscribe(), move |stream, id| {

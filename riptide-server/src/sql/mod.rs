@@ -14,4 +14,5 @@ pub mod rowcodec;
 pub mod schema;
 pub mod session;
 pub mod session_vars;
+pub mod shape;
 pub mod types;
