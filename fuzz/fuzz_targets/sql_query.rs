@@ -50,6 +50,7 @@ fn session() -> Session {
         SessionConfig {
             sync: false,
             lock_wait_timeout: Duration::from_secs(1),
+            current_reads: false,
         },
         view,
     )

@@ -33,6 +33,12 @@ pub struct ServeArgs {
     /// Row lock wait timeout in seconds (innodb_lock_wait_timeout).
     #[arg(long, default_value_t = 50)]
     lock_wait_timeout: u64,
+    /// What UPDATE, DELETE, INSERT's key checks and SELECT ... FOR UPDATE read under
+    /// REPEATABLE READ: `snapshot` (snapshot isolation: a row changed after the transaction's
+    /// snapshot fails with 1213, first updater wins) or `latest` (InnoDB's rule: the newest
+    /// committed version, under the row lock). Plain SELECTs read the snapshot either way.
+    #[arg(long, value_enum, default_value_t = LockingReads::Snapshot)]
+    locking_reads: LockingReads,
     /// Databases to create at start when missing (repeatable).
     #[arg(long = "create-database")]
     create_databases: Vec<String>,
@@ -51,6 +57,15 @@ pub struct ServeArgs {
     objects: ObjectArgs,
     #[command(flatten)]
     cluster: ClusterArgs,
+}
+
+/// What locking reads see under REPEATABLE READ (`--locking-reads`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockingReads {
+    /// The transaction's snapshot; a newer version is a write conflict (1213).
+    Snapshot,
+    /// The newest committed version (InnoDB's current read).
+    Latest,
 }
 
 /// The users clients log in as (`riptide serve` and `riptide router`).
@@ -270,6 +285,7 @@ pub fn run(args: &ServeArgs) -> Result<(), ServeError> {
         session: SessionConfig {
             sync: args.sync == 1,
             lock_wait_timeout: Duration::from_secs(args.lock_wait_timeout),
+            current_reads: args.locking_reads == LockingReads::Latest,
         },
         create_databases: args.create_databases.clone(),
         engine: engine_options(args)?,

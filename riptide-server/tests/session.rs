@@ -26,6 +26,11 @@ fn open(path: &Path) -> (riptide::Db, Arc<Catalog>) {
 }
 
 fn session(cat: &Arc<Catalog>, id: u32) -> Session {
+    session_with(cat, id, false)
+}
+
+/// A session whose locking reads are current reads (`--locking-reads latest`) or not.
+fn session_with(cat: &Arc<Catalog>, id: u32, current_reads: bool) -> Session {
     let view = SessionView {
         db: None,
         user: "root".into(),
@@ -43,6 +48,7 @@ fn session(cat: &Arc<Catalog>, id: u32) -> Session {
         SessionConfig {
             sync: false,
             lock_wait_timeout: Duration::from_secs(5),
+            current_reads,
         },
         view,
     )
@@ -1168,4 +1174,78 @@ fn interrupted_ddl_is_repaired_and_the_index_can_be_made_again() {
     drop(held);
     drop(s);
     close(db, cat);
+}
+
+/// REPEATABLE READ with current reads (`--locking-reads latest`, InnoDB's rule): after a
+/// SELECT fixed the snapshot and another session changed the row, UPDATE and DELETE work on
+/// the newest version (no 1213) and keep the secondary index in step, while plain SELECTs in
+/// the transaction still read the snapshot. Without current reads the same UPDATE is 1213.
+#[test]
+fn current_reads_update_the_newest_row_where_snapshot_isolation_conflicts() {
+    for current in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, cat) = open(dir.path());
+        let mut a = session_with(&cat, 1, current);
+        let mut b = session_with(&cat, 2, current);
+        ok(&mut a, "CREATE DATABASE d");
+        ok(&mut a, "USE d");
+        ok(&mut b, "USE d");
+        ok(
+            &mut a,
+            "CREATE TABLE t (id INT NOT NULL, k INT NOT NULL, c CHAR(10), PRIMARY KEY (id), KEY k_idx (k))",
+        );
+        ok(
+            &mut a,
+            "INSERT INTO t (id, k, c) VALUES (1, 10, 'a'), (2, 20, 'b'), (3, 30, 'c')",
+        );
+        ok(&mut a, "BEGIN");
+        assert_eq!(trows(&mut a, "SELECT k FROM t WHERE id = 1", &[]), vec![strs(&["10"])]);
+        ok(&mut b, "UPDATE t SET k = k + 1 WHERE id = 1");
+        ok(&mut b, "UPDATE t SET c = 'z' WHERE id = 2");
+        if !current {
+            assert_eq!(code(&mut a, "UPDATE t SET k = k + 1 WHERE id = 1", &[]), 1213);
+            assert!(!a.in_transaction(), "1213 rolls the transaction back");
+            drop((a, b));
+            close(db, cat);
+            continue;
+        }
+        assert_eq!(affected(&mut a, "UPDATE t SET k = k + 1 WHERE id = 1", &[]), 1);
+        assert_eq!(trows(&mut a, "SELECT k FROM t WHERE id = 1", &[]), vec![strs(&["12"])]);
+        assert_eq!(
+            trows(&mut a, "SELECT c FROM t WHERE id = 2", &[]),
+            vec![strs(&["b"])],
+            "a plain read stays at the snapshot"
+        );
+        assert_eq!(affected(&mut a, "DELETE FROM t WHERE id = 2", &[]), 1);
+        ok(&mut a, "INSERT INTO t (id, k, c) VALUES (2, 22, 'n')");
+        assert_eq!(
+            trows(&mut a, "SELECT c FROM t WHERE id = 2 FOR UPDATE", &[]),
+            vec![strs(&["n"])]
+        );
+        ok(&mut a, "COMMIT");
+        for s in [&mut a, &mut b] {
+            assert_eq!(
+                trows(s, "SELECT id, k, c FROM t ORDER BY id", &[]),
+                vec![
+                    strs(&["1", "12", "a"]),
+                    strs(&["2", "22", "n"]),
+                    strs(&["3", "30", "c"])
+                ]
+            );
+            // The index agrees with the rows: every k is found through it, old ones are gone.
+            for (k, n) in [
+                ("10", "0"),
+                ("11", "0"),
+                ("12", "1"),
+                ("20", "0"),
+                ("22", "1"),
+                ("30", "1"),
+            ] {
+                let sql = format!("SELECT COUNT(*) FROM t WHERE k = {k}");
+                assert_eq!(trows(s, &sql, &[]), vec![strs(&[n])], "{sql}");
+            }
+        }
+        drop((a, b));
+        close(db, cat);
+    }
 }

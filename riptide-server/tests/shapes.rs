@@ -31,6 +31,7 @@ fn session(cat: &Arc<Catalog>) -> Session {
     let config = SessionConfig {
         sync: false,
         lock_wait_timeout: Duration::from_secs(5),
+        current_reads: false,
     };
     Session::new(cat.clone(), config, view)
 }

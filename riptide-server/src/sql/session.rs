@@ -33,6 +33,11 @@ pub struct SessionConfig {
     pub sync: bool,
     /// Row lock wait timeout.
     pub lock_wait_timeout: Duration,
+    /// Under REPEATABLE READ, UPDATE, DELETE, INSERT's key checks and `SELECT ... FOR UPDATE`
+    /// read the newest committed version of each row under its lock (InnoDB's "current
+    /// read") instead of failing with 1213 on a row changed after the snapshot (snapshot
+    /// isolation's first-updater-wins). Plain SELECTs read the snapshot either way.
+    pub current_reads: bool,
 }
 
 /// What a statement produced.
@@ -241,7 +246,7 @@ impl Session {
                         commit: None,
                     });
                 }
-                let rows = self.in_txn(|txn| select::run(&p, &mut Reader::Txn(txn), params));
+                let rows = self.in_txn(p.for_update, |txn| select::run(&p, &mut Reader::Txn(txn), params));
                 self.keep_pin(pin);
                 let rows = rows?;
                 let commit = if autocommit_only { self.commit_open() } else { None };
@@ -252,7 +257,7 @@ impl Session {
             }
             Plan::Insert(p) => {
                 let autocommit_only = self.txn.is_none() && self.view.autocommit;
-                let r = self.in_txn(|txn| write::insert(txn, &p, params));
+                let r = self.in_txn(true, |txn| write::insert(txn, &p, params));
                 self.keep_pin(pin);
                 let r = r?;
                 if let Some(id) = r.first_id {
@@ -274,7 +279,7 @@ impl Session {
             }
             Plan::Modify(p) => {
                 let autocommit_only = self.txn.is_none() && self.view.autocommit;
-                let r = self.in_txn(|txn| write::modify(txn, &p, params));
+                let r = self.in_txn(true, |txn| write::modify(txn, &p, params));
                 self.keep_pin(pin);
                 let r = r?;
                 let commit = if autocommit_only { self.commit_open() } else { None };
@@ -419,8 +424,9 @@ impl Session {
     }
 
     /// Runs `f` inside the session's transaction (opening one if needed) under a savepoint;
-    /// on error undoes the statement, or the whole transaction for 1213/1205.
-    fn in_txn<T>(&mut self, f: impl FnOnce(&mut Txn) -> SqlResult<T>) -> SqlResult<T> {
+    /// on error undoes the statement, or the whole transaction for 1213/1205. A `locking`
+    /// statement (a write, `FOR UPDATE`) makes current reads where the session's config says.
+    fn in_txn<T>(&mut self, locking: bool, f: impl FnOnce(&mut Txn) -> SqlResult<T>) -> SqlResult<T> {
         let opened_here = self.txn.is_none();
         if opened_here {
             let isolation = if self.view.autocommit {
@@ -437,6 +443,7 @@ impl Session {
         } else {
             self.config.lock_wait_timeout
         });
+        txn.set_current_reads(locking && self.config.current_reads);
         txn.set_savepoint();
         match f(txn) {
             Ok(v) => {

@@ -13,7 +13,7 @@
 //! - the literals taken out bind to the same values through `?` as in place: integers below
 //!   2^63 (`number`, the binder's own conversion: `Value::Int`), and single-quoted strings
 //!   without a backslash or a doubled quote (`Value::Bytes` of the text between the quotes).
-//!   Anything the scanner is unsure of (comments, `?`, `"`, `@`, escapes, adjacent strings,
+//!   Anything the scanner is unsure of (comments, `?` anywhere, `"`, `@`, escapes, adjacent strings,
 //!   introducers such as `_utf8'x'` or `X'ff'`, decimals, exponents, larger integers,
 //!   identifiers that begin with digits) leaves the whole query to the parser;
 //! - a shape is used only where a parameter means what the literal meant: INSERT ... VALUES,
@@ -92,20 +92,33 @@ impl ShapeCache {
 }
 
 /// Whether every one of the shape's `count` parameters stands where a literal and a parameter
-/// bind alike.
+/// bind alike: all of them are counted in the clauses listed (a `?` in any other clause, one
+/// the binder reads differently or ignores, leaves the count short). The shape holds no quoted
+/// text with a `?` in it (the scanner refuses those), so a `?` printed is a parameter.
 fn params_mean_literals(stmt: &Statement, count: usize) -> bool {
     let params_in = |text: String| text.matches('?').count();
+    let params_in_expr = |e: &Option<sqlparser::ast::Expr>| e.as_ref().map_or(0, |e| params_in(e.to_string()));
     match stmt {
         Statement::Insert(i) => {
-            i.source
-                .as_ref()
-                .is_some_and(|s| matches!(s.body.as_ref(), SetExpr::Values(_)))
-                && params_in(stmt.to_string()) == count
+            let Some(source) = i.source.as_ref() else {
+                return false;
+            };
+            matches!(source.body.as_ref(), SetExpr::Values(_))
+                && params_in(source.body.to_string()) + i.on.as_ref().map_or(0, |on| params_in(on.to_string())) == count
         }
-        Statement::Update(u) => u.order_by.is_empty() && u.limit.is_none() && params_in(stmt.to_string()) == count,
-        Statement::Delete(d) => d.order_by.is_empty() && d.limit.is_none() && params_in(stmt.to_string()) == count,
+        Statement::Update(u) => {
+            u.order_by.is_empty()
+                && u.limit.is_none()
+                && u.assignments
+                    .iter()
+                    .map(|a| params_in(a.value.to_string()))
+                    .sum::<usize>()
+                    + params_in_expr(&u.selection)
+                    == count
+        }
+        Statement::Delete(d) => d.order_by.is_empty() && d.limit.is_none() && params_in_expr(&d.selection) == count,
         Statement::Query(q) => match q.body.as_ref() {
-            SetExpr::Select(s) => s.selection.as_ref().is_some_and(|w| params_in(w.to_string()) == count),
+            SetExpr::Select(s) => params_in_expr(&s.selection) == count,
             _ => false,
         },
         _ => false,
@@ -156,7 +169,11 @@ pub fn shape_of(sql: &str) -> Option<(String, Vec<Value>)> {
                 continue;
             }
             b'`' => {
-                i += 1 + b[i + 1..].iter().position(|&x| x == b'`')?;
+                let close = i + 1 + b[i + 1..].iter().position(|&x| x == b'`')?;
+                if b[i + 1..close].contains(&b'?') {
+                    return None; // a `?` printed must be a parameter (`params_mean_literals`)
+                }
+                i = close;
             }
             b'0'..=b'9' => {
                 if i > 0 && is_word_byte(b[i - 1]) {

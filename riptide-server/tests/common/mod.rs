@@ -17,6 +17,7 @@ pub fn config(dir: &std::path::Path, max_packet: usize) -> ServerConfig {
         session: SessionConfig {
             sync: false,
             lock_wait_timeout: Duration::from_secs(5),
+            current_reads: false,
         },
         create_databases: vec!["d".into()],
         engine: riptide::Options::default(),

@@ -10,6 +10,8 @@
 //!   version is visible, so a retry's new snapshot sees it.
 //! - The snapshot moves only while `snapshot_pinned` is false: every read so far was of a row
 //!   this transaction holds locked and checked, which reads the same at the new snapshot.
+//! - With current reads on, a claim is checked against nothing: it reads (if asked) the newest
+//!   version under the lock, as read committed does, and the commit depends on that version.
 
 use super::{Txn, TxnMode};
 use crate::error::{Error, Result};
@@ -141,18 +143,29 @@ impl Txn {
             return Ok(None);
         }
         let new = self.lock(table, id, key)?;
-        let Some(snap) = self.snapshot_lsn() else {
-            if !want_value {
+        let snapshot = self.snapshot_lsn();
+        if snapshot.is_none() || self.current_reads {
+            // A current read under a snapshot reads the version too when it claims the key,
+            // to remember one newer than the snapshot: once current reads are off, that key is
+            // checked (and conflicts) like any other the snapshot cannot see.
+            let remember = new && snapshot.is_some();
+            if !want_value && !remember {
                 return Ok(None);
             }
-            // Read committed: the newest version of the row we now hold, even one whose commit
-            // is still being logged (its locks were released early); we commit after it.
-            let latest = table.inner().latest_version(key, true)?;
-            return Ok(Some(latest.and_then(|(lsn, value)| {
+            // Read committed or a current read: the newest version of the row we now hold, even
+            // one whose commit is still being logged (its locks were released early); we commit
+            // after it.
+            let latest = table.inner().latest_version(key, want_value)?;
+            let value = latest.and_then(|(lsn, value)| {
                 self.depends_on = self.depends_on.max(lsn);
+                if remember && snapshot.is_some_and(|snap| lsn > snap) {
+                    self.unchecked.push((id, key.to_vec()));
+                }
                 value
-            })));
-        };
+            });
+            return Ok(want_value.then_some(value));
+        }
+        let snap = snapshot.expect("checked above");
         let recheck = !new && self.unchecked.iter().any(|(t, k)| *t == id && k == key);
         if new || recheck {
             let mut checked = self.newest_version_after(table, key, snap, want_value)?;

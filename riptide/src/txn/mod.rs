@@ -12,7 +12,9 @@
 //!   locked until the commit batch is placed (or the transaction rolls back). Under snapshot
 //!   isolation, a key is only buffered after its newest version was checked to be at or below
 //!   the snapshot, while holding its lock; a key whose check failed is checked again on every
-//!   later use.
+//!   later use. While current reads are on ([`Txn::set_current_reads`]) a claimed key is not
+//!   checked: its locked read returns the newest committed version instead (MySQL's "current
+//!   read"), and the commit is ordered after that version as under read committed.
 //! - Optimistic: no lock while running; at commit every tracked key is locked (in key order, so
 //!   optimistic commits never deadlock each other), checked, and kept locked until the batch is
 //!   placed; so a later committer's check sees this commit's versions.
@@ -111,6 +113,7 @@ impl Db {
             depends_on: 0,
             snapshot_pinned: AtomicBool::new(false),
             unchecked: Vec::new(),
+            current_reads: false,
             tracked: HashMap::new(),
             gc_pin: None,
             tables: HashMap::new(),
@@ -169,6 +172,9 @@ pub struct Txn {
     snapshot_pinned: AtomicBool,
     /// Pessimistic, snapshot isolation: locked rows whose conflict check failed.
     unchecked: Vec<(u32, Vec<u8>)>,
+    /// Pessimistic: locking reads and writes read the newest committed version instead of
+    /// checking against the snapshot ([`Txn::set_current_reads`]).
+    current_reads: bool,
     /// Optimistic: keys to validate at commit, with the LSN they were first used at.
     tracked: HashMap<(u32, Vec<u8>), Lsn>,
     /// Optimistic read committed: a snapshot held from the first tracked key on, at or below
@@ -210,6 +216,21 @@ impl Txn {
     /// Locks already held are kept.
     pub fn set_lock_timeout(&mut self, timeout: std::time::Duration) {
         self.opts.lock_timeout = timeout;
+    }
+
+    /// Turns current reads on or off for the calls that follow (pessimistic transactions; off
+    /// at begin). While on, [`Txn::get_for_update`], [`Txn::put`] and [`Txn::delete`] lock the
+    /// key and do not check it against the snapshot: a locking read returns the newest committed
+    /// version, even one newer than the snapshot, and a write of a key changed after the
+    /// snapshot is no [`Error::WriteConflict`]. This is InnoDB's rule for UPDATE, DELETE and
+    /// `SELECT ... FOR UPDATE` under REPEATABLE READ (a "current read"); plain reads
+    /// ([`Txn::get`], iterators) still read the snapshot. The commit is acknowledged only after
+    /// every version read this way is. A key claimed this way whose newest version is newer
+    /// than the snapshot is a write conflict again if it is claimed after current reads are
+    /// turned off (its snapshot value must not be read or written over under the lock). Under
+    /// read committed it changes nothing.
+    pub fn set_current_reads(&mut self, on: bool) {
+        self.current_reads = on;
     }
 
     /// Distinct keys written so far.
