@@ -95,6 +95,8 @@ pub struct ServerShared {
     pub metrics: metrics::Metrics,
     /// Open connections.
     pub connections: AtomicU64,
+    /// Commits started and not yet answered (`conn`: a commit is made inline only when none is).
+    pub commits_in_flight: AtomicU64,
     /// Flips to true when the server stops.
     pub stop: tokio::sync::watch::Sender<bool>,
     /// This replica's Raft node and catalog follower, in cluster mode.
@@ -174,6 +176,7 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
         catalog,
         metrics: metrics::Metrics::default(),
         connections: AtomicU64::new(0),
+        commits_in_flight: AtomicU64::new(0),
         stop,
         cluster,
         shapes: crate::sql::shape::ShapeCache::new(SHAPE_CACHE_BYTES),

@@ -60,10 +60,19 @@ pub enum Outcome {
     },
 }
 
+/// Where a statement's commit stands.
+pub enum CommitState {
+    /// Made asynchronously: the engine's handle to wait on.
+    Started(WriteHandle),
+    /// Made on the session's thread ([`Session::inline_commit`]): its outcome and how long
+    /// the commit took.
+    Done(riptide::Result<()>, Duration),
+}
+
 /// A commit under way: the reply waits for it.
 pub struct PendingCommit {
-    /// The engine's handle.
-    pub handle: WriteHandle,
+    /// The commit.
+    pub state: CommitState,
     /// The transaction wrote something (its commit goes through the replicator, on a replica):
     /// false for a commit that only ends a transaction that read.
     pub writes: bool,
@@ -75,7 +84,10 @@ pub struct PendingCommit {
 impl PendingCommit {
     /// Blocks until the commit is durable and visible, then unpins.
     pub fn wait(self) -> riptide::Result<()> {
-        self.handle.wait()
+        match self.state {
+            CommitState::Started(handle) => handle.wait(),
+            CommitState::Done(outcome, _) => outcome,
+        }
     }
 }
 
@@ -120,6 +132,9 @@ pub struct Session {
     pub found_rows: bool,
     /// The statement running now may not wait for row locks ([`Session::execute_nowait`]).
     nowait: bool,
+    /// A commit made by the next statements is made on this thread, waiting for its log write
+    /// (the caller allows it to block: see `server::conn`), instead of asynchronously.
+    pub inline_commit: bool,
     /// On a replica: the Raft term in which the running statement's reads were confirmed; a
     /// transaction begun now commits only in that term (`WriteOptions::replication_fence`).
     pub replication_fence: Option<u64>,
@@ -136,6 +151,7 @@ impl Session {
             txn_pin: None,
             found_rows: false,
             nowait: false,
+            inline_commit: false,
             replication_fence: None,
         }
     }
@@ -179,9 +195,15 @@ impl Session {
     /// Commits the open transaction, if any; the handle to wait for.
     fn commit_open(&mut self) -> Option<PendingCommit> {
         let pin = self.txn_pin.take();
+        let inline = self.inline_commit;
         self.txn.take().map(|t| PendingCommit {
             writes: !t.is_empty(),
-            handle: t.commit_async(),
+            state: if inline {
+                let started = std::time::Instant::now();
+                CommitState::Done(t.commit(), started.elapsed())
+            } else {
+                CommitState::Started(t.commit_async())
+            },
             pin,
         })
     }
