@@ -1,7 +1,7 @@
 //! A failing redo-log fsync, injected through the engine's file-system trait (`FaultFs`), under
 //! an in-process server with durable commits: a commit made on the connection's own thread
-//! (one client, so no other commit is in flight) and one made asynchronously (several clients
-//! at once) both answer with an error, never OK; what was acknowledged before stays; the
+//! (an autocommit write of the only client) and ones made asynchronously (COMMIT, several
+//! clients at once) all answer with an error, never OK; what was acknowledged before stays; the
 //! server keeps answering.
 
 mod common;
@@ -31,8 +31,12 @@ async fn a_failed_fsync_fails_inline_and_asynchronous_commits() {
 
         faults.fail_always(FaultOp::Sync, Some("redo"), 5 /* EIO */);
         let before = faults.faults_fired();
-        // One client: these commits are made on the connection's thread.
-        assert!(c.query("INSERT INTO t VALUES (3, 3)").is_err(), "an autocommit write acknowledged");
+        // One client: the autocommit write commits on the connection's thread, COMMIT
+        // asynchronously.
+        assert!(
+            c.query("INSERT INTO t VALUES (3, 3)").is_err(),
+            "an autocommit write acknowledged"
+        );
         c.query("BEGIN").unwrap();
         c.query("UPDATE t SET v = 20 WHERE id = 2").unwrap();
         assert!(c.query("COMMIT").is_err(), "a COMMIT acknowledged");
@@ -43,7 +47,10 @@ async fn a_failed_fsync_fails_inline_and_asynchronous_commits() {
                 std::thread::spawn(move || {
                     let mut c = Client::connect(addr, "root", "", Some("d")).unwrap();
                     (0..10)
-                        .filter(|i| c.query(&format!("INSERT INTO t VALUES ({}, 0)", 100 + w * 10 + i)).is_ok())
+                        .filter(|i| {
+                            c.query(&format!("INSERT INTO t VALUES ({}, 0)", 100 + w * 10 + i))
+                                .is_ok()
+                        })
                         .count()
                 })
             })
