@@ -1353,11 +1353,6 @@ fn statement(rng: &mut StdRng) -> String {
 #[test]
 fn shaped_text_queries_answer_as_parsed_ones() {
     let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let open = |p: &std::path::Path| {
-        let db = riptide::Db::open(p, riptide::Options::default()).expect("open db");
-        let cat = Arc::new(Catalog::open(db.clone()).expect("open catalog"));
-        (db, cat)
-    };
     let ((db_a, cat_a), (db_b, cat_b)) = (open(dir_a.path()), open(dir_b.path()));
     let (mut a, mut b) = (session(&cat_a, 1), session(&cat_b, 1));
     let shapes = ShapeCache::new(1 << 20);
