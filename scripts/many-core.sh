@@ -20,7 +20,7 @@
 #   WORK=${TMPDIR:-/tmp}/many-core   where compare.sh puts its databases (deleted after each run)
 #   DRY_RUN=1                   print every compare.sh invocation (environment and command) and the
 #                               vmstat runs, with the time estimate, instead of running them
-#   AB=1                        also nine A/B blocks of Riptide against itself with one feature switched
+#   AB=1                        also ten A/B blocks of Riptide against itself with one feature switched
 #                               (engine riptide-base = the same binary with an extra flag), REPS2
 #                               runs each, about 5 more minutes: early lock release
 #                               (xbench zipf at 64 threads, --early_lock_release=false), pointer
@@ -31,7 +31,9 @@
 #                               threads of fillrandom, the two options that are off by default turned
 #                               on in riptide-base: adaptive polling (--write_wait_adaptive=true) and the
 #                               commit hand-off (--driver_commit_groups=4, also xbench zipf at 16 and 64
-#                               threads; and =0, every round handed over)
+#                               threads; and =0, every round handed over); and spinning on the
+#                               pipeline's mutexes (fillrandom at 4 and 16 threads,
+#                               --write_lock_spin_nanos=0)
 #   BASE=path                   also A/B blocks of RIPTIDE against this baseline binary (engine
 #                               riptide-base): fillrandom sync=0 at 16 and 64 threads (ab-base-fill),
 #                               sync=1 at 64 (ab-base-sync1) and xbench zipf at 16 and 64
@@ -218,6 +220,9 @@ if [[ "${AB:-0}" != 0 ]]; then
     block ab-handoff-xbench "xbench 42:10:32:16 zipf 0.99, 500K rows, 16 and 64 threads: riptide-base = --driver_commit_groups=4" 3 \
         "${X[@]}" THREADS="16 64" EXTRA_FLAGS="$ZIPF" ENGINES="riptide riptide-base" \
         RIPTIDE_BASE="$(flag_wrapper handoff-4 --driver_commit_groups=4)" "${D2[@]}"
+    block ab-lock-spin "fillrandom sync=0, 4M keys, 4 and 16 threads: riptide-base = --write_lock_spin_nanos=0" 0 \
+        BENCHMARKS=fillrandom THREADS="4 16" NUM=4000000 ENGINES="riptide riptide-base" \
+        RIPTIDE_BASE="$(flag_wrapper no-lock-spin --write_lock_spin_nanos=0)" "${D2[@]}"
 fi
 if [[ -n "${BASE:-}" ]]; then
     AB2=(REPS="${REPS_AB:-2}" DURATION="$DURATION2" ENGINES="riptide riptide-base" RIPTIDE_BASE="$(realpath -m -- "$BASE")")

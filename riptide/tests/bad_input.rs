@@ -65,6 +65,7 @@ fn no_option_value_aborts_the_process() {
         ("write_queues", |o| o.write_queues = usize::MAX),
         ("parallel_insert_helpers", |o| o.parallel_insert_helpers = usize::MAX),
         ("write_wait_spin_micros", |o| o.write_wait_spin_micros = u64::MAX),
+        ("write_lock_spin_nanos", |o| o.write_lock_spin_nanos = u64::MAX),
         ("max_flushes", |o| o.max_flushes = usize::MAX),
         ("max_compactions", |o| o.max_compactions = usize::MAX),
         ("compaction_units", |o| o.compaction_units = usize::MAX),

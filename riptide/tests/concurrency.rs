@@ -748,14 +748,15 @@ fn mixed_sync_case(queues: usize, group: usize, n: u64, fault: Option<(FaultFs, 
     // Waiters sleep at once, or poll first (with many queues: most groups commit meanwhile),
     // giving up on a busy CPU or not; the log driver commits every flush round itself, hands
     // every one over to a waiting writer, or hands over those of more than one group.
-    let (spin, adaptive, commit_groups) = match queues {
-        1 => (0, false, 0),
-        4 => (50, false, usize::MAX),
-        _ => (200, true, 1),
+    // Contended pipeline mutexes block at once, or are watched for a while first.
+    let (spin, adaptive, commit_groups, lock_spin) = match queues {
+        1 => (0, false, 0, 0),
+        4 => (50, false, usize::MAX, 2_000),
+        _ => (200, true, 1, 50_000),
     };
     let what = format!(
         "write_queues={queues} max_group_size={group} parallel_insert_helpers={helpers} write_wait_spin_micros={spin} \
-         write_wait_adaptive={adaptive} driver_commit_groups={commit_groups}"
+         write_wait_adaptive={adaptive} driver_commit_groups={commit_groups} write_lock_spin_nanos={lock_spin}"
     );
     let dir = tempfile::tempdir().unwrap();
     let mut opts = Options {
@@ -765,6 +766,7 @@ fn mixed_sync_case(queues: usize, group: usize, n: u64, fault: Option<(FaultFs, 
         write_wait_spin_micros: spin,
         write_wait_adaptive: adaptive,
         driver_commit_groups: commit_groups,
+        write_lock_spin_nanos: lock_spin,
         // Larger memtables for some runs: many versions of a key in one memtable.
         write_buffer_size: if group == 2 { 2 << 20 } else { 64 << 10 },
         ..options()

@@ -310,6 +310,7 @@ impl Db {
             write_wait_spin: std::time::Duration::from_micros(opts.write_wait_spin_micros),
             write_wait_adaptive: opts.write_wait_adaptive,
             driver_commit_groups: opts.driver_commit_groups,
+            write_lock_spin: std::time::Duration::from_nanos(opts.write_lock_spin_nanos),
         };
         let by_name = tables.values().map(|t| (t.name.clone(), t.clone())).collect();
         let workers = Workers::new(factory.flush_queue.clone());

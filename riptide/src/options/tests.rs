@@ -40,6 +40,13 @@ fn bad_options_name_the_field() {
         ),
         (
             Options {
+                write_lock_spin_nanos: 100_001,
+                ..Default::default()
+            },
+            "write_lock_spin_nanos",
+        ),
+        (
+            Options {
                 immutable_stop_trigger: 0,
                 immutable_slowdown_trigger: 0,
                 ..Default::default()

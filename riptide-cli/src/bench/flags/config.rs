@@ -377,6 +377,9 @@ impl Config {
             if let Some(n) = f.driver_commit_groups {
                 options.driver_commit_groups = n;
             }
+            if let Some(n) = f.write_lock_spin_nanos {
+                options.write_lock_spin_nanos = n;
+            }
             if let Some(on) = f.redo_preallocate {
                 options.redo_preallocate = on;
             }
@@ -452,6 +455,7 @@ impl Config {
                 ("write_wait_spin_micros", f.write_wait_spin_micros.is_some()),
                 ("write_wait_adaptive", f.write_wait_adaptive.is_some()),
                 ("driver_commit_groups", f.driver_commit_groups.is_some()),
+                ("write_lock_spin_nanos", f.write_lock_spin_nanos.is_some()),
                 ("redo_preallocate", f.redo_preallocate.is_some()),
                 ("level1_dynamic_trigger", f.level1_dynamic_trigger.is_some()),
             ]

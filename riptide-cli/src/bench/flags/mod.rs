@@ -632,6 +632,15 @@ pub struct BenchFlags {
     #[arg(long = "driver_commit_groups", alias = "driver-commit-groups", value_name = "N")]
     pub driver_commit_groups: Option<usize>,
 
+    /// Riptide only: how long a writer watches a taken write-pipeline mutex before it blocks;
+    /// 0 blocks at once [default: 10000 on 8 cores or more, else 0]
+    #[arg(
+        long = "write_lock_spin_nanos",
+        alias = "write-lock-spin-nanos",
+        value_name = "NANOS"
+    )]
+    pub write_lock_spin_nanos: Option<u64>,
+
     /// Riptide only: zero-fill the redo log ahead of durable commits so their fdatasync
     /// writes no file-size change [default: true]
     #[arg(

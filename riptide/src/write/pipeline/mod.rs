@@ -106,6 +106,9 @@ pub(super) struct QueueState {
 struct WriteQueue {
     state: Mutex<QueueState>,
     cond: Condvar,
+    /// `state.busy`, readable without the lock: a leader waiting for the queue's previous
+    /// group to leave stage 1 watches it before sleeping on `cond`.
+    busy: AtomicBool,
 }
 
 /// Sizes the pipeline needs from [`crate::Options`].
@@ -124,7 +127,19 @@ pub(crate) struct PipelineConfig {
     /// Most groups of a flush round the driver commits itself (more are handed to a waiting
     /// writer; `commit.rs`).
     pub(crate) driver_commit_groups: usize,
+    /// How long a writer watches a taken pipeline mutex, or its queue's busy stage 1, before
+    /// it blocks (see [`crate::contention`]).
+    pub(crate) write_lock_spin: Duration,
 }
+
+/// The pipeline's mutexes that are held for short sections only, and so may be spun on
+/// (the log file's is held across a write and an fsync).
+const SPUN_LOCKS: [LockClass; 4] = [
+    LockClass::WriteQueue,
+    LockClass::LogBuffer,
+    LockClass::LogDriver,
+    LockClass::CommitWindow,
+];
 
 /// The write pipeline of one database instance; see the module header.
 pub(crate) struct Pipeline {
@@ -193,7 +208,7 @@ impl Pipeline {
             closed: AtomicBool::new(false),
             inflight: AtomicUsize::new(0),
             counters: Counters::default(),
-            contention: Contention::default(),
+            contention: Contention::with_spin(&SPUN_LOCKS, cfg.write_lock_spin),
         });
         let worker = pipeline.clone();
         let handle = std::thread::Builder::new()
@@ -307,12 +322,19 @@ impl Pipeline {
         if !leader {
             return;
         }
+        if st.busy && !self.cfg.write_lock_spin.is_zero() {
+            // Followers keep joining the group meanwhile; only this leader takes it.
+            parking_lot::MutexGuard::unlocked(&mut st, || {
+                crate::contention::spin_until(self.cfg.write_lock_spin, || !q.busy.load(Ordering::Acquire))
+            });
+        }
         while st.busy {
             q.cond.wait(&mut st);
         }
         let group = std::mem::take(&mut st.pending);
         st.pending_bytes = 0;
         st.busy = true;
+        q.busy.store(true, Ordering::Relaxed);
         q.cond.notify_all();
         drop(st);
         let timed = stats::sample_group();
@@ -333,6 +355,7 @@ impl Pipeline {
     fn release_queue(&self, q: &WriteQueue) {
         let mut st = self.contention.lock(LockClass::WriteQueue, &q.state);
         st.busy = false;
+        q.busy.store(false, Ordering::Release);
         q.cond.notify_all();
     }
 
