@@ -121,7 +121,7 @@ pub(crate) struct DbInner {
     /// Per output level (L0, L1, L2): compaction counters.
     level_counters: [LevelCounters; 3],
     /// Transactions: the row-lock table and counters (for the transaction layer above).
-    txns: Arc<TxnShared>,
+    pub(crate) txns: Arc<TxnShared>,
     /// The last background error (cleared by the next successful flush).
     bg_error: Mutex<Option<Error>>,
     counters: BackgroundCounters,
@@ -156,7 +156,7 @@ pub(crate) struct DbInner {
 /// ```
 #[derive(Clone)]
 pub struct Db {
-    inner: Arc<DbHandle>,
+    pub(crate) inner: Arc<DbHandle>,
 }
 
 impl std::fmt::Debug for Db {

@@ -392,16 +392,19 @@ impl Memtable {
 
     /// Inserts a version of `key` without counting it (see [`Self::note_inserted`]).
     pub(crate) fn insert_uncounted(&self, key: &[u8], lsn: Lsn, kind: ValueKind, value: &[u8]) {
-        let version = Version::alloc(&self.arena, lsn, kind, value, random_height(MAX_VERSION_HEIGHT));
-
         let mut prev = [ptr::null(); MAX_HEIGHT];
         let mut next = [ptr::null(); MAX_HEIGHT];
         self.find_splice(key, &mut prev, &mut next);
         // SAFETY: `next[0]` is null or a published node.
         if !next[0].is_null() && unsafe { Self::cmp_node(next[0], key) } == CmpOrdering::Equal {
+            let version = Version::alloc(&self.arena, lsn, kind, value, random_height(MAX_VERSION_HEIGHT));
             self.insert_version(next[0], version);
             return;
         }
+        // The first version of a key gets height 1: a chain's express lanes only pay once it
+        // has many versions, and a taller first version would cost the key an upper-heads block
+        // (96 bytes) one time in four even if it is never written again.
+        let version = Version::alloc(&self.arena, lsn, kind, value, 1);
 
         let height = random_height(MAX_HEIGHT);
         let node = self.arena.alloc(Node::alloc_size(height, key.len())).cast::<Node>();

@@ -355,6 +355,39 @@ mod version_index {
     }
 }
 
+/// A key's first version never gets express lanes: 1,000 keys written once each allocate no
+/// upper-heads block (with random heights one in four would), and a second version of each
+/// still may.
+#[test]
+fn first_versions_get_no_upper_levels() {
+    let m = Arc::new(Memtable::new());
+    let keys: Vec<Vec<u8>> = (0..1000u32).map(|i| format!("key{i:05}").into_bytes()).collect();
+    for (i, k) in keys.iter().enumerate() {
+        m.insert(k, i as Lsn + 1, ValueKind::Put, b"v");
+    }
+    let mut c = m.cursor();
+    for k in &keys {
+        c.seek(k);
+        assert_eq!(c.level_lengths(), vec![1], "{k:?}");
+    }
+    for (i, k) in keys.iter().enumerate() {
+        m.insert(k, 2000 + i as Lsn, ValueKind::Put, b"w");
+    }
+    let tall = keys
+        .iter()
+        .filter(|k| {
+            c.seek(k);
+            c.level_lengths().len() > 1
+        })
+        .count();
+    assert!(
+        (100..500).contains(&tall),
+        "{tall} of 1000 second versions were taller than 1"
+    );
+    assert_eq!(m.get(&keys[7], u64::MAX), Lookup::Value(b"w"));
+    assert_eq!(m.get(&keys[7], 8), Lookup::Value(b"v"));
+}
+
 /// The skiplist's cache prefetch is a hint only: null, dangling and unmapped addresses are all
 /// fine (every search also runs it on real nodes, in the tests above).
 #[test]

@@ -3,9 +3,10 @@
 //! item 4), where a plain chain made a read at an old snapshot walk every newer version.
 //!
 //! Level 0 is the full chain, newest first: [`VersionChain::for_each`] walks it, which is what
-//! flush, iterators and `latest_version` observe. Each version also gets a random height
-//! (one in [`BRANCHING`] versions of height h reaches h + 1, as the key skiplist); levels
-//! 1.. are express lanes used only to find a position.
+//! flush, iterators and `latest_version` observe. Each version but a key's first also gets a
+//! random height (one in [`BRANCHING`] versions of height h reaches h + 1, as the key
+//! skiplist; the memtable gives a new key's first version height 1, so a key written once
+//! never allocates upper heads); levels 1.. are express lanes used only to find a position.
 //!
 //! Invariants:
 //! - Every level is sorted by LSN, newest first (ties: LSNs of one key are distinct, one LSN

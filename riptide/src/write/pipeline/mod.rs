@@ -323,7 +323,8 @@ impl Pipeline {
             return;
         }
         if st.busy && !self.cfg.write_lock_spin.is_zero() {
-            // Followers keep joining the group meanwhile; only this leader takes it.
+            // Followers keep joining the group meanwhile; only this leader takes it. (The
+            // mutex is taken back with a plain `lock`: that wait is not counted.)
             parking_lot::MutexGuard::unlocked(&mut st, || {
                 crate::contention::spin_until(self.cfg.write_lock_spin, || !q.busy.load(Ordering::Acquire))
             });
@@ -516,5 +517,36 @@ impl Pipeline {
                 let _ = handle.join();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SPUN_LOCKS;
+    use crate::contention::LockClass;
+    use std::time::Duration;
+
+    /// `write_lock_spin_nanos` reaches the pipeline's short-held mutexes, and only them: the
+    /// log file's (held across writes and fsyncs) and the row locks' never spin.
+    #[test]
+    fn the_option_reaches_the_short_held_mutexes_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = crate::Options {
+            write_lock_spin_nanos: 3_000,
+            ..Default::default()
+        };
+        let db = crate::Db::open(dir.path(), opts).unwrap();
+        let pipeline = db.inner.pipeline.contention();
+        let row_locks = db.inner.txns.locks.contention();
+        for class in LockClass::ALL {
+            let want = if SPUN_LOCKS.contains(&class) {
+                Duration::from_nanos(3_000)
+            } else {
+                Duration::ZERO
+            };
+            assert_eq!(pipeline.spin_budget(class), want, "{class:?}");
+            assert_eq!(row_locks.spin_budget(class), Duration::ZERO, "{class:?}");
+        }
+        assert!(!SPUN_LOCKS.contains(&LockClass::LogFile));
     }
 }
