@@ -24,6 +24,10 @@ pub(super) fn user_prefix(ikey: &[u8]) -> Option<u64> {
     Some(u64::from_be_bytes(b))
 }
 
+/// Keys with the target's prefix looked at one by one before a binary search finds the end of
+/// their run.
+const EQUAL_PREFIX_SCAN: usize = 4;
+
 /// Sorted internal keys, packed; see the module docs.
 #[derive(Debug, Default)]
 pub(crate) struct PackedKeys {
@@ -85,7 +89,18 @@ impl PackedKeys {
                 // Keys with a smaller prefix are smaller, keys with a larger one larger: only
                 // the run with the target's prefix (usually at most one key) needs comparing.
                 lo = self.prefixes.partition_point(|&x| x < p);
-                hi = lo + self.prefixes[lo..].partition_point(|&x| x == p);
+                // The run ends a few keys on at most (usually at once, on the line the first
+                // search ended on); a second binary search over the whole rest, as this once
+                // was, cost as much as the first (a third of a warm point lookup's CPU went to
+                // these searches).
+                hi = lo;
+                while hi < self.prefixes.len() && self.prefixes[hi] == p {
+                    hi += 1;
+                    if hi - lo == EQUAL_PREFIX_SCAN {
+                        hi = lo + self.prefixes[lo..].partition_point(|&x| x == p);
+                        break;
+                    }
+                }
             }
         }
         while lo < hi {
@@ -129,6 +144,24 @@ mod tests {
         for t in targets {
             let want = keys.partition_point(|k| compare_internal_keys(k, t) == Ordering::Less);
             assert_eq!(p.lower_bound(t), want, "target {t:?}");
+        }
+    }
+
+    #[test]
+    fn long_runs_of_one_prefix_are_searched_whole() {
+        // 0, 3, 4, 5 and 40 keys share one 8-byte prefix (the run scan, its end, the binary
+        // search that takes over), between keys of smaller and larger prefixes.
+        for run in [0usize, 3, 4, 5, 40] {
+            let mut keys = vec![ikey(b"aaaaaaa", 1)];
+            for i in 0..run {
+                keys.push(ikey(format!("prefix00{i:03}").as_bytes(), 1));
+            }
+            keys.push(ikey(b"zzzzzzzzz", 1));
+            let mut targets = keys.clone();
+            targets.push(ikey(b"prefix00", 9));
+            targets.push(ikey(b"prefix00zz", 9));
+            targets.push(ikey(b"prefix00002", 0));
+            check(&keys, &targets);
         }
     }
 
