@@ -88,14 +88,15 @@ pub(crate) fn get_from_levels<R>(
         if !open.reader.block_may_contain(b, hash) {
             continue;
         }
-        let (path, at) = (open.reader.path(), open.reader.block_file_offset(b).unwrap_or(0));
         let partial = store.point_block(extent, open, b, seek, hash, |read, scratch| match read {
             PointRead::Found => match decode_internal_key(scratch.key()) {
                 Some((uk, lsn, kind)) if uk == user_key => Ok(Some((lsn, kind, scratch.value()))),
                 Some(_) => Ok(None),
+                // The block's file offset only for the error: looking it up costs the lookup a
+                // cache miss (an index entry) on every block it visits.
                 None => Err(Error::corruption(
-                    path,
-                    at,
+                    open.reader.path(),
+                    open.reader.block_file_offset(b).unwrap_or(0),
                     "malformed internal key in a verified restart region",
                 )),
             }
