@@ -353,7 +353,7 @@ impl Block {
         };
         // Heads below the target's belong to keys below it; heads above it, to keys above it.
         let below = range.partition_point(|&h| h < t);
-        let equal = range[below..].partition_point(|&h| h == t);
+        let equal = super::packed::run_end(range, below, t) - below;
         let new_left = left + below.saturating_sub(1);
         let new_right = (left + below + equal).saturating_sub(1).max(new_left);
         (new_left, new_right)
