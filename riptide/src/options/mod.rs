@@ -91,8 +91,8 @@ pub struct Options {
     /// then passes to a running thread instead of one a futex must wake. 0: block at once.
     /// Default: 10,000 ns on a machine with 8 cores or more, else 0 (16 cores: fillrandom at
     /// 4 / 16 / 64 threads 1.07 / 1.10 / 1.04x and zipf xbench at 16 / 64 threads 1.09 /
-    /// 1.25x with 2,000 ns against 0, and 10,000 ns 1.04 / 1.04x fill and 1.10x xbench at
-    /// 64 against 2,000; 2 cores, where the holder is often not running: 2,000 ns against 0
+    /// 1.25x with 2,000 ns against 0; 10,000 ns against 2,000: fillrandom 1.04 / 1.04x at 4 /
+    /// 16 threads, xbench 1.10x at 64; 2 cores, where the holder is often not running: 2,000 ns against 0
     /// gave fillrandom 0.90–1.04x and xbench 0.94–0.98x). Range: 0 ..= 100,000 ns.
     pub write_lock_spin_nanos: u64,
     /// Size at which the redo log rolls over to a new segment. Default: 64 MiB. Min: 64 KiB.
