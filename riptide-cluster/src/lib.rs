@@ -18,8 +18,8 @@
 //! for the fault tests ([`linearizability`]).
 //!
 //! Invariants:
-//! - Names starting with [`RESERVED_PREFIX`] belong to the cluster layer; a write set may not
-//!   touch them, and snapshots carry every other table.
+//! - Names starting with [`RESERVED_PREFIX`] or [`XA_PREFIX`] belong to the cluster layer; a
+//!   write set may not touch them, and snapshots carry every table but the first kind.
 //! - Every on-disk value is a postcard encoding of an openraft or [`types`] value, behind a
 //!   one-byte format version ([`codec`]); a value that does not decode is an error, never
 //!   skipped.
@@ -43,6 +43,7 @@ pub mod types;
 pub use log_store::LogStore;
 pub use node::{NodeConfig, NodeError, PartitionNode};
 pub use replicator::RaftReplicator;
+pub use state_machine::prepared_write_sets;
 pub use state_machine::{SnapshotError, StateMachine};
 /// Cluster administration (`riptide cluster`), carried by the transport.
 pub use transport::admin;
@@ -56,6 +57,12 @@ pub const LOG_TABLE: &str = "__raft.log";
 pub const RAFT_META_TABLE: &str = "__raft.meta";
 /// The state machine's applied log id and membership.
 pub const STATE_TABLE: &str = "__raft.state";
+/// Names starting with this belong to the cluster layer's two-phase commit; a write set may
+/// not touch them, and snapshots carry them (unlike [`RESERVED_PREFIX`]'s).
+pub const XA_PREFIX: &str = "__xa.";
+/// Prepared transactions: key = transaction id, value = the encoded [`WriteSet`] of its
+/// writes (puts and deletes only).
+pub const PREPARED_TABLE: &str = "__xa.prepared";
 
 /// The log store and state machine of the partition database `db`, for a Raft node.
 pub fn open_partition(db: &riptide::Db) -> Result<(LogStore, StateMachine), SnapshotError> {

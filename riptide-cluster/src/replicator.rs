@@ -23,7 +23,7 @@ use crate::types::{TypeConfig, WriteOp, WriteSet};
 use openraft::error::{ClientWriteError, RaftError};
 use openraft::Raft;
 use parking_lot::Mutex;
-use riptide::replication::{ReplicatedWrites, ReplicationDone, Replicator};
+use riptide::replication::{Phase, ReplicatedWrites, ReplicationDone, Replicator};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -120,6 +120,12 @@ impl Replicator for RaftReplicator {
         let mut set = WriteSet {
             ops: writes.ops.into_iter().map(WriteOp::from).collect(),
         };
+        match writes.phase {
+            Phase::OnePhase => {}
+            Phase::Prepare(xid) => set.ops.push(WriteOp::Prepare { xid }),
+            Phase::CommitPrepared(xid) => set.ops.push(WriteOp::CommitPrepared { xid }),
+            Phase::RollbackPrepared(xid) => set.ops.push(WriteOp::RollbackPrepared { xid }),
+        }
         let own = (!set.ops.iter().any(WriteOp::is_ddl)).then_some(term);
         if let Some(term) = writes.fence.or(own) {
             set.ops.push(WriteOp::Fence { term });
@@ -190,6 +196,10 @@ fn outcome(answer: WriteAnswer) -> riptide::Result<()> {
             // Committed in another term than its fence: refused on every replica, so it was
             // definitely not applied, as a write a follower refuses.
             Some(reason) if reason.starts_with(crate::types::FENCE_REFUSAL) => Err(fenced(&reason)),
+            // A decision for an id with nothing prepared (never prepared, or decided already).
+            Some(reason) if reason.starts_with(crate::types::UNKNOWN_XID_REFUSAL) => {
+                Err(riptide::Error::UnknownXid(reason))
+            }
             // Validated above, so only a replica disagreeing with this build's limits gets here.
             Some(reason) => Err(riptide::Error::InvalidOption {
                 option: "write set",

@@ -23,11 +23,27 @@ pub enum WriteOp {
     /// reads were confirmed); committed in any other, every replica refuses the whole set
     /// ([`FENCE_REFUSAL`]). Added after the other ops, so older logs decode unchanged.
     Fence { term: u64 },
+    /// Not a write: two-phase commit's first step. The set's writes are stored under this
+    /// transaction id ([`crate::PREPARED_TABLE`]) and applied to no table until a
+    /// [`WriteOp::CommitPrepared`] of the same id. Refused when the id is prepared already.
+    /// Added after the ops above (so are the next two).
+    Prepare { xid: Vec<u8> },
+    /// The decision to commit the transaction prepared under this id: its stored writes are
+    /// applied and its record deleted, in one atomic write. Alone in its set (but a fence);
+    /// refused ([`UNKNOWN_XID_REFUSAL`]) when nothing is prepared under the id.
+    CommitPrepared { xid: Vec<u8> },
+    /// The decision to roll back the transaction prepared under this id: its record is
+    /// deleted. Alone in its set (but a fence); refused like [`WriteOp::CommitPrepared`].
+    RollbackPrepared { xid: Vec<u8> },
 }
 
 /// How a write set refused by its [`WriteOp::Fence`] is told apart (the start of
 /// [`Applied::refused`]).
 pub const FENCE_REFUSAL: &str = "fenced: proposed for term";
+
+/// How a decision for an id with nothing prepared is told apart (the start of
+/// [`Applied::refused`]).
+pub const UNKNOWN_XID_REFUSAL: &str = "no transaction is prepared under";
 
 impl WriteOp {
     /// The table the write goes to (none for a fence).
@@ -37,7 +53,18 @@ impl WriteOp {
             | WriteOp::Delete { table, .. }
             | WriteOp::CreateTable { table }
             | WriteOp::DropTable { table } => Some(table),
-            WriteOp::Fence { .. } => None,
+            WriteOp::Fence { .. }
+            | WriteOp::Prepare { .. }
+            | WriteOp::CommitPrepared { .. }
+            | WriteOp::RollbackPrepared { .. } => None,
+        }
+    }
+
+    /// The two-phase commit step this op marks, if any.
+    pub fn phase_xid(&self) -> Option<&[u8]> {
+        match self {
+            WriteOp::Prepare { xid } | WriteOp::CommitPrepared { xid } | WriteOp::RollbackPrepared { xid } => Some(xid),
+            _ => None,
         }
     }
 
@@ -99,6 +126,25 @@ impl WriteSet {
         if self.ops.iter().filter(|op| matches!(op, WriteOp::Fence { .. })).count() > 1 {
             return Err("more than one fence in a write set".into());
         }
+        let phases = self.ops.iter().filter(|op| op.phase_xid().is_some()).count();
+        if phases > 1 {
+            return Err("more than one two-phase commit step in a write set".into());
+        }
+        if let Some(xid) = self.ops.iter().find_map(WriteOp::phase_xid) {
+            if xid.is_empty() || xid.len() > riptide::MAX_XID_BYTES {
+                return Err(format!("transaction id of {} bytes", xid.len()));
+            }
+            if self.ops.iter().any(WriteOp::is_ddl) {
+                return Err("a table creation or drop cannot be prepared".into());
+            }
+            let decision = self
+                .ops
+                .iter()
+                .any(|op| matches!(op, WriteOp::CommitPrepared { .. } | WriteOp::RollbackPrepared { .. }));
+            if decision && self.ops.iter().any(|op| op.table().is_some()) {
+                return Err("a decision for a prepared transaction carries no writes".into());
+            }
+        }
         let mut bytes = 0usize;
         for op in &self.ops {
             let Some(table) = op.table() else {
@@ -108,7 +154,7 @@ impl WriteSet {
             if table.is_empty() || table.len() > riptide::MAX_TABLE_NAME {
                 return Err(format!("table name of {} bytes", table.len()));
             }
-            if table.starts_with(crate::RESERVED_PREFIX) {
+            if table.starts_with(crate::RESERVED_PREFIX) || table.starts_with(crate::XA_PREFIX) {
                 return Err(format!("table {table:?} belongs to the cluster layer"));
             }
             if table == riptide::DEFAULT_TABLE && matches!(op, WriteOp::DropTable { .. }) {
@@ -117,7 +163,7 @@ impl WriteSet {
             let (key, value) = match op {
                 WriteOp::Put { key, value, .. } => (&key[..], value.len()),
                 WriteOp::Delete { key, .. } => (&key[..], 0),
-                WriteOp::CreateTable { .. } | WriteOp::DropTable { .. } | WriteOp::Fence { .. } => (&[][..], 0),
+                _ => (&[][..], 0),
             };
             if key.len() > riptide::MAX_KEY_SIZE {
                 return Err(format!(

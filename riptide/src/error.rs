@@ -121,6 +121,11 @@ pub enum Error {
     /// stopped while it was in flight, so it may or may not commit.
     #[error("replication failed, outcome unknown: {0}")]
     Replication(String),
+    /// A replicated database has no transaction prepared under this id
+    /// ([`crate::Db::commit_prepared`], [`crate::Db::rollback_prepared`]): it was never
+    /// prepared, or its decision was already applied. Nothing was written.
+    #[error("no transaction is prepared under the id {0}")]
+    UnknownXid(String),
     /// `WriteOptions::no_slowdown` was set and the write would have stalled.
     #[error("write would stall: {0}")]
     WouldStall(&'static str),

@@ -101,7 +101,7 @@ pub use options::{
 };
 pub use snapshot::Snapshot;
 pub use table_options::{TableOptions, DEFAULT_ZSTD_LEVEL};
-pub use txn::{Isolation, Txn, TxnCursor, TxnIter, TxnMode, TxnOptions, TxnStats};
+pub use txn::{Isolation, Txn, TxnCursor, TxnIter, TxnMode, TxnOptions, TxnStats, MAX_XID_BYTES};
 pub use write::batch::WriteBatch;
 pub use write::completion::WriteHandle;
 pub use write::pipeline::WriteStats;

@@ -65,6 +65,27 @@ pub struct ReplicatedWrites {
     /// refuses to commit the writes under any other (Raft) term, so that writes computed from
     /// reads confirmed in one term never commit in another.
     pub fence: Option<u64>,
+    /// Which step of a commit this is: one phase (the default), or a step of two-phase commit
+    /// ([`crate::Txn::prepare`]).
+    pub phase: Phase,
+}
+
+/// Which step of a commit a [`ReplicatedWrites`] is.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Phase {
+    /// The writes commit now, on every replica.
+    #[default]
+    OnePhase,
+    /// Two-phase commit, first step: the writes are stored durably on every replica under
+    /// this transaction id and applied to no table until the decision.
+    Prepare(Vec<u8>),
+    /// The decision for the prepared transaction of this id: apply its stored writes and
+    /// forget it (`ops` is empty). Refused with [`crate::Error::UnknownXid`] when no
+    /// transaction of this id is prepared.
+    CommitPrepared(Vec<u8>),
+    /// The decision for the prepared transaction of this id: forget its writes (`ops` is
+    /// empty); refused like [`Phase::CommitPrepared`].
+    RollbackPrepared(Vec<u8>),
 }
 
 /// How a replicator reports a write's outcome, in up to two steps:
@@ -106,8 +127,12 @@ impl ReplicationDone {
     }
 
     /// The write's fate is known for good: answers the writer if not answered yet, and
-    /// releases what the write held.
+    /// releases what the write held (before the answer, so that a writer told of a failure
+    /// finds its rows free).
     pub fn settle(mut self, result: Result<()>) {
+        if result.is_err() {
+            drop(self.on_placed.take());
+        }
         self.answer(result);
     }
 }
@@ -158,7 +183,11 @@ impl ReplicatedWrites {
                 }
             })
             .collect();
-        ReplicatedWrites { ops, fence }
+        ReplicatedWrites {
+            ops,
+            fence,
+            phase: Phase::OnePhase,
+        }
     }
 }
 

@@ -261,6 +261,20 @@ impl LockManager {
         }
     }
 
+    /// Hands every lock in `keys` held by `from` over to `to` (waiters now wait for `to`).
+    pub(crate) fn transfer(&self, from: TxnId, to: TxnId, keys: &[(u32, Vec<u8>)]) {
+        for owned in keys {
+            let stripe = self.stripe(owned.0, &owned.1);
+            let mut locks = self.contention.lock(LockClass::RowLockStripe, &stripe.locks);
+            if let Some(e) = locks.get_mut(owned) {
+                if e.holder == Some(from) {
+                    e.holder = Some(to);
+                    self.repoint_waiters(e, to);
+                }
+            }
+        }
+    }
+
     /// Releases every lock in `keys` held by `txn` and wakes one waiter of each.
     pub(crate) fn release_all(&self, txn: TxnId, keys: impl IntoIterator<Item = (u32, Vec<u8>)>) {
         for owned in keys {

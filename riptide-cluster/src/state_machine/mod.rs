@@ -26,7 +26,10 @@
 //!   wait for anything the apply loop holds.
 //! - A build never replaces a newer snapshot installed meanwhile.
 
+mod prepared;
 mod snapshots;
+
+pub use prepared::prepared_write_sets;
 
 pub use snapshots::SnapshotError;
 
@@ -228,6 +231,9 @@ impl StateMachine {
                 .and_then(|()| set.fenced_out(entry.log_id.leader_id.term).map_or(Ok(()), Err))
             {
                 Err(reason) => applied.refused = Some(reason),
+                Ok(()) if set.ops.iter().any(|op| op.phase_xid().is_some()) => {
+                    applied = self.apply_phase(entry.log_id, set, pending, touched)?;
+                }
                 Ok(()) => {
                     for op in &set.ops {
                         let Some(table_name) = op.table() else {
@@ -257,7 +263,10 @@ impl StateMachine {
                                     Err(e) => return Err(apply_err(&e)),
                                 }
                             }
-                            WriteOp::Fence { .. } => {}
+                            WriteOp::Fence { .. }
+                            | WriteOp::Prepare { .. }
+                            | WriteOp::CommitPrepared { .. }
+                            | WriteOp::RollbackPrepared { .. } => {}
                         }
                         applied.writes += 1;
                     }

@@ -8,7 +8,7 @@
 use super::Db;
 use crate::error::{Error, Result};
 use crate::options::WriteOptions;
-use crate::replication::{ReplicatedWrites, Replicator};
+use crate::replication::{Phase, ReplicatedWrites, Replicator};
 use crate::write::batch::WriteBatch;
 use crate::write::completion::Completion;
 use crate::write::pipeline::OnPlaced;
@@ -61,6 +61,25 @@ impl Db {
         self.write_by(batch, opts, Route::Local)
     }
 
+    /// Hands `batch` to the replicator as step `phase` of a commit, with `hook` run once it is
+    /// settled as applied, and waits for the answer.
+    pub(crate) fn replicate_phase(
+        &self,
+        batch: &crate::WriteBatch,
+        opts: &WriteOptions,
+        phase: Phase,
+        hook: Option<crate::write::pipeline::OnPlaced>,
+    ) -> Result<()> {
+        opts.validate()?;
+        let replicator = self.inner.replicator.get().ok_or_else(|| Error::InvalidOption {
+            option: "replicator",
+            reason: "no replicator is installed".into(),
+        })?;
+        let mut writes = ReplicatedWrites::from_batch(batch, opts.replication_fence);
+        writes.phase = phase;
+        replicate(replicator.as_ref(), writes, hook).wait()
+    }
+
     /// Hands one DDL op to the replicator and waits for its outcome.
     pub(crate) fn replicate_ddl(&self, op: crate::replication::ReplicatedOp) -> Result<()> {
         let replicator = self.inner.replicator.get().ok_or_else(|| Error::InvalidOption {
@@ -69,7 +88,7 @@ impl Db {
         })?;
         let writes = ReplicatedWrites {
             ops: vec![op],
-            fence: None,
+            ..Default::default()
         };
         replicate(replicator.as_ref(), writes, None).wait()
     }

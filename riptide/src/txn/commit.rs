@@ -20,7 +20,7 @@ use std::time::Instant;
 
 impl Txn {
     /// Optimistic validation (if any), then the commit batch.
-    fn prepare_commit(&mut self) -> Result<WriteBatch> {
+    pub(super) fn prepare_commit(&mut self) -> Result<WriteBatch> {
         if self.opts.mode == TxnMode::Optimistic {
             self.validate()?;
         }
@@ -73,7 +73,7 @@ impl Txn {
     }
 
     /// Moves the locks out of the transaction, to be released when the commit is placed.
-    fn take_locks(&mut self) -> HeldLocks {
+    pub(super) fn take_locks(&mut self) -> HeldLocks {
         HeldLocks {
             shared: self.shared.clone(),
             id: self.id,
@@ -153,7 +153,7 @@ impl Txn {
 /// A committing transaction's row locks. They are released when this is dropped: right after
 /// the commit batch is placed (the pipeline runs the hook from [`HeldLocks::into_hook`]), or
 /// when the write fails before that (the hook is dropped without running).
-struct HeldLocks {
+pub(super) struct HeldLocks {
     shared: Arc<TxnShared>,
     id: TxnId,
     locks: Vec<(u32, Vec<u8>)>,
@@ -161,6 +161,37 @@ struct HeldLocks {
 }
 
 impl HeldLocks {
+    /// No locks yet, for owner `id` (a prepared transaction's locks taken again after a
+    /// failover: `Db::lock_prepared`).
+    pub(super) fn new(shared: Arc<TxnShared>, id: TxnId) -> Self {
+        HeldLocks {
+            shared,
+            id,
+            locks: Vec::new(),
+            since: None,
+        }
+    }
+
+    /// The lock owner.
+    pub(super) fn owner(&self) -> TxnId {
+        self.id
+    }
+
+    /// Records a lock granted to this owner.
+    pub(super) fn push(&mut self, table: u32, key: Vec<u8>) {
+        self.locks.push((table, key));
+    }
+
+    /// Takes over the locks of `other` (another owner's: they are handed over in the lock
+    /// table to this owner first, so one release frees them all).
+    pub(super) fn absorb(&mut self, other: &mut HeldLocks) {
+        let moved = std::mem::take(&mut other.locks);
+        if other.id != self.id {
+            self.shared.locks.transfer(other.id, self.id, &moved);
+        }
+        self.locks.extend(moved);
+    }
+
     /// The commit is placed (or, without early lock release, visible): counts the hold time of
     /// a committed writer and releases the locks.
     fn release_committed(mut self) {

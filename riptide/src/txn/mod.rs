@@ -36,6 +36,7 @@ mod commit;
 mod iter;
 mod optimistic;
 mod options;
+mod prepared;
 
 use crate::db::Db;
 use crate::error::{Error, Result};
@@ -52,6 +53,8 @@ use std::time::Instant;
 
 pub use iter::{TxnCursor, TxnIter};
 pub use options::{Isolation, TxnMode, TxnOptions, TxnStats};
+pub(crate) use prepared::PreparedLocks;
+pub use prepared::MAX_XID_BYTES;
 
 impl Db {
     /// Begins a transaction. It reads at a snapshot taken now (snapshot isolation) or at the

@@ -1,0 +1,121 @@
+//! Two-phase commit in the state machine: a write set marked [`WriteOp::Prepare`] is stored
+//! under its transaction id in [`PREPARED_TABLE`] instead of being applied; the decision
+//! ([`WriteOp::CommitPrepared`], [`WriteOp::RollbackPrepared`]) applies the stored writes (or
+//! not) and deletes the record, in one atomic write with the entry's index.
+//!
+//! Invariants:
+//! - An id has at most one record; a prepare under an id with a record, and a decision for an
+//!   id without one, are refused identically on every replica (only their index is applied).
+//! - A step reads the records as the entries before it left them: the entries gathered before
+//!   it in the same apply call are written first.
+//! - Records live in a table that snapshots carry, so a member that catches up by snapshot
+//!   knows what is prepared.
+
+use super::{PendingApply, StateMachine};
+use crate::codec::{decode, encode};
+use crate::engine::table_or_create;
+use crate::types::{Applied, WriteOp, WriteSet, UNKNOWN_XID_REFUSAL};
+use crate::PREPARED_TABLE;
+use openraft::{AnyError, LogId, StorageError, StorageIOError};
+use riptide::{Db, ReadOptions};
+
+type NodeId = u64;
+
+/// Every prepared transaction of partition database `db`: its id and its writes, by id.
+/// A record that does not decode is [`riptide::Error::Corruption`].
+pub fn prepared_write_sets(db: &Db) -> riptide::Result<Vec<(Vec<u8>, WriteSet)>> {
+    let table = match db.table(PREPARED_TABLE) {
+        Ok(t) => t,
+        Err(riptide::Error::TableNotFound(_)) => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut out = Vec::new();
+    for row in table.iter(&ReadOptions::default())? {
+        let (xid, bytes) = row?;
+        let set = decode(&bytes, "prepared write set").map_err(|e| corrupt(db, e.0))?;
+        out.push((xid, set));
+    }
+    Ok(out)
+}
+
+fn corrupt(db: &Db, reason: String) -> riptide::Error {
+    riptide::Error::Corruption {
+        path: db.path().to_path_buf(),
+        offset: 0,
+        reason,
+    }
+}
+
+/// An id as a refusal shows it.
+fn show(xid: &[u8]) -> String {
+    String::from_utf8_lossy(xid).into_owned()
+}
+
+impl StateMachine {
+    /// Adds the two-phase commit step of `set` (validated: exactly one step, a decision carries
+    /// no writes) to `pending`, or refuses it.
+    pub(super) fn apply_phase(
+        &self,
+        log_id: LogId<NodeId>,
+        set: &WriteSet,
+        pending: &mut PendingApply,
+        touched: &mut Vec<String>,
+    ) -> Result<Applied, StorageError<NodeId>> {
+        let err = |e: &dyn std::error::Error| -> StorageError<NodeId> {
+            StorageIOError::<NodeId>::apply(log_id, AnyError::error(e.to_string())).into()
+        };
+        // The records as the entries before this one left them.
+        self.write_pending(pending)?;
+        let records = table_or_create(&self.db, PREPARED_TABLE).map_err(|e| err(&e))?;
+        let mut applied = Applied::default();
+        for op in &set.ops {
+            match op {
+                WriteOp::Prepare { xid } => {
+                    if records.get(xid).map_err(|e| err(&e))?.is_some() {
+                        applied.refused = Some(format!("the transaction id {:?} is prepared already", show(xid)));
+                        return Ok(applied);
+                    }
+                    let writes = WriteSet {
+                        ops: set
+                            .ops
+                            .iter()
+                            .filter(|op| matches!(op, WriteOp::Put { .. } | WriteOp::Delete { .. }))
+                            .cloned()
+                            .collect(),
+                    };
+                    applied.writes = writes.ops.len() as u32;
+                    let bytes = encode(&writes).map_err(|e| err(&e))?;
+                    pending.batch.put(&records, xid, &bytes).map_err(|e| err(&e))?;
+                }
+                WriteOp::CommitPrepared { xid } | WriteOp::RollbackPrepared { xid } => {
+                    let Some(bytes) = records.get(xid).map_err(|e| err(&e))? else {
+                        applied.refused = Some(format!("{UNKNOWN_XID_REFUSAL} {:?}", show(xid)));
+                        return Ok(applied);
+                    };
+                    if matches!(op, WriteOp::CommitPrepared { .. }) {
+                        let writes: WriteSet =
+                            decode(&bytes, "prepared write set").map_err(|e| err(&corrupt(&self.db, e.0)))?;
+                        for w in &writes.ops {
+                            match w {
+                                WriteOp::Put { table, key, value } => {
+                                    let t = table_or_create(&self.db, table).map_err(|e| err(&e))?;
+                                    pending.batch.put(&t, key, value).map_err(|e| err(&e))?;
+                                }
+                                WriteOp::Delete { table, key } => {
+                                    let t = table_or_create(&self.db, table).map_err(|e| err(&e))?;
+                                    pending.batch.delete(&t, key).map_err(|e| err(&e))?;
+                                }
+                                _ => continue,
+                            }
+                            touched.extend(w.table().map(str::to_string));
+                            applied.writes += 1;
+                        }
+                    }
+                    pending.batch.delete(&records, xid).map_err(|e| err(&e))?;
+                }
+                _ => {}
+            }
+        }
+        Ok(applied)
+    }
+}

@@ -1,0 +1,226 @@
+//! Two-phase commit's participant side on a replicated partition (three nodes on loopback):
+//! a prepared transaction's writes are stored on every replica and applied to no table; its
+//! rows stay locked on the leader; the decision (commit or rollback, from any session) applies
+//! them or not everywhere; a decision for an unknown id and a second prepare of an id are
+//! refused alike on every replica; after the leader stops, the new leader finds the prepared
+//! write set in its own tables, locks its rows again and commits it.
+
+use riptide::{Db, Error, Options, Table, TxnOptions, WriteOptions};
+use riptide_cluster::transport::ClusterAuth;
+use riptide_cluster::{prepared_write_sets, NodeConfig, PartitionNode, WriteOp};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+const SECRET: &[u8] = b"a cluster secret of 32 bytes....";
+
+struct Replica {
+    node: PartitionNode,
+    db: Db,
+    _dir: tempfile::TempDir,
+}
+
+async fn start(id: u64, auth: &ClusterAuth) -> Replica {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let config = NodeConfig::new(id, "127.0.0.1:0".parse().unwrap(), auth.clone());
+    let node = PartitionNode::start(&db, config, None).await.unwrap();
+    Replica { node, db, _dir: dir }
+}
+
+async fn leader(replicas: &BTreeMap<u64, Replica>, not: Option<u64>) -> u64 {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let seen: Vec<Option<u64>> = replicas
+            .iter()
+            .filter(|(id, _)| Some(**id) != not)
+            .map(|(_, r)| r.node.metrics().current_leader)
+            .collect();
+        if let Some(Some(l)) = seen.first() {
+            if seen.iter().all(|s| *s == Some(*l)) && Some(*l) != not {
+                return *l;
+            }
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no leader agreed on: {seen:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(f).await.unwrap()
+}
+
+async fn caught_up(replicas: &BTreeMap<u64, Replica>, leader_id: u64, not: Option<u64>) {
+    let target = replicas[&leader_id].node.metrics().last_applied.map(|l| l.index);
+    for (id, r) in replicas {
+        if Some(*id) == not {
+            continue;
+        }
+        r.node
+            .raft()
+            .wait(Some(Duration::from_secs(20)))
+            .metrics(|m| m.last_applied.map(|l| l.index) >= target, "caught up")
+            .await
+            .unwrap();
+    }
+}
+
+/// True when a transaction can lock `key` of `t` at once.
+fn lockable(db: &Db, t: &Table, key: &[u8]) -> bool {
+    let mut txn = db.begin(TxnOptions::default()).unwrap();
+    txn.set_lock_timeout(Duration::ZERO);
+    match txn.get_for_update(t, key) {
+        Ok(_) => true,
+        Err(Error::LockTimeout { .. }) => false,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn ids(db: &Db) -> Vec<Vec<u8>> {
+    prepared_write_sets(db)
+        .unwrap()
+        .into_iter()
+        .map(|(xid, _)| xid)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn prepared_transactions_are_stored_everywhere_decided_once_and_survive_the_leader() {
+    let auth = ClusterAuth::new("xa-test", SECRET).unwrap();
+    let mut replicas = BTreeMap::new();
+    for id in 1..=3 {
+        replicas.insert(id, start(id, &auth).await);
+    }
+    let members: BTreeMap<u64, String> = replicas
+        .iter()
+        .map(|(id, r)| (*id, r.node.raft_addr().to_string()))
+        .collect();
+    assert!(replicas[&1].node.bootstrap(members).await.unwrap());
+    let l = leader(&replicas, None).await;
+
+    let db = replicas[&l].db.clone();
+    blocking(move || {
+        let t = db.create_table("accounts").unwrap();
+        t.put(b"alice", b"100").unwrap();
+        t.put(b"bob", b"0").unwrap();
+        // The two-phase commit's own table is not the users'.
+        assert!(matches!(
+            db.create_table("__xa.prepared"),
+            Err(Error::InvalidOption { .. })
+        ));
+
+        // x1 moves 30 from alice to bob; prepared, it changes no table yet.
+        let mut txn = db.begin(TxnOptions::default()).unwrap();
+        txn.put(&t, b"alice", b"70").unwrap();
+        txn.put(&t, b"bob", b"30").unwrap();
+        txn.prepare(b"x1").unwrap();
+        assert_eq!(t.get(b"alice").unwrap(), Some(b"100".to_vec()));
+        assert!(!lockable(&db, &t, b"alice") && !lockable(&db, &t, b"bob"));
+        assert!(lockable(&db, &t, b"carol"));
+
+        // A second prepare under the same id is refused and holds nothing.
+        let mut txn = db.begin(TxnOptions::default()).unwrap();
+        txn.put(&t, b"carol", b"5").unwrap();
+        assert!(txn.prepare(b"x1").is_err());
+        assert!(lockable(&db, &t, b"carol"));
+
+        // x2 is rolled back: nothing of it stays.
+        let mut txn = db.begin(TxnOptions::default()).unwrap();
+        txn.put(&t, b"carol", b"5").unwrap();
+        txn.prepare(b"x2").unwrap();
+        db.rollback_prepared(b"x2", &WriteOptions::default()).unwrap();
+        assert!(lockable(&db, &t, b"carol"));
+        assert_eq!(t.get(b"carol").unwrap(), None);
+        assert!(matches!(
+            db.commit_prepared(b"x2", &WriteOptions::default()),
+            Err(Error::UnknownXid(_))
+        ));
+        assert_eq!(ids(&db), vec![b"x1".to_vec()]);
+    })
+    .await;
+
+    // Every replica stores x1 and applied none of it.
+    caught_up(&replicas, l, None).await;
+    for r in replicas.values() {
+        let sets = prepared_write_sets(&r.db).unwrap();
+        assert_eq!(sets.len(), 1);
+        assert_eq!(sets[0].0, b"x1".to_vec());
+        assert_eq!(
+            sets[0].1.ops,
+            vec![
+                WriteOp::Put {
+                    table: "accounts".into(),
+                    key: b"alice".to_vec(),
+                    value: b"70".to_vec()
+                },
+                WriteOp::Put {
+                    table: "accounts".into(),
+                    key: b"bob".to_vec(),
+                    value: b"30".to_vec()
+                },
+            ]
+        );
+        assert_eq!(
+            r.db.table("accounts").unwrap().get(b"bob").unwrap(),
+            Some(b"0".to_vec())
+        );
+    }
+
+    // The leader stops before the decision. The new leader finds x1 in its own tables and
+    // locks its rows again (what a server does before it serves writes), then commits it.
+    replicas[&l].node.shutdown().await;
+    let l2 = leader(&replicas, Some(l)).await;
+    let db2 = replicas[&l2].db.clone();
+    blocking(move || {
+        let t = db2.table("accounts").unwrap();
+        for (xid, set) in prepared_write_sets(&db2).unwrap() {
+            let rows: Vec<(Table, Vec<u8>)> = set
+                .ops
+                .iter()
+                .filter_map(|op| match op {
+                    WriteOp::Put { table, key, .. } | WriteOp::Delete { table, key } => {
+                        Some((db2.table(table).unwrap(), key.clone()))
+                    }
+                    _ => None,
+                })
+                .collect();
+            db2.lock_prepared(&xid, &rows, Duration::from_secs(5)).unwrap();
+        }
+        assert!(!lockable(&db2, &t, b"alice"));
+        // The first decision may meet the old leader's term; retry until one is answered.
+        let mut decided = false;
+        for _ in 0..200 {
+            match db2.commit_prepared(b"x1", &WriteOptions::default()) {
+                Ok(()) => {
+                    decided = true;
+                    break;
+                }
+                Err(Error::NotLeader { .. }) | Err(Error::Replication(_)) => {
+                    std::thread::sleep(Duration::from_millis(50))
+                }
+                // An earlier try of unknown outcome committed it.
+                Err(Error::UnknownXid(_)) => {
+                    decided = true;
+                    break;
+                }
+                Err(e) => panic!("commit after failover: {e}"),
+            }
+        }
+        assert!(decided, "the new leader never decided");
+        assert!(lockable(&db2, &t, b"alice"));
+        assert!(db2.prepared_lock_ids().is_empty());
+    })
+    .await;
+    caught_up(&replicas, l2, Some(l)).await;
+    for (id, r) in &replicas {
+        if *id == l {
+            continue;
+        }
+        let t = r.db.table("accounts").unwrap();
+        assert_eq!(t.get(b"alice").unwrap(), Some(b"70".to_vec()));
+        assert_eq!(t.get(b"bob").unwrap(), Some(b"30".to_vec()));
+        assert!(ids(&r.db).is_empty());
+    }
+    for r in replicas.values() {
+        r.node.shutdown().await;
+    }
+}
