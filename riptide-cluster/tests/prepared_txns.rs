@@ -7,7 +7,7 @@
 
 use riptide::{Db, Error, Options, Table, TxnOptions, WriteOptions};
 use riptide_cluster::transport::ClusterAuth;
-use riptide_cluster::{prepared_write_sets, NodeConfig, PartitionNode, WriteOp};
+use riptide_cluster::{lock_prepared_rows, prepared_write_sets, NodeConfig, PartitionNode, WriteOp};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -172,19 +172,10 @@ async fn prepared_transactions_are_stored_everywhere_decided_once_and_survive_th
     let db2 = replicas[&l2].db.clone();
     blocking(move || {
         let t = db2.table("accounts").unwrap();
-        for (xid, set) in prepared_write_sets(&db2).unwrap() {
-            let rows: Vec<(Table, Vec<u8>)> = set
-                .ops
-                .iter()
-                .filter_map(|op| match op {
-                    WriteOp::Put { table, key, .. } | WriteOp::Delete { table, key } => {
-                        Some((db2.table(table).unwrap(), key.clone()))
-                    }
-                    _ => None,
-                })
-                .collect();
-            db2.lock_prepared(&xid, &rows, Duration::from_secs(5)).unwrap();
-        }
+        assert_eq!(lock_prepared_rows(&db2, Duration::from_secs(5)).unwrap(), 1);
+        // Once locked, an id is not locked again.
+        assert_eq!(lock_prepared_rows(&db2, Duration::from_secs(5)).unwrap(), 0);
+        assert_eq!(db2.prepared_lock_ids(), vec![b"x1".to_vec()]);
         assert!(!lockable(&db2, &t, b"alice"));
         // The first decision may meet the old leader's term; retry until one is answered.
         let mut decided = false;

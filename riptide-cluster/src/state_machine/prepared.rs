@@ -38,6 +38,35 @@ pub fn prepared_write_sets(db: &Db) -> riptide::Result<Vec<(Vec<u8>, WriteSet)>>
     Ok(out)
 }
 
+/// Locks, in partition database `db`, the rows of every prepared transaction whose id holds no
+/// locks here yet, waiting up to `timeout` for each: what a new leader does before it serves
+/// writes, since the locks of the leader that prepared them went with it. Returns how many ids
+/// it locked. A row of a table this replica does not have is not locked (the decision creates
+/// the table).
+pub fn lock_prepared_rows(db: &Db, timeout: std::time::Duration) -> riptide::Result<usize> {
+    let held = db.prepared_lock_ids();
+    let mut locked = 0;
+    for (xid, set) in prepared_write_sets(db)? {
+        if held.binary_search(&xid).is_ok() {
+            continue;
+        }
+        let mut rows = Vec::with_capacity(set.ops.len());
+        for op in &set.ops {
+            let (WriteOp::Put { table, key, .. } | WriteOp::Delete { table, key }) = op else {
+                continue;
+            };
+            match db.table(table) {
+                Ok(t) => rows.push((t, key.clone())),
+                Err(riptide::Error::TableNotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        db.lock_prepared(&xid, &rows, timeout)?;
+        locked += 1;
+    }
+    Ok(locked)
+}
+
 fn corrupt(db: &Db, reason: String) -> riptide::Error {
     riptide::Error::Corruption {
         path: db.path().to_path_buf(),

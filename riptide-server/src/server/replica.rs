@@ -192,6 +192,9 @@ pub(super) fn create_databases(catalog: &Arc<Catalog>, node: &Arc<PartitionNode>
 
 /// How long a gated statement waits for the catalog thread to load what the log applied.
 const CATALOG_CATCH_UP: Duration = Duration::from_secs(10);
+/// How long a new leader waits for each prepared transaction's rows before its first statement
+/// of the term fails (and the next one tries again).
+const PREPARED_RELOCK_WAIT: Duration = Duration::from_secs(5);
 
 /// What one connection's open snapshot transaction has been through the gate. A connection
 /// keeps one, hands it to [`Replica::before_statement`] before each statement and to
@@ -376,6 +379,10 @@ impl Replica {
                 // leadership mid-way) is dropped before any statement of this term runs.
                 tokio::task::block_in_place(|| catalog.repair_interrupted_ddl())?;
                 tokio::task::block_in_place(|| catalog.refresh_auto_increments())?;
+                // Transactions prepared for two-phase commit under an earlier leader keep their
+                // rows locked here until their decision (their old leader's locks are gone).
+                tokio::task::block_in_place(|| riptide_cluster::lock_prepared_rows(catalog.db(), PREPARED_RELOCK_WAIT))
+                    .map_err(SqlError::from_engine)?;
                 self.counters_term.store(term, Ordering::Release);
             }
         }
