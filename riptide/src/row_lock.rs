@@ -50,6 +50,65 @@ pub(crate) struct TxnShared {
     /// lock granted to release), in nanoseconds.
     pub(crate) lock_holders: AtomicU64,
     pub(crate) lock_hold_nanos: AtomicU64,
+    /// The row locks of transactions prepared for two-phase commit (`txn/prepared.rs`).
+    pub(crate) prepared: PreparedLocks,
+}
+
+/// The row locks of prepared transactions, by transaction id: each id's rows, held in the
+/// lock table by one owner until the id's decision releases them.
+#[derive(Default)]
+pub(crate) struct PreparedLocks {
+    by_id: Mutex<HashMap<Vec<u8>, PreparedRows>>,
+}
+
+/// A locked row: table id and key.
+type LockedRow = (u32, Vec<u8>);
+/// A prepared id's rows and their owner in the lock table.
+type PreparedRows = (TxnId, Vec<LockedRow>);
+
+impl PreparedLocks {
+    /// Keeps `rows`, held by `owner` in `locks`, for `xid`; an id that holds rows already
+    /// takes them over (handed to its owner in the lock table).
+    pub(crate) fn keep(&self, locks: &LockManager, xid: Vec<u8>, owner: TxnId, rows: Vec<LockedRow>) {
+        let mut by_id = self.by_id.lock();
+        match by_id.get_mut(&xid) {
+            Some((held_by, held)) => {
+                if *held_by != owner {
+                    locks.transfer(owner, *held_by, &rows);
+                }
+                held.extend(rows);
+            }
+            None => {
+                by_id.insert(xid, (owner, rows));
+            }
+        }
+    }
+
+    /// Releases the rows of `xid`, if it holds any.
+    pub(crate) fn release(&self, locks: &LockManager, xid: &[u8]) {
+        let held = self.by_id.lock().remove(xid);
+        if let Some((owner, rows)) = held {
+            locks.release_all(owner, rows);
+        }
+    }
+
+    /// The owner of `xid`'s rows in the lock table, if it holds any.
+    pub(crate) fn owner_of(&self, xid: &[u8]) -> Option<TxnId> {
+        self.by_id.lock().get(xid).map(|(owner, _)| *owner)
+    }
+
+    /// The ids that hold rows, sorted.
+    pub(crate) fn ids(&self) -> Vec<Vec<u8>> {
+        let mut ids: Vec<_> = self.by_id.lock().keys().cloned().collect();
+        ids.sort();
+        ids
+    }
+}
+
+impl std::fmt::Debug for PreparedLocks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreparedLocks").field("ids", &self.ids().len()).finish()
+    }
 }
 
 /// A transaction id (never 0, never reused within a process).

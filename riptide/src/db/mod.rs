@@ -122,8 +122,6 @@ pub(crate) struct DbInner {
     level_counters: [LevelCounters; 3],
     /// Transactions: the row-lock table and counters (for the transaction layer above).
     pub(crate) txns: Arc<TxnShared>,
-    /// The row locks of transactions prepared for two-phase commit, by transaction id.
-    pub(crate) prepared: Arc<crate::txn::PreparedLocks>,
     /// The last background error (cleared by the next successful flush).
     bg_error: Mutex<Option<Error>>,
     counters: BackgroundCounters,

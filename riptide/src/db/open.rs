@@ -336,7 +336,6 @@ impl Db {
             workers,
             level_counters: Default::default(),
             txns: Default::default(),
-            prepared: Default::default(),
             bg_error: Mutex::new(None),
             counters: BackgroundCounters::default(),
             object_threads: Mutex::new(Vec::new()),

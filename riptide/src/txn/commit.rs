@@ -172,24 +172,19 @@ impl HeldLocks {
         }
     }
 
-    /// The lock owner.
-    pub(super) fn owner(&self) -> TxnId {
-        self.id
-    }
-
     /// Records a lock granted to this owner.
     pub(super) fn push(&mut self, table: u32, key: Vec<u8>) {
         self.locks.push((table, key));
     }
 
-    /// Takes over the locks of `other` (another owner's: they are handed over in the lock
-    /// table to this owner first, so one release frees them all).
-    pub(super) fn absorb(&mut self, other: &mut HeldLocks) {
-        let moved = std::mem::take(&mut other.locks);
-        if other.id != self.id {
-            self.shared.locks.transfer(other.id, self.id, &moved);
-        }
-        self.locks.extend(moved);
+    /// The lock table and counters the locks belong to.
+    pub(super) fn shared(&self) -> &Arc<TxnShared> {
+        &self.shared
+    }
+
+    /// The owner and its rows, taken out: no longer released by this value's drop.
+    pub(super) fn into_parts(mut self) -> (TxnId, Vec<(u32, Vec<u8>)>) {
+        (self.id, std::mem::take(&mut self.locks))
     }
 
     /// The commit is placed (or, without early lock release, visible): counts the hold time of

@@ -53,7 +53,6 @@ use std::time::Instant;
 
 pub use iter::{TxnCursor, TxnIter};
 pub use options::{Isolation, TxnMode, TxnOptions, TxnStats};
-pub(crate) use prepared::PreparedLocks;
 pub use prepared::MAX_XID_BYTES;
 
 impl Db {

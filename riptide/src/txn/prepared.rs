@@ -8,8 +8,7 @@
 //! - Only a replicated database prepares; elsewhere [`Txn::prepare`] fails and the transaction
 //!   rolls back.
 //! - A prepared transaction's row locks stay held from its prepare until its decision settles:
-//!   a prepare that settles as applied moves them into the database's [`PreparedLocks`] under
-//!   its id; one that fails for good releases them (nothing was prepared); one whose outcome
+//!   a prepare that settles as applied moves them to its id (`row_lock::PreparedLocks`); one that fails for good releases them (nothing was prepared); one whose outcome
 //!   is unknown keeps them until it settles either way.
 //! - A decision releases the id's locks only once it is settled as applied; a refused or
 //!   unknown decision leaves them held (the transaction is still prepared, or may be).
@@ -21,57 +20,11 @@ use super::Txn;
 use crate::db::Db;
 use crate::error::{Error, Result};
 use crate::replication::Phase;
-use crate::row_lock::{LockError, TxnId};
+use crate::row_lock::LockError;
 use crate::Table;
 use crate::WriteOptions;
-use parking_lot::Mutex;
-use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
-
-/// The row locks of the prepared transactions of one database, by transaction id.
-#[derive(Default)]
-pub(crate) struct PreparedLocks {
-    by_id: Mutex<HashMap<Vec<u8>, HeldLocks>>,
-}
-
-impl PreparedLocks {
-    /// Keeps `locks` for `xid` (joining any it holds already).
-    fn keep(&self, xid: Vec<u8>, mut locks: HeldLocks) {
-        let mut by_id = self.by_id.lock();
-        match by_id.get_mut(&xid) {
-            Some(held) => held.absorb(&mut locks),
-            None => {
-                by_id.insert(xid, locks);
-            }
-        }
-    }
-
-    /// Releases the locks of `xid`, if it holds any.
-    fn release(&self, xid: &[u8]) {
-        let held = self.by_id.lock().remove(xid);
-        drop(held); // outside the map's mutex
-    }
-
-    /// The lock owner of `xid`'s locks, if it holds any.
-    fn owner_of(&self, xid: &[u8]) -> Option<TxnId> {
-        self.by_id.lock().get(xid).map(HeldLocks::owner)
-    }
-
-    fn ids(&self) -> Vec<Vec<u8>> {
-        let mut ids: Vec<_> = self.by_id.lock().keys().cloned().collect();
-        ids.sort();
-        ids
-    }
-}
-
-/// An id as errors show it: text when it is printable, hexadecimal otherwise.
-fn show_xid(xid: &[u8]) -> String {
-    match std::str::from_utf8(xid) {
-        Ok(s) if s.chars().all(|c| !c.is_control()) => format!("{s:?}"),
-        _ => xid.iter().map(|b| format!("{b:02x}")).collect(),
-    }
-}
 
 fn check_xid(xid: &[u8]) -> Result<()> {
     if xid.is_empty() || xid.len() > MAX_XID_BYTES {
@@ -106,12 +59,15 @@ impl Txn {
             });
         }
         let batch = self.prepare_commit()?;
-        let registry = self.db.inner.prepared.clone();
         let held = self.take_locks();
         let id = xid.to_vec();
         // Run when the prepare is settled as applied: the locks now belong to the id. Dropped
         // unrun (refused, or the layer stopped): the locks are released with it.
-        let keep: crate::write::pipeline::OnPlaced = Box::new(move || registry.keep(id, held));
+        let keep: crate::write::pipeline::OnPlaced = Box::new(move || {
+            let shared = held.shared().clone();
+            let (owner, rows) = held.into_parts();
+            shared.prepared.keep(&shared.locks, id, owner, rows);
+        });
         let result = self.db.replicate_phase(
             &batch,
             &self.opts.write_options,
@@ -144,9 +100,9 @@ impl Db {
 
     fn decide_prepared(&self, phase: Phase, xid: &[u8], opts: &WriteOptions) -> Result<()> {
         check_xid(xid)?;
-        let registry = self.inner.prepared.clone();
+        let (_, shared) = self.txn_context()?;
         let id = xid.to_vec();
-        let release: crate::write::pipeline::OnPlaced = Box::new(move || registry.release(&id));
+        let release: crate::write::pipeline::OnPlaced = Box::new(move || shared.prepared.release(&shared.locks, &id));
         let empty = crate::WriteBatch::new();
         self.replicate_phase(&empty, opts, phase, Some(release))
     }
@@ -162,7 +118,7 @@ impl Db {
         check_xid(xid)?;
         let (db_id, shared) = self.txn_context()?;
         // The id's own owner when it holds locks already (they count as taken), else a new one.
-        let owner = match self.inner.prepared.owner_of(xid) {
+        let owner = match shared.prepared.owner_of(xid) {
             Some(owner) => owner,
             None => shared.next_id.fetch_add(1, Ordering::Relaxed) + 1,
         };
@@ -192,20 +148,14 @@ impl Db {
                 }
             }
         }
-        self.inner.prepared.keep(xid.to_vec(), held);
+        let (owner, rows) = held.into_parts();
+        shared.prepared.keep(&shared.locks, xid.to_vec(), owner, rows);
         Ok(())
     }
 
     /// The ids whose prepared transactions hold row locks here, sorted.
     pub fn prepared_lock_ids(&self) -> Vec<Vec<u8>> {
-        self.inner.prepared.ids()
-    }
-}
-
-impl std::fmt::Debug for PreparedLocks {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let ids: Vec<String> = self.ids().iter().map(|x| show_xid(x)).collect();
-        f.debug_struct("PreparedLocks").field("ids", &ids).finish()
+        self.txn_context().map(|(_, s)| s.prepared.ids()).unwrap_or_default()
     }
 }
 
