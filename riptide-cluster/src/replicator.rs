@@ -200,6 +200,9 @@ fn outcome(answer: WriteAnswer) -> riptide::Result<()> {
             Some(reason) if reason.starts_with(crate::types::UNKNOWN_XID_REFUSAL) => {
                 Err(riptide::Error::UnknownXid(reason))
             }
+            Some(reason) if reason.starts_with(crate::types::XID_EXISTS_REFUSAL) => {
+                Err(riptide::Error::DuplicateXid(reason))
+            }
             // Validated above, so only a replica disagreeing with this build's limits gets here.
             Some(reason) => Err(riptide::Error::InvalidOption {
                 option: "write set",

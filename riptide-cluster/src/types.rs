@@ -45,6 +45,10 @@ pub const FENCE_REFUSAL: &str = "fenced: proposed for term";
 /// [`Applied::refused`]).
 pub const UNKNOWN_XID_REFUSAL: &str = "no transaction is prepared under";
 
+/// How a prepare under an id that is prepared already is told apart (the start of
+/// [`Applied::refused`]).
+pub const XID_EXISTS_REFUSAL: &str = "a transaction is prepared already under";
+
 impl WriteOp {
     /// The table the write goes to (none for a fence).
     pub fn table(&self) -> Option<&str> {

@@ -120,7 +120,7 @@ async fn prepared_transactions_are_stored_everywhere_decided_once_and_survive_th
         // A second prepare under the same id is refused and holds nothing.
         let mut txn = db.begin(TxnOptions::default()).unwrap();
         txn.put(&t, b"carol", b"5").unwrap();
-        assert!(txn.prepare(b"x1").is_err());
+        assert!(matches!(txn.prepare(b"x1"), Err(Error::DuplicateXid(_))));
         assert!(lockable(&db, &t, b"carol"));
 
         // x2 is rolled back: nothing of it stays.
@@ -176,6 +176,36 @@ async fn prepared_transactions_are_stored_everywhere_decided_once_and_survive_th
         // Once locked, an id is not locked again.
         assert_eq!(lock_prepared_rows(&db2, Duration::from_secs(5)).unwrap(), 0);
         assert_eq!(db2.prepared_lock_ids(), vec![b"x1".to_vec()]);
+        // A prepare of a stored id from a node that holds no locks for it is refused by the
+        // replicas (the first writes of the term may meet the old term: retried).
+        db2.release_prepared(b"x1");
+        let mut refused = false;
+        for _ in 0..200 {
+            let mut txn = db2.begin(TxnOptions::default()).unwrap();
+            txn.put(&t, b"dave", b"1").unwrap();
+            match txn.prepare(b"x1") {
+                Err(Error::DuplicateXid(_)) => {
+                    refused = true;
+                    break;
+                }
+                Err(Error::NotLeader { .. }) | Err(Error::Replication(_)) => {
+                    std::thread::sleep(Duration::from_millis(50))
+                }
+                other => panic!("a second prepare of a stored id: {other:?}"),
+            }
+        }
+        assert!(refused);
+        assert!(lockable(&db2, &t, b"dave"));
+        assert_eq!(lock_prepared_rows(&db2, Duration::from_secs(5)).unwrap(), 1);
+
+        // A table dropped between a prepare and its commit does not come back.
+        let temp = db2.create_table("temp").unwrap();
+        let mut txn = db2.begin(TxnOptions::default()).unwrap();
+        txn.put(&temp, b"k", b"v").unwrap();
+        txn.prepare(b"x3").unwrap();
+        db2.drop_table("temp").unwrap();
+        db2.commit_prepared(b"x3", &WriteOptions::default()).unwrap();
+        assert!(matches!(db2.table("temp"), Err(Error::TableNotFound(_))));
         assert!(!lockable(&db2, &t, b"alice"));
         // The first decision may meet the old leader's term; retry until one is answered.
         let mut decided = false;

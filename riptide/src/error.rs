@@ -126,6 +126,10 @@ pub enum Error {
     /// prepared, or its decision was already applied. Nothing was written.
     #[error("no transaction is prepared under the id {0}")]
     UnknownXid(String),
+    /// A transaction is prepared under this id already ([`crate::Txn::prepare`],
+    /// [`crate::Db::lock_prepared`]); nothing was prepared or locked.
+    #[error("a transaction is prepared under the id {0} already")]
+    DuplicateXid(String),
     /// `WriteOptions::no_slowdown` was set and the write would have stalled.
     #[error("write would stall: {0}")]
     WouldStall(&'static str),

@@ -14,9 +14,9 @@
 //!   so the next transaction on a locked row reads the applied value and the replicas' order
 //!   of commits is the order of the replicator's log, even when the writer was told early
 //!   that the outcome is unknown.
-//! - A prepare ([`Phase::Prepare`]) settled as applied hands its transaction's row locks to
-//!   its id instead of releasing them; the id's decision, settled as applied, releases them
-//!   (`txn/prepared.rs`).
+//! - A prepare ([`Phase::Prepare`]) registers its transaction's row locks under its id
+//!   instead of releasing them; the replication layer releases them with
+//!   [`crate::Db::release_prepared`] once the id's decision is applied (`txn/prepared.rs`).
 //! - The engine names tables by name in [`ReplicatedOp`]: table ids are each replica's own.
 //! - Nothing in this crate waits on the network: the replicator is called on the writer's
 //!   thread and must return at once, reporting through [`ReplicationDone`] from its own

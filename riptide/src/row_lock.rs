@@ -55,7 +55,7 @@ pub(crate) struct TxnShared {
 }
 
 /// The row locks of prepared transactions, by transaction id: each id's rows, held in the
-/// lock table by one owner until the id's decision releases them.
+/// lock table by one owner until the id's decision is applied (or its prepare fails for good).
 #[derive(Default)]
 pub(crate) struct PreparedLocks {
     by_id: Mutex<HashMap<Vec<u8>, PreparedRows>>,
@@ -67,34 +67,30 @@ type LockedRow = (u32, Vec<u8>);
 type PreparedRows = (TxnId, Vec<LockedRow>);
 
 impl PreparedLocks {
-    /// Keeps `rows`, held by `owner` in `locks`, for `xid`; an id that holds rows already
-    /// takes them over (handed to its owner in the lock table).
-    pub(crate) fn keep(&self, locks: &LockManager, xid: Vec<u8>, owner: TxnId, rows: Vec<LockedRow>) {
+    /// Registers `rows`, held by `owner`, as `xid`'s; false (nothing registered) when `xid`
+    /// holds rows already.
+    pub(crate) fn register(&self, xid: Vec<u8>, owner: TxnId, rows: Vec<LockedRow>) -> Result<(), Vec<LockedRow>> {
         let mut by_id = self.by_id.lock();
-        match by_id.get_mut(&xid) {
-            Some((held_by, held)) => {
-                if *held_by != owner {
-                    locks.transfer(owner, *held_by, &rows);
-                }
-                held.extend(rows);
-            }
-            None => {
-                by_id.insert(xid, (owner, rows));
-            }
+        if by_id.contains_key(&xid) {
+            return Err(rows);
         }
+        by_id.insert(xid, (owner, rows));
+        Ok(())
     }
 
-    /// Releases the rows of `xid`, if it holds any.
-    pub(crate) fn release(&self, locks: &LockManager, xid: &[u8]) {
-        let held = self.by_id.lock().remove(xid);
+    /// Releases the rows of `xid`, if it holds any (and, with `owner`, only if they are that
+    /// owner's).
+    pub(crate) fn release(&self, locks: &LockManager, xid: &[u8], owner: Option<TxnId>) {
+        let held = {
+            let mut by_id = self.by_id.lock();
+            match by_id.get(xid) {
+                Some((o, _)) if owner.is_none_or(|owner| owner == *o) => by_id.remove(xid),
+                _ => None,
+            }
+        };
         if let Some((owner, rows)) = held {
             locks.release_all(owner, rows);
         }
-    }
-
-    /// The owner of `xid`'s rows in the lock table, if it holds any.
-    pub(crate) fn owner_of(&self, xid: &[u8]) -> Option<TxnId> {
-        self.by_id.lock().get(xid).map(|(owner, _)| *owner)
     }
 
     /// The ids that hold rows, sorted.
@@ -317,20 +313,6 @@ impl LockManager {
         let mut g = self.contention.lock(LockClass::WaitGraph, &self.graph);
         for &w in &e.waiting {
             g.edges.insert(w, holder);
-        }
-    }
-
-    /// Hands every lock in `keys` held by `from` over to `to` (waiters now wait for `to`).
-    pub(crate) fn transfer(&self, from: TxnId, to: TxnId, keys: &[(u32, Vec<u8>)]) {
-        for owned in keys {
-            let stripe = self.stripe(owned.0, &owned.1);
-            let mut locks = self.contention.lock(LockClass::RowLockStripe, &stripe.locks);
-            if let Some(e) = locks.get_mut(owned) {
-                if e.holder == Some(from) {
-                    e.holder = Some(to);
-                    self.repoint_waiters(e, to);
-                }
-            }
         }
     }
 

@@ -67,6 +67,9 @@ const APPLY_BATCH_BYTES: usize = 32 << 20;
 struct PendingApply {
     batch: WriteBatch,
     last: Option<LogId<NodeId>>,
+    /// Prepared transactions decided by these entries: their row locks go once the batch is
+    /// written.
+    decided: Vec<Vec<u8>>,
 }
 
 /// The current snapshot: its meta and its archive.
@@ -206,7 +209,12 @@ impl StateMachine {
         batch.put(&self.state, APPLIED_KEY, &bytes).map_err(|e| apply_err(&e))?;
         self.db
             .write_unreplicated(batch, &WriteOptions::default())
-            .map_err(|e| apply_err(&e))
+            .map_err(|e| apply_err(&e))?;
+        // The decisions' rows are visible: the next holder of a prepared row reads them.
+        for xid in pending.decided.drain(..) {
+            self.db.release_prepared(&xid);
+        }
+        Ok(())
     }
 
     /// Adds one entry to `pending`: its write set (unless refused), its log id as the last

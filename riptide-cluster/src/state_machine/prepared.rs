@@ -10,11 +10,14 @@
 //!   it in the same apply call are written first.
 //! - Records live in a table that snapshots carry, so a member that catches up by snapshot
 //!   knows what is prepared.
+//! - A decision releases the id's row locks on every replica once its batch is written
+//!   (`Db::release_prepared`; only a leader, or a node that led, holds any): whoever
+//!   proposed it, however its proposer heard the outcome.
 
 use super::{PendingApply, StateMachine};
 use crate::codec::{decode, encode};
 use crate::engine::table_or_create;
-use crate::types::{Applied, WriteOp, WriteSet, UNKNOWN_XID_REFUSAL};
+use crate::types::{Applied, WriteOp, WriteSet, UNKNOWN_XID_REFUSAL, XID_EXISTS_REFUSAL};
 use crate::PREPARED_TABLE;
 use openraft::{AnyError, LogId, StorageError, StorageIOError};
 use riptide::{Db, ReadOptions};
@@ -61,8 +64,17 @@ pub fn lock_prepared_rows(db: &Db, timeout: std::time::Duration) -> riptide::Res
                 Err(e) => return Err(e),
             }
         }
-        db.lock_prepared(&xid, &rows, timeout)?;
-        locked += 1;
+        match db.lock_prepared(&xid, &rows, timeout) {
+            Ok(()) => locked += 1,
+            Err(riptide::Error::DuplicateXid(_)) => continue, // locked meanwhile
+            Err(e) => return Err(e),
+        }
+        // A decision applied while the rows were being locked found nothing to release.
+        let table = db.table(PREPARED_TABLE)?;
+        if table.get(&xid)?.is_none() {
+            db.release_prepared(&xid);
+            locked -= 1;
+        }
     }
     Ok(locked)
 }
@@ -101,7 +113,7 @@ impl StateMachine {
             match op {
                 WriteOp::Prepare { xid } => {
                     if records.get(xid).map_err(|e| err(&e))?.is_some() {
-                        applied.refused = Some(format!("the transaction id {:?} is prepared already", show(xid)));
+                        applied.refused = Some(format!("{XID_EXISTS_REFUSAL} {:?}", show(xid)));
                         return Ok(applied);
                     }
                     let writes = WriteSet {
@@ -125,22 +137,27 @@ impl StateMachine {
                         let writes: WriteSet =
                             decode(&bytes, "prepared write set").map_err(|e| err(&corrupt(&self.db, e.0)))?;
                         for w in &writes.ops {
+                            let (WriteOp::Put { table, key, .. } | WriteOp::Delete { table, key }) = w else {
+                                continue;
+                            };
+                            // A table dropped since the prepare takes none of its rows (every
+                            // replica has the same tables at this entry).
+                            let t = match self.db.table(table) {
+                                Ok(t) => t,
+                                Err(riptide::Error::TableNotFound(_)) => continue,
+                                Err(e) => return Err(err(&e)),
+                            };
                             match w {
-                                WriteOp::Put { table, key, value } => {
-                                    let t = table_or_create(&self.db, table).map_err(|e| err(&e))?;
-                                    pending.batch.put(&t, key, value).map_err(|e| err(&e))?;
-                                }
-                                WriteOp::Delete { table, key } => {
-                                    let t = table_or_create(&self.db, table).map_err(|e| err(&e))?;
-                                    pending.batch.delete(&t, key).map_err(|e| err(&e))?;
-                                }
-                                _ => continue,
+                                WriteOp::Put { value, .. } => pending.batch.put(&t, key, value),
+                                _ => pending.batch.delete(&t, key),
                             }
-                            touched.extend(w.table().map(str::to_string));
+                            .map_err(|e| err(&e))?;
+                            touched.push(table.clone());
                             applied.writes += 1;
                         }
                     }
                     pending.batch.delete(&records, xid).map_err(|e| err(&e))?;
+                    pending.decided.push(xid.clone());
                 }
                 _ => {}
             }

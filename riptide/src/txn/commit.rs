@@ -161,27 +161,6 @@ pub(super) struct HeldLocks {
 }
 
 impl HeldLocks {
-    /// No locks yet, for owner `id` (a prepared transaction's locks taken again after a
-    /// failover: `Db::lock_prepared`).
-    pub(super) fn new(shared: Arc<TxnShared>, id: TxnId) -> Self {
-        HeldLocks {
-            shared,
-            id,
-            locks: Vec::new(),
-            since: None,
-        }
-    }
-
-    /// Records a lock granted to this owner.
-    pub(super) fn push(&mut self, table: u32, key: Vec<u8>) {
-        self.locks.push((table, key));
-    }
-
-    /// The lock table and counters the locks belong to.
-    pub(super) fn shared(&self) -> &Arc<TxnShared> {
-        &self.shared
-    }
-
     /// The owner and its rows, taken out: no longer released by this value's drop.
     pub(super) fn into_parts(mut self) -> (TxnId, Vec<(u32, Vec<u8>)>) {
         (self.id, std::mem::take(&mut self.locks))

@@ -7,25 +7,27 @@
 //! Invariants:
 //! - Only a replicated database prepares; elsewhere [`Txn::prepare`] fails and the transaction
 //!   rolls back.
-//! - A prepared transaction's row locks stay held from its prepare until its decision settles:
-//!   a prepare that settles as applied moves them to its id (`row_lock::PreparedLocks`); one that fails for good releases them (nothing was prepared); one whose outcome
-//!   is unknown keeps them until it settles either way.
-//! - A decision releases the id's locks only once it is settled as applied; a refused or
-//!   unknown decision leaves them held (the transaction is still prepared, or may be).
-//! - An id holds at most one set of locks; locks taken for an id again (after a failover, from
-//!   the stored write set: [`Db::lock_prepared`]) join its set.
+//! - A prepare registers its transaction's row locks under its id (`row_lock::PreparedLocks`)
+//!   before it is proposed, so the id's decision, which can only be applied after the prepare,
+//!   always finds them. A prepare that fails for good releases them (nothing was prepared); one
+//!   whose outcome is unknown keeps them until it settles.
+//! - An id's locks are released when its decision is *applied* on this replica (the
+//!   replication layer calls [`Db::release_prepared`] once the decision's rows are written),
+//!   whoever proposed it and however its proposer heard the outcome; so an id decided while
+//!   another node led releases its locks here too.
+//! - An id holds at most one set of locks: a second prepare of an id this replica holds, and
+//!   locking an id's rows again ([`Db::lock_prepared`]), are refused ([`Error::DuplicateXid`]).
 
-use super::commit::HeldLocks;
 use super::Txn;
 use crate::db::Db;
 use crate::error::{Error, Result};
 use crate::replication::Phase;
-use crate::row_lock::LockError;
+use crate::row_lock::{LockError, TxnShared};
 use crate::Table;
 use crate::WriteOptions;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
-
 fn check_xid(xid: &[u8]) -> Result<()> {
     if xid.is_empty() || xid.len() > MAX_XID_BYTES {
         return Err(Error::InvalidOption {
@@ -42,14 +44,14 @@ pub const MAX_XID_BYTES: usize = 140;
 impl Txn {
     /// Prepares the transaction under `xid` (two-phase commit's first step, on a replicated
     /// database): its writes are made durable on the replicas and applied to no table; its
-    /// row locks stay held until [`Db::commit_prepared`] or [`Db::rollback_prepared`] of the
-    /// same id settles. Blocks until the prepare's outcome is known.
+    /// row locks stay held until the decision of the same id ([`Db::commit_prepared`],
+    /// [`Db::rollback_prepared`]) is applied. Blocks until the prepare's outcome is known.
     ///
     /// Errors: [`Error::InvalidOption`] on a database without a replicator or for an empty or
-    /// over-long id (the transaction rolls back); the replication layer's
-    /// [`Error::NotLeader`] (nothing prepared: the transaction rolled back) or
-    /// [`Error::Replication`] (unknown: the id may be prepared; its locks stay held until the
-    /// replication layer knows).
+    /// over-long id, [`Error::DuplicateXid`] for an id prepared already (the transaction rolls
+    /// back); the replication layer's [`Error::NotLeader`] (nothing prepared: the transaction
+    /// rolled back) or [`Error::Replication`] (unknown: the id may be prepared; its locks stay
+    /// held until the replication layer knows).
     pub fn prepare(mut self, xid: &[u8]) -> Result<()> {
         check_xid(xid)?;
         if !self.db.is_replicated() {
@@ -59,15 +61,20 @@ impl Txn {
             });
         }
         let batch = self.prepare_commit()?;
-        let held = self.take_locks();
-        let id = xid.to_vec();
-        // Run when the prepare is settled as applied: the locks now belong to the id. Dropped
-        // unrun (refused, or the layer stopped): the locks are released with it.
-        let keep: crate::write::pipeline::OnPlaced = Box::new(move || {
-            let shared = held.shared().clone();
-            let (owner, rows) = held.into_parts();
-            shared.prepared.keep(&shared.locks, id, owner, rows);
-        });
+        let (owner, rows) = self.take_locks().into_parts();
+        let shared = self.shared.clone();
+        if let Err(rows) = shared.prepared.register(xid.to_vec(), owner, rows) {
+            shared.locks.release_all(owner, rows);
+            return Err(duplicate(xid));
+        }
+        // Dropped unrun (the prepare failed for good, or the layer stopped): the id's locks
+        // go, unless its decision took them already. Run (applied): they stay the id's.
+        let guard = FailedPrepare {
+            shared,
+            xid: xid.to_vec(),
+            owner: Some(owner),
+        };
+        let keep: crate::write::pipeline::OnPlaced = Box::new(move || guard.disarm());
         let result = self.db.replicate_phase(
             &batch,
             &self.opts.write_options,
@@ -82,74 +89,120 @@ impl Txn {
     }
 }
 
+/// Releases a prepare's locks when dropped armed: the prepare did not happen.
+struct FailedPrepare {
+    shared: Arc<TxnShared>,
+    xid: Vec<u8>,
+    /// The locks' owner; `None` once the prepare is applied.
+    owner: Option<u64>,
+}
+
+impl FailedPrepare {
+    /// The prepare is applied: the locks stay the id's.
+    fn disarm(mut self) {
+        self.owner = None;
+    }
+}
+
+impl Drop for FailedPrepare {
+    fn drop(&mut self) {
+        if let Some(owner) = self.owner {
+            self.shared.prepared.release(&self.shared.locks, &self.xid, Some(owner));
+        }
+    }
+}
+
+fn duplicate(xid: &[u8]) -> Error {
+    Error::DuplicateXid(String::from_utf8_lossy(xid).into_owned())
+}
+
 impl Db {
     /// Commits the transaction prepared under `xid` (two-phase commit's decision): its stored
-    /// writes are applied on every replica and its locks released. Any session of the leader
-    /// may decide. Errors: [`Error::UnknownXid`] when nothing is prepared under `xid`;
-    /// [`Error::NotLeader`] and [`Error::Replication`] as for any replicated write (the
-    /// transaction stays prepared, or may).
+    /// writes are applied on every replica, and its locks released as that happens. Any
+    /// session of the leader may decide. Errors: [`Error::UnknownXid`] when nothing is
+    /// prepared under `xid`; [`Error::NotLeader`] and [`Error::Replication`] as for any
+    /// replicated write (the transaction stays prepared, or may).
     pub fn commit_prepared(&self, xid: &[u8], opts: &WriteOptions) -> Result<()> {
-        self.decide_prepared(Phase::CommitPrepared(xid.to_vec()), xid, opts)
+        check_xid(xid)?;
+        self.replicate_phase(
+            &crate::WriteBatch::new(),
+            opts,
+            Phase::CommitPrepared(xid.to_vec()),
+            None,
+        )
     }
 
     /// Rolls back the transaction prepared under `xid`: its stored writes are forgotten on
     /// every replica and its locks released. Errors as [`Db::commit_prepared`].
     pub fn rollback_prepared(&self, xid: &[u8], opts: &WriteOptions) -> Result<()> {
-        self.decide_prepared(Phase::RollbackPrepared(xid.to_vec()), xid, opts)
+        check_xid(xid)?;
+        self.replicate_phase(
+            &crate::WriteBatch::new(),
+            opts,
+            Phase::RollbackPrepared(xid.to_vec()),
+            None,
+        )
     }
 
-    fn decide_prepared(&self, phase: Phase, xid: &[u8], opts: &WriteOptions) -> Result<()> {
-        check_xid(xid)?;
-        let (_, shared) = self.txn_context()?;
-        let id = xid.to_vec();
-        let release: crate::write::pipeline::OnPlaced = Box::new(move || shared.prepared.release(&shared.locks, &id));
-        let empty = crate::WriteBatch::new();
-        self.replicate_phase(&empty, opts, phase, Some(release))
+    /// Releases the row locks this replica holds for the transaction prepared under `xid`, if
+    /// any: for the replication layer, once the id's decision is applied here (its rows
+    /// written and visible), on every replica.
+    pub fn release_prepared(&self, xid: &[u8]) {
+        if let Ok((_, shared)) = self.txn_context() {
+            shared.prepared.release(&shared.locks, xid, None);
+        }
     }
 
     /// Locks `rows` for the transaction prepared under `xid`, waiting up to `timeout` for any
     /// other holder: what a new leader does for each write set stored prepared, before it
-    /// serves writes, so that the prepared rows stay locked across a failover. Locks the id
-    /// already holds are kept; all of them are released by its decision.
+    /// serves writes, so that the prepared rows stay locked across a failover. The caller
+    /// checks afterwards that the id is still undecided (and calls [`Db::release_prepared`]
+    /// if not): a decision applied meanwhile may have found nothing to release.
     ///
-    /// Errors: [`Error::LockTimeout`] or [`Error::Deadlock`] (the locks taken by this call are
-    /// released), [`Error::Closed`].
+    /// Errors: [`Error::DuplicateXid`] when `xid` holds locks here already; [`Error::LockTimeout`]
+    /// or [`Error::Deadlock`] (the locks taken by this call are released), [`Error::Closed`].
     pub fn lock_prepared(&self, xid: &[u8], rows: &[(Table, Vec<u8>)], timeout: Duration) -> Result<()> {
         check_xid(xid)?;
         let (db_id, shared) = self.txn_context()?;
-        // The id's own owner when it holds locks already (they count as taken), else a new one.
-        let owner = match shared.prepared.owner_of(xid) {
-            Some(owner) => owner,
-            None => shared.next_id.fetch_add(1, Ordering::Relaxed) + 1,
+        if shared.prepared.ids().binary_search(&xid.to_vec()).is_ok() {
+            return Err(duplicate(xid));
+        }
+        let owner = shared.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut taken: Vec<(u32, Vec<u8>)> = Vec::with_capacity(rows.len());
+        let fail = |taken: Vec<(u32, Vec<u8>)>, e: Error| {
+            shared.locks.release_all(owner, taken);
+            Err(e)
         };
-        let mut held = HeldLocks::new(shared.clone(), owner);
         for (table, key) in rows {
             if table.db_id() != db_id {
-                return Err(Error::ForeignTable { what: "table" });
+                return fail(taken, Error::ForeignTable { what: "table" });
             }
             let id = table.inner().id;
             match shared.locks.acquire(owner, id, key, timeout, true) {
-                Ok(true) => held.push(id, key.clone()),
+                Ok(true) => taken.push((id, key.clone())),
                 Ok(false) => {}
-                // `held` releases what this call took as it drops.
                 Err(LockError::Timeout(waited)) => {
-                    return Err(Error::LockTimeout {
+                    let e = Error::LockTimeout {
                         table: table.name().to_string(),
                         key: key.clone(),
                         waited,
-                    })
+                    };
+                    return fail(taken, e);
                 }
                 Err(LockError::Deadlock) => {
-                    return Err(Error::Deadlock {
+                    let e = Error::Deadlock {
                         txn: owner,
                         table: table.name().to_string(),
                         key: key.clone(),
-                    })
+                    };
+                    return fail(taken, e);
                 }
             }
         }
-        let (owner, rows) = held.into_parts();
-        shared.prepared.keep(&shared.locks, xid.to_vec(), owner, rows);
+        if let Err(taken) = shared.prepared.register(xid.to_vec(), owner, taken) {
+            shared.locks.release_all(owner, taken);
+            return Err(duplicate(xid));
+        }
         Ok(())
     }
 

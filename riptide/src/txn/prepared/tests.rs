@@ -35,16 +35,28 @@ impl OneReplica {
                 return Ok(());
             }
             Phase::CommitPrepared(xid) => match self.prepared.lock().remove(&xid) {
-                Some(ops) => ops,
+                Some(ops) => {
+                    let r = self.write(&db, ops);
+                    // As the replication layer does once a decision is applied.
+                    db.release_prepared(&xid);
+                    return r;
+                }
                 None => return Err(Error::UnknownXid(String::from_utf8_lossy(&xid).into())),
             },
             Phase::RollbackPrepared(xid) => {
                 return match self.prepared.lock().remove(&xid) {
-                    Some(_) => Ok(()),
+                    Some(_) => {
+                        db.release_prepared(&xid);
+                        Ok(())
+                    }
                     None => Err(Error::UnknownXid(String::from_utf8_lossy(&xid).into())),
                 }
             }
         };
+        self.write(&db, ops)
+    }
+
+    fn write(&self, db: &Db, ops: Vec<ReplicatedOp>) -> crate::Result<()> {
         let mut batch = WriteBatch::new();
         for op in ops {
             match op {
@@ -57,12 +69,28 @@ impl OneReplica {
         db.write_unreplicated(batch, &WriteOptions::default())
     }
 
+    /// Applies the held writes; their writers hear nothing yet.
+    fn apply_held(&self) -> Vec<ReplicationDone> {
+        let held = std::mem::take(&mut *self.held.lock());
+        held.into_iter()
+            .map(|(writes, done)| {
+                self.apply(writes).unwrap();
+                done
+            })
+            .collect()
+    }
+
     /// Settles the held writes as applied.
     fn settle_held(&self) {
-        let held = std::mem::take(&mut *self.held.lock());
-        for (writes, done) in held {
-            let result = self.apply(writes);
-            done.settle(result);
+        for done in self.apply_held() {
+            done.settle(Ok(()));
+        }
+    }
+
+    /// Settles the held writes as never to be applied.
+    fn refuse_held(&self) {
+        for (_, done) in std::mem::take(&mut *self.held.lock()) {
+            done.settle(Err(Error::NotLeader { leader: None }));
         }
     }
 }
@@ -186,29 +214,73 @@ fn a_prepare_of_unknown_outcome_keeps_its_locks_until_it_settles() {
         Err(Error::Replication(_))
     ));
     assert!(!lockable(&db, &t, b"a"), "it may still be prepared");
-    assert!(db.prepared_lock_ids().is_empty());
+    assert_eq!(db.prepared_lock_ids(), vec![b"x1".to_vec()]);
     *r.mode.lock() = Mode::Apply;
     r.settle_held();
-    assert_eq!(
-        db.prepared_lock_ids(),
-        vec![b"x1".to_vec()],
-        "settled as prepared: its id holds the locks"
-    );
-    assert!(!lockable(&db, &t, b"a"));
+    assert!(!lockable(&db, &t, b"a"), "settled as prepared: the id keeps its locks");
     db.commit_prepared(b"x1", &WriteOptions::default()).unwrap();
     assert!(lockable(&db, &t, b"a"));
     assert_eq!(t.get(b"a").unwrap(), Some(b"1".to_vec()));
+
+    // Unknown, then settled as never applied: the locks go.
+    *r.mode.lock() = Mode::Hold;
+    assert!(prepare_put(&db, &t, b"x2", b"b", b"2").is_err());
+    assert!(!lockable(&db, &t, b"b"));
+    r.refuse_held();
+    assert!(lockable(&db, &t, b"b"));
+    assert!(db.prepared_lock_ids().is_empty());
     r.db.lock().take();
 }
 
 #[test]
-fn locks_taken_again_for_an_id_join_its_set_and_fail_whole() {
+fn a_decision_applied_before_its_prepare_is_answered_releases_the_locks() {
+    // The coordinator heard "unknown" for the prepare and decided; the decision was applied
+    // before the prepare's answer reached this node.
+    let (_dir, db, t, r) = open();
+    *r.mode.lock() = Mode::Hold;
+    assert!(prepare_put(&db, &t, b"x1", b"a", b"1").is_err());
+    let unanswered = r.apply_held();
+    *r.mode.lock() = Mode::Apply;
+    db.rollback_prepared(b"x1", &WriteOptions::default()).unwrap();
+    for done in unanswered {
+        done.settle(Ok(()));
+    }
+    assert!(lockable(&db, &t, b"a"), "no lock outlives its id's decision");
+    assert!(db.prepared_lock_ids().is_empty());
+    r.db.lock().take();
+}
+
+#[test]
+fn an_id_prepared_twice_or_locked_again_is_refused_and_takes_nothing() {
     let (_dir, db, t, r) = open();
     prepare_put(&db, &t, b"x1", b"a", b"1").unwrap();
-    // As after a failover: the id's rows locked from its stored write set.
+    assert!(matches!(
+        prepare_put(&db, &t, b"x1", b"d", b"4"),
+        Err(Error::DuplicateXid(_))
+    ));
+    assert!(lockable(&db, &t, b"d"));
+    assert_eq!(r.prepared.lock().len(), 1, "the second prepare was not proposed");
+    let rows = vec![(t.clone(), b"c".to_vec())];
+    assert!(matches!(
+        db.lock_prepared(b"x1", &rows, Duration::ZERO),
+        Err(Error::DuplicateXid(_))
+    ));
+    assert!(lockable(&db, &t, b"c"));
+    db.commit_prepared(b"x1", &WriteOptions::default()).unwrap();
+    assert!(lockable(&db, &t, b"a"));
+    r.db.lock().take();
+}
+
+#[test]
+fn rows_locked_again_after_a_failover_hold_until_the_decision_and_fail_whole() {
+    let (_dir, db, t, r) = open();
+    prepare_put(&db, &t, b"x1", b"a", b"1").unwrap();
+    // As on a new leader: the locks are gone, the stored write set is not.
+    db.release_prepared(b"x1");
+    assert!(lockable(&db, &t, b"a"));
     let rows = vec![(t.clone(), b"a".to_vec()), (t.clone(), b"c".to_vec())];
     db.lock_prepared(b"x1", &rows, Duration::ZERO).unwrap();
-    assert!(!lockable(&db, &t, b"c"));
+    assert!(!lockable(&db, &t, b"a") && !lockable(&db, &t, b"c"));
     assert_eq!(db.prepared_lock_ids(), vec![b"x1".to_vec()]);
 
     // A row another transaction holds: nothing of this call stays locked.
@@ -220,16 +292,12 @@ fn locks_taken_again_for_an_id_join_its_set_and_fail_whole() {
         Err(Error::LockTimeout { .. })
     ));
     assert!(lockable(&db, &t, b"y"));
+    assert!(!db.prepared_lock_ids().contains(&b"x2".to_vec()));
     drop(other);
-
-    // A second prepare under the same id (a replication layer that allowed it): its locks,
-    // another owner's, are handed over to the id's set.
-    prepare_put(&db, &t, b"x1", b"d", b"4").unwrap();
-    assert!(!lockable(&db, &t, b"d"));
 
     db.commit_prepared(b"x1", &WriteOptions::default()).unwrap();
     assert!(
-        lockable(&db, &t, b"a") && lockable(&db, &t, b"c") && lockable(&db, &t, b"d"),
+        lockable(&db, &t, b"a") && lockable(&db, &t, b"c"),
         "the decision releases the whole set"
     );
     assert_eq!(db.txn_stats().locked_rows, 0);
@@ -237,11 +305,9 @@ fn locks_taken_again_for_an_id_join_its_set_and_fail_whole() {
 }
 
 #[test]
-fn a_waiter_on_a_row_handed_to_an_id_gets_it_after_the_decision() {
+fn a_waiter_on_a_prepared_row_gets_it_after_the_decision_and_reads_its_write() {
     let (_dir, db, t, r) = open();
     prepare_put(&db, &t, b"x1", b"a", b"1").unwrap();
-    db.lock_prepared(b"x1", &[(t.clone(), b"b".to_vec())], Duration::ZERO)
-        .unwrap();
     let waiter = {
         let (db, t) = (db.clone(), t.clone());
         std::thread::spawn(move || {
