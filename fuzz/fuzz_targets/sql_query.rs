@@ -1,5 +1,6 @@
 //! Fuzz target `sql_query`: SQL text (UTF-8, at most 4 KiB) parsed with
-//! `riptide_server::sql::parse::parse`, then each statement bound and executed through a
+//! `riptide_server::sql::parse::parse` (or, starting with `XA`, `sql::xa::parse_xa`), then each
+//! statement bound and executed through a
 //! `Session` against a small database shared by the process (`d.t` with a few rows, recreated
 //! when an input drops it). SQL errors are fine; any panic, abort, overflow or out-of-memory
 //! is a bug.
@@ -61,6 +62,13 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
         return;
     }
     let Ok(text) = std::str::from_utf8(data) else { return };
+    // An XA statement (parsed by hand, not by sqlparser) runs alone in a fresh session.
+    if let Some(xa) = riptide_server::sql::xa::parse_xa(text) {
+        if let Ok(xa) = xa {
+            let _ = session().execute_xa(&xa);
+        }
+        return;
+    }
     let Ok(stmts) = parse(text) else { return };
     // (Re)creates d.t when missing (first input, or an input dropped it).
     let setup: Vec<_> = if catalog().state().table("d", "t").is_err() {

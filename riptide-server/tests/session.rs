@@ -1385,3 +1385,54 @@ fn shaped_text_queries_answer_as_parsed_ones() {
     db_a.close().unwrap();
     db_b.close().unwrap();
 }
+
+/// Runs an XA statement, waiting for a commit it makes.
+fn xa(s: &mut Session, sql: &str) -> Result<(), SqlError> {
+    let stmt = riptide_server::sql::xa::parse_xa(sql).expect("an XA statement")?;
+    let reply = s.execute_xa(&stmt)?;
+    if let Some(h) = reply.commit {
+        h.wait().map_err(SqlError::from_engine)?;
+    }
+    Ok(())
+}
+
+#[test]
+fn xa_branches_on_a_server_that_is_not_a_replica_commit_in_one_phase_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_db, cat) = open(dir.path());
+    let mut s = session(&cat, 1);
+    ok(&mut s, "CREATE DATABASE d");
+    ok(&mut s, "USE d");
+    ok(&mut s, "CREATE TABLE t (id INT PRIMARY KEY, v INT)");
+    xa(&mut s, "XA START 'a'").unwrap();
+    ok(&mut s, "INSERT INTO t VALUES (1, 1)");
+    assert_eq!(
+        q(&mut s, "CREATE TABLE u (id INT PRIMARY KEY)").err().unwrap().code,
+        1399
+    );
+    assert_eq!(xa(&mut s, "XA START 'b'").unwrap_err().code, 1399);
+    xa(&mut s, "XA END 'a'").unwrap();
+    assert_eq!(xa(&mut s, "XA END 'a'").unwrap_err().code, 1399);
+    // Nothing could decide a prepared branch later on a single server: refused, and the
+    // branch is still idle (rolled back or committed in one phase).
+    assert_eq!(xa(&mut s, "XA PREPARE 'a'").unwrap_err().code, 1235);
+    assert_eq!(xa(&mut s, "XA COMMIT 'a'").unwrap_err().code, 1399);
+    xa(&mut s, "XA COMMIT 'a' ONE PHASE").unwrap();
+    let mut other = session(&cat, 2);
+    ok(&mut other, "USE d");
+    assert_eq!(
+        trows(&mut other, "SELECT v FROM t WHERE id = 1", &[]),
+        vec![strs(&["1"])]
+    );
+    xa(&mut s, "XA START 'c'").unwrap();
+    ok(&mut s, "INSERT INTO t VALUES (2, 2)");
+    xa(&mut s, "XA END 'c'").unwrap();
+    xa(&mut s, "XA ROLLBACK 'c'").unwrap();
+    assert_eq!(trows(&mut other, "SELECT COUNT(*) FROM t", &[]), vec![strs(&["1"])]);
+    // Outside a branch: decisions by id find nothing prepared here.
+    assert_eq!(xa(&mut s, "XA COMMIT 'zz'").unwrap_err().code, 1397);
+    assert_eq!(xa(&mut s, "XA ROLLBACK 'zz'").unwrap_err().code, 1397);
+    ok(&mut s, "BEGIN");
+    assert_eq!(xa(&mut s, "XA START 'd'").unwrap_err().code, 1400);
+    assert_eq!(xa(&mut s, "XA ROLLBACK 'd'").unwrap_err().code, 1400);
+}

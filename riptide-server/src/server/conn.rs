@@ -22,6 +22,7 @@ use crate::sql::parse::parse;
 use crate::sql::session::{CommitState, Outcome, Reply, Session};
 use crate::sql::session_vars::{SessionView, SERVER_VERSION};
 use crate::sql::shape::Parsed;
+use crate::sql::xa::XaStatement;
 use crate::value::Value;
 use sqlparser::ast::Statement;
 use std::collections::HashMap;
@@ -124,6 +125,47 @@ async fn run(
         }
     };
     let begins = matches!(stmt, Statement::StartTransaction { .. });
+    gate.after_statement(in_snapshot_txn, session.in_snapshot_transaction(), begins);
+    result
+}
+
+/// Runs an XA statement (`crate::sql::xa`): on a replica it is gated as the statement it acts
+/// like (BEGIN for XA START and XA RECOVER, COMMIT for the others; XA END only changes the
+/// branch's state), then it runs on a thread that may block (a prepare or a decision waits for
+/// the Raft group).
+async fn run_xa(
+    session: &mut Session,
+    stmt: &XaStatement,
+    shared: &ServerShared,
+    gate: &mut TxnGate,
+) -> Result<Outcome, SqlError> {
+    let in_snapshot_txn = session.in_snapshot_transaction();
+    let like = match stmt {
+        XaStatement::End(_) => None,
+        XaStatement::Start(_) | XaStatement::Recover => Some("BEGIN"),
+        _ => Some("COMMIT"),
+    };
+    let gated = match (&shared.cluster, like) {
+        (Some(replica), Some(sql)) => {
+            let like = parse(sql)?
+                .pop()
+                .ok_or_else(|| SqlError::other("no stand-in statement"))?;
+            replica.before_statement(&shared.catalog, &like, gate, session).await
+        }
+        _ => Ok(()),
+    };
+    session.replication_fence = Some(gate.fence_term).filter(|&t| t != 0);
+    let result = match gated {
+        Ok(()) => match tokio::task::block_in_place(|| session.execute_xa(stmt)) {
+            Ok(reply) => wait_for_commit(reply, shared).await,
+            Err(e) => Err(e),
+        },
+        Err(e) => {
+            session.rollback_open();
+            Err(e)
+        }
+    };
+    let begins = matches!(stmt, XaStatement::Start(_));
     gate.after_statement(in_snapshot_txn, session.in_snapshot_transaction(), begins);
     result
 }
@@ -356,22 +398,26 @@ pub async fn serve_connection(stream: TcpStream, shared: Arc<ServerShared>, id: 
                 let started = std::time::Instant::now();
                 let out = match std::str::from_utf8(&sql) {
                     Err(_) => Err(SqlError::syntax("the statement is not valid UTF-8")),
-                    Ok(text) => match shared.shapes.parse(text) {
-                        Err(e) => Err(e),
-                        Ok(Parsed::Shaped(stmt, literals)) => {
-                            shared.metrics.statement(&stmt);
-                            run(&mut session, &stmt, &literals, &shared, &mut gate).await
-                        }
-                        Ok(Parsed::Full(stmts)) if stmts.is_empty() => {
-                            Err(SqlError::new(1065, "42000", "Query was empty"))
-                        }
-                        Ok(Parsed::Full(stmts)) if stmts.len() > 1 => Err(SqlError::syntax(
-                            "several statements in one query (multi-statements are off)",
-                        )),
-                        Ok(Parsed::Full(stmts)) => {
-                            shared.metrics.statement(&stmts[0]);
-                            run(&mut session, &stmts[0], &[], &shared, &mut gate).await
-                        }
+                    Ok(text) => match crate::sql::xa::parse_xa(text) {
+                        Some(Err(e)) => Err(e),
+                        Some(Ok(xa)) => run_xa(&mut session, &xa, &shared, &mut gate).await,
+                        None => match shared.shapes.parse(text) {
+                            Err(e) => Err(e),
+                            Ok(Parsed::Shaped(stmt, literals)) => {
+                                shared.metrics.statement(&stmt);
+                                run(&mut session, &stmt, &literals, &shared, &mut gate).await
+                            }
+                            Ok(Parsed::Full(stmts)) if stmts.is_empty() => {
+                                Err(SqlError::new(1065, "42000", "Query was empty"))
+                            }
+                            Ok(Parsed::Full(stmts)) if stmts.len() > 1 => Err(SqlError::syntax(
+                                "several statements in one query (multi-statements are off)",
+                            )),
+                            Ok(Parsed::Full(stmts)) => {
+                                shared.metrics.statement(&stmts[0]);
+                                run(&mut session, &stmts[0], &[], &shared, &mut gate).await
+                            }
+                        },
                     },
                 };
                 shared.metrics.latency(started.elapsed());

@@ -240,6 +240,8 @@ impl SqlError {
                 true,
             ),
             E::Replication(_) => (1180, "HY000", format!("Got error during COMMIT ({e})"), true),
+            E::UnknownXid(_) => (1397, "XAE04", format!("XAER_NOTA: Unknown XID ({e})"), false),
+            E::DuplicateXid(_) => (1440, "XAE08", format!("XAER_DUPID: The XID already exists ({e})"), true),
             _ => (1030, "HY000", format!("Got error from storage engine: {e}"), false),
         };
         SqlError {

@@ -16,3 +16,4 @@ pub mod session;
 pub mod session_vars;
 pub mod shape;
 pub mod types;
+pub mod xa;

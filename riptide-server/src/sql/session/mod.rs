@@ -26,6 +26,8 @@ use sqlparser::ast::Statement;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod xa;
+
 /// Server-wide settings a session uses.
 #[derive(Debug, Clone)]
 pub struct SessionConfig {
@@ -138,6 +140,8 @@ pub struct Session {
     /// On a replica: the Raft term in which the running statement's reads were confirmed; a
     /// transaction begun now commits only in that term (`WriteOptions::replication_fence`).
     pub replication_fence: Option<u64>,
+    /// The open XA branch (`XA START`), if the open transaction is one.
+    xa: Option<xa::XaBranch>,
 }
 
 impl Session {
@@ -153,6 +157,7 @@ impl Session {
             nowait: false,
             inline_commit: false,
             replication_fence: None,
+            xa: None,
         }
     }
 
@@ -215,12 +220,13 @@ impl Session {
         }
     }
 
-    /// Rolls back the open transaction, if any.
+    /// Rolls back the open transaction, if any (an XA branch that is not prepared included).
     pub fn rollback_open(&mut self) {
         if let Some(t) = self.txn.take() {
             t.rollback();
         }
         self.txn_pin = None;
+        self.xa = None;
     }
 
     /// Binds a statement (for PREPARE: its parameter count and result columns).
@@ -250,6 +256,9 @@ impl Session {
             return Err(SqlError::wrong_arguments("mysqld_stmt_execute"));
         }
         let plan = bound.plan;
+        if let Some(branch) = &self.xa {
+            branch.check(&plan)?;
+        }
         match plan {
             Plan::Select(p) => {
                 let columns = p.columns.clone();
