@@ -45,6 +45,7 @@ fn session() -> Session {
         version: SERVER_VERSION.into(),
         max_allowed_packet: 1 << 20,
         lock_wait_timeout: 1,
+        xa_prepare: false,
     };
     Session::new(
         catalog().clone(),

@@ -4,7 +4,9 @@
 //! - a branch runs as a transaction (XA START ... XA END), is prepared, listed by XA RECOVER,
 //!   invisible to readers and locked against writers until another connection commits it by
 //!   its id; one rolled back leaves nothing; ONE PHASE commits an idle branch directly;
-//! - the XA state rules answer MySQL's errors (1399, 1397, 1400, 1440);
+//! - the XA state rules answer MySQL's errors (1399, 1397, 1400, 1440), and a branch an error
+//!   rolled back stays ROLLBACK ONLY (1399, then 1402) instead of letting statements commit
+//!   outside it;
 //! - the leader is killed with a branch prepared: the new leader lists it, keeps its row
 //!   locked, and commits it.
 
@@ -126,11 +128,22 @@ fn xa_branches_prepare_commit_and_survive_the_leader() {
     a.query("UPDATE sbtest.acct SET bal = 6 WHERE id = 2").unwrap();
     a.query("XA END 'g4'").unwrap();
     a.query("XA PREPARE 'g4'").unwrap();
-    a.query("XA START 'g4'").unwrap();
-    a.query("INSERT INTO sbtest.acct VALUES (9, 9)").unwrap();
-    a.query("XA END 'g4'").unwrap();
-    assert_eq!(code(&mut a, "XA PREPARE 'g4'"), Some(1440));
+    assert_eq!(code(&mut a, "XA START 'g4'"), Some(1440));
+    assert_eq!(code(&mut a, "XA COMMIT 'g4' ONE PHASE"), Some(1399));
+
+    // An error that rolls the branch back leaves it ROLLBACK ONLY: nothing after it runs
+    // outside the branch. (The branch's snapshot predates b's update of row 1, so its own
+    // update of that row is a write conflict, 1213.)
+    a.query("XA START 'g5'").unwrap();
+    a.query("SELECT bal FROM sbtest.acct WHERE id = 1").unwrap();
+    b.query("UPDATE sbtest.acct SET bal = bal + 1 WHERE id = 1").unwrap();
+    assert_eq!(code(&mut a, "UPDATE sbtest.acct SET bal = 0 WHERE id = 1"), Some(1213));
+    assert_eq!(code(&mut a, "INSERT INTO sbtest.acct VALUES (9, 9)"), Some(1399));
+    assert_eq!(code(&mut a, "XA END 'g5'"), Some(1402));
     assert_eq!(count(&mut b, "SELECT COUNT(*) FROM sbtest.acct WHERE id = 9"), "0");
+    a.query("XA START 'g6'").unwrap();
+    a.query("XA END 'g6'").unwrap();
+    a.query("XA ROLLBACK 'g6'").unwrap();
 
     // The leader dies with g4 prepared: the new leader lists it, keeps row 2 locked, and
     // commits it.

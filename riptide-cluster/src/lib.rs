@@ -43,7 +43,7 @@ pub mod types;
 pub use log_store::LogStore;
 pub use node::{NodeConfig, NodeError, PartitionNode};
 pub use replicator::RaftReplicator;
-pub use state_machine::{lock_prepared_rows, prepared_write_sets};
+pub use state_machine::{is_prepared, lock_prepared_rows, prepared_write_sets};
 pub use state_machine::{SnapshotError, StateMachine};
 /// Cluster administration (`riptide cluster`), carried by the transport.
 pub use transport::admin;

@@ -44,6 +44,7 @@ fn session_with(cat: &Arc<Catalog>, id: u32, current_reads: bool) -> Session {
         version: SERVER_VERSION.into(),
         max_allowed_packet: 1 << 26,
         lock_wait_timeout: 5,
+        xa_prepare: false,
     };
     Session::new(
         cat.clone(),

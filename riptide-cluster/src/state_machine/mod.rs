@@ -29,7 +29,7 @@
 mod prepared;
 mod snapshots;
 
-pub use prepared::{lock_prepared_rows, prepared_write_sets};
+pub use prepared::{is_prepared, lock_prepared_rows, prepared_write_sets};
 
 pub use snapshots::SnapshotError;
 

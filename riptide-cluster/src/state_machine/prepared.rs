@@ -41,6 +41,15 @@ pub fn prepared_write_sets(db: &Db) -> riptide::Result<Vec<(Vec<u8>, WriteSet)>>
     Ok(out)
 }
 
+/// True when partition database `db` holds a prepared transaction under `xid`.
+pub fn is_prepared(db: &Db, xid: &[u8]) -> riptide::Result<bool> {
+    match db.table(PREPARED_TABLE) {
+        Ok(t) => Ok(t.get(xid)?.is_some()),
+        Err(riptide::Error::TableNotFound(_)) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// Locks, in partition database `db`, the rows of every prepared transaction whose id holds no
 /// locks here yet, waiting up to `timeout` for each: what a new leader does before it serves
 /// writes, since the locks of the leader that prepared them went with it. Returns how many ids

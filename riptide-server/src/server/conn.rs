@@ -130,7 +130,8 @@ async fn run(
 }
 
 /// Runs an XA statement (`crate::sql::xa`): on a replica it is gated as the statement it acts
-/// like (BEGIN for XA START and XA RECOVER, COMMIT for the others; XA END only changes the
+/// like (BEGIN for XA START; a locking read for XA RECOVER, which a follower must not answer;
+/// ROLLBACK for XA ROLLBACK and COMMIT for XA PREPARE and XA COMMIT; XA END only changes the
 /// branch's state), then it runs on a thread that may block (a prepare or a decision waits for
 /// the Raft group).
 async fn run_xa(
@@ -142,8 +143,10 @@ async fn run_xa(
     let in_snapshot_txn = session.in_snapshot_transaction();
     let like = match stmt {
         XaStatement::End(_) => None,
-        XaStatement::Start(_) | XaStatement::Recover => Some("BEGIN"),
-        _ => Some("COMMIT"),
+        XaStatement::Start(_) => Some("BEGIN"),
+        XaStatement::Recover { .. } => Some("SELECT 1 FROM prepared FOR UPDATE"),
+        XaStatement::Rollback(_) => Some("ROLLBACK"),
+        XaStatement::Prepare(_) | XaStatement::Commit { .. } => Some("COMMIT"),
     };
     let gated = match (&shared.cluster, like) {
         (Some(replica), Some(sql)) => {
@@ -165,7 +168,7 @@ async fn run_xa(
             Err(e)
         }
     };
-    let begins = matches!(stmt, XaStatement::Start(_));
+    let begins = matches!(stmt, XaStatement::Start(_)) && result.is_ok();
     gate.after_statement(in_snapshot_txn, session.in_snapshot_transaction(), begins);
     result
 }
@@ -339,6 +342,7 @@ pub async fn serve_connection(stream: TcpStream, shared: Arc<ServerShared>, id: 
         version: SERVER_VERSION.to_string(),
         max_allowed_packet: shared.config.max_allowed_packet,
         lock_wait_timeout: shared.config.session.lock_wait_timeout.as_secs(),
+        xa_prepare: shared.catalog.db().is_replicated(),
     };
     let mut session = Session::new(shared.catalog.clone(), shared.config.session.clone(), view);
     session.found_rows = info.capabilities & capability::CLIENT_FOUND_ROWS != 0;
@@ -455,7 +459,14 @@ pub async fn serve_connection(stream: TcpStream, shared: Arc<ServerShared>, id: 
             Command::StmtPrepare(sql) => {
                 let res = std::str::from_utf8(&sql)
                     .map_err(|_| SqlError::syntax("the statement is not valid UTF-8"))
-                    .and_then(parse)
+                    .and_then(|text| match crate::sql::xa::parse_xa(text) {
+                        Some(_) => Err(SqlError::new(
+                            1295,
+                            "HY000",
+                            "This command is not supported in the prepared statement protocol yet",
+                        )),
+                        None => parse(text),
+                    })
                     .and_then(|mut stmts| {
                         if stmts.len() != 1 {
                             return Err(SqlError::syntax("PREPARE takes exactly one statement"));

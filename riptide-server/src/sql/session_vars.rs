@@ -36,6 +36,10 @@ pub struct SessionView {
     pub max_allowed_packet: usize,
     /// Row lock wait timeout in seconds.
     pub lock_wait_timeout: u64,
+    /// The server can prepare XA branches (it is a replica of a partition):
+    /// `@@riptide_xa_prepare`, which `riptide router` asks before it makes a partition a
+    /// participant of a cross-partition transaction.
+    pub xa_prepare: bool,
 }
 
 /// The isolation level's MySQL name.
@@ -98,6 +102,7 @@ pub fn system_variable(name: &str, s: &SessionView) -> Option<Value> {
         "port" => Value::Int(3306),
         "read_only" | "transaction_read_only" | "tx_read_only" => Value::Int(0),
         "identity" | "last_insert_id" => Value::UInt(s.last_insert_id),
+        "riptide_xa_prepare" => Value::Int(i64::from(s.xa_prepare)),
         _ => return None,
     })
 }

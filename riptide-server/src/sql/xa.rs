@@ -88,8 +88,11 @@ pub enum XaStatement {
     },
     /// `XA ROLLBACK`.
     Rollback(Xid),
-    /// `XA RECOVER`.
-    Recover,
+    /// `XA RECOVER [CONVERT XID]`.
+    Recover {
+        /// `CONVERT XID`: the data column in hexadecimal.
+        convert: bool,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -178,12 +181,17 @@ fn quoted(b: &[u8], start: usize) -> SqlResult<(Vec<u8>, usize)> {
             }
             c if c == q => return Ok((out, i + 1)),
             b'\\' if i + 1 < b.len() => {
-                out.push(match b[i + 1] {
-                    b'n' => b'\n',
-                    b't' => b'\t',
-                    b'0' => 0,
-                    c => c,
-                });
+                // MySQL's escapes; `\%` and `\_` keep their backslash.
+                match b[i + 1] {
+                    b'n' => out.push(b'\n'),
+                    b't' => out.push(b'\t'),
+                    b'r' => out.push(b'\r'),
+                    b'b' => out.push(8),
+                    b'Z' => out.push(26),
+                    b'0' => out.push(0),
+                    c @ (b'%' | b'_') => out.extend_from_slice(&[b'\\', c]),
+                    c => out.push(c),
+                }
                 i += 2;
             }
             c => {
@@ -216,7 +224,8 @@ fn statement(t: &[Token]) -> SqlResult<XaStatement> {
     let verb = word(1).ok_or_else(|| syntax("no command after XA"))?;
     if verb == "RECOVER" {
         return match (word(2), word(3), t.len()) {
-            (None, None, 2) | (Some("CONVERT"), Some("XID"), 4) => Ok(XaStatement::Recover),
+            (None, None, 2) => Ok(XaStatement::Recover { convert: false }),
+            (Some("CONVERT"), Some("XID"), 4) => Ok(XaStatement::Recover { convert: true }),
             _ => Err(syntax("unexpected words after XA RECOVER")),
         };
     }
@@ -326,10 +335,21 @@ mod tests {
             parse_xa("XA ROLLBACK \"g\", '', -1").unwrap().unwrap(),
             XaStatement::Rollback(x("g", "", -1))
         );
-        assert_eq!(parse_xa("XA RECOVER").unwrap().unwrap(), XaStatement::Recover);
+        assert_eq!(
+            parse_xa("XA RECOVER").unwrap().unwrap(),
+            XaStatement::Recover { convert: false }
+        );
         assert_eq!(
             parse_xa("XA RECOVER CONVERT XID").unwrap().unwrap(),
-            XaStatement::Recover
+            XaStatement::Recover { convert: true }
+        );
+        assert_eq!(
+            parse_xa(r"XA END 'a\rb\Z\%\_\q'").unwrap().unwrap(),
+            XaStatement::End(Xid {
+                format_id: 1,
+                gtrid: b"a\rb\x1a\\%\\_q".to_vec(),
+                bqual: Vec::new()
+            })
         );
     }
 

@@ -220,13 +220,17 @@ impl Session {
         }
     }
 
-    /// Rolls back the open transaction, if any (an XA branch that is not prepared included).
+    /// Rolls back the open transaction, if any. An open XA branch stays, ROLLBACK ONLY, until
+    /// the client ends it (`sql/session/xa.rs`), so that no statement after the error runs
+    /// outside it.
     pub fn rollback_open(&mut self) {
         if let Some(t) = self.txn.take() {
             t.rollback();
         }
         self.txn_pin = None;
-        self.xa = None;
+        if let Some(b) = &mut self.xa {
+            b.rollback_only = true;
+        }
     }
 
     /// Binds a statement (for PREPARE: its parameter count and result columns).

@@ -10,6 +10,12 @@
 //! - `XA PREPARE` hands the transaction to the engine as prepared: the session is then outside
 //!   any transaction, and the branch is decided later by id, from any session of the leader
 //!   (`XA COMMIT xid`, `XA ROLLBACK xid`), outside a transaction of its own.
+//! - An error that rolls the transaction back (1213, 1205, a failed read barrier) leaves the
+//!   branch ROLLBACK ONLY: every statement is refused (1399) until `XA ROLLBACK`, and `XA END`,
+//!   `XA PREPARE` or `XA COMMIT ... ONE PHASE` end it with 1402, so no statement after the
+//!   error runs outside the branch.
+//! - `XA START` of an xid prepared already is refused (1440), and so is `XA COMMIT ... ONE
+//!   PHASE` of a prepared xid (1399).
 //! - A closed connection rolls back a branch that is not prepared; a prepared one stays.
 
 use super::{Reply, Session};
@@ -28,11 +34,16 @@ pub(super) struct XaBranch {
     xid: Xid,
     /// After `XA END`.
     idle: bool,
+    /// Its transaction was rolled back by an error: only `XA ROLLBACK` (or an end answering
+    /// 1402) is left.
+    pub(super) rollback_only: bool,
 }
 
 impl XaBranch {
     fn state(&self) -> &'static str {
-        if self.idle {
+        if self.rollback_only {
+            "ROLLBACK ONLY"
+        } else if self.idle {
             "IDLE"
         } else {
             "ACTIVE"
@@ -47,7 +58,7 @@ impl XaBranch {
             Plan::Select(_) | Plan::Insert(_) | Plan::Modify(_) | Plan::Use(_) | Plan::Show(_) | Plan::Nothing => false,
             _ => true, // DDL commits the open transaction
         };
-        if self.idle || ends_txn {
+        if self.idle || self.rollback_only || ends_txn {
             return Err(rmfail(self.state()));
         }
         Ok(())
@@ -68,6 +79,16 @@ fn nota() -> SqlError {
     SqlError::new(1397, "XAE04", "XAER_NOTA: Unknown XID")
 }
 
+/// 1402: the branch was rolled back (an error did it); it is ended now.
+fn rolled_back() -> SqlError {
+    SqlError::new(1402, "XA100", "XA_RBROLLBACK: Transaction branch was rolled back")
+}
+
+/// 1440: the xid is prepared already.
+fn duplicate() -> SqlError {
+    SqlError::new(1440, "XAE08", "XAER_DUPID: The XID already exists")
+}
+
 /// 1400: a transaction that is not an XA branch is open.
 fn outside() -> SqlError {
     SqlError::new(
@@ -81,6 +102,26 @@ impl Session {
     /// Runs one XA statement. `XA PREPARE`, `XA COMMIT` and `XA ROLLBACK` of a prepared
     /// branch wait for the replication layer: call on a thread that may block.
     pub fn execute_xa(&mut self, stmt: &XaStatement) -> SqlResult<Reply> {
+        // A branch an error rolled back: ended by the next XA statement that names it.
+        if let Some(b) = self.xa.as_ref().filter(|b| b.rollback_only) {
+            let named = match stmt {
+                XaStatement::End(x) | XaStatement::Prepare(x) | XaStatement::Rollback(x) => Some(x),
+                XaStatement::Commit { xid, .. } => Some(xid),
+                XaStatement::Start(_) | XaStatement::Recover { .. } => None,
+            };
+            return match named {
+                Some(x) if *x != b.xid => Err(nota()),
+                Some(_) => {
+                    self.xa = None;
+                    match stmt {
+                        XaStatement::Rollback(_) => Ok(Reply::ok(0)),
+                        _ => Err(rolled_back()),
+                    }
+                }
+                None if matches!(stmt, XaStatement::Recover { .. }) => self.recover(false),
+                None => Err(rmfail(b.state())),
+            };
+        }
         let branch = self.xa.as_ref().map(|b| (b.xid.clone(), b.idle));
         match stmt {
             XaStatement::Start(xid) => {
@@ -90,12 +131,16 @@ impl Session {
                 if self.txn.is_some() {
                     return Err(outside());
                 }
+                if self.is_prepared(xid)? {
+                    return Err(duplicate());
+                }
                 let pin = self.catalog.begin_statement();
                 self.txn = Some(self.begin_txn()?);
                 self.txn_pin = Some(pin);
                 self.xa = Some(XaBranch {
                     xid: xid.clone(),
                     idle: false,
+                    rollback_only: false,
                 });
                 Ok(Reply::ok(0))
             }
@@ -136,6 +181,8 @@ impl Session {
                 Some((_, idle)) => Err(rmfail(if idle { "IDLE" } else { "ACTIVE" })),
                 None if self.txn.is_some() => Err(outside()),
                 None if !self.catalog.db().is_replicated() => Err(nota()),
+                None if *one_phase && self.is_prepared(xid)? => Err(rmfail("PREPARED")),
+                None if *one_phase => Err(nota()),
                 None => {
                     let db = self.catalog.db();
                     db.commit_prepared(&xid.to_bytes(), &self.decision_options())
@@ -147,6 +194,7 @@ impl Session {
                 Some((open, _)) if open != *xid => Err(nota()),
                 Some((_, true)) => {
                     self.rollback_open();
+                    self.xa = None;
                     Ok(Reply::ok(0))
                 }
                 Some((_, false)) => Err(rmfail("ACTIVE")),
@@ -159,7 +207,7 @@ impl Session {
                     Ok(Reply::ok(0))
                 }
             },
-            XaStatement::Recover => self.recover(),
+            XaStatement::Recover { convert } => self.recover(*convert),
         }
     }
 
@@ -171,8 +219,17 @@ impl Session {
         }
     }
 
-    /// `XA RECOVER`: the prepared branches, as MySQL lists them.
-    fn recover(&self) -> SqlResult<Reply> {
+    /// True when `xid` is prepared on this partition.
+    fn is_prepared(&self, xid: &Xid) -> SqlResult<bool> {
+        if !self.catalog.db().is_replicated() {
+            return Ok(false);
+        }
+        riptide_cluster::is_prepared(self.catalog.db(), &xid.to_bytes()).map_err(SqlError::from_engine)
+    }
+
+    /// `XA RECOVER`: the prepared branches, as MySQL lists them (with `CONVERT XID`, the data
+    /// in hexadecimal, `0x...`).
+    fn recover(&self, convert: bool) -> SqlResult<Reply> {
         let prepared = riptide_cluster::prepared_write_sets(self.catalog.db()).map_err(SqlError::from_engine)?;
         let columns: Vec<ColumnInfo> = ["formatID", "gtrid_length", "bqual_length", "data"]
             .map(text_column)
@@ -183,6 +240,10 @@ impl Session {
             .map(|x| {
                 let mut data = x.gtrid.clone();
                 data.extend_from_slice(&x.bqual);
+                if convert {
+                    let hex: String = data.iter().map(|b| format!("{b:02X}")).collect();
+                    data = format!("0x{hex}").into_bytes();
+                }
                 vec![
                     Value::Int(i64::from(x.format_id)),
                     Value::Int(x.gtrid.len() as i64),

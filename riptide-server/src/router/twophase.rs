@@ -1,0 +1,504 @@
+//! Cross-partition transactions: the router as the coordinator of a two-phase commit over the
+//! partitions' XA branches (`docs/cluster.md`, "Cross-partition transactions").
+//!
+//! A transaction's first partition is its *home*: it runs there as a plain transaction (BEGIN
+//! as before). A statement of the transaction on another partition opens an XA branch there
+//! (`XA START 'gtrid','<partition>'`) on the session's connection to that partition. At COMMIT
+//! with branches open:
+//! 1. every branch is ended and prepared (`XA END`, `XA PREPARE`): its writes are durable on
+//!    its partition's replicas and its rows locked, across failovers;
+//! 2. the home transaction inserts the decision row `riptide_xa.decisions(gtrid, 'C')` on the
+//!    home partition and commits: that commit is the transaction's commit point;
+//! 3. every branch is committed by its xid (`XA COMMIT`), and the decision row deleted.
+//!
+//! Invariants:
+//! - A branch is opened only on a partition that can prepare (`@@riptide_xa_prepare`, a
+//!   replica); elsewhere the statement is refused (1235) and the transaction goes on.
+//! - Until the home commit, any failure rolls the whole transaction back (home and branches)
+//!   and the client is told so; after it, the transaction is committed, and a branch not yet
+//!   committed is left prepared for the resolver.
+//! - The resolver ([`resolve_loop`], every router runs one) finishes a branch that stays
+//!   prepared longer than `RouterConfig::xa_resolve_after`: by the decision row of its
+//!   home, or, when there is none, by inserting `'A'` (abort) under the same key first. The
+//!   row's primary key serializes that insert with the coordinator's: whichever commits first
+//!   decides, and the loser sees the other's row (1062). Abort rows are never deleted (a
+//!   coordinator delayed past the resolver must still find one).
+//! - A gtrid names its router process and home partition: `rtx-<router nonce>-<n>-h<home>`.
+
+use super::backend::{Backend, Reply};
+use super::merge::text_values;
+use super::session::{refuse, Answer, Request, RouterSession, READ_ONLY, ROUTER_ERROR};
+use super::RouterShared;
+use crate::protocol::status;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The XA format id of the router's branches ("RT").
+pub(super) const FORMAT_ID: i32 = 0x5254;
+/// Where each partition keeps the decisions of the transactions it is home to.
+const DECISIONS: &str = "riptide_xa.decisions";
+const CREATE_DB: &str = "CREATE DATABASE IF NOT EXISTS riptide_xa";
+const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS riptide_xa.decisions \
+     (gtrid VARCHAR(96) NOT NULL PRIMARY KEY, outcome CHAR(1) NOT NULL)";
+
+/// What a partition can do, as a participant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Prepares {
+    Unknown = 0,
+    Yes = 1,
+    No = 2,
+}
+
+/// Errors after which the participant has rolled its transaction back.
+fn rolled_back(code: u16) -> bool {
+    matches!(code, 1213 | 1205 | READ_ONLY | 1180 | 1053 | ROUTER_ERROR)
+}
+
+fn xid(gtrid: &str, p: usize) -> String {
+    format!("'{gtrid}','{p}',{FORMAT_ID}")
+}
+
+impl RouterSession {
+    /// Sends a statement of the open transaction to partition `p`, which is not its home: in
+    /// `p`'s branch, opened first if needed.
+    pub(super) async fn send_in_branch(&mut self, p: usize, req: Request<'_>) -> Answer {
+        if !self.branches.contains(&p) {
+            if let Err(answer) = self.open_branch(p).await {
+                return answer;
+            }
+        }
+        match self.send_once(p, req, false).await {
+            Ok(reply) => {
+                if let Reply::Err(e, _) = &reply {
+                    if rolled_back(e.code) {
+                        // The branch is gone: so is the transaction.
+                        self.abort_all().await;
+                    }
+                } else if reply.status() & status::SERVER_STATUS_IN_TRANS == 0 {
+                    self.abort_all().await;
+                    return Answer::Error(
+                        ROUTER_ERROR,
+                        "HY000",
+                        format!("partition {p} ended its branch of the transaction; the transaction is rolled back"),
+                    );
+                }
+                Answer::Reply(reply)
+            }
+            Err(e) => {
+                self.backends[p] = None;
+                self.abort_all().await;
+                Answer::Error(
+                    ROUTER_ERROR,
+                    "HY000",
+                    format!("partition {p}: {}; the transaction is rolled back", e.message()),
+                )
+            }
+        }
+    }
+
+    /// Whether every partition of `targets` but the home can be a participant (asked once per
+    /// partition and router); a refusal to send if not.
+    pub(super) async fn check_participants(&mut self, targets: impl Iterator<Item = usize>) -> Result<(), Answer> {
+        for p in targets {
+            if Some(p) != self.pinned && !self.branches.contains(&p) && !self.can_prepare(p).await? {
+                return Err(refuse(format!(
+                    "a transaction over several partitions where partition {p} is a single server \
+                     (cross-partition transactions need replicated partitions)"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    async fn can_prepare(&mut self, p: usize) -> Result<bool, Answer> {
+        let part = &self.shared.partitions[p];
+        match part.prepares.load(Ordering::Relaxed) {
+            x if x == Prepares::Yes as u8 => return Ok(true),
+            x if x == Prepares::No as u8 => return Ok(false),
+            _ => {}
+        }
+        let rows = match self.send(p, Request::Query("SELECT @@riptide_xa_prepare"), super::send::Kind::Plain).await
+        {
+            Answer::Reply(Reply::Rows(rs)) => rs.rows,
+            Answer::Reply(Reply::Err(..)) => Vec::new(), // a server that does not know it
+            other => return Err(other),
+        };
+        let yes = rows
+            .first()
+            .and_then(|r| text_values(r).ok())
+            .and_then(|v| v.into_iter().next().flatten())
+            .is_some_and(|v| v == "1");
+        let flag = if yes { Prepares::Yes } else { Prepares::No };
+        self.shared.partitions[p].prepares.store(flag as u8, Ordering::Relaxed);
+        Ok(yes)
+    }
+
+    /// Opens the transaction's branch on partition `p` (the decision table made sure of first).
+    async fn open_branch(&mut self, p: usize) -> Result<(), Answer> {
+        self.check_participants(std::iter::once(p)).await?;
+        ensure_decision_tables(&self.shared).await.map_err(|m| {
+            Answer::Error(ROUTER_ERROR, "HY000", format!("cross-partition transactions: {m}"))
+        })?;
+        let home = self.pinned.unwrap_or(0);
+        let gtrid = self
+            .gtrid
+            .get_or_insert_with(|| {
+                let n = self.shared.next_gtrid.fetch_add(1, Ordering::Relaxed);
+                format!("rtx-{:016x}-{n}-h{home}", self.shared.nonce)
+            })
+            .clone();
+        // Nothing of the transaction is on `p` yet: a refusal by a follower is tried elsewhere.
+        let deadline = Instant::now() + self.shared.config.leader_wait;
+        loop {
+            let start = format!("XA START {}", xid(&gtrid, p));
+            match self.send_once(p, Request::Query(&start), false).await {
+                Ok(Reply::Ok(_)) => {
+                    self.branches.push(p);
+                    return Ok(());
+                }
+                Ok(Reply::Err(e, _)) if e.code == READ_ONLY && Instant::now() < deadline => {
+                    if let Some(b) = &self.backends[p] {
+                        self.shared.partitions[p].not_leader(b.replica);
+                    }
+                    self.backends[p] = None;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Ok(reply) => return Err(Answer::Reply(reply)),
+                Err(e) if Instant::now() < deadline && e.not_sent() => {
+                    self.backends[p] = None;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(e) => {
+                    self.backends[p] = None;
+                    return Err(Answer::Error(ROUTER_ERROR, "HY000", format!("partition {p}: {}", e.message())));
+                }
+            }
+        }
+    }
+
+    /// One statement on a branch's connection; `Err` with the reason unless it answered OK.
+    async fn on_branch(&mut self, p: usize, sql: &str) -> Result<(), (u16, String)> {
+        let backend = match self.backends[p].as_mut() {
+            Some(b) => b,
+            None => return Err((ROUTER_ERROR, format!("partition {p}: the branch's connection is gone"))),
+        };
+        match backend.query(sql).await {
+            Ok(Reply::Ok(_)) => Ok(()),
+            Ok(Reply::Err(e, _)) => Err((e.code, format!("partition {p}: {}", e.message))),
+            Ok(Reply::Rows(_)) => Err((ROUTER_ERROR, format!("partition {p}: rows for {sql}"))),
+            Err(e) => {
+                self.backends[p] = None;
+                Err((ROUTER_ERROR, format!("partition {p}: {e}")))
+            }
+        }
+    }
+
+    /// Rolls back the home transaction and every branch (best effort: a branch that cannot
+    /// be reached is rolled back by its partition when the connection goes, or, prepared, by
+    /// the resolver), and forgets them.
+    pub(super) async fn abort_all(&mut self) {
+        let gtrid = self.gtrid.take();
+        let branches = std::mem::take(&mut self.branches);
+        if let Some(g) = gtrid {
+            for p in branches {
+                let x = xid(&g, p);
+                let _ = self.on_branch(p, &format!("XA END {x}")).await;
+                if self.on_branch(p, &format!("XA ROLLBACK {x}")).await.is_err() {
+                    // The branch's state there is not known: a new connection starts clean.
+                    self.backends[p] = None;
+                }
+            }
+        }
+        if let Some(home) = self.pinned.take() {
+            if let Some(b) = self.backends[home].as_mut() {
+                if !matches!(b.query("ROLLBACK").await, Ok(Reply::Ok(_))) {
+                    self.backends[home] = None;
+                }
+            }
+        }
+        self.pending_begin = None;
+    }
+
+    /// ROLLBACK of a transaction with branches.
+    pub(super) async fn rollback_distributed(&mut self) -> Answer {
+        self.abort_all().await;
+        Answer::Ok
+    }
+
+    /// COMMIT of a transaction with branches (see the module header).
+    pub(super) async fn commit_distributed(&mut self) -> Answer {
+        let (Some(home), Some(gtrid)) = (self.pinned, self.gtrid.clone()) else {
+            return Answer::Error(ROUTER_ERROR, "HY000", "no distributed transaction is open".into());
+        };
+        let branches = self.branches.clone();
+        // 1. Prepare every branch.
+        for &p in &branches {
+            let x = xid(&gtrid, p);
+            let prepared = match self.on_branch(p, &format!("XA END {x}")).await {
+                Ok(()) => self.on_branch(p, &format!("XA PREPARE {x}")).await,
+                Err(e) => Err(e),
+            };
+            if let Err((code, message)) = prepared {
+                self.abort_all().await;
+                return failed(code, format!("a participant did not prepare ({message})"));
+            }
+        }
+        crash_point("after-prepare");
+        // 2. The decision, committed with the home transaction: the commit point.
+        let decide = format!("INSERT INTO {DECISIONS} (gtrid, outcome) VALUES ('{gtrid}', 'C')");
+        let decided = self.send(home, Request::Query(&decide), super::send::Kind::Write).await;
+        if !matches!(decided, Answer::Reply(Reply::Ok(_))) {
+            self.abort_all().await;
+            return match decided {
+                // The resolver aborted it first (a coordinator that took too long).
+                Answer::Reply(Reply::Err(e, _)) if e.code == 1062 => {
+                    failed(1213, "the transaction was aborted by a resolver while it committed".into())
+                }
+                Answer::Reply(Reply::Err(e, _)) => failed(e.code, e.message),
+                Answer::Error(code, _, m) => failed(code, m),
+                _ => failed(ROUTER_ERROR, "the decision was not recorded".into()),
+            };
+        }
+        let committed = self.send(home, Request::Query("COMMIT"), super::send::Kind::Final).await;
+        match &committed {
+            Answer::Reply(Reply::Ok(_)) => {}
+            Answer::Reply(Reply::Err(e, _)) if matches!(e.code, 1213 | 1205 | READ_ONLY) => {
+                // Not committed (the home rolled back): the branches go too.
+                let (code, message) = (e.code, e.message.clone());
+                self.pinned = Some(home);
+                self.abort_all().await;
+                return failed(code, message);
+            }
+            _ => {
+                // Outcome unknown: the branches stay prepared; the resolver reads the decision.
+                self.branches.clear();
+                self.gtrid = None;
+                self.pinned = None;
+                return committed;
+            }
+        }
+        crash_point("after-commit");
+        // 3. Finish the branches; one left prepared is finished by the resolver.
+        let mut all = true;
+        for &p in &branches {
+            if let Err((_, m)) = self.on_branch(p, &format!("XA COMMIT {}", xid(&gtrid, p))).await {
+                tracing::warn!("{gtrid}: {m}; the resolver will commit it");
+                all = false;
+            }
+        }
+        self.branches.clear();
+        self.gtrid = None;
+        if all && self.autocommit {
+            let forget = format!("DELETE FROM {DECISIONS} WHERE gtrid = '{gtrid}'");
+            let _ = self.send(home, Request::Query(&forget), super::send::Kind::Write).await;
+        }
+        committed
+    }
+}
+
+/// The error a client hears when the transaction did not commit.
+fn failed(code: u16, message: String) -> Answer {
+    let code = if matches!(code, 1213 | 1205) { code } else { ROUTER_ERROR };
+    let state = if code == 1213 { "40001" } else { "HY000" };
+    Answer::Error(code, state, format!("{message}; the transaction is rolled back"))
+}
+
+/// A test hook: `RIPTIDE_ROUTER_CRASH_AT=<point>` ends the router process at that point of a
+/// cross-partition commit (`after-prepare`, `after-commit`), as a crash would.
+fn crash_point(point: &str) {
+    if std::env::var("RIPTIDE_ROUTER_CRASH_AT").is_ok_and(|v| v == point) {
+        std::process::abort();
+    }
+}
+
+/// Creates the decision table on every partition (once per router process).
+async fn ensure_decision_tables(shared: &Arc<RouterShared>) -> Result<(), String> {
+    shared
+        .decision_tables
+        .get_or_try_init(|| async {
+            for p in 0..shared.partitions.len() {
+                let mut conn = leader_connection(shared, p).await?;
+                for sql in [CREATE_DB, CREATE_TABLE] {
+                    match conn.query(sql).await {
+                        Ok(Reply::Ok(_)) => {}
+                        Ok(Reply::Err(e, _)) => return Err(format!("partition {p}: {sql}: {}", e.message)),
+                        Ok(Reply::Rows(_)) => {}
+                        Err(e) => return Err(format!("partition {p}: {e}")),
+                    }
+                }
+            }
+            Ok(())
+        })
+        .await
+        .map(|_| ())
+}
+
+/// A connection of the router's own to partition `p`'s leader (found by asking each replica
+/// in turn until one answers a gated statement), within the leader wait.
+async fn leader_connection(shared: &RouterShared, p: usize) -> Result<Backend, String> {
+    let part = &shared.partitions[p];
+    let (user, password) = shared.config.users.first().cloned().unwrap_or_default();
+    let deadline = Instant::now() + shared.config.leader_wait;
+    let mut at = part.leader_hint();
+    loop {
+        let addr = part.replicas[at];
+        let why = match Backend::connect(addr, &user, &password, None, false, shared.config.backend_timeout).await {
+            Ok(mut b) => match b.query("XA RECOVER").await {
+                Ok(Reply::Err(e, _)) if e.code == READ_ONLY => format!("{addr} does not lead"),
+                Ok(_) => {
+                    b.replica = at;
+                    return Ok(b);
+                }
+                Err(e) => e.to_string(),
+            },
+            Err(e) => e.to_string(),
+        };
+        if Instant::now() > deadline {
+            return Err(format!("partition {p}: no leader reached ({why})"));
+        }
+        part.not_leader(at);
+        at = (at + 1) % part.replicas.len();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The resolver: every `every`, finishes the router branches that stayed prepared longer than
+/// the configured time, on every partition (see the module header). Runs until `stop`.
+pub(super) async fn resolve_loop(shared: Arc<RouterShared>, every: Duration) {
+    let mut stop = shared.stop.subscribe();
+    let mut seen: HashMap<(usize, String, String), Instant> = HashMap::new();
+    let mut conns: Vec<Option<Backend>> = (0..shared.partitions.len()).map(|_| None).collect();
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = stop.changed() => return,
+        }
+        let mut live = Vec::new();
+        for p in 0..shared.partitions.len() {
+            match prepared_branches(&shared, &mut conns, p).await {
+                Ok(branches) => {
+                    for (gtrid, bqual) in branches {
+                        let key = (p, gtrid, bqual);
+                        let first = *seen.entry(key.clone()).or_insert_with(Instant::now);
+                        if first.elapsed() >= shared.config.xa_resolve_after {
+                            if let Err(m) = resolve(&shared, &mut conns, p, &key.1, &key.2).await {
+                                tracing::warn!("resolving {}: {m}", key.1);
+                            }
+                        }
+                        live.push(key);
+                    }
+                }
+                Err(m) => {
+                    conns[p] = None;
+                    tracing::debug!("XA RECOVER on partition {p}: {m}");
+                    // Keep what was seen there: its clock goes on.
+                    live.extend(seen.keys().filter(|k| k.0 == p).cloned());
+                }
+            }
+        }
+        seen.retain(|k, _| live.contains(k));
+    }
+}
+
+/// The router's prepared branches on partition `p`: (gtrid, bqual).
+async fn prepared_branches(
+    shared: &RouterShared,
+    conns: &mut [Option<Backend>],
+    p: usize,
+) -> Result<Vec<(String, String)>, String> {
+    let rows = match query(shared, conns, p, "XA RECOVER").await? {
+        Reply::Rows(rs) => rs.rows,
+        _ => Vec::new(),
+    };
+    let mut out = Vec::new();
+    for r in rows {
+        let v = text_values(&r)?;
+        let num = |i: usize| v.get(i).cloned().flatten().and_then(|s| s.parse::<usize>().ok());
+        let (Some(format), Some(glen), Some(data)) = (num(0), num(1), v.get(3).cloned().flatten()) else {
+            continue;
+        };
+        if format != FORMAT_ID as usize || glen > data.len() || !data.is_char_boundary(glen) {
+            continue;
+        }
+        out.push((data[..glen].to_string(), data[glen..].to_string()));
+    }
+    Ok(out)
+}
+
+/// One statement on the resolver's connection to partition `p`'s leader.
+async fn query(shared: &RouterShared, conns: &mut [Option<Backend>], p: usize, sql: &str) -> Result<Reply, String> {
+    if conns[p].as_mut().is_none_or(|b| b.is_closed()) {
+        conns[p] = Some(leader_connection(shared, p).await?);
+    }
+    let b = conns[p].as_mut().expect("connected above");
+    match b.query(sql).await {
+        Ok(Reply::Err(e, _)) if e.code == READ_ONLY => {
+            conns[p] = None;
+            Err(format!("partition {p}: not the leader"))
+        }
+        Ok(reply) => Ok(reply),
+        Err(e) => {
+            conns[p] = None;
+            Err(e.to_string())
+        }
+    }
+}
+
+/// Finishes branch (`gtrid`, `bqual`) prepared on partition `p` by its home's decision,
+/// recording an abort first when there is none.
+async fn resolve(
+    shared: &RouterShared,
+    conns: &mut [Option<Backend>],
+    p: usize,
+    gtrid: &str,
+    bqual: &str,
+) -> Result<(), String> {
+    let home: usize = gtrid
+        .rsplit_once("-h")
+        .and_then(|(_, h)| h.parse().ok())
+        .filter(|&h| h < shared.partitions.len())
+        .ok_or_else(|| format!("no home partition in {gtrid:?}"))?;
+    if gtrid.contains('\'') || bqual.contains('\'') {
+        return Err("a quote in a router xid".into());
+    }
+    let read = format!("SELECT outcome FROM {DECISIONS} WHERE gtrid = '{gtrid}'");
+    let mut outcome = decision(query(shared, conns, home, &read).await?)?;
+    if outcome.is_none() {
+        let abort = format!("INSERT INTO {DECISIONS} (gtrid, outcome) VALUES ('{gtrid}', 'A')");
+        match query(shared, conns, home, &abort).await? {
+            Reply::Ok(_) => outcome = Some("A".into()),
+            Reply::Err(e, _) if e.code == 1062 => outcome = decision(query(shared, conns, home, &read).await?)?,
+            Reply::Err(e, _) => return Err(e.message),
+            Reply::Rows(_) => return Err("rows for an INSERT".into()),
+        }
+    }
+    let verb = match outcome.as_deref() {
+        Some("C") => "COMMIT",
+        Some("A") => "ROLLBACK",
+        other => return Err(format!("decision {other:?}")),
+    };
+    let finish = format!("XA {verb} '{gtrid}','{bqual}',{FORMAT_ID}");
+    match query(shared, conns, p, &finish).await? {
+        Reply::Ok(_) => Ok(()),
+        Reply::Err(e, _) if e.code == 1397 => Ok(()), // finished meanwhile
+        Reply::Err(e, _) => Err(e.message),
+        Reply::Rows(_) => Err("rows for XA".into()),
+    }
+}
+
+/// The outcome a decision read found, if any.
+fn decision(reply: Reply) -> Result<Option<String>, String> {
+    match reply {
+        Reply::Rows(rs) => Ok(rs
+            .rows
+            .first()
+            .map(|r| text_values(r))
+            .transpose()?
+            .and_then(|v| v.into_iter().next().flatten())),
+        Reply::Err(e, _) if e.code == 1146 || e.code == 1049 => Ok(None),
+        Reply::Err(e, _) => Err(e.message),
+        Reply::Ok(_) => Ok(None),
+    }
+}
