@@ -24,6 +24,11 @@ pub struct RouterArgs {
     /// How long a statement waits for a partition to have a leader, in milliseconds.
     #[arg(long, default_value_t = 10_000)]
     leader_wait_ms: u64,
+    /// How long a branch of a cross-partition transaction may stay prepared before this
+    /// router's resolver finishes it by the decision of its home partition (aborting it if its
+    /// coordinator recorded none), in milliseconds.
+    #[arg(long, default_value_t = 10_000)]
+    xa_resolve_after_ms: u64,
     /// Worker threads of the network runtime (default: the number of cores).
     #[arg(long)]
     threads: Option<usize>,
@@ -50,6 +55,9 @@ pub fn run(args: &RouterArgs) -> Result<(), ServeError> {
     if !(1..=600_000).contains(&args.leader_wait_ms) {
         return Err(ServeError::Usage("--leader-wait-ms must be 1..=600000".into()));
     }
+    if !(100..=86_400_000).contains(&args.xa_resolve_after_ms) {
+        return Err(ServeError::Usage("--xa-resolve-after-ms must be 100..=86400000".into()));
+    }
     let users = args.users.users()?;
     crate::serve::init_logging();
     let partitions = args
@@ -60,6 +68,7 @@ pub fn run(args: &RouterArgs) -> Result<(), ServeError> {
         .map_err(|e| ServeError::Usage(format!("--partition {e}")))?;
     let mut config = RouterConfig::new(args.listen, users, partitions);
     config.leader_wait = Duration::from_millis(args.leader_wait_ms);
+    config.xa_resolve_after = Duration::from_millis(args.xa_resolve_after_ms);
     crate::serve::network_runtime(args.threads)?
         .block_on(run_until_signal(config))
         .map_err(|e| ServeError::Runtime(e.to_string()))

@@ -10,7 +10,9 @@
 //! - Every partition sees every table: DDL goes to all of them, in order.
 //! - A row is only ever written on the partition its key hashes to (placement version 1, for
 //!   the configured partition count and order, which must therefore never change for a
-//!   database), and a write goes to one partition or is refused; see the `session` module.
+//!   database), and a write statement goes to one partition or is refused; see the `session`
+//!   module. A transaction may span partitions: it commits by two-phase commit, and every
+//!   router resolves what crashed coordinators left prepared (`twophase`).
 //! - It listens only where told; clients log in with the users it was given, and it logs in to
 //!   the partitions as the same user with the same password.
 
@@ -21,6 +23,7 @@ pub mod placement;
 mod prepared;
 mod send;
 mod session;
+mod twophase;
 
 use crate::protocol::{Command, Connection, ProtocolError};
 use crate::server::listen::{drain, spawn_accept_loop};
@@ -55,6 +58,9 @@ pub struct RouterConfig {
     pub backend_timeout: Duration,
     /// How long a statement waits for a partition to have a leader (an election).
     pub leader_wait: Duration,
+    /// How long a cross-partition transaction's branch may stay prepared before the router's
+    /// resolver finishes it by its home's decision (aborting it if there is none yet).
+    pub xa_resolve_after: Duration,
 }
 
 impl RouterConfig {
@@ -67,6 +73,7 @@ impl RouterConfig {
             max_allowed_packet: 64 << 20,
             backend_timeout: Duration::from_secs(60),
             leader_wait: Duration::from_secs(10),
+            xa_resolve_after: Duration::from_secs(10),
         }
     }
 }
@@ -87,6 +94,9 @@ pub(crate) struct Partition {
     pub(crate) replicas: Vec<SocketAddr>,
     /// The replica believed to lead.
     leader: AtomicUsize,
+    /// Whether it can be a participant of a cross-partition transaction
+    /// (`twophase::Prepares`, learned once).
+    prepares: std::sync::atomic::AtomicU8,
 }
 
 impl Partition {
@@ -117,6 +127,11 @@ pub(crate) struct RouterShared {
     schema_generation: AtomicU64,
     connections: AtomicU64,
     stop: tokio::sync::watch::Sender<bool>,
+    /// Names this router process in the gtrids of its cross-partition transactions.
+    nonce: u64,
+    next_gtrid: AtomicU64,
+    /// The decision tables exist on every partition (made sure of once).
+    decision_tables: tokio::sync::OnceCell<()>,
 }
 
 impl RouterShared {
@@ -168,7 +183,17 @@ pub struct RunningRouter {
     accept: tokio::task::JoinHandle<()>,
 }
 
-/// Binds the listener and starts accepting clients.
+/// A number that differs between router processes: the time in nanoseconds mixed with the
+/// process id.
+fn process_nonce() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    nanos ^ (u64::from(std::process::id()) << 40)
+}
+
+/// Binds the listener and starts accepting clients (and the resolver of cross-partition
+/// transactions its crashed peers left prepared).
 pub async fn start(config: RouterConfig) -> Result<RunningRouter, RouterError> {
     if config.partitions.is_empty() || config.partitions.len() > 1024 {
         return Err(RouterError::Config(format!(
@@ -190,6 +215,7 @@ pub async fn start(config: RouterConfig) -> Result<RunningRouter, RouterError> {
             .map(|r| Partition {
                 replicas: r.clone(),
                 leader: AtomicUsize::new(0),
+                prepares: std::sync::atomic::AtomicU8::new(twophase::Prepares::Unknown as u8),
             })
             .collect(),
         config,
@@ -197,7 +223,12 @@ pub async fn start(config: RouterConfig) -> Result<RunningRouter, RouterError> {
         schema_generation: AtomicU64::new(0),
         connections: AtomicU64::new(0),
         stop,
+        nonce: process_nonce(),
+        next_gtrid: AtomicU64::new(0),
+        decision_tables: tokio::sync::OnceCell::new(),
     });
+    let every = (shared.config.xa_resolve_after / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
+    tokio::spawn(twophase::resolve_loop(shared.clone(), every));
     let s = shared.clone();
     let accept = spawn_accept_loop(listener, shared.stop.subscribe(), move |stream, id| {
         s.connections.fetch_add(1, Ordering::Relaxed);

@@ -12,7 +12,7 @@
 //!   wherever it points meanwhile.
 
 use super::backend::{Backend, BackendError, Reply};
-use super::session::{refuse, Answer, Request, RouterSession, READ_ONLY, ROUTER_ERROR};
+use super::session::{Answer, Request, RouterSession, READ_ONLY, ROUTER_ERROR};
 use crate::protocol::status;
 use std::time::{Duration, Instant};
 
@@ -76,7 +76,8 @@ impl RouterSession {
     pub(super) async fn send(&mut self, p: usize, req: Request<'_>, kind: Kind) -> Answer {
         let write = matches!(kind, Kind::Write | Kind::Final);
         if self.pinned.is_some_and(|q| q != p) {
-            return refuse("a statement on another partition than the open transaction's (cross-partition transactions do not exist yet)");
+            // Another partition than the transaction's home: in its XA branch.
+            return self.send_in_branch(p, req).await;
         }
         let replicas = self.shared.partitions[p].replicas.len();
         let deadline = Instant::now() + self.shared.config.leader_wait;
@@ -117,6 +118,17 @@ impl RouterSession {
                 let pause = if attempt <= replicas { 5 } else { 50 };
                 tokio::time::sleep(Duration::from_millis(pause)).await;
                 continue;
+            }
+            if in_txn && !self.branches.is_empty() {
+                // The home's transaction ended by an error: so did the distributed one.
+                let ended = match &outcome {
+                    Ok(Reply::Err(e, _)) => matches!(e.code, 1213 | 1205 | READ_ONLY | 1180 | 1053),
+                    Ok(_) => false,
+                    Err(_) => true,
+                };
+                if ended {
+                    self.abort_all().await;
+                }
             }
             return match outcome {
                 Ok(reply) => {
@@ -175,7 +187,7 @@ impl RouterSession {
 
     /// One try: a held BEGIN, then the statement (prepared on this replica first, for an
     /// execute).
-    async fn send_once(&mut self, p: usize, req: Request<'_>, opens: bool) -> Result<Reply, SendError> {
+    pub(super) async fn send_once(&mut self, p: usize, req: Request<'_>, opens: bool) -> Result<Reply, SendError> {
         let begin = if opens && self.pinned.is_none() {
             self.pending_begin.clone()
         } else {
@@ -254,7 +266,7 @@ pub(super) enum Kind {
     Final,
 }
 
-enum SendError {
+pub(super) enum SendError {
     /// The partition refused this client's login: no replica will take it.
     Refused(String),
     /// Nothing reached a leader (true: the replica lacked the session's database).
@@ -264,4 +276,21 @@ enum SendError {
     /// The replica's reply cannot be relayed (too large, not understood): the connection is
     /// dropped; sending again would fail the same way.
     Failed(String),
+}
+
+impl SendError {
+    /// The reason, as a client reads it.
+    pub(super) fn message(&self) -> String {
+        match self {
+            SendError::Refused(m) => format!("login refused ({m})"),
+            SendError::NotSent(m, _) => format!("no leader reached ({m})"),
+            SendError::Lost(m) => format!("connection lost ({m})"),
+            SendError::Failed(m) => format!("the reply could not be relayed ({m})"),
+        }
+    }
+
+    /// Nothing reached a replica: sending again is safe.
+    pub(super) fn not_sent(&self) -> bool {
+        matches!(self, SendError::NotSent(..))
+    }
 }

@@ -3,11 +3,12 @@
 //! client's, and the replies are relayed (or combined, for a read of several partitions).
 //!
 //! Invariants:
-//! - A transaction lives on one partition: the router holds a client's BEGIN until the first
-//!   statement that names a partition, opens the transaction there, and from then on (while that
-//!   replica reports the transaction open, `SERVER_STATUS_IN_TRANS`) refuses any statement
-//!   that needs another partition with 1235, leaving the transaction as it was. Cross-partition
-//!   transactions (two-phase commit) do not exist yet.
+//! - A transaction's home is its first partition: the router holds a client's BEGIN until the
+//!   first statement that names a partition and opens the transaction there (open while that
+//!   replica reports it, `SERVER_STATUS_IN_TRANS`). A statement of the transaction on another
+//!   partition runs in an XA branch there, and the COMMIT is a two-phase commit over them
+//!   ([`super::twophase`]); a partition that cannot prepare (a single server) refuses the
+//!   statement with 1235 and the transaction goes on.
 //! - A write is sent to one partition or refused: a write whose rows the router cannot place
 //!   on a single partition (no key, keys on several partitions) gets 1235 and changes nothing.
 //! - A statement is sent again to another replica only when it provably did nothing (1290,
@@ -72,6 +73,10 @@ pub(super) struct RouterSession {
     pub(super) pinned: Option<usize>,
     /// A BEGIN not yet sent (no statement named a partition since).
     pub(super) pending_begin: Option<String>,
+    /// Partitions other than the home where the open transaction has an XA branch.
+    pub(super) branches: Vec<usize>,
+    /// The open transaction's global id, once it has a branch.
+    pub(super) gtrid: Option<String>,
     pub(super) autocommit: bool,
     pub(super) statements: HashMap<u32, RouterStatement>,
     pub(super) next_statement: u32,
@@ -92,6 +97,8 @@ impl RouterSession {
             settings: Vec::new(),
             pinned: None,
             pending_begin: None,
+            branches: Vec::new(),
+            gtrid: None,
             autocommit: true,
             statements: HashMap::new(),
             next_statement: 0,
@@ -131,6 +138,8 @@ impl RouterSession {
         self.settings.clear();
         self.pinned = None;
         self.pending_begin = None;
+        self.branches.clear();
+        self.gtrid = None;
         self.autocommit = true;
         self.statements.clear();
     }
@@ -142,7 +151,11 @@ impl RouterSession {
             Statement::StartTransaction { .. } => {
                 if let Some(p) = self.pinned {
                     // BEGIN commits an open transaction first, as MySQL does.
-                    let reply = self.send(p, Request::Query("COMMIT"), Kind::Final).await;
+                    let reply = if self.branches.is_empty() {
+                        self.send(p, Request::Query("COMMIT"), Kind::Final).await
+                    } else {
+                        self.commit_distributed().await
+                    };
                     if !matches!(reply, Answer::Reply(Reply::Ok(_))) {
                         return reply;
                     }
@@ -150,6 +163,11 @@ impl RouterSession {
                 self.pending_begin = Some(text.to_string());
                 Answer::Ok
             }
+            Statement::Commit { chain: false, .. } if !self.branches.is_empty() => self.commit_distributed().await,
+            Statement::Rollback {
+                chain: false,
+                savepoint: None,
+            } if !self.branches.is_empty() => self.rollback_distributed().await,
             Statement::Commit { chain: false, .. }
             | Statement::Rollback {
                 chain: false,
@@ -158,6 +176,9 @@ impl RouterSession {
                 Some(p) => self.send(p, Request::Query(text), Kind::Final).await,
                 None => self.end_unpinned(text).await,
             },
+            Statement::Commit { .. } | Statement::Rollback { .. } if !self.branches.is_empty() => {
+                refuse("AND CHAIN or a savepoint in a transaction over several partitions")
+            }
             Statement::Commit { .. } | Statement::Rollback { .. } => match self.pinned {
                 Some(p) => self.send(p, Request::Query(text), Kind::Final).await,
                 None => refuse("AND CHAIN or a savepoint before the transaction reached a partition"),
@@ -249,6 +270,9 @@ impl RouterSession {
     }
 
     async fn set(&mut self, text: &str) -> Answer {
+        if !self.branches.is_empty() {
+            return refuse("SET in a transaction over several partitions (COMMIT first)");
+        }
         let known = self.settings.iter().any(|s| s == text);
         if !known && (self.settings.len() >= MAX_SETTINGS || text.len() > MAX_SETTING_BYTES) {
             return refuse(format!(
@@ -387,13 +411,14 @@ impl RouterSession {
         }
         if write {
             return refuse(
-                "a write to rows of several partitions (cross-partition transactions do not exist yet; split it by key)",
+                "a write to rows of several partitions in one statement (split it by key; a transaction may write to several)",
             );
         }
         if self.pinned.is_some() || self.pending_begin.is_some() || !self.autocommit {
-            return refuse(
-                "a read of several partitions inside a transaction (cross-partition transactions do not exist yet)",
-            );
+            // In a transaction: each partition reads in the transaction (its home or a branch).
+            if let Err(answer) = self.check_participants(targets.iter().copied()).await {
+                return answer;
+            }
         }
         let Statement::Query(q) = stmt else {
             return refuse("this statement across partitions");

@@ -119,11 +119,21 @@ impl RouterSession {
             x if x == Prepares::No as u8 => return Ok(false),
             _ => {}
         }
-        let rows = match self.send(p, Request::Query("SELECT @@riptide_xa_prepare"), super::send::Kind::Plain).await
+        // On the session's connection to `p` (no table: any replica answers).
+        let rows = match self
+            .send_once(p, Request::Query("SELECT @@riptide_xa_prepare"), false)
+            .await
         {
-            Answer::Reply(Reply::Rows(rs)) => rs.rows,
-            Answer::Reply(Reply::Err(..)) => Vec::new(), // a server that does not know it
-            other => return Err(other),
+            Ok(Reply::Rows(rs)) => rs.rows,
+            Ok(_) => Vec::new(), // a server that does not know the variable cannot prepare
+            Err(e) => {
+                self.backends[p] = None;
+                return Err(Answer::Error(
+                    ROUTER_ERROR,
+                    "HY000",
+                    format!("partition {p}: {}", e.message()),
+                ));
+            }
         };
         let yes = rows
             .first()
@@ -138,9 +148,9 @@ impl RouterSession {
     /// Opens the transaction's branch on partition `p` (the decision table made sure of first).
     async fn open_branch(&mut self, p: usize) -> Result<(), Answer> {
         self.check_participants(std::iter::once(p)).await?;
-        ensure_decision_tables(&self.shared).await.map_err(|m| {
-            Answer::Error(ROUTER_ERROR, "HY000", format!("cross-partition transactions: {m}"))
-        })?;
+        ensure_decision_tables(&self.shared)
+            .await
+            .map_err(|m| Answer::Error(ROUTER_ERROR, "HY000", format!("cross-partition transactions: {m}")))?;
         let home = self.pinned.unwrap_or(0);
         let gtrid = self
             .gtrid
@@ -172,7 +182,11 @@ impl RouterSession {
                 }
                 Err(e) => {
                     self.backends[p] = None;
-                    return Err(Answer::Error(ROUTER_ERROR, "HY000", format!("partition {p}: {}", e.message())));
+                    return Err(Answer::Error(
+                        ROUTER_ERROR,
+                        "HY000",
+                        format!("partition {p}: {}", e.message()),
+                    ));
                 }
             }
         }
@@ -253,15 +267,18 @@ impl RouterSession {
             self.abort_all().await;
             return match decided {
                 // The resolver aborted it first (a coordinator that took too long).
-                Answer::Reply(Reply::Err(e, _)) if e.code == 1062 => {
-                    failed(1213, "the transaction was aborted by a resolver while it committed".into())
-                }
+                Answer::Reply(Reply::Err(e, _)) if e.code == 1062 => failed(
+                    1213,
+                    "the transaction was aborted by a resolver while it committed".into(),
+                ),
                 Answer::Reply(Reply::Err(e, _)) => failed(e.code, e.message),
                 Answer::Error(code, _, m) => failed(code, m),
                 _ => failed(ROUTER_ERROR, "the decision was not recorded".into()),
             };
         }
-        let committed = self.send(home, Request::Query("COMMIT"), super::send::Kind::Final).await;
+        let committed = self
+            .send(home, Request::Query("COMMIT"), super::send::Kind::Final)
+            .await;
         match &committed {
             Answer::Reply(Reply::Ok(_)) => {}
             Answer::Reply(Reply::Err(e, _)) if matches!(e.code, 1213 | 1205 | READ_ONLY) => {
@@ -300,7 +317,11 @@ impl RouterSession {
 
 /// The error a client hears when the transaction did not commit.
 fn failed(code: u16, message: String) -> Answer {
-    let code = if matches!(code, 1213 | 1205) { code } else { ROUTER_ERROR };
+    let code = if matches!(code, 1213 | 1205) {
+        code
+    } else {
+        ROUTER_ERROR
+    };
     let state = if code == 1213 { "40001" } else { "HY000" };
     Answer::Error(code, state, format!("{message}; the transaction is rolled back"))
 }

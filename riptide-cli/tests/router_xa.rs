@@ -1,0 +1,322 @@
+//! Cross-partition transactions through `riptide router` (two-phase commit over XA branches),
+//! with real processes on loopback: three partitions, each a replicated group of one
+//! `riptide serve` (so it can prepare), and routers.
+//!
+//! - Bank: client threads move money between accounts on different partitions in
+//!   transactions (some reading the total across partitions inside the transaction); the
+//!   total never changes, and no branch or decision is left behind.
+//! - A transaction's writes on several partitions are invisible until its COMMIT, and a
+//!   ROLLBACK leaves nothing.
+//! - A router killed (by its test hook `RIPTIDE_ROUTER_CRASH_AT`) after the prepares: another
+//!   router's resolver aborts the prepared branch, and nothing of the transfer stays. Killed
+//!   after the home's commit: the resolver commits the branch, and the whole transfer stays.
+
+mod serve_common;
+
+use riptide_server::client::{Client, ClientError, QueryResult};
+use riptide_server::router::placement::{partition_of, KeyValue};
+use serve_common::{free_port, Server};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const ACCOUNTS: i64 = 12;
+const START: i64 = 100;
+
+struct Router {
+    child: Child,
+    port: u16,
+}
+
+impl Router {
+    fn start(partitions: &[u16], crash_at: Option<&str>) -> Router {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_riptide"));
+        cmd.args([
+            "router",
+            "--listen",
+            "127.0.0.1:0",
+            "--leader-wait-ms",
+            "15000",
+            "--xa-resolve-after-ms",
+            "300",
+        ]);
+        for port in partitions {
+            cmd.args(["--partition", &format!("127.0.0.1:{port}")]);
+        }
+        if let Some(point) = crash_at {
+            cmd.env("RIPTIDE_ROUTER_CRASH_AT", point);
+        }
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn riptide router");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix("riptide router: listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
+        let port = addr.rsplit(':').next().unwrap().parse().unwrap();
+        Router { child, port }
+    }
+
+    fn client(&self) -> Client {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            match Client::connect_within(
+                ("127.0.0.1", self.port),
+                "root",
+                "",
+                Some("sbtest"),
+                Duration::from_secs(30),
+            ) {
+                Ok(c) => return c,
+                Err(e) if e.code() == Some(1049) && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(50))
+                }
+                Err(e) => panic!("connect to the router: {e}"),
+            }
+        }
+    }
+}
+
+impl Drop for Router {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A partition: one `riptide serve` that is the only replica of its Raft group.
+fn partition(dir: &std::path::Path, secret: &std::path::Path) -> Server {
+    let raft = format!("127.0.0.1:{}", free_port());
+    let member = format!("1={raft}");
+    Server::start_with(
+        dir,
+        true,
+        &[
+            "--node-id",
+            "1",
+            "--raft-listen",
+            &raft,
+            "--cluster-secret-file",
+            secret.to_str().unwrap(),
+            "--bootstrap",
+            &member,
+            "--election-timeout-ms",
+            "300",
+        ],
+    )
+}
+
+fn part(id: i64) -> usize {
+    partition_of(&[KeyValue::Int(i128::from(id))], 3)
+}
+
+fn code(r: Result<QueryResult, ClientError>) -> Option<u16> {
+    r.err().and_then(|e| e.code())
+}
+
+fn value(c: &mut Client, sql: &str) -> i64 {
+    c.rows(sql).unwrap()[0][0].as_deref().unwrap().parse().unwrap()
+}
+
+fn bal(c: &mut Client, id: i64) -> i64 {
+    value(c, &format!("SELECT bal FROM accounts WHERE id = {id}"))
+}
+
+/// Prepared branches and decision rows left on a partition (read on the partition itself).
+fn leftovers(port: u16) -> (usize, Vec<String>) {
+    let mut c = Client::connect(("127.0.0.1", port), "root", "", None).unwrap();
+    let prepared = c.rows("XA RECOVER").unwrap().len();
+    let decisions = match c.rows("SELECT outcome FROM riptide_xa.decisions") {
+        Ok(rows) => rows.into_iter().map(|r| r[0].clone().unwrap()).collect(),
+        Err(e) if matches!(e.code(), Some(1146) | Some(1049)) => Vec::new(),
+        Err(e) => panic!("{e}"),
+    };
+    (prepared, decisions)
+}
+
+/// One transfer of 1 from `a` to `b`, retried on deadlocks and conflicts; true once committed.
+fn transfer(c: &mut Client, a: i64, b: i64, read_total: bool) -> bool {
+    for _ in 0..50 {
+        let step = (|| -> Result<(), ClientError> {
+            c.query("BEGIN")?;
+            c.query(&format!("UPDATE accounts SET bal = bal - 1 WHERE id = {a}"))?;
+            if read_total {
+                c.query("SELECT SUM(bal) FROM accounts")?;
+            }
+            c.query(&format!("UPDATE accounts SET bal = bal + 1 WHERE id = {b}"))?;
+            c.query("COMMIT")?;
+            Ok(())
+        })();
+        match step {
+            Ok(()) => return true,
+            Err(e) if matches!(e.code(), Some(1213) | Some(1205)) => {
+                let _ = c.query("ROLLBACK");
+            }
+            Err(e) => panic!("transfer {a} -> {b}: {e}"),
+        }
+    }
+    false
+}
+
+#[test]
+fn transactions_over_partitions_commit_whole_or_not_at_all() {
+    let root = tempfile::tempdir().unwrap();
+    let secret = root.path().join("secret");
+    std::fs::write(&secret, "a cluster secret of 32 bytes....\n").unwrap();
+    let servers: Vec<Server> = (0..3)
+        .map(|i| partition(&root.path().join(format!("p{i}")), &secret))
+        .collect();
+    let ports: Vec<u16> = servers.iter().map(|s| s.port).collect();
+    // Each partition creates `sbtest` once it leads its group.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for &port in &ports {
+        while Client::connect(("127.0.0.1", port), "root", "", Some("sbtest")).is_err() {
+            assert!(Instant::now() < deadline, "partition at {port} never created sbtest");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let router = Router::start(&ports, None);
+    let mut c = router.client();
+    c.query("CREATE TABLE accounts (id INT PRIMARY KEY, bal INT NOT NULL)")
+        .unwrap();
+    for id in 0..ACCOUNTS {
+        c.query(&format!("INSERT INTO accounts VALUES ({id}, {START})"))
+            .unwrap();
+    }
+    let total = ACCOUNTS * START;
+    let on = |p: usize, n: usize| (0..ACCOUNTS).filter(|&id| part(id) == p).nth(n).unwrap();
+    let (a, b, d) = (on(0, 0), on(1, 0), on(2, 0));
+
+    // Invisible until COMMIT; a ROLLBACK leaves nothing.
+    let mut other = router.client();
+    c.query("BEGIN").unwrap();
+    c.query(&format!("UPDATE accounts SET bal = bal - 10 WHERE id = {a}"))
+        .unwrap();
+    c.query(&format!("UPDATE accounts SET bal = bal + 10 WHERE id = {b}"))
+        .unwrap();
+    c.query(&format!("UPDATE accounts SET bal = bal + 0 WHERE id = {d}"))
+        .unwrap();
+    assert_eq!(value(&mut c, "SELECT SUM(bal) FROM accounts"), total);
+    assert_eq!(bal(&mut other, b), START);
+    c.query("COMMIT").unwrap();
+    assert_eq!((bal(&mut other, a), bal(&mut other, b)), (START - 10, START + 10));
+    c.query("BEGIN").unwrap();
+    c.query(&format!("UPDATE accounts SET bal = 0 WHERE id = {a}")).unwrap();
+    c.query(&format!("UPDATE accounts SET bal = 0 WHERE id = {b}")).unwrap();
+    c.query("ROLLBACK").unwrap();
+    assert_eq!((bal(&mut other, a), bal(&mut other, b)), (START - 10, START + 10));
+    // An error that rolls back the home's transaction rolls back the branches too: a client
+    // that commits anyway commits nothing. (c's snapshot on a's partition predates other's
+    // update of a, so c's own update of a is a write conflict.)
+    let before = (bal(&mut other, a), bal(&mut other, b));
+    c.query("BEGIN").unwrap();
+    assert_eq!(bal(&mut c, a), before.0);
+    c.query(&format!("UPDATE accounts SET bal = bal + 1 WHERE id = {b}"))
+        .unwrap();
+    other
+        .query(&format!("UPDATE accounts SET bal = bal + 1 WHERE id = {a}"))
+        .unwrap();
+    assert_eq!(
+        code(c.query(&format!("UPDATE accounts SET bal = bal - 1 WHERE id = {a}"))),
+        Some(1213)
+    );
+    let _ = c.query("COMMIT");
+    assert_eq!((bal(&mut other, a), bal(&mut other, b)), (before.0 + 1, before.1));
+    other
+        .query(&format!("UPDATE accounts SET bal = bal - 1 WHERE id = {a}"))
+        .unwrap();
+    // One statement still writes to one partition.
+    assert_eq!(
+        code(c.query(&format!("UPDATE accounts SET bal = 0 WHERE id IN ({a}, {b})"))),
+        Some(1235)
+    );
+
+    // Bank: concurrent transfers between random accounts keep the total.
+    let mut workers = Vec::new();
+    for w in 0..3u64 {
+        let port = router.port;
+        workers.push(std::thread::spawn(move || {
+            let mut c = Client::connect(("127.0.0.1", port), "root", "", Some("sbtest")).unwrap();
+            let mut seed = 0x9E37_79B9_7F4A_7C15u64 ^ (w + 1);
+            let mut done = 0;
+            for i in 0..30 {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                let x = (seed % ACCOUNTS as u64) as i64;
+                let y = (x + 1 + (seed >> 20) as i64 % (ACCOUNTS - 1)) % ACCOUNTS;
+                if transfer(&mut c, x, y, i % 5 == 0) {
+                    done += 1;
+                }
+            }
+            done
+        }));
+    }
+    let done: i32 = workers.into_iter().map(|w| w.join().unwrap()).sum();
+    assert!(done > 45, "only {done} of 90 transfers committed");
+    assert_eq!(value(&mut other, "SELECT SUM(bal) FROM accounts"), total);
+    for &port in &ports {
+        assert_eq!(leftovers(port), (0, Vec::new()), "partition at {port}");
+    }
+
+    // A router dies after the prepares: the resolver (of the first router) aborts the branch.
+    let before = (bal(&mut other, a), bal(&mut other, b));
+    {
+        let crashing = Router::start(&ports, Some("after-prepare"));
+        let mut x = crashing.client();
+        x.query("BEGIN").unwrap();
+        x.query(&format!("UPDATE accounts SET bal = bal - 5 WHERE id = {a}"))
+            .unwrap();
+        x.query(&format!("UPDATE accounts SET bal = bal + 5 WHERE id = {b}"))
+            .unwrap();
+        assert!(x.query("COMMIT").is_err(), "the router died in the COMMIT");
+    }
+    wait_until_resolved(&ports);
+    assert_eq!((bal(&mut other, a), bal(&mut other, b)), before, "nothing of it stays");
+    assert_eq!(
+        leftovers(ports[part(a)]).1,
+        vec!["A".to_string()],
+        "the abort is recorded"
+    );
+    // Its rows are free again.
+    assert!(transfer(&mut c, a, b, false));
+
+    // A router dies after the home's commit: the resolver commits the branch.
+    let before = (bal(&mut other, a), bal(&mut other, b));
+    {
+        let crashing = Router::start(&ports, Some("after-commit"));
+        let mut x = crashing.client();
+        x.query("BEGIN").unwrap();
+        x.query(&format!("UPDATE accounts SET bal = bal - 7 WHERE id = {a}"))
+            .unwrap();
+        x.query(&format!("UPDATE accounts SET bal = bal + 7 WHERE id = {b}"))
+            .unwrap();
+        assert!(x.query("COMMIT").is_err(), "the router died in the COMMIT");
+    }
+    wait_until_resolved(&ports);
+    assert_eq!(
+        (bal(&mut other, a), bal(&mut other, b)),
+        (before.0 - 7, before.1 + 7),
+        "all of it stays"
+    );
+    assert_eq!(value(&mut other, "SELECT SUM(bal) FROM accounts"), total);
+    drop(router);
+    for s in servers {
+        s.stop();
+    }
+}
+
+/// Waits (at most 30 s) until no partition holds a prepared branch.
+fn wait_until_resolved(ports: &[u16]) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while ports.iter().any(|&p| leftovers(p).0 > 0) {
+        assert!(Instant::now() < deadline, "a prepared branch was never resolved");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
