@@ -8,9 +8,11 @@
 # count, modes alternating (the order rotates every repetition), REPS repetitions, medians.
 #
 # Through the routers, sysbench's tables are loaded by scripts/lib/router_load.py (sysbench's
-# own prepare sends multi-row INSERTs across partitions, which the router refuses), and a test
-# whose transactions span partitions (oltp_write_only, oltp_read_write) fails with the router's
-# 1235: its RESULT line says tps=NA.
+# own prepare sends multi-row INSERTs across partitions, which the router refuses). A test whose
+# transactions span partitions (oltp_write_only, oltp_read_write) commits them by two-phase
+# commit; oltp_read_write's range reads with ORDER BY, DISTINCT or SUM fan out and are combined
+# by the router only in the text protocol, so run it with SB_EXTRA=--db-ps-mode=disable (a test
+# that fails says tps=NA in its RESULT line).
 #
 #   scripts/cluster-compare.sh OUTDIR
 #
@@ -21,6 +23,7 @@
 # Needs: sysbench, mysql (scripts/setup.sh), a release riptide binary (RIPTIDE, default
 # target/release/riptide). Builds nothing.
 # Environment: MODES REPS TESTS THREADS TIME TABLES TABLE_SIZE PORT RAFT_PORT ELECTION_MS
+#   SB_EXTRA (more sysbench flags for every run, every mode)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/serve.sh
@@ -172,7 +175,8 @@ run_mode() { # mode rep
         for thr in $THREADS; do
             local out="$BASE/$mode/run_${test}_${thr}.out" c0 c1
             c0=$(cpu_ticks)
-            sysbench "$test" "${sb[@]}" --threads="$thr" --time="$TIME" run > "$out" 2>&1 || true
+            # shellcheck disable=SC2086
+            sysbench "$test" "${sb[@]}" ${SB_EXTRA:-} --threads="$thr" --time="$TIME" run > "$out" 2>&1 || true
             c1=$(cpu_ticks)
             cat "$out" >> "$OUT/raw-$mode-$rep.log"
             local tps qps avg p95 ign cpu

@@ -76,8 +76,23 @@ impl RouterSession {
     pub(super) async fn send(&mut self, p: usize, req: Request<'_>, kind: Kind) -> Answer {
         let write = matches!(kind, Kind::Write | Kind::Final);
         if self.pinned.is_some_and(|q| q != p) {
-            // Another partition than the transaction's home: in its XA branch.
-            return self.send_in_branch(p, req).await;
+            return match kind {
+                // Rows of another partition than the transaction's home: in its XA branch.
+                Kind::Read | Kind::Write => self.send_in_branch(p, req).await,
+                // A session statement (SET, USE) for another open connection: no branch.
+                Kind::Plain | Kind::Final => self.send_outside(p, req).await,
+            };
+        }
+        if self.pinned == Some(p) && self.backends[p].as_mut().is_none_or(|b| b.is_closed()) {
+            // The connection that held the transaction is gone, and the transaction with it: a
+            // new connection would run what follows outside it.
+            self.backends[p] = None;
+            self.abort_all().await;
+            return Answer::Error(
+                ROUTER_ERROR,
+                "HY000",
+                format!("partition {p}: the connection holding the open transaction was lost; the transaction is rolled back"),
+            );
         }
         let replicas = self.shared.partitions[p].replicas.len();
         let deadline = Instant::now() + self.shared.config.leader_wait;
@@ -123,7 +138,8 @@ impl RouterSession {
                 // The home's transaction ended by an error: so did the distributed one.
                 let ended = match &outcome {
                     Ok(Reply::Err(e, _)) => matches!(e.code, 1213 | 1205 | READ_ONLY | 1180 | 1053),
-                    Ok(_) => false,
+                    // A reply that says the home's transaction is over (it ended by itself).
+                    Ok(reply) => reply.status() & status::SERVER_STATUS_IN_TRANS == 0,
                     Err(_) => true,
                 };
                 if ended {

@@ -2,27 +2,33 @@
 //! partitions' XA branches (`docs/cluster.md`, "Cross-partition transactions").
 //!
 //! A transaction's first partition is its *home*: it runs there as a plain transaction (BEGIN
-//! as before). A statement of the transaction on another partition opens an XA branch there
-//! (`XA START 'gtrid','<partition>'`) on the session's connection to that partition. At COMMIT
-//! with branches open:
+//! as before). Before its first statement on another partition, the home transaction inserts
+//! its guard row `riptide_xa.decisions(gtrid, 'P')`; the statement then opens an XA branch
+//! there (`XA START 'gtrid','<partition>'`) on the session's connection to that partition. At
+//! COMMIT with branches open:
 //! 1. every branch is ended and prepared (`XA END`, `XA PREPARE`): its writes are durable on
 //!    its partition's replicas and its rows locked, across failovers;
-//! 2. the home transaction inserts the decision row `riptide_xa.decisions(gtrid, 'C')` on the
-//!    home partition and commits: that commit is the transaction's commit point;
+//! 2. the home transaction turns its guard row into the decision, `'P'` → `'C'` (exactly one
+//!    row must change: if the home transaction was lost, its guard row went with it and nothing
+//!    commits), and commits: that commit is the transaction's commit point;
 //! 3. every branch is committed by its xid (`XA COMMIT`), and the decision row deleted.
 //!
 //! Invariants:
-//! - A branch is opened only on a partition that can prepare (`@@riptide_xa_prepare`, a
-//!   replica); elsewhere the statement is refused (1235) and the transaction goes on.
+//! - A branch is opened only on a partition that can prepare (`@@riptide_xa_prepare`, asked on
+//!   a connection of the router's own); elsewhere the statement is refused (1235) and the
+//!   transaction goes on.
+//! - A home or branch connection that is lost is never silently reopened: the transaction is
+//!   rolled back. Branches exist only while the home transaction is open (`pinned`).
 //! - Until the home commit, any failure rolls the whole transaction back (home and branches)
 //!   and the client is told so; after it, the transaction is committed, and a branch not yet
 //!   committed is left prepared for the resolver.
 //! - The resolver ([`resolve_loop`], every router runs one) finishes a branch that stays
 //!   prepared longer than `RouterConfig::xa_resolve_after`: by the decision row of its
 //!   home, or, when there is none, by inserting `'A'` (abort) under the same key first. The
-//!   row's primary key serializes that insert with the coordinator's: whichever commits first
-//!   decides, and the loser sees the other's row (1062). Abort rows are never deleted (a
-//!   coordinator delayed past the resolver must still find one).
+//!   row's primary key serializes that insert with the coordinator's guard row (the insert
+//!   waits for the home transaction's row lock): whichever commits first decides, and the
+//!   loser sees the other's row (1062). Abort rows are never deleted (a coordinator delayed
+//!   past the resolver must still find one).
 //! - A gtrid names its router process and home partition: `rtx-<router nonce>-<n>-h<home>`.
 
 use super::backend::{Backend, Reply};
@@ -68,6 +74,9 @@ impl RouterSession {
             if let Err(answer) = self.open_branch(p).await {
                 return answer;
             }
+        } else if self.backends[p].as_mut().is_none_or(|b| b.is_closed()) {
+            // The branch went with its connection: a new one would run the statement outside it.
+            return self.branch_lost(p).await;
         }
         match self.send_once(p, req, false).await {
             Ok(reply) => {
@@ -98,6 +107,35 @@ impl RouterSession {
         }
     }
 
+    /// A branch's connection is gone: the transaction is rolled back.
+    async fn branch_lost(&mut self, p: usize) -> Answer {
+        self.backends[p] = None;
+        self.abort_all().await;
+        Answer::Error(
+            ROUTER_ERROR,
+            "HY000",
+            format!("partition {p}: the connection holding the transaction's branch was lost; the transaction is rolled back"),
+        )
+    }
+
+    /// Sends a session statement (SET, USE: no rows) to partition `p`, which is not the open
+    /// transaction's home, on its connection as it is: no branch is opened for it.
+    pub(super) async fn send_outside(&mut self, p: usize, req: Request<'_>) -> Answer {
+        if self.branches.contains(&p) && self.backends[p].as_mut().is_none_or(|b| b.is_closed()) {
+            return self.branch_lost(p).await;
+        }
+        match self.send_once(p, req, false).await {
+            Ok(reply) => Answer::Reply(reply),
+            Err(e) => {
+                if self.branches.contains(&p) {
+                    return self.branch_lost(p).await;
+                }
+                self.backends[p] = None;
+                Answer::Error(ROUTER_ERROR, "HY000", format!("partition {p}: {}", e.message()))
+            }
+        }
+    }
+
     /// Whether every partition of `targets` but the home can be a participant (asked once per
     /// partition and router); a refusal to send if not.
     pub(super) async fn check_participants(&mut self, targets: impl Iterator<Item = usize>) -> Result<(), Answer> {
@@ -112,6 +150,9 @@ impl RouterSession {
         Ok(())
     }
 
+    /// Whether partition `p` can prepare XA branches, asked on a connection of the router's
+    /// own (autocommit on, no session state: a SELECT on the session's connection would open a
+    /// transaction there with autocommit off); any replica answers (no table).
     async fn can_prepare(&mut self, p: usize) -> Result<bool, Answer> {
         let part = &self.shared.partitions[p];
         match part.prepares.load(Ordering::Relaxed) {
@@ -119,46 +160,71 @@ impl RouterSession {
             x if x == Prepares::No as u8 => return Ok(false),
             _ => {}
         }
-        // On the session's connection to `p` (no table: any replica answers).
-        let rows = match self
-            .send_once(p, Request::Query("SELECT @@riptide_xa_prepare"), false)
-            .await
-        {
-            Ok(Reply::Rows(rs)) => rs.rows,
-            Ok(_) => Vec::new(), // a server that does not know the variable cannot prepare
-            Err(e) => {
-                self.backends[p] = None;
+        let (user, password) = self.shared.config.users.first().cloned().unwrap_or_default();
+        let addr = part.replicas[part.leader_hint()];
+        let timeout = self.shared.config.backend_timeout;
+        let asked = match Backend::connect(addr, &user, &password, None, false, timeout).await {
+            Ok(mut b) => b.query("SELECT @@riptide_xa_prepare").await.map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        let flag = match asked {
+            Ok(Reply::Rows(rs)) => {
+                let v = rs
+                    .rows
+                    .first()
+                    .and_then(|r| text_values(r).ok())
+                    .and_then(|v| v.into_iter().next().flatten());
+                if v.as_deref() == Some("1") {
+                    Prepares::Yes
+                } else {
+                    Prepares::No
+                }
+            }
+            // A server that does not know the variable cannot prepare.
+            Ok(Reply::Err(e, _)) if e.code == 1193 => Prepares::No,
+            Ok(Reply::Err(e, _)) => {
                 return Err(Answer::Error(
                     ROUTER_ERROR,
                     "HY000",
-                    format!("partition {p}: {}", e.message()),
-                ));
+                    format!("partition {p}: {}", e.message),
+                ))
             }
+            Ok(Reply::Ok(_)) => Prepares::No,
+            Err(m) => return Err(Answer::Error(ROUTER_ERROR, "HY000", format!("partition {p}: {m}"))),
         };
-        let yes = rows
-            .first()
-            .and_then(|r| text_values(r).ok())
-            .and_then(|v| v.into_iter().next().flatten())
-            .is_some_and(|v| v == "1");
-        let flag = if yes { Prepares::Yes } else { Prepares::No };
         self.shared.partitions[p].prepares.store(flag as u8, Ordering::Relaxed);
-        Ok(yes)
+        Ok(flag == Prepares::Yes)
     }
 
-    /// Opens the transaction's branch on partition `p` (the decision table made sure of first).
+    /// Opens the transaction's branch on partition `p`: the decision tables made sure of and,
+    /// for the first branch, the guard row written in the home transaction first.
     async fn open_branch(&mut self, p: usize) -> Result<(), Answer> {
         self.check_participants(std::iter::once(p)).await?;
         ensure_decision_tables(&self.shared)
             .await
             .map_err(|m| Answer::Error(ROUTER_ERROR, "HY000", format!("cross-partition transactions: {m}")))?;
-        let home = self.pinned.unwrap_or(0);
-        let gtrid = self
-            .gtrid
-            .get_or_insert_with(|| {
+        let Some(home) = self.pinned else {
+            return Err(Answer::Error(
+                ROUTER_ERROR,
+                "HY000",
+                "no home transaction is open".into(),
+            ));
+        };
+        let gtrid = match &self.gtrid {
+            Some(g) => g.clone(),
+            None => {
                 let n = self.shared.next_gtrid.fetch_add(1, Ordering::Relaxed);
-                format!("rtx-{:016x}-{n}-h{home}", self.shared.nonce)
-            })
-            .clone();
+                let g = format!("rtx-{:016x}-{n}-h{home}", self.shared.nonce);
+                let guard = format!("INSERT INTO {DECISIONS} (gtrid, outcome) VALUES ('{g}', 'P')");
+                // (Boxed: `send` reaches this function for a statement on another partition.)
+                match Box::pin(self.send(home, Request::Query(&guard), super::send::Kind::Write)).await {
+                    Answer::Reply(Reply::Ok(_)) => {}
+                    other => return Err(other),
+                }
+                self.gtrid = Some(g.clone());
+                g
+            }
+        };
         // Nothing of the transaction is on `p` yet: a refusal by a follower is tried elsewhere.
         let deadline = Instant::now() + self.shared.config.leader_wait;
         loop {
@@ -194,10 +260,10 @@ impl RouterSession {
 
     /// One statement on a branch's connection; `Err` with the reason unless it answered OK.
     async fn on_branch(&mut self, p: usize, sql: &str) -> Result<(), (u16, String)> {
-        let backend = match self.backends[p].as_mut() {
-            Some(b) => b,
-            None => return Err((ROUTER_ERROR, format!("partition {p}: the branch's connection is gone"))),
-        };
+        if self.backends[p].as_mut().is_none_or(|b| b.is_closed()) {
+            return Err((ROUTER_ERROR, format!("partition {p}: the branch's connection is gone")));
+        }
+        let backend = self.backends[p].as_mut().expect("checked above");
         match backend.query(sql).await {
             Ok(Reply::Ok(_)) => Ok(()),
             Ok(Reply::Err(e, _)) => Err((e.code, format!("partition {p}: {}", e.message))),
@@ -246,9 +312,8 @@ impl RouterSession {
         let (Some(home), Some(gtrid)) = (self.pinned, self.gtrid.clone()) else {
             return Answer::Error(ROUTER_ERROR, "HY000", "no distributed transaction is open".into());
         };
-        let branches = self.branches.clone();
         // 1. Prepare every branch.
-        for &p in &branches {
+        for p in self.branches.clone() {
             let x = xid(&gtrid, p);
             let prepared = match self.on_branch(p, &format!("XA END {x}")).await {
                 Ok(()) => self.on_branch(p, &format!("XA PREPARE {x}")).await,
@@ -260,22 +325,28 @@ impl RouterSession {
             }
         }
         crash_point("after-prepare");
-        // 2. The decision, committed with the home transaction: the commit point.
-        let decide = format!("INSERT INTO {DECISIONS} (gtrid, outcome) VALUES ('{gtrid}', 'C')");
+        // 2. The decision, committed with the home transaction: the commit point. Its guard
+        // row must still be there (one row changed), or the home transaction was lost.
+        let decide = format!("UPDATE {DECISIONS} SET outcome = 'C' WHERE gtrid = '{gtrid}' AND outcome = 'P'");
         let decided = self.send(home, Request::Query(&decide), super::send::Kind::Write).await;
-        if !matches!(decided, Answer::Reply(Reply::Ok(_))) {
+        let changed = match &decided {
+            Answer::Reply(Reply::Ok(p)) => super::backend::ok_counts(p).map(|(affected, _)| affected),
+            _ => None,
+        };
+        if changed != Some(1) {
             self.abort_all().await;
             return match decided {
-                // The resolver aborted it first (a coordinator that took too long).
-                Answer::Reply(Reply::Err(e, _)) if e.code == 1062 => failed(
-                    1213,
-                    "the transaction was aborted by a resolver while it committed".into(),
-                ),
+                Answer::Reply(Reply::Ok(_)) => {
+                    failed(ROUTER_ERROR, "the home transaction was lost before its commit".into())
+                }
                 Answer::Reply(Reply::Err(e, _)) => failed(e.code, e.message),
                 Answer::Error(code, _, m) => failed(code, m),
                 _ => failed(ROUTER_ERROR, "the decision was not recorded".into()),
             };
         }
+        // The branches are out of `send`'s reach while the COMMIT goes: an unknown outcome must
+        // leave them prepared for the resolver, not roll them back.
+        let prepared = std::mem::take(&mut self.branches);
         let committed = self
             .send(home, Request::Query("COMMIT"), super::send::Kind::Final)
             .await;
@@ -284,13 +355,13 @@ impl RouterSession {
             Answer::Reply(Reply::Err(e, _)) if matches!(e.code, 1213 | 1205 | READ_ONLY) => {
                 // Not committed (the home rolled back): the branches go too.
                 let (code, message) = (e.code, e.message.clone());
+                self.branches = prepared;
                 self.pinned = Some(home);
                 self.abort_all().await;
                 return failed(code, message);
             }
             _ => {
                 // Outcome unknown: the branches stay prepared; the resolver reads the decision.
-                self.branches.clear();
                 self.gtrid = None;
                 self.pinned = None;
                 return committed;
@@ -299,13 +370,12 @@ impl RouterSession {
         crash_point("after-commit");
         // 3. Finish the branches; one left prepared is finished by the resolver.
         let mut all = true;
-        for &p in &branches {
+        for p in prepared {
             if let Err((_, m)) = self.on_branch(p, &format!("XA COMMIT {}", xid(&gtrid, p))).await {
                 tracing::warn!("{gtrid}: {m}; the resolver will commit it");
                 all = false;
             }
         }
-        self.branches.clear();
         self.gtrid = None;
         if all && self.autocommit {
             let forget = format!("DELETE FROM {DECISIONS} WHERE gtrid = '{gtrid}'");
@@ -498,6 +568,12 @@ async fn resolve(
     let verb = match outcome.as_deref() {
         Some("C") => "COMMIT",
         Some("A") => "ROLLBACK",
+        // A guard row committed without its decision: the home committed outside the
+        // protocol. Nothing can make that whole; the branch is not applied.
+        Some("P") => {
+            tracing::error!("{gtrid}: its home committed without a decision; rolling back its branch on partition {p}");
+            "ROLLBACK"
+        }
         other => return Err(format!("decision {other:?}")),
     };
     let finish = format!("XA {verb} '{gtrid}','{bqual}',{FORMAT_ID}");
