@@ -132,6 +132,9 @@ pub(crate) struct RouterShared {
     next_gtrid: AtomicU64,
     /// The decision tables exist on every partition (made sure of once).
     decision_tables: tokio::sync::OnceCell<()>,
+    /// Transactions whose branches all committed: (home partition, gtrid), for the resolver
+    /// task to delete their decision rows.
+    finished: parking_lot::Mutex<Vec<(usize, String)>>,
 }
 
 impl RouterShared {
@@ -226,6 +229,7 @@ pub async fn start(config: RouterConfig) -> Result<RunningRouter, RouterError> {
         nonce: process_nonce(),
         next_gtrid: AtomicU64::new(0),
         decision_tables: tokio::sync::OnceCell::new(),
+        finished: parking_lot::Mutex::new(Vec::new()),
     });
     let every = (shared.config.xa_resolve_after / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
     tokio::spawn(twophase::resolve_loop(shared.clone(), every));

@@ -11,7 +11,11 @@
 //! 2. the home transaction turns its guard row into the decision, `'P'` → `'C'` (exactly one
 //!    row must change: if the home transaction was lost, its guard row went with it and nothing
 //!    commits), and commits: that commit is the transaction's commit point;
-//! 3. every branch is committed by its xid (`XA COMMIT`), and the decision row deleted.
+//! 3. every branch is committed by its xid (`XA COMMIT`); the decision row is deleted later, in
+//!    batches, by the router's resolver task.
+//!
+//! The branches of one transaction are prepared at once, and committed at once, each on its
+//! own connection.
 //!
 //! Invariants:
 //! - A branch is opened only on a partition that can prepare (`@@riptide_xa_prepare`, asked on
@@ -28,7 +32,8 @@
 //!   row's primary key serializes that insert with the coordinator's guard row (the insert
 //!   waits for the home transaction's row lock): whichever commits first decides, and the
 //!   loser sees the other's row (1062). Abort rows are never deleted (a coordinator delayed
-//!   past the resolver must still find one).
+//!   past the resolver must still find one); commit rows are deleted by the resolver task once
+//!   their coordinator committed every branch.
 //! - A gtrid names its router process and home partition: `rtx-<router nonce>-<n>-h<home>`.
 
 use super::backend::{Backend, Reply};
@@ -258,6 +263,53 @@ impl RouterSession {
         }
     }
 
+    /// Runs `statements(p)`, in order, on the connection of each branch `p` of `branches`, all
+    /// branches at once; the first failure, if any (the connections that failed are dropped,
+    /// the others come back to the session).
+    async fn on_branches(
+        &mut self,
+        branches: &[usize],
+        statements: impl Fn(usize) -> Vec<String>,
+    ) -> Result<(), (u16, String)> {
+        let mut first_err = None;
+        let mut running = tokio::task::JoinSet::new();
+        for &p in branches {
+            match self.backends[p].take().and_then(|mut b| (!b.is_closed()).then_some(b)) {
+                Some(mut b) => {
+                    let sqls = statements(p);
+                    running.spawn(async move {
+                        let mut result = Ok(());
+                        for sql in &sqls {
+                            result = branch_query(&mut b, p, sql).await;
+                            if result.is_err() {
+                                break;
+                            }
+                        }
+                        (p, b, result)
+                    });
+                }
+                _ => {
+                    first_err.get_or_insert((ROUTER_ERROR, format!("partition {p}: the branch's connection is gone")));
+                }
+            }
+        }
+        while let Some(joined) = running.join_next().await {
+            match joined {
+                Ok((p, b, Ok(()))) => self.backends[p] = Some(b),
+                Ok((p, b, Err((code, message, lost)))) => {
+                    if !lost {
+                        self.backends[p] = Some(b);
+                    }
+                    first_err.get_or_insert((code, message));
+                }
+                Err(e) => {
+                    first_err.get_or_insert((ROUTER_ERROR, format!("a branch's task failed: {e}")));
+                }
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+
     /// One statement on a branch's connection; `Err` with the reason unless it answered OK.
     async fn on_branch(&mut self, p: usize, sql: &str) -> Result<(), (u16, String)> {
         if self.backends[p].as_mut().is_none_or(|b| b.is_closed()) {
@@ -312,17 +364,17 @@ impl RouterSession {
         let (Some(home), Some(gtrid)) = (self.pinned, self.gtrid.clone()) else {
             return Answer::Error(ROUTER_ERROR, "HY000", "no distributed transaction is open".into());
         };
-        // 1. Prepare every branch.
-        for p in self.branches.clone() {
-            let x = xid(&gtrid, p);
-            let prepared = match self.on_branch(p, &format!("XA END {x}")).await {
-                Ok(()) => self.on_branch(p, &format!("XA PREPARE {x}")).await,
-                Err(e) => Err(e),
-            };
-            if let Err((code, message)) = prepared {
-                self.abort_all().await;
-                return failed(code, format!("a participant did not prepare ({message})"));
-            }
+        // 1. Prepare every branch, all at once.
+        let branches = self.branches.clone();
+        let prepared = self
+            .on_branches(&branches, |p| {
+                let x = xid(&gtrid, p);
+                vec![format!("XA END {x}"), format!("XA PREPARE {x}")]
+            })
+            .await;
+        if let Err((code, message)) = prepared {
+            self.abort_all().await;
+            return failed(code, format!("a participant did not prepare ({message})"));
         }
         crash_point("after-prepare");
         // 2. The decision, committed with the home transaction: the commit point. Its guard
@@ -368,20 +420,28 @@ impl RouterSession {
             }
         }
         crash_point("after-commit");
-        // 3. Finish the branches; one left prepared is finished by the resolver.
-        let mut all = true;
-        for p in prepared {
-            if let Err((_, m)) = self.on_branch(p, &format!("XA COMMIT {}", xid(&gtrid, p))).await {
-                tracing::warn!("{gtrid}: {m}; the resolver will commit it");
-                all = false;
-            }
+        // 3. Finish the branches, all at once; one left prepared is finished by the resolver,
+        // which also deletes the decision row once every branch committed.
+        let finished = self
+            .on_branches(&prepared, |p| vec![format!("XA COMMIT {}", xid(&gtrid, p))])
+            .await;
+        match finished {
+            Ok(()) => self.shared.finished.lock().push((home, gtrid)),
+            Err((_, m)) => tracing::warn!("{gtrid}: {m}; the resolver will commit it"),
         }
         self.gtrid = None;
-        if all && self.autocommit {
-            let forget = format!("DELETE FROM {DECISIONS} WHERE gtrid = '{gtrid}'");
-            let _ = self.send(home, Request::Query(&forget), super::send::Kind::Write).await;
-        }
         committed
+    }
+}
+
+/// One statement on a branch's connection `b` (of partition `p`); `Err` with the reason unless
+/// it answered OK, and whether the connection was lost.
+async fn branch_query(b: &mut Backend, p: usize, sql: &str) -> Result<(), (u16, String, bool)> {
+    match b.query(sql).await {
+        Ok(Reply::Ok(_)) => Ok(()),
+        Ok(Reply::Err(e, _)) => Err((e.code, format!("partition {p}: {}", e.message), false)),
+        Ok(Reply::Rows(_)) => Err((ROUTER_ERROR, format!("partition {p}: rows for {sql}"), false)),
+        Err(e) => Err((ROUTER_ERROR, format!("partition {p}: {e}"), true)),
     }
 }
 
@@ -466,6 +526,7 @@ pub(super) async fn resolve_loop(shared: Arc<RouterShared>, every: Duration) {
             _ = tokio::time::sleep(every) => {}
             _ = stop.changed() => return,
         }
+        forget_decisions(&shared, &mut conns).await;
         let mut live = Vec::new();
         for p in 0..shared.partitions.len() {
             match prepared_branches(&shared, &mut conns, p).await {
@@ -490,6 +551,38 @@ pub(super) async fn resolve_loop(shared: Arc<RouterShared>, every: Duration) {
             }
         }
         seen.retain(|k, _| live.contains(k));
+    }
+}
+
+/// Most decision rows deleted by one statement.
+const FORGET_BATCH: usize = 256;
+/// Most finished transactions whose decision rows wait for deletion (beyond it the oldest are
+/// left in place: a few bytes each).
+const FORGET_BACKLOG: usize = 100_000;
+
+/// Deletes the decision rows of transactions whose branches all committed, in batches per home
+/// partition; rows whose deletion failed are tried again next time.
+async fn forget_decisions(shared: &RouterShared, conns: &mut [Option<Backend>]) {
+    let finished = std::mem::take(&mut *shared.finished.lock());
+    if finished.is_empty() {
+        return;
+    }
+    let mut retry = Vec::new();
+    for home in 0..shared.partitions.len() {
+        let gtrids: Vec<&String> = finished.iter().filter(|(h, _)| *h == home).map(|(_, g)| g).collect();
+        for chunk in gtrids.chunks(FORGET_BATCH) {
+            let list: Vec<String> = chunk.iter().map(|g| format!("'{g}'")).collect();
+            let sql = format!("DELETE FROM {DECISIONS} WHERE gtrid IN ({})", list.join(", "));
+            if !matches!(query(shared, conns, home, &sql).await, Ok(Reply::Ok(_))) {
+                retry.extend(chunk.iter().map(|g| (home, (*g).clone())));
+            }
+        }
+    }
+    let mut queue = shared.finished.lock();
+    queue.extend(retry);
+    if queue.len() > FORGET_BACKLOG {
+        let excess = queue.len() - FORGET_BACKLOG;
+        queue.drain(..excess);
     }
 }
 
