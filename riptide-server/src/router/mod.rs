@@ -135,6 +135,9 @@ pub(crate) struct RouterShared {
     /// Transactions whose branches all committed: (home partition, gtrid), for the resolver
     /// task to delete their decision rows.
     finished: parking_lot::Mutex<Vec<(usize, String)>>,
+    /// The gtrids of the transactions this router's sessions coordinate now (its resolver
+    /// leaves them alone).
+    coordinating: parking_lot::Mutex<std::collections::HashSet<String>>,
 }
 
 impl RouterShared {
@@ -230,6 +233,7 @@ pub async fn start(config: RouterConfig) -> Result<RunningRouter, RouterError> {
         next_gtrid: AtomicU64::new(0),
         decision_tables: tokio::sync::OnceCell::new(),
         finished: parking_lot::Mutex::new(Vec::new()),
+        coordinating: parking_lot::Mutex::new(std::collections::HashSet::new()),
     });
     let every = (shared.config.xa_resolve_after / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
     tokio::spawn(twophase::resolve_loop(shared.clone(), every));

@@ -18,10 +18,19 @@ use std::time::{Duration, Instant};
 
 impl RouterSession {
     /// The open connection to partition `p`'s leader (as far as known), opened if needed; one
-    /// whose replica closed it while idle (a restarted or killed node) is opened again.
+    /// whose replica closed it while idle (a restarted or killed node) is opened again, unless
+    /// it held the open transaction (its home or a branch): that transaction is gone, and a new
+    /// connection would run what follows outside it.
     pub(super) async fn backend(&mut self, p: usize) -> Result<&mut Backend, BackendError> {
         if self.backends[p].as_mut().is_some_and(|b| b.is_closed()) {
             self.backends[p] = None;
+        }
+        if self.backends[p].is_none() && (self.pinned == Some(p) || self.branches.contains(&p)) {
+            let part = &self.shared.partitions[p];
+            return Err(BackendError::Protocol {
+                addr: part.replicas[part.leader_hint()],
+                message: "the connection holding the open transaction was lost".into(),
+            });
         }
         if self.backends[p].is_none() {
             let at = self.shared.partitions[p].leader_hint();
@@ -113,7 +122,7 @@ impl RouterSession {
                 // A follower that lacks the session's database (not applied yet): each replica
                 // is asked once.
                 Err(SendError::NotSent(_, true)) => missing_db < replicas,
-                Err(SendError::NotSent(_, false)) => true,
+                Err(SendError::NotSent(_, false)) => !in_txn,
                 Err(SendError::Lost(_)) => !write && !in_txn,
                 Err(SendError::Refused(_) | SendError::Failed(_)) => false,
                 Ok(_) => false,
@@ -134,7 +143,7 @@ impl RouterSession {
                 tokio::time::sleep(Duration::from_millis(pause)).await;
                 continue;
             }
-            if in_txn && !self.branches.is_empty() {
+            if in_txn && self.gtrid.is_some() {
                 // The home's transaction ended by an error: so did the distributed one.
                 let ended = match &outcome {
                     Ok(Reply::Err(e, _)) => matches!(e.code, 1213 | 1205 | READ_ONLY | 1180 | 1053),
@@ -144,6 +153,15 @@ impl RouterSession {
                 };
                 if ended {
                     self.abort_all().await;
+                    if let Ok(reply) = &outcome {
+                        if !matches!(reply, Reply::Err(..)) {
+                            return Answer::Error(
+                                ROUTER_ERROR,
+                                "HY000",
+                                format!("partition {p} ended the transaction's home unexpectedly; the transaction is rolled back"),
+                            );
+                        }
+                    }
                 }
             }
             return match outcome {

@@ -84,6 +84,16 @@ pub(super) struct RouterSession {
     pub(super) found_rows: bool,
 }
 
+impl Drop for RouterSession {
+    fn drop(&mut self) {
+        // A client gone mid-transaction: its partitions roll back what is not prepared, and
+        // whatever is prepared is the resolver's now.
+        if let Some(g) = self.gtrid.take() {
+            self.shared.coordinating.lock().remove(&g);
+        }
+    }
+}
+
 impl RouterSession {
     pub(super) fn new(shared: Arc<RouterShared>, user: String, db: Option<String>, found_rows: bool) -> RouterSession {
         let password = shared.password_of(&user);
@@ -139,7 +149,9 @@ impl RouterSession {
         self.pinned = None;
         self.pending_begin = None;
         self.branches.clear();
-        self.gtrid = None;
+        if let Some(g) = self.gtrid.take() {
+            self.shared.coordinating.lock().remove(&g);
+        }
         self.autocommit = true;
         self.statements.clear();
     }
@@ -151,7 +163,7 @@ impl RouterSession {
             Statement::StartTransaction { .. } => {
                 if let Some(p) = self.pinned {
                     // BEGIN commits an open transaction first, as MySQL does.
-                    let reply = if self.branches.is_empty() {
+                    let reply = if self.gtrid.is_none() {
                         self.send(p, Request::Query("COMMIT"), Kind::Final).await
                     } else {
                         self.commit_distributed().await
@@ -163,11 +175,11 @@ impl RouterSession {
                 self.pending_begin = Some(text.to_string());
                 Answer::Ok
             }
-            Statement::Commit { chain: false, .. } if !self.branches.is_empty() => self.commit_distributed().await,
+            Statement::Commit { chain: false, .. } if self.gtrid.is_some() => self.commit_distributed().await,
             Statement::Rollback {
                 chain: false,
                 savepoint: None,
-            } if !self.branches.is_empty() => self.rollback_distributed().await,
+            } if self.gtrid.is_some() => self.rollback_distributed().await,
             Statement::Commit { chain: false, .. }
             | Statement::Rollback {
                 chain: false,
@@ -176,7 +188,7 @@ impl RouterSession {
                 Some(p) => self.send(p, Request::Query(text), Kind::Final).await,
                 None => self.end_unpinned(text).await,
             },
-            Statement::Commit { .. } | Statement::Rollback { .. } if !self.branches.is_empty() => {
+            Statement::Commit { .. } | Statement::Rollback { .. } if self.gtrid.is_some() => {
                 refuse("AND CHAIN or a savepoint in a transaction over several partitions")
             }
             Statement::Commit { .. } | Statement::Rollback { .. } => match self.pinned {
@@ -263,6 +275,11 @@ impl RouterSession {
             if p != first && self.backends[p].is_some() {
                 let other = self.send(p, Request::Query(text), Kind::Plain).await;
                 if !matches!(other, Answer::Reply(Reply::Ok(_))) {
+                    if self.branches.contains(&p) {
+                        // The branch's session would differ from the client's: it goes, and the
+                        // transaction with it.
+                        self.abort_all().await;
+                    }
                     self.backends[p] = None;
                 }
             }
@@ -270,7 +287,7 @@ impl RouterSession {
     }
 
     async fn set(&mut self, text: &str) -> Answer {
-        if !self.branches.is_empty() {
+        if self.gtrid.is_some() {
             return refuse("SET in a transaction over several partitions (COMMIT first)");
         }
         let known = self.settings.iter().any(|s| s == text);

@@ -35,6 +35,8 @@
 //!   past the resolver must still find one); commit rows are deleted by the resolver task once
 //!   their coordinator committed every branch.
 //! - A gtrid names its router process and home partition: `rtx-<router nonce>-<n>-h<home>`.
+//!   A router's resolver leaves alone the transactions the router itself is still
+//!   coordinating.
 
 use super::backend::{Backend, Reply};
 use super::merge::text_values;
@@ -166,12 +168,18 @@ impl RouterSession {
             _ => {}
         }
         let (user, password) = self.shared.config.users.first().cloned().unwrap_or_default();
-        let addr = part.replicas[part.leader_hint()];
         let timeout = self.shared.config.backend_timeout;
-        let asked = match Backend::connect(addr, &user, &password, None, false, timeout).await {
-            Ok(mut b) => b.query("SELECT @@riptide_xa_prepare").await.map_err(|e| e.to_string()),
-            Err(e) => Err(e.to_string()),
-        };
+        let mut asked = Err("no replica".to_string());
+        for k in 0..part.replicas.len() {
+            let addr = part.replicas[(part.leader_hint() + k) % part.replicas.len()];
+            asked = match Backend::connect(addr, &user, &password, None, false, timeout).await {
+                Ok(mut b) => b.query("SELECT @@riptide_xa_prepare").await.map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            if asked.is_ok() {
+                break;
+            }
+        }
         let flag = match asked {
             Ok(Reply::Rows(rs)) => {
                 let v = rs
@@ -226,6 +234,7 @@ impl RouterSession {
                     Answer::Reply(Reply::Ok(_)) => {}
                     other => return Err(other),
                 }
+                self.shared.coordinating.lock().insert(g.clone());
                 self.gtrid = Some(g.clone());
                 g
             }
@@ -269,6 +278,7 @@ impl RouterSession {
     async fn on_branches(
         &mut self,
         branches: &[usize],
+        tolerated: &[u16],
         statements: impl Fn(usize) -> Vec<String>,
     ) -> Result<(), (u16, String)> {
         let mut first_err = None;
@@ -296,6 +306,7 @@ impl RouterSession {
         while let Some(joined) = running.join_next().await {
             match joined {
                 Ok((p, b, Ok(()))) => self.backends[p] = Some(b),
+                Ok((p, b, Err((code, _, false)))) if tolerated.contains(&code) => self.backends[p] = Some(b),
                 Ok((p, b, Err((code, message, lost)))) => {
                     if !lost {
                         self.backends[p] = Some(b);
@@ -308,6 +319,13 @@ impl RouterSession {
             }
         }
         first_err.map_or(Ok(()), Err)
+    }
+
+    /// Forgets the open transaction's gtrid (it is no longer this router's to coordinate).
+    fn take_gtrid(&mut self) -> Option<String> {
+        let g = self.gtrid.take()?;
+        self.shared.coordinating.lock().remove(&g);
+        Some(g)
     }
 
     /// One statement on a branch's connection; `Err` with the reason unless it answered OK.
@@ -331,7 +349,7 @@ impl RouterSession {
     /// be reached is rolled back by its partition when the connection goes, or, prepared, by
     /// the resolver), and forgets them.
     pub(super) async fn abort_all(&mut self) {
-        let gtrid = self.gtrid.take();
+        let gtrid = self.take_gtrid();
         let branches = std::mem::take(&mut self.branches);
         if let Some(g) = gtrid {
             for p in branches {
@@ -367,7 +385,7 @@ impl RouterSession {
         // 1. Prepare every branch, all at once.
         let branches = self.branches.clone();
         let prepared = self
-            .on_branches(&branches, |p| {
+            .on_branches(&branches, &[], |p| {
                 let x = xid(&gtrid, p);
                 vec![format!("XA END {x}"), format!("XA PREPARE {x}")]
             })
@@ -398,10 +416,14 @@ impl RouterSession {
         }
         // The branches are out of `send`'s reach while the COMMIT goes: an unknown outcome must
         // leave them prepared for the resolver, not roll them back.
+        // (The gtrid too: the COMMIT's reply ends the home transaction, which `send` would
+        // otherwise take for an accident. It stays in `coordinating` meanwhile.)
         let prepared = std::mem::take(&mut self.branches);
+        let held = self.gtrid.take();
         let committed = self
             .send(home, Request::Query("COMMIT"), super::send::Kind::Final)
             .await;
+        self.gtrid = held;
         match &committed {
             Answer::Reply(Reply::Ok(_)) => {}
             Answer::Reply(Reply::Err(e, _)) if matches!(e.code, 1213 | 1205 | READ_ONLY) => {
@@ -414,7 +436,7 @@ impl RouterSession {
             }
             _ => {
                 // Outcome unknown: the branches stay prepared; the resolver reads the decision.
-                self.gtrid = None;
+                self.take_gtrid();
                 self.pinned = None;
                 return committed;
             }
@@ -422,14 +444,15 @@ impl RouterSession {
         crash_point("after-commit");
         // 3. Finish the branches, all at once; one left prepared is finished by the resolver,
         // which also deletes the decision row once every branch committed.
+        // (1397: the branch is no longer prepared there, so a resolver committed it already.)
         let finished = self
-            .on_branches(&prepared, |p| vec![format!("XA COMMIT {}", xid(&gtrid, p))])
+            .on_branches(&prepared, &[1397], |p| vec![format!("XA COMMIT {}", xid(&gtrid, p))])
             .await;
+        self.take_gtrid();
         match finished {
             Ok(()) => self.shared.finished.lock().push((home, gtrid)),
             Err((_, m)) => tracing::warn!("{gtrid}: {m}; the resolver will commit it"),
         }
-        self.gtrid = None;
         committed
     }
 }
@@ -534,7 +557,9 @@ pub(super) async fn resolve_loop(shared: Arc<RouterShared>, every: Duration) {
                     for (gtrid, bqual) in branches {
                         let key = (p, gtrid, bqual);
                         let first = *seen.entry(key.clone()).or_insert_with(Instant::now);
-                        if first.elapsed() >= shared.config.xa_resolve_after {
+                        // A transaction this router is still coordinating is not the resolver's.
+                        let mine = shared.coordinating.lock().contains(&key.1);
+                        if !mine && first.elapsed() >= shared.config.xa_resolve_after {
                             if let Err(m) = resolve(&shared, &mut conns, p, &key.1, &key.2).await {
                                 tracing::warn!("resolving {}: {m}", key.1);
                             }
@@ -570,10 +595,15 @@ async fn forget_decisions(shared: &RouterShared, conns: &mut [Option<Backend>]) 
     let mut retry = Vec::new();
     for home in 0..shared.partitions.len() {
         let gtrids: Vec<&String> = finished.iter().filter(|(h, _)| *h == home).map(|(_, g)| g).collect();
+        let mut failed = false;
         for chunk in gtrids.chunks(FORGET_BATCH) {
-            let list: Vec<String> = chunk.iter().map(|g| format!("'{g}'")).collect();
-            let sql = format!("DELETE FROM {DECISIONS} WHERE gtrid IN ({})", list.join(", "));
-            if !matches!(query(shared, conns, home, &sql).await, Ok(Reply::Ok(_))) {
+            // After a failure the home's other rows wait for the next round, unasked.
+            if !failed {
+                let list: Vec<String> = chunk.iter().map(|g| format!("'{g}'")).collect();
+                let sql = format!("DELETE FROM {DECISIONS} WHERE gtrid IN ({})", list.join(", "));
+                failed = !matches!(query(shared, conns, home, &sql).await, Ok(Reply::Ok(_)));
+            }
+            if failed {
                 retry.extend(chunk.iter().map(|g| (home, (*g).clone())));
             }
         }
