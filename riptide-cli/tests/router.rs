@@ -13,71 +13,16 @@
 //!   is there at the end, and no transfer is half applied.
 
 mod cluster_common;
+mod router_common;
 mod serve_common;
 
 use cluster_common::{on_leader, Cluster};
 use riptide_server::client::{Client, ClientError, Param, QueryResult};
 use riptide_server::router::placement::{partition_of, KeyValue};
+use router_common::Router;
 use serve_common::Server;
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// A running `riptide router`.
-struct Router {
-    child: Child,
-    port: u16,
-}
-
-impl Router {
-    fn start(partitions: &[Vec<u16>]) -> Router {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_riptide"));
-        cmd.args(["router", "--listen", "127.0.0.1:0", "--leader-wait-ms", "15000"]);
-        for p in partitions {
-            let list: Vec<String> = p.iter().map(|port| format!("127.0.0.1:{port}")).collect();
-            cmd.args(["--partition", &list.join(",")]);
-        }
-        let mut child = cmd
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn riptide router");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("riptide router: listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
-        let port = addr.rsplit(':').next().unwrap().parse().unwrap();
-        Router { child, port }
-    }
-
-    /// A client in database `sbtest`, once the partitions have it (each creates it at start,
-    /// a replicated one through its first leader).
-    fn client(&self) -> Client {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let port = ("127.0.0.1", self.port);
-            match Client::connect_within(port, "root", "", Some("sbtest"), Duration::from_secs(30)) {
-                Ok(c) => return c,
-                Err(e) if e.code() == Some(1049) && Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(50))
-                }
-                Err(e) => panic!("connect to the router: {e}"),
-            }
-        }
-    }
-}
-
-impl Drop for Router {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn direct(port: u16) -> Client {
     Client::connect(("127.0.0.1", port), "root", "", Some("sbtest")).unwrap()

@@ -11,83 +11,24 @@
 //!   router's resolver aborts the prepared branch, and nothing of the transfer stays. Killed
 //!   after the home's commit: the resolver commits the branch, and the whole transfer stays.
 
+mod router_common;
 mod serve_common;
 
 use riptide_server::client::{Client, ClientError, QueryResult};
 use riptide_server::router::placement::{partition_of, KeyValue};
+use router_common::Router;
 use serve_common::{free_port, Server};
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const ACCOUNTS: i64 = 12;
 const START: i64 = 100;
 
-struct Router {
-    child: Child,
-    port: u16,
-}
-
-impl Router {
-    fn start(partitions: &[u16], crash_at: Option<&str>) -> Router {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_riptide"));
-        cmd.args([
-            "router",
-            "--listen",
-            "127.0.0.1:0",
-            "--leader-wait-ms",
-            "15000",
-            "--xa-resolve-after-ms",
-            "2000",
-        ]);
-        for port in partitions {
-            cmd.args(["--partition", &format!("127.0.0.1:{port}")]);
-        }
-        if let Some(point) = crash_at {
-            cmd.env("RIPTIDE_ROUTER_CRASH_AT", point);
-        }
-        let mut child = cmd
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn riptide router");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("riptide router: listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
-        let port = addr.rsplit(':').next().unwrap().parse().unwrap();
-        Router { child, port }
-    }
-
-    fn client(&self) -> Client {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            match Client::connect_within(
-                ("127.0.0.1", self.port),
-                "root",
-                "",
-                Some("sbtest"),
-                Duration::from_secs(30),
-            ) {
-                Ok(c) => return c,
-                Err(e) if e.code() == Some(1049) && Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(50))
-                }
-                Err(e) => panic!("connect to the router: {e}"),
-            }
-        }
-    }
-}
-
-impl Drop for Router {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// A router over single-replica partitions whose resolver acts after 2 s, killed at
+/// `crash_at` of its first cross-partition commit when given (its test hook).
+fn start_router(partitions: &[u16], crash_at: Option<&str>) -> Router {
+    let lists: Vec<Vec<u16>> = partitions.iter().map(|p| vec![*p]).collect();
+    let env: Vec<(&str, &str)> = crash_at.map(|c| ("RIPTIDE_ROUTER_CRASH_AT", c)).into_iter().collect();
+    Router::start_with(&lists, &["--xa-resolve-after-ms", "2000"], &env)
 }
 
 /// A partition: one `riptide serve` that is the only replica of its Raft group.
@@ -185,7 +126,7 @@ fn transactions_over_partitions_commit_whole_or_not_at_all() {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
-    let router = Router::start(&ports, None);
+    let router = start_router(&ports, None);
     let mut c = router.client();
     c.query("CREATE TABLE accounts (id INT PRIMARY KEY, bal INT NOT NULL)")
         .unwrap();
@@ -309,7 +250,7 @@ fn transactions_over_partitions_commit_whole_or_not_at_all() {
     let aborts_before = aborts(ports[part(a)]);
     let before = (bal(&mut other, a), bal(&mut other, b));
     {
-        let crashing = Router::start(&ports, Some("after-prepare"));
+        let crashing = start_router(&ports, Some("after-prepare"));
         let mut x = crashing.client();
         x.query("BEGIN").unwrap();
         x.query(&format!("UPDATE accounts SET bal = bal - 5 WHERE id = {a}"))
@@ -327,7 +268,7 @@ fn transactions_over_partitions_commit_whole_or_not_at_all() {
     // A router dies after the home's commit: the resolver commits the branch.
     let before = (bal(&mut other, a), bal(&mut other, b));
     {
-        let crashing = Router::start(&ports, Some("after-commit"));
+        let crashing = start_router(&ports, Some("after-commit"));
         let mut x = crashing.client();
         x.query("BEGIN").unwrap();
         x.query(&format!("UPDATE accounts SET bal = bal - 7 WHERE id = {a}"))

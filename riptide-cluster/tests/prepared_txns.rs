@@ -5,64 +5,11 @@
 //! refused alike on every replica; after the leader stops, the new leader finds the prepared
 //! write set in its own tables, locks its rows again and commits it.
 
-use riptide::{Db, Error, Options, Table, TxnOptions, WriteOptions};
-use riptide_cluster::transport::ClusterAuth;
-use riptide_cluster::{lock_prepared_rows, prepared_write_sets, NodeConfig, PartitionNode, WriteOp};
-use std::collections::BTreeMap;
+use riptide::{Db, Error, Table, TxnOptions, WriteOptions};
+use riptide_cluster::{lock_prepared_rows, prepared_write_sets, WriteOp};
 use std::time::Duration;
-
-const SECRET: &[u8] = b"a cluster secret of 32 bytes....";
-
-struct Replica {
-    node: PartitionNode,
-    db: Db,
-    _dir: tempfile::TempDir,
-}
-
-async fn start(id: u64, auth: &ClusterAuth) -> Replica {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), Options::default()).unwrap();
-    let config = NodeConfig::new(id, "127.0.0.1:0".parse().unwrap(), auth.clone());
-    let node = PartitionNode::start(&db, config, None).await.unwrap();
-    Replica { node, db, _dir: dir }
-}
-
-async fn leader(replicas: &BTreeMap<u64, Replica>, not: Option<u64>) -> u64 {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let seen: Vec<Option<u64>> = replicas
-            .iter()
-            .filter(|(id, _)| Some(**id) != not)
-            .map(|(_, r)| r.node.metrics().current_leader)
-            .collect();
-        if let Some(Some(l)) = seen.first() {
-            if seen.iter().all(|s| *s == Some(*l)) && Some(*l) != not {
-                return *l;
-            }
-        }
-        assert!(tokio::time::Instant::now() < deadline, "no leader agreed on: {seen:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    tokio::task::spawn_blocking(f).await.unwrap()
-}
-
-async fn caught_up(replicas: &BTreeMap<u64, Replica>, leader_id: u64, not: Option<u64>) {
-    let target = replicas[&leader_id].node.metrics().last_applied.map(|l| l.index);
-    for (id, r) in replicas {
-        if Some(*id) == not {
-            continue;
-        }
-        r.node
-            .raft()
-            .wait(Some(Duration::from_secs(20)))
-            .metrics(|m| m.last_applied.map(|l| l.index) >= target, "caught up")
-            .await
-            .unwrap();
-    }
-}
+mod replicas;
+use replicas::{blocking, caught_up, leader, three};
 
 /// True when a transaction can lock `key` of `t` at once.
 fn lockable(db: &Db, t: &Table, key: &[u8]) -> bool {
@@ -85,16 +32,7 @@ fn ids(db: &Db) -> Vec<Vec<u8>> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn prepared_transactions_are_stored_everywhere_decided_once_and_survive_the_leader() {
-    let auth = ClusterAuth::new("xa-test", SECRET).unwrap();
-    let mut replicas = BTreeMap::new();
-    for id in 1..=3 {
-        replicas.insert(id, start(id, &auth).await);
-    }
-    let members: BTreeMap<u64, String> = replicas
-        .iter()
-        .map(|(id, r)| (*id, r.node.raft_addr().to_string()))
-        .collect();
-    assert!(replicas[&1].node.bootstrap(members).await.unwrap());
+    let (replicas, _) = three("xa-test").await;
     let l = leader(&replicas, None).await;
 
     let db = replicas[&l].db.clone();

@@ -4,76 +4,14 @@
 //! serialize through their locks, which are held until the commit is applied; after the
 //! leader stops, the new leader takes writes and reads see every acknowledged one.
 
-use riptide::{Db, Error, Options, TxnOptions};
-use riptide_cluster::transport::ClusterAuth;
-use riptide_cluster::{NodeConfig, PartitionNode};
-use std::collections::BTreeMap;
+use riptide::{Error, TxnOptions};
 use std::time::Duration;
-
-const SECRET: &[u8] = b"a cluster secret of 32 bytes....";
-
-struct Replica {
-    node: PartitionNode,
-    db: Db,
-    _dir: tempfile::TempDir,
-}
-
-async fn start(id: u64, auth: &ClusterAuth) -> Replica {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), Options::default()).unwrap();
-    let config = NodeConfig::new(id, "127.0.0.1:0".parse().unwrap(), auth.clone());
-    let node = PartitionNode::start(&db, config, None).await.unwrap();
-    Replica { node, db, _dir: dir }
-}
-
-/// The replica all running ones agree leads.
-async fn leader(replicas: &BTreeMap<u64, Replica>, not: Option<u64>) -> u64 {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let seen: Vec<Option<u64>> = replicas
-            .iter()
-            .filter(|(id, _)| Some(**id) != not)
-            .map(|(_, r)| r.node.metrics().current_leader)
-            .collect();
-        if let Some(Some(l)) = seen.first() {
-            if seen.iter().all(|s| *s == Some(*l)) && Some(*l) != not {
-                return *l;
-            }
-        }
-        assert!(tokio::time::Instant::now() < deadline, "no leader agreed on: {seen:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// Runs blocking engine calls off the runtime's workers (a replicated commit waits for them).
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    tokio::task::spawn_blocking(f).await.unwrap()
-}
-
-async fn caught_up(replicas: &BTreeMap<u64, Replica>, leader_id: u64) {
-    let target = replicas[&leader_id].node.metrics().last_applied.map(|l| l.index);
-    for r in replicas.values() {
-        r.node
-            .raft()
-            .wait(Some(Duration::from_secs(20)))
-            .metrics(|m| m.last_applied.map(|l| l.index) >= target, "caught up")
-            .await
-            .unwrap();
-    }
-}
+mod replicas;
+use replicas::{blocking, caught_up, leader, three};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn engine_writes_replicate_serialize_and_survive_the_leader() {
-    let auth = ClusterAuth::new("engine-test", SECRET).unwrap();
-    let mut replicas = BTreeMap::new();
-    for id in 1..=3 {
-        replicas.insert(id, start(id, &auth).await);
-    }
-    let members: BTreeMap<u64, String> = replicas
-        .iter()
-        .map(|(id, r)| (*id, r.node.raft_addr().to_string()))
-        .collect();
-    assert!(replicas[&1].node.bootstrap(members.clone()).await.unwrap());
+    let (replicas, members) = three("engine-test").await;
     // A second bootstrap changes nothing.
     let l = leader(&replicas, None).await;
     assert!(!replicas[&l].node.bootstrap(members).await.unwrap());
@@ -122,7 +60,7 @@ async fn engine_writes_replicate_serialize_and_survive_the_leader() {
     // A follower refuses writes, DDL and linearizable reads, and changes nothing.
     let f = *replicas.keys().find(|id| **id != l).unwrap();
     let fdb = replicas[&f].db.clone();
-    caught_up(&replicas, l).await;
+    caught_up(&replicas, l, None).await;
     blocking(move || {
         let t = fdb.table("accounts").unwrap();
         assert!(matches!(t.put(b"x", b"y"), Err(Error::NotLeader { leader: Some(_) })));
@@ -160,7 +98,7 @@ async fn engine_writes_replicate_serialize_and_survive_the_leader() {
     for w in workers {
         w.await.unwrap();
     }
-    caught_up(&replicas, l).await;
+    caught_up(&replicas, l, None).await;
     for r in replicas.values() {
         let t = r.db.table("accounts").unwrap();
         assert_eq!(t.get(b"counter").unwrap(), Some(100u64.to_be_bytes().to_vec()));

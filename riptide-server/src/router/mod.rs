@@ -21,6 +21,7 @@ mod merge;
 pub mod merge_plan;
 pub mod placement;
 mod prepared;
+mod resolver;
 mod send;
 mod session;
 mod twophase;
@@ -236,7 +237,7 @@ pub async fn start(config: RouterConfig) -> Result<RunningRouter, RouterError> {
         coordinating: parking_lot::Mutex::new(std::collections::HashSet::new()),
     });
     let every = (shared.config.xa_resolve_after / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
-    tokio::spawn(twophase::resolve_loop(shared.clone(), every));
+    tokio::spawn(resolver::resolve_loop(shared.clone(), every));
     let s = shared.clone();
     let accept = spawn_accept_loop(listener, shared.stop.subscribe(), move |stream, id| {
         s.connections.fetch_add(1, Ordering::Relaxed);
