@@ -92,17 +92,6 @@ impl RouterSession {
                 Kind::Plain | Kind::Final => self.send_outside(p, req).await,
             };
         }
-        if self.pinned == Some(p) && self.backends[p].as_mut().is_none_or(|b| b.is_closed()) {
-            // The connection that held the transaction is gone, and the transaction with it: a
-            // new connection would run what follows outside it.
-            self.backends[p] = None;
-            self.abort_all().await;
-            return Answer::Error(
-                ROUTER_ERROR,
-                "HY000",
-                format!("partition {p}: the connection holding the open transaction was lost; the transaction is rolled back"),
-            );
-        }
         let replicas = self.shared.partitions[p].replicas.len();
         let deadline = Instant::now() + self.shared.config.leader_wait;
         let mut attempt = 0usize;

@@ -74,10 +74,8 @@ impl RouterSession {
             if let Err(answer) = self.open_branch(p).await {
                 return answer;
             }
-        } else if self.backends[p].as_mut().is_none_or(|b| b.is_closed()) {
-            // The branch went with its connection: a new one would run the statement outside it.
-            return self.branch_lost(p).await;
         }
+        // (A lost branch connection is not reopened: `backend` refuses, and the send fails.)
         match self.send_once(p, req, false).await {
             Ok(reply) => {
                 if let Reply::Err(e, _) = &reply {
