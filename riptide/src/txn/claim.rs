@@ -16,7 +16,7 @@
 use super::{Txn, TxnMode};
 use crate::error::{Error, Result};
 use crate::key::Lsn;
-use crate::row_lock::LockError;
+use crate::row_lock::{LockError, TxnId};
 use crate::Table;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -51,16 +51,7 @@ impl Txn {
                 }
                 Ok(new)
             }
-            Err(LockError::Timeout(waited)) => Err(Error::LockTimeout {
-                table: table.name().to_string(),
-                key: key.to_vec(),
-                waited,
-            }),
-            Err(LockError::Deadlock) => Err(Error::Deadlock {
-                txn: self.id,
-                table: table.name().to_string(),
-                key: key.to_vec(),
-            }),
+            Err(e) => Err(lock_error(e, self.id, table, key)),
         }
     }
 
@@ -195,5 +186,21 @@ impl Txn {
             }
         }
         Ok(None)
+    }
+}
+
+/// The typed error of a lock not granted to owner `txn` on `key` of `table`.
+pub(super) fn lock_error(e: LockError, txn: TxnId, table: &Table, key: &[u8]) -> Error {
+    match e {
+        LockError::Timeout(waited) => Error::LockTimeout {
+            table: table.name().to_string(),
+            key: key.to_vec(),
+            waited,
+        },
+        LockError::Deadlock => Error::Deadlock {
+            txn,
+            table: table.name().to_string(),
+            key: key.to_vec(),
+        },
     }
 }

@@ -22,7 +22,7 @@ use super::Txn;
 use crate::db::Db;
 use crate::error::{Error, Result};
 use crate::replication::Phase;
-use crate::row_lock::{LockError, TxnShared};
+use crate::row_lock::TxnShared;
 use crate::Table;
 use crate::WriteOptions;
 use std::sync::atomic::Ordering;
@@ -181,22 +181,8 @@ impl Db {
             match shared.locks.acquire(owner, id, key, timeout, true) {
                 Ok(true) => taken.push((id, key.clone())),
                 Ok(false) => {}
-                Err(LockError::Timeout(waited)) => {
-                    let e = Error::LockTimeout {
-                        table: table.name().to_string(),
-                        key: key.clone(),
-                        waited,
-                    };
-                    return fail(taken, e);
-                }
-                Err(LockError::Deadlock) => {
-                    let e = Error::Deadlock {
-                        txn: owner,
-                        table: table.name().to_string(),
-                        key: key.clone(),
-                    };
-                    return fail(taken, e);
-                }
+                // What this call took is released.
+                Err(e) => return fail(taken, super::claim::lock_error(e, owner, table, key)),
             }
         }
         if let Err(taken) = shared.prepared.register(xid.to_vec(), owner, taken) {
