@@ -417,6 +417,75 @@ fn a_transaction_on_a_deposed_leader_does_not_commit_its_stale_reads() {
     cluster.stop();
 }
 
+/// BEGIN on a leader that has confirmed its term takes no read barrier, nor does a COMMIT
+/// that commits writes (its write set is fenced to the transaction's term). Cut off from the
+/// majority after it confirmed its term, the old leader opens transactions as if it still led
+/// and reads its own stale rows: one that writes must not commit (and its write must not
+/// appear once healed), and one that only reads must not have its COMMIT acknowledged.
+#[test]
+fn transactions_begun_on_a_deposed_leader_do_not_commit() {
+    let cluster = Cluster::start(3, 300);
+    on_leader(&cluster.ports, "CREATE TABLE sbtest.t (id INT PRIMARY KEY, v INT)");
+    on_leader(&cluster.ports, "INSERT INTO sbtest.t VALUES (1, 0), (2, 0)");
+    let value = |c: &mut Client, id: u32| -> Result<String, ClientError> {
+        Ok(c.rows(&format!("SELECT v FROM sbtest.t WHERE id = {id}"))?[0][0]
+            .clone()
+            .unwrap())
+    };
+    // A gated read confirms the leader's term; both clients then stay on that node.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (old, mut writer, mut reader) = loop {
+        assert!(Instant::now() < deadline, "no statement ran on a leader in 30 s");
+        let old = cluster.wait_for_leader();
+        let (Some(mut w), Some(r)) = (connect(cluster.nodes[old].port), connect(cluster.nodes[old].port)) else {
+            continue;
+        };
+        if value(&mut w, 1).is_ok() {
+            break (old, w, r);
+        }
+    };
+    cluster.isolate(old);
+    let others: Vec<u16> = (0..3).filter(|&i| i != old).map(|i| cluster.nodes[i].port).collect();
+    let others = Mutex::new(others);
+    on_leader(&others, "UPDATE sbtest.t SET v = 1 WHERE id = 1");
+
+    // Not told of the new term, the old leader begins without a barrier and reads row 1 as
+    // it was before the new leader's acknowledged update.
+    writer.query("BEGIN").expect("BEGIN on the cut-off leader");
+    assert_eq!(
+        value(&mut writer, 1).unwrap(),
+        "0",
+        "the cut-off leader cannot have the new value"
+    );
+    writer
+        .query("UPDATE sbtest.t SET v = 10 WHERE id = 2")
+        .expect("a write runs on the cut-off leader's own rows");
+    let e = writer
+        .query("COMMIT")
+        .expect_err("a deposed leader committed a transaction that read a stale row");
+    assert!(matches!(e.code(), Some(1290) | Some(1213) | Some(1180) | None), "{e}");
+
+    reader.query("BEGIN").expect("BEGIN on the cut-off leader");
+    assert_eq!(value(&mut reader, 1).unwrap(), "0");
+    let e = reader
+        .query("COMMIT")
+        .expect_err("a deposed leader acknowledged the COMMIT of a transaction that read a stale row");
+    assert!(matches!(e.code(), Some(1290) | Some(1213) | Some(1180) | None), "{e}");
+
+    cluster.heal();
+    // The refused write never appears: the new leader (and, once it rejoins, the old one)
+    // holds row 2 as it was.
+    on_leader(&cluster.ports, "UPDATE sbtest.t SET v = 2 WHERE id = 1");
+    let leader = cluster.wait_for_leader();
+    let mut c = connect(cluster.nodes[leader].port).unwrap();
+    assert_eq!(
+        value(&mut c, 2).unwrap(),
+        "0",
+        "a refused transaction's write was applied"
+    );
+    cluster.stop();
+}
+
 /// An autocommit write on a leader runs without a read barrier once the leader confirmed its
 /// term; one that then commits nothing (no row matched) answered from its own rows only, so on
 /// a leader cut off from the majority it must fail instead of reporting the stale outcome.

@@ -153,7 +153,10 @@ async fn run_xa(
             let like = parse(sql)?
                 .pop()
                 .ok_or_else(|| SqlError::other("no stand-in statement"))?;
-            replica.before_statement(&shared.catalog, &like, gate, session).await
+            gate.stand_in = true;
+            let gated = replica.before_statement(&shared.catalog, &like, gate, session).await;
+            gate.stand_in = false;
+            gated
         }
         _ => Ok(()),
     };

@@ -9,8 +9,9 @@
 //!   began (linearizable); on a follower it is refused with MySQL's read-only error 1290,
 //!   naming the leader, unless `--follower-reads` lets a plain SELECT read the follower's
 //!   applied state (a consistent prefix of the log, possibly stale).
-//! - Except inside a snapshot-isolation transaction whose snapshot was taken after a read
-//!   barrier (of the statement that opened it) confirmed the current term: there the leader
+//! - Except inside a snapshot-isolation transaction whose snapshot was taken in the current
+//!   term, after a read barrier confirmed it (the barrier of the statement that opened it, or
+//!   for a BEGIN on a leader that has confirmed this term, an earlier one): there the leader
 //!   runs those statements without a barrier of their own, and the next statement that may
 //!   commit the transaction (COMMIT, BEGIN, DDL, SET: anything but ROLLBACK and those
 //!   statements) runs a barrier first and fails, rolling the transaction back, unless that
@@ -18,7 +19,11 @@
 //!   every write acknowledged meanwhile was this node's and applied here before its answer: a
 //!   transaction that commits read what a barrier per statement would have let it read. One
 //!   that does not commit (its COMMIT fails, ROLLBACK, a closed connection) may have read stale
-//!   rows, locking reads included.
+//!   rows, locking reads included. A plain COMMIT that commits writes takes no barrier: its
+//!   write set is fenced to the snapshot's term (below), and committed in that term it proves
+//!   the same (no leader of a later term can have acknowledged a write before it was
+//!   proposed: the majority that elected that leader would have refused it). A COMMIT that
+//!   commits no write confirms the term after it ran and answers only then.
 //! - An autocommit INSERT, UPDATE or DELETE runs without a barrier on a leader whose own
 //!   barrier already confirmed the current term (every earlier term's entries are then
 //!   applied here): what it reads under its row locks holds every write acknowledged in this
@@ -217,6 +222,13 @@ pub(crate) struct TxnGate {
     /// term in which its reads were confirmed, read before its barrier (which may end after
     /// the term moved on: then its writes are refused rather than committed in another term).
     pub(crate) fence_term: u64,
+    /// This statement opens a snapshot transaction without a barrier of its own (BEGIN on a
+    /// leader that confirmed this term before): the transaction's statements skip theirs too,
+    /// and the statement that ends it confirms the term.
+    opened_unconfirmed: bool,
+    /// The statement gated is a stand-in for an XA statement (`conn::run_xa`): its COMMIT is
+    /// a prepare or a decision, which confirms the term by a barrier.
+    pub(crate) stand_in: bool,
 }
 
 impl TxnGate {
@@ -230,7 +242,7 @@ impl TxnGate {
         } else if !was || begins {
             // The statement opened the transaction after its own barrier (or without one).
             self.snapshot_term = self.statement_term;
-            self.skipped = false;
+            self.skipped = self.opened_unconfirmed;
         }
     }
 }
@@ -247,6 +259,7 @@ impl Replica {
         gate.statement_term = 0;
         gate.write_skipped_in = 0;
         gate.fence_term = 0;
+        gate.opened_unconfirmed = false;
         let in_snapshot_txn = session.in_snapshot_transaction();
         let (leader, term) = {
             let m = self.node.raft().metrics();
@@ -285,10 +298,34 @@ impl Replica {
             gate.fence_term = term;
             return Ok(());
         }
+        // BEGIN with no transaction open, on a leader that has confirmed this term (as for
+        // autocommit writes above): its snapshot holds every write acknowledged in this term,
+        // all this node's. Whether another node led meanwhile is settled when the transaction
+        // ends: by the statement that may commit it (below), as for any skipped barrier.
+        let term_confirmed = leader
+            && self.barrier_term.load(Ordering::Acquire) == term
+            && self.counters_term.load(Ordering::Acquire) == term;
+        if matches!(stmt, Statement::StartTransaction { .. }) && !session.in_transaction() && term_confirmed {
+            gate.statement_term = term;
+            gate.opened_unconfirmed = true;
+            gate.fence_term = term;
+            return Ok(());
+        }
         // COMMIT, BEGIN, DDL, SET: each may commit the open transaction. ROLLBACK need not.
         let confirm = in_snapshot_txn && gate.skipped && !matches!(stmt, Statement::Rollback { .. });
         if confirm && gate.snapshot_term != term {
             return Err(term_moved());
+        }
+        // A plain COMMIT that commits writes needs no barrier: its write set is fenced to the
+        // snapshot's term (the transaction began in it), and a write committed in that term
+        // proves that no other node led before it was proposed, after every read of the
+        // transaction (a majority that elected another leader would have refused it; an entry
+        // of this term that a later leader commits keeps this term, but no later leader's log
+        // holds it if an earlier one had acknowledged a write). One that commits no write
+        // confirms the term after it ran, as an autocommit write does ([`Replica::confirm_write`]).
+        if confirm && !gate.stand_in && matches!(stmt, Statement::Commit { chain: false, .. }) {
+            gate.write_skipped_in = term;
+            return Ok(());
         }
         // A statement that opens a transaction (autocommit off) takes its snapshot: it follows
         // a barrier even when it reads no table.
