@@ -66,5 +66,7 @@ pub const PREPARED_TABLE: &str = "__xa.prepared";
 
 /// The log store and state machine of the partition database `db`, for a Raft node.
 pub fn open_partition(db: &riptide::Db) -> Result<(LogStore, StateMachine), SnapshotError> {
-    Ok((LogStore::open(db)?, StateMachine::open(db)?))
+    let log = LogStore::open(db)?;
+    let sm = StateMachine::open(db)?.with_log_store(log.clone());
+    Ok((log, sm))
 }

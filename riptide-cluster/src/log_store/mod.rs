@@ -1,28 +1,41 @@
 //! The Raft log and vote of one partition, in sub-tables of the partition's database
 //! (openraft's `RaftLogStorage`).
 //!
+//! `append` returns as soon as the entries are in memory ([`cache`]), as openraft asks, and
+//! the log's own thread ([`writer`]) makes them durable and then calls openraft back: the
+//! leader replicates an entry while its own fsync runs, and appends that queue up meanwhile
+//! share one fsync.
+//!
 //! Invariants:
-//! - [`LOG_TABLE`] holds exactly the entries after the last purged log id that were appended
-//!   and not truncated, keyed by index; every change to it is one synced write, complete
-//!   before the call returns, so an entry is durable before openraft is told it is flushed.
+//! - [`LOG_TABLE`] holds, keyed by index, the entries after the last purged log id that were
+//!   appended and not truncated, once the writer has run every operation submitted; each
+//!   change to it is synced before the writer reports it, so an entry is durable before
+//!   openraft is told it is flushed. Truncations, purges and the vote are written by the same
+//!   thread in submission order and awaited by their callers.
 //! - The vote and the last purged log id ([`RAFT_META_TABLE`]) are written with sync too;
 //!   purging writes the new purged id and deletes the entries up to it in one atomic batch.
 //! - A purge beyond the applied state (openraft purges for a received snapshot while the state
 //!   machine installs it) first syncs the archives being received, so the snapshot survives
 //!   any crash the purge survives, and the next open installs it (`crate::snapshot`).
-//! - Readers (`get_log_reader`) are clones reading the same tables: they see every entry
-//!   appended before they read.
+//! - Readers (`get_log_reader`) are clones sharing the cache and the tables: they see every
+//!   entry appended before they read, written or not, and none truncated.
+
+mod cache;
+mod writer;
 
 use crate::codec::{decode, encode, index_key, key_index, CodecError};
 use crate::engine::{blocking, stored_applied, stored_last_purged, synced, table_or_create, PURGED_KEY};
 use crate::types::TypeConfig;
 use crate::{LOG_TABLE, RAFT_META_TABLE};
+use cache::LogCache;
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{AnyError, Entry, LogId, RaftLogReader, StorageError, StorageIOError, Vote};
-use riptide::{Db, ReadOptions, Table, WriteBatch, WriteOptions};
+use riptide::{Db, ReadOptions, Table, WriteBatch};
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
+use std::sync::Arc;
+use writer::{Append, LogWriter};
 
 type NodeId = u64;
 const VOTE_KEY: &[u8] = b"vote";
@@ -30,12 +43,15 @@ const VOTE_KEY: &[u8] = b"vote";
 /// Largest engine write of an append (the engine refuses batches over `riptide::MAX_BATCH_SIZE`).
 pub const APPEND_CHUNK_BYTES: usize = 64 << 20;
 
-/// One partition's Raft log store; cheap to clone (clones share the database).
+/// One partition's Raft log store; cheap to clone (clones share the database, the cache of
+/// recent entries and the writing thread).
 #[derive(Clone)]
 pub struct LogStore {
     db: Db,
     log: Table,
     meta: Table,
+    cache: Arc<LogCache>,
+    writer: LogWriter,
 }
 
 impl std::fmt::Debug for LogStore {
@@ -53,12 +69,18 @@ fn write_err(e: impl std::error::Error + 'static) -> StorageError<NodeId> {
 }
 
 impl LogStore {
-    /// The log store of the partition database `db`, creating its tables on first use.
+    /// The log store of the partition database `db`, creating its tables on first use, with
+    /// its writing thread.
     pub fn open(db: &Db) -> riptide::Result<Self> {
+        let cache = Arc::new(LogCache::default());
+        let writer = LogWriter::start(db.clone(), cache.clone())
+            .map_err(|e| riptide::Error::Replication(format!("cannot start the Raft log writer: {e}")))?;
         Ok(LogStore {
             db: db.clone(),
             log: table_or_create(db, LOG_TABLE)?,
             meta: table_or_create(db, RAFT_META_TABLE)?,
+            cache,
+            writer,
         })
     }
 
@@ -83,7 +105,10 @@ impl LogStore {
     /// The terms of the entries after index `after`, each with the index of its last entry.
     pub(crate) fn terms_after(&self, after: u64) -> Result<BTreeMap<u64, u64>, StorageError<NodeId>> {
         let mut terms = BTreeMap::new();
-        for entry in self.read_entries((Bound::Excluded(after), Bound::Unbounded))? {
+        let Some(from) = after.checked_add(1) else {
+            return Ok(terms);
+        };
+        for entry in self.entries_between(from, u64::MAX)? {
             let last = terms.entry(entry.log_id.leader_id.term).or_insert(entry.log_id.index);
             *last = (*last).max(entry.log_id.index);
         }
@@ -105,15 +130,20 @@ impl LogStore {
         Ok(keys)
     }
 
-    /// Appends `entries` (replacing any entry at the same index): when it returns, they are
-    /// durable and readable. Raft's `append` is this and its callback. Entries go in engine
-    /// writes of at most [`APPEND_CHUNK_BYTES`] (split between entries); the last one is synced,
-    /// which makes the earlier ones durable too (the redo log is one sequence).
-    pub async fn append_durably(
+    /// Appends `entries` (replacing any entry at the same index): readable when it returns,
+    /// and durable once `done` is called (or `reply` answered). Entries go in engine writes
+    /// of at most [`APPEND_CHUNK_BYTES`] (split between entries); the writer syncs the last
+    /// one, which makes the earlier ones durable too (the redo log is one sequence).
+    fn submit(
         &self,
         entries: impl IntoIterator<Item = Entry<TypeConfig>>,
+        done: Option<LogFlushed<TypeConfig>>,
+        reply: Option<tokio::sync::oneshot::Sender<Result<(), String>>>,
     ) -> Result<(), StorageError<NodeId>> {
         let mut chunks = vec![WriteBatch::new()];
+        let mut cached = Vec::new();
+        let mut ids = Vec::new();
+        let mut total = 0;
         for entry in entries {
             let bytes = encode(&entry).map_err(write_err)?;
             let full = chunks
@@ -127,21 +157,79 @@ impl LogStore {
                     .put(&self.log, &index_key(entry.log_id.index), &bytes)
                     .map_err(write_err)?;
             }
+            total += bytes.len();
+            ids.push(entry.log_id);
+            cached.push((entry, bytes.len()));
         }
-        let db = self.db.clone();
-        blocking(move || {
-            let n = chunks.len();
-            for (i, chunk) in chunks.into_iter().enumerate() {
-                let opts = if i + 1 == n { synced() } else { WriteOptions::default() };
-                db.write_unreplicated(chunk, &opts)?;
-            }
-            Ok(())
-        })
-        .await?
-        .map_err(|e: riptide::Error| write_err(e))
+        self.cache.insert(cached);
+        self.writer.append(Append {
+            chunks,
+            ids,
+            bytes: total,
+            done,
+            reply,
+        });
+        Ok(())
     }
 
-    /// The entries whose index is in `range`, in index order.
+    /// Appends `entries` (replacing any entry at the same index) and waits until they are
+    /// durable: what Raft's `append` and its callback do together.
+    pub async fn append_durably(
+        &self,
+        entries: impl IntoIterator<Item = Entry<TypeConfig>>,
+    ) -> Result<(), StorageError<NodeId>> {
+        let (reply, durable) = tokio::sync::oneshot::channel();
+        self.submit(entries, None, Some(reply))?;
+        match durable.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(write_err(riptide::Error::Replication(e))),
+            Err(_) => Err(write_err(riptide::Error::Replication(
+                "the Raft log writer has stopped".into(),
+            ))),
+        }
+    }
+
+    /// The entries whose index is in `range`, in index order: from the cache alone when it
+    /// holds them (the leader's replication and the state machine read recent entries), else
+    /// with the engine's below it, read on the blocking pool.
+    async fn entries_in(
+        &self,
+        range: (Bound<u64>, Bound<u64>),
+    ) -> Result<Vec<Entry<TypeConfig>>, StorageError<NodeId>> {
+        let Some((from, to)) = inclusive(range) else {
+            return Ok(Vec::new());
+        };
+        let cached = self.cache.read(from, to);
+        if cached.lowest.is_some_and(|lowest| lowest <= from) {
+            return Ok(cached.entries);
+        }
+        let this = self.clone();
+        blocking(move || this.entries_between(from, to)).await?
+    }
+
+    /// The entries from `from` through `to` (inclusive): the engine's below the cache (none
+    /// from a truncated index on, whose deletion may still be queued), then the cache's.
+    fn entries_between(&self, from: u64, to: u64) -> Result<Vec<Entry<TypeConfig>>, StorageError<NodeId>> {
+        let cached = self.cache.read(from, to);
+        let mut engine_to = to;
+        if let Some(lowest) = cached.lowest {
+            engine_to = engine_to.min(lowest.saturating_sub(1));
+        }
+        let mut entries = Vec::new();
+        let truncated_all = cached.truncated_from == Some(0) || cached.lowest == Some(0);
+        if !truncated_all {
+            if let Some(t) = cached.truncated_from {
+                engine_to = engine_to.min(t - 1);
+            }
+            if from <= engine_to {
+                entries = self.read_entries((Bound::Included(from), Bound::Included(engine_to)))?;
+            }
+        }
+        entries.extend(cached.entries);
+        Ok(entries)
+    }
+
+    /// The engine's entries whose index is in `range`, in index order.
     fn read_entries(&self, range: (Bound<u64>, Bound<u64>)) -> Result<Vec<Entry<TypeConfig>>, StorageError<NodeId>> {
         let from = match range.start_bound() {
             Bound::Included(&i) => i,
@@ -229,8 +317,7 @@ impl RaftLogReader<TypeConfig> for LogStore {
         range: RB,
     ) -> Result<Vec<Entry<TypeConfig>>, StorageError<NodeId>> {
         let bounds = (range.start_bound().cloned(), range.end_bound().cloned());
-        let this = self.clone();
-        blocking(move || this.read_entries(bounds)).await?
+        self.entries_in(bounds).await
     }
 }
 
@@ -238,6 +325,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     type LogReader = LogStore;
 
     async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError<NodeId>> {
+        // Once the writer has run everything queued, the engine holds the whole log.
+        self.writer.run(|| Ok(())).await?;
         let this = self.clone();
         blocking(move || this.log_state()).await?
     }
@@ -253,9 +342,12 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             .put(&self.meta, VOTE_KEY, &bytes)
             .map_err(|e| StorageIOError::<NodeId>::write_vote(AnyError::new(&e)))?;
         let db = self.db.clone();
-        blocking(move || db.write_unreplicated(batch, &synced()))
-            .await?
-            .map_err(|e| StorageIOError::<NodeId>::write_vote(AnyError::new(&e)).into())
+        self.writer
+            .run(move || {
+                db.write_unreplicated(batch, &synced())
+                    .map_err(|e| StorageIOError::<NodeId>::write_vote(AnyError::new(&e)).into())
+            })
+            .await
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote<NodeId>>, StorageError<NodeId>> {
@@ -267,22 +359,39 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry<TypeConfig>> + Send,
         I::IntoIter: Send,
     {
-        let result = self.append_durably(entries).await;
-        let io_result = match &result {
-            Ok(()) => Ok(()),
-            Err(e) => Err(std::io::Error::other(e.to_string())),
-        };
-        callback.log_io_completed(io_result);
-        result
+        self.submit(entries, Some(callback), None)
     }
 
     async fn truncate(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
+        self.cache.truncate_from(log_id.index);
         let this = self.clone();
-        blocking(move || this.truncate_from(log_id)).await?
+        self.writer
+            .run(move || {
+                let result = this.truncate_from(log_id);
+                this.cache.truncation_done();
+                result
+            })
+            .await
     }
 
     async fn purge(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
+        self.cache.purge_upto(log_id.index);
         let this = self.clone();
-        blocking(move || this.purge_upto(log_id)).await?
+        self.writer.run(move || this.purge_upto(log_id)).await
     }
+}
+
+/// `range` as inclusive bounds; none when it is empty.
+fn inclusive(range: (Bound<u64>, Bound<u64>)) -> Option<(u64, u64)> {
+    let from = match range.0 {
+        Bound::Included(i) => i,
+        Bound::Excluded(i) => i.checked_add(1)?,
+        Bound::Unbounded => 0,
+    };
+    let to = match range.1 {
+        Bound::Included(i) => i,
+        Bound::Excluded(i) => i.checked_sub(1)?,
+        Bound::Unbounded => u64::MAX,
+    };
+    (from <= to).then_some((from, to))
 }

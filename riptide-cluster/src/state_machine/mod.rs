@@ -100,6 +100,9 @@ pub struct StateMachine {
     stats: Arc<SnapshotStats>,
     /// This node's proposals not answered yet: an install settles those it overtook.
     inflight: Option<Arc<InflightWrites>>,
+    /// The partition's log store (its unwritten entries are in its cache): an install reads
+    /// which terms the log holds after the snapshot from it.
+    log: Option<crate::LogStore>,
 }
 
 /// Called, on a blocking thread, with the names of the tables that applied entries (or an
@@ -152,6 +155,7 @@ impl StateMachine {
             listener: None,
             stats: Arc::default(),
             inflight: None,
+            log: None,
         };
         sm.recover()?;
         Ok(sm)
@@ -167,6 +171,13 @@ impl StateMachine {
     /// (the node's replicator's) whose log entries the snapshot overtook.
     pub fn with_inflight_writes(mut self, inflight: Arc<InflightWrites>) -> Self {
         self.inflight = Some(inflight);
+        self
+    }
+
+    /// The same state machine, reading the log through `log` (the log store openraft appends
+    /// to) instead of the stored tables alone.
+    pub fn with_log_store(mut self, log: crate::LogStore) -> Self {
+        self.log = Some(log);
         self
     }
 
@@ -403,7 +414,10 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             }
             if let (Some(inflight), Some(last)) = (&this.inflight, meta.last_log_id) {
                 if !inflight.is_empty() {
-                    let live = crate::LogStore::open(&this.db)?.terms_after(last.index)?;
+                    let live = match &this.log {
+                        Some(log) => log.terms_after(last.index)?,
+                        None => crate::LogStore::open(&this.db)?.terms_after(last.index)?,
+                    };
                     inflight.settle_overtaken(&live);
                 }
             }
