@@ -107,6 +107,26 @@ pub const MAX_WRITE_SET_BYTES: usize = 64 << 20;
 pub const OP_OVERHEAD_BYTES: usize = 32;
 
 impl WriteSet {
+    /// The bytes the set weighs as [`WriteSet::validate`] counts them: each op's table name,
+    /// key and value and [`OP_OVERHEAD_BYTES`] (at least its encoded size).
+    pub fn weight(&self) -> usize {
+        self.ops
+            .iter()
+            .map(|op| {
+                let (table, key, value) = match op {
+                    WriteOp::Put { table, key, value } => (table.len(), key.len(), value.len()),
+                    WriteOp::Delete { table, key } => (table.len(), key.len(), 0),
+                    other => (
+                        other.table().map_or(0, str::len),
+                        other.phase_xid().map_or(0, <[u8]>::len),
+                        0,
+                    ),
+                };
+                OP_OVERHEAD_BYTES + table + key + value
+            })
+            .fold(0usize, usize::saturating_add)
+    }
+
     /// Why a replica committing this set under `term` must refuse it: its fence names another
     /// term.
     pub fn fenced_out(&self, term: u64) -> Option<String> {

@@ -5,8 +5,9 @@
 //! idle connection that fails at once (the peer closed it) is replaced by a fresh one once.
 //!
 //! Invariants: a failure to connect or to complete the handshake (in time) is `Unreachable`
-//! (openraft backs off); an append too large for one frame is `PayloadTooLarge` before anything
-//! is sent (openraft retries with fewer entries); any other failure is a `Network` error. Every
+//! (openraft backs off); an append of several entries weighing more than
+//! [`APPEND_RPC_BYTES`], or too large for one frame, is `PayloadTooLarge` before anything is
+//! sent (openraft retries with fewer entries); any other failure is a `Network` error. Every
 //! failure but the first two drops the connection, so the next RPC starts afresh and never
 //! reads a reply meant for an earlier one.
 
@@ -230,12 +231,46 @@ async fn exchange(
     .unwrap_or_else(|_| Err(timed_out("an RPC to")))
 }
 
+/// The most an append of several entries may weigh (write sets, [`crate::WriteSet::weight`]).
+/// openraft gives an append one heartbeat interval (50 ms by default) for the transfer and the
+/// follower's synced write; with its 300 entries of a bulk load (sysbench's prepare sends
+/// INSERTs of 1,000 rows) an append weighed tens of megabytes, always timed out, and was sent
+/// again after a back-off: the follower never caught up but by a snapshot.
+pub const APPEND_RPC_BYTES: usize = 1 << 20;
+
+/// How many of `entries` to send at once: all when they weigh at most [`APPEND_RPC_BYTES`] (or
+/// there is one), else as many as fit on average (at least 1).
+fn entries_that_fit(entries: &[openraft::Entry<TypeConfig>]) -> Option<u64> {
+    if entries.len() < 2 {
+        return None;
+    }
+    let weight = entries
+        .iter()
+        .map(|e| match &e.payload {
+            openraft::EntryPayload::Normal(set) => set.weight(),
+            _ => OVERHEAD_PER_ENTRY,
+        })
+        .fold(0usize, usize::saturating_add);
+    if weight <= APPEND_RPC_BYTES {
+        return None;
+    }
+    let fit = (entries.len() as u128 * APPEND_RPC_BYTES as u128 / weight as u128) as u64;
+    Some(fit.max(1))
+}
+
+/// What an entry without a write set counts for in [`entries_that_fit`].
+const OVERHEAD_PER_ENTRY: usize = 64;
+
 impl RaftNetwork<TypeConfig> for TcpConnection {
     async fn append_entries(
         &mut self,
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> RpcResult<AppendEntriesResponse<NodeId>> {
+        if let Some(fit) = entries_that_fit(&rpc.entries) {
+            // Nothing is sent: openraft sends fewer entries (for its next few appends).
+            return Err(RPCError::PayloadTooLarge(PayloadTooLarge::new_entries_hint(fit)));
+        }
         self.call(Request::AppendEntries(rpc), option.hard_ttl(), |r| match r {
             Response::AppendEntries(r) => Some(r),
             _ => None,
@@ -261,5 +296,56 @@ impl RaftNetwork<TypeConfig> for TcpConnection {
             _ => None,
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{WriteOp, WriteSet};
+    use openraft::testing::log_id;
+    use openraft::{Entry, EntryPayload};
+
+    fn entry(index: u64, value_bytes: usize) -> Entry<TypeConfig> {
+        let set = WriteSet {
+            ops: vec![WriteOp::Put {
+                table: "t".into(),
+                key: b"k".to_vec(),
+                value: vec![0; value_bytes],
+            }],
+        };
+        Entry {
+            log_id: log_id(1, 1, index),
+            payload: EntryPayload::Normal(set),
+        }
+    }
+
+    #[test]
+    fn heavy_appends_are_cut_to_what_fits_and_one_entry_always_goes() {
+        let small: Vec<_> = (1..=300).map(|i| entry(i, 100)).collect();
+        assert_eq!(entries_that_fit(&small), None, "300 small entries go at once");
+        // sysbench's prepare: 300 entries of about 190 KB.
+        let heavy: Vec<_> = (1..=300).map(|i| entry(i, 190_000)).collect();
+        let fit = entries_that_fit(&heavy).expect("cut");
+        assert!((1..=6).contains(&fit), "{fit}");
+        let sent: usize = heavy[..fit as usize]
+            .iter()
+            .map(|e| match &e.payload {
+                EntryPayload::Normal(s) => s.weight(),
+                _ => 0,
+            })
+            .sum();
+        assert!(sent <= APPEND_RPC_BYTES, "{sent}");
+        // One entry heavier than the budget still goes alone, and two such go one by one.
+        assert_eq!(entries_that_fit(&heavy[..1]), None);
+        let huge: Vec<_> = (1..=2).map(|i| entry(i, 3 * APPEND_RPC_BYTES)).collect();
+        assert_eq!(entries_that_fit(&huge), Some(1));
+        let blanks: Vec<_> = (1..=300)
+            .map(|i| Entry::<TypeConfig> {
+                log_id: log_id(1, 1, i),
+                payload: EntryPayload::Blank,
+            })
+            .collect();
+        assert_eq!(entries_that_fit(&blanks), None);
     }
 }
