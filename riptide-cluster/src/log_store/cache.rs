@@ -64,7 +64,9 @@ impl LogCache {
         }
     }
 
-    /// The engine holds these entries now: they may be trimmed.
+    /// The engine holds these entries now: they may be trimmed. (A log id written again at
+    /// its index after a truncation would be marked by the older write too; Raft never writes
+    /// the same log id twice with other contents, so the engine then holds the same entry.)
     pub(super) fn mark_written(&self, ids: &[LogId<NodeId>]) {
         let mut inner = self.inner.lock();
         for id in ids {

@@ -1,10 +1,13 @@
 //! The Raft log and vote of one partition, in sub-tables of the partition's database
 //! (openraft's `RaftLogStorage`).
 //!
-//! `append` returns as soon as the entries are in memory ([`cache`]), as openraft asks, and
-//! the log's own thread ([`writer`]) makes them durable and then calls openraft back: the
-//! leader replicates an entry while its own fsync runs, and appends that queue up meanwhile
-//! share one fsync.
+//! `append` returns as soon as the entries are in memory ([`cache`]), as openraft's storage
+//! trait asks, and the log's own thread ([`writer`]) makes them durable and then calls openraft
+//! back. openraft 0.9's core still waits for that callback before it replicates or appends
+//! again, so what this buys today is the readers': the leader's replication and the state
+//! machine read recent entries from memory, without a blocking-pool hop. (A core that does not
+//! wait, as in 0.10, would replicate during the leader's fsync and queue appends that then
+//! share one.)
 //!
 //! Invariants:
 //! - [`LOG_TABLE`] holds, keyed by index, the entries after the last purged log id that were
@@ -73,7 +76,7 @@ impl LogStore {
     /// its writing thread.
     pub fn open(db: &Db) -> riptide::Result<Self> {
         let cache = Arc::new(LogCache::default());
-        let writer = LogWriter::start(db.clone(), cache.clone())
+        let writer = LogWriter::start(cache.clone())
             .map_err(|e| riptide::Error::Replication(format!("cannot start the Raft log writer: {e}")))?;
         Ok(LogStore {
             db: db.clone(),
@@ -163,6 +166,7 @@ impl LogStore {
         }
         self.cache.insert(cached);
         self.writer.append(Append {
+            db: self.db.clone(),
             chunks,
             ids,
             bytes: total,
@@ -368,7 +372,11 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         self.writer
             .run(move || {
                 let result = this.truncate_from(log_id);
-                this.cache.truncation_done();
+                // Failed, the engine may still hold the truncated entries: the mark stays
+                // (openraft stops the node on a storage error anyway).
+                if result.is_ok() {
+                    this.cache.truncation_done();
+                }
                 result
             })
             .await

@@ -8,11 +8,15 @@
 //!   later truncation or purge, and a truncation sees every entry appended before it.
 //! - Consecutive appends waiting together are written back to back and the last of them is
 //!   synced (the redo log is one sequence: that makes all of them durable); each callback
-//!   runs only after that sync returned. So a flush is never reported after a hole.
+//!   runs only after that sync returned. So a flush is never reported after a hole. (openraft
+//!   0.9's core waits for each append's callback, so only `append_durably` callers queue
+//!   several.)
 //! - After a failed write every later operation fails without writing: nothing reports a
 //!   flush after a write that was lost (the engine refuses writes after a failed log write
 //!   anyway).
 //! - The thread ends when every [`LogWriter`] handle is dropped, after the operations queued.
+//!   It holds the database only through the operations (an append carries a handle, a job
+//!   captures one), so once the log store's last clone is gone no handle outlives the queue.
 
 use crate::engine::synced;
 use crate::types::TypeConfig;
@@ -32,6 +36,7 @@ const GROUP_BYTES: usize = 8 << 20;
 /// Entries to make durable: their engine writes (the last is synced), their ids, and
 /// openraft's callback.
 pub(super) struct Append {
+    pub(super) db: Db,
     pub(super) chunks: Vec<WriteBatch>,
     pub(super) ids: Vec<LogId<NodeId>>,
     pub(super) bytes: usize,
@@ -56,12 +61,12 @@ pub(super) struct LogWriter {
 }
 
 impl LogWriter {
-    /// Starts the thread writing to `db` and marking written entries in `cache`.
-    pub(super) fn start(db: Db, cache: Arc<LogCache>) -> std::io::Result<LogWriter> {
+    /// Starts the thread, which marks written entries in `cache`.
+    pub(super) fn start(cache: Arc<LogCache>) -> std::io::Result<LogWriter> {
         let (ops, queue) = channel();
         std::thread::Builder::new()
             .name("raft-log".into())
-            .spawn(move || run(&db, &cache, &queue))?;
+            .spawn(move || run(&cache, &queue))?;
         Ok(LogWriter { ops })
     }
 
@@ -100,7 +105,7 @@ fn answer(append: Append, result: Result<(), String>) {
     }
 }
 
-fn run(db: &Db, cache: &LogCache, queue: &Receiver<Op>) {
+fn run(cache: &LogCache, queue: &Receiver<Op>) {
     let mut failed: Option<String> = None;
     let mut next: Option<Op> = None;
     loop {
@@ -140,7 +145,7 @@ fn run(db: &Db, cache: &LogCache, queue: &Receiver<Op>) {
                 }
                 let result = match &failed {
                     Some(e) => Err(e.clone()),
-                    None => write_group(db, &mut group).map_err(|e| e.to_string()),
+                    None => write_group(&mut group).map_err(|e| e.to_string()),
                 };
                 match &result {
                     Ok(()) => {
@@ -159,8 +164,11 @@ fn run(db: &Db, cache: &LogCache, queue: &Receiver<Op>) {
     }
 }
 
-/// Writes every chunk of the group in order, syncing the last.
-fn write_group(db: &Db, group: &mut [Append]) -> riptide::Result<()> {
+/// Writes every chunk of the group in order (all to the same database), syncing the last.
+fn write_group(group: &mut [Append]) -> riptide::Result<()> {
+    let Some(db) = group.first().map(|a| a.db.clone()) else {
+        return Ok(());
+    };
     // An empty batch would not be synced: leave it out (an append of no entries is durable
     // once everything before it is, which the groups before it made sure of).
     let chunks: Vec<WriteBatch> = group

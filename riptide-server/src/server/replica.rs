@@ -215,8 +215,9 @@ pub(crate) struct TxnGate {
     /// A statement of the open transaction skipped its barrier: the statement that may end
     /// the transaction confirms the term first.
     skipped: bool,
-    /// This statement is an autocommit write that skipped its barrier in this term (0: it did
-    /// not): unless it committed writes, it confirms the term before it answers.
+    /// This statement skipped its barrier in this term and commits by itself (an autocommit
+    /// write, or a plain COMMIT of a transaction whose statements skipped theirs; 0: neither):
+    /// unless it committed writes (fenced to this term), it confirms the term before it answers.
     pub(crate) write_skipped_in: u64,
     /// The term a transaction this statement begins is fenced to (0: none, no gate ran): the
     /// term in which its reads were confirmed, read before its barrier (which may end after
@@ -371,11 +372,11 @@ impl Replica {
         result
     }
 
-    /// After an autocommit write that skipped its barrier in `term` ([`TxnGate`]'s
+    /// After an autocommit write, or a COMMIT, that skipped its barrier in `term` ([`TxnGate`]'s
     /// `write_skipped_in`) and committed no write (no row matched, a duplicate key, a failed
-    /// statement): its answer came from this node's rows, so a barrier must confirm that the
-    /// node still leads in `term`. An error means the answer must not be given; the statement
-    /// changed nothing.
+    /// statement, a transaction that only read): its answer came from this node's rows, so a
+    /// barrier must confirm that the node still leads in `term`. An error means the answer
+    /// must not be given; the statement changed nothing.
     pub(crate) async fn confirm_write(&self, catalog: &Catalog, term: u64) -> Result<(), SqlError> {
         self.barrier_and_catch_up(catalog).await?;
         if self.term() != term {
