@@ -1,8 +1,8 @@
 //! The Raft log and vote of one partition, in sub-tables of the partition's database
 //! (openraft's `RaftLogStorage`).
 //!
-//! `append` returns as soon as the entries are in memory ([`cache`]), as openraft's storage
-//! trait asks, and the log's own thread ([`writer`]) makes them durable and then calls openraft
+//! `append` returns as soon as the entries are in memory (`cache`), as openraft's storage
+//! trait asks, and the log's own thread (`writer`) makes them durable and then calls openraft
 //! back. openraft 0.9's core still waits for that callback before it replicates or appends
 //! again, so what this buys today is the readers': the leader's replication and the state
 //! machine read recent entries from memory, without a blocking-pool hop. (A core that does not
