@@ -215,20 +215,13 @@ impl LogStore {
     /// from a truncated index on, whose deletion may still be queued), then the cache's.
     fn entries_between(&self, from: u64, to: u64) -> Result<Vec<Entry<TypeConfig>>, StorageError<NodeId>> {
         let cached = self.cache.read(from, to);
-        let mut engine_to = to;
-        if let Some(lowest) = cached.lowest {
-            engine_to = engine_to.min(lowest.saturating_sub(1));
-        }
-        let mut entries = Vec::new();
-        let truncated_all = cached.truncated_from == Some(0) || cached.lowest == Some(0);
-        if !truncated_all {
-            if let Some(t) = cached.truncated_from {
-                engine_to = engine_to.min(t - 1);
-            }
-            if from <= engine_to {
-                entries = self.read_entries((Bound::Included(from), Bound::Included(engine_to)))?;
-            }
-        }
+        // The engine's entries stop below the cache and below a pending truncation.
+        let cut = [cached.lowest, cached.truncated_from].into_iter().flatten().min();
+        let end = match cut {
+            Some(cut) if cut <= to => Bound::Excluded(cut),
+            _ => Bound::Included(to),
+        };
+        let mut entries = self.read_entries((Bound::Included(from), end))?;
         entries.extend(cached.entries);
         Ok(entries)
     }
