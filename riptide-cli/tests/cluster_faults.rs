@@ -1,7 +1,8 @@
 //! Fault tests of a replicated partition in the manner of Jepsen: `riptide serve` replicas as
 //! real processes on loopback, clients running two workloads through whichever node leads,
-//! and a nemesis that kills the leader or a follower with SIGKILL (then restarts it), cuts
-//! the leader off from its peers, or pauses a node with SIGSTOP.
+//! and a nemesis that kills the leader or a follower with SIGKILL (then restarts it, or
+//! restarts the leader at once, so that it comes back leading its old term), cuts the leader
+//! off from its peers, or pauses a node with SIGSTOP.
 //!
 //! - **Registers**: single-row reads and writes (each write a value never written before)
 //!   of a few keys; the recorded history (invocation and completion times, values, and
@@ -195,7 +196,10 @@ fn check_bank(shared: &Shared, rows: &[Vec<Option<String>>], what: &str) {
             .bank_violations
             .lock()
             .unwrap()
-            .push(format!("{what}: sum {sum}, {count} accounts, min {min}"));
+            .push(format!(
+                "{what} at {:.3} s: sum {sum}, {count} accounts, min {min}",
+                shared.start.elapsed().as_secs_f64()
+            ));
     }
 }
 
@@ -257,6 +261,7 @@ fn run(nodes: u64, faults: usize, seed: u64) -> Report {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let kinds = [
         Fault::KillLeader,
+        Fault::RestartLeader,
         Fault::KillFollower,
         Fault::PartitionLeader,
         Fault::Pause,
@@ -266,8 +271,9 @@ fn run(nodes: u64, faults: usize, seed: u64) -> Report {
         thread::sleep(Duration::from_millis(rng.random_range(300..900)));
         let fault = kinds[done.len() % kinds.len()];
         let hold = Duration::from_millis(rng.random_range(400..1500));
+        let at = shared.start.elapsed().as_secs_f64();
         if let Some(what) = cluster.inject(fault, hold, rng.random_range(0..1000)) {
-            done.push(what);
+            done.push(format!("{at:.3} s: {what}"));
         }
     }
     thread::sleep(Duration::from_millis(1000));

@@ -34,6 +34,7 @@ pub mod inflight;
 pub mod linearizability;
 pub mod log_store;
 pub mod node;
+pub mod read_index;
 pub mod replicator;
 pub mod snapshot;
 pub mod state_machine;

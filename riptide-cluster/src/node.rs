@@ -14,7 +14,8 @@
 use crate::state_machine::ApplyListener;
 use crate::transport::{server::ServerHandle, spawn_server, ClusterAuth, TcpNetwork};
 use crate::{RaftReplicator, TypeConfig};
-use openraft::error::{CheckIsLeaderError, InitializeError, RaftError};
+use crate::read_index::{read_index, RestartFloor};
+use openraft::error::{InitializeError, RaftError};
 use openraft::{BasicNode, Config, Raft, RaftMetrics};
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
@@ -84,7 +85,12 @@ impl NodeConfig {
 }
 
 /// Runs leadership checks until no caller waits (see [`PartitionNode::read_barrier`]).
-async fn run_barriers(raft: Raft<TypeConfig>, queue: Arc<Mutex<BarrierQueue>>) {
+async fn run_barriers(
+    raft: Raft<TypeConfig>,
+    queue: Arc<Mutex<BarrierQueue>>,
+    floor: Arc<RestartFloor>,
+    floor_wait: Duration,
+) {
     loop {
         let callers = {
             let mut q = queue.lock();
@@ -94,40 +100,10 @@ async fn run_barriers(raft: Raft<TypeConfig>, queue: Arc<Mutex<BarrierQueue>>) {
             }
             std::mem::take(&mut q.waiting)
         };
-        let outcome = leadership_check(&raft).await;
+        let outcome = read_index(&raft, &floor, floor_wait).await;
         for caller in callers {
             let _ = caller.send(outcome.clone());
         }
-    }
-}
-
-/// Leadership checks tried before a leader that hears too few followers in time gives up:
-/// openraft allows each check one heartbeat interval, which a follower busy with a large
-/// append or a slow `fdatasync` can miss without being gone.
-const LEADERSHIP_CHECK_TRIES: usize = 5;
-
-/// One read index: openraft's `ensure_linearizable` (tried again while too few followers
-/// answered in time), its errors as the engine's.
-async fn leadership_check(raft: &Raft<TypeConfig>) -> riptide::Result<()> {
-    let mut tries = 1;
-    let answer = loop {
-        match raft.ensure_linearizable().await {
-            Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(_))) if tries < LEADERSHIP_CHECK_TRIES => {
-                tries += 1;
-            }
-            other => break other,
-        }
-    };
-    match answer {
-        Ok(_) => Ok(()),
-        Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) => Err(crate::replicator::not_leader(
-            f.leader_id,
-            f.leader_node.as_ref().map(|n| n.addr.as_str()),
-        )),
-        Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(q))) => Err(riptide::Error::NotLeader {
-            leader: Some(format!("this node lost its majority ({q})")),
-        }),
-        Err(e) => Err(riptide::Error::Replication(e.to_string())),
     }
 }
 
@@ -158,6 +134,10 @@ pub struct PartitionNode {
     server: ServerHandle,
     addr: SocketAddr,
     barriers: Arc<Mutex<BarrierQueue>>,
+    /// What a restart as leader left to apply before reads ([`crate::read_index`]).
+    restart_floor: Arc<RestartFloor>,
+    /// How long a read barrier waits for it.
+    floor_wait: Duration,
     snapshot_stats: Arc<crate::snapshot::SnapshotStats>,
     /// Set by an administrator during `transfer-leader`.
     pause: Arc<crate::replicator::WritePause>,
@@ -187,6 +167,11 @@ impl PartitionNode {
         let tcp = tokio::net::TcpListener::bind(config.raft_listen).await?;
         let addr = tcp.local_addr()?;
         let (log, sm) = tokio::task::block_in_place(|| crate::open_partition(db))?;
+        let restart_floor = Arc::new(
+            RestartFloor::of(&log, config.id)
+                .await
+                .map_err(|e| NodeError::Raft(e.to_string()))?,
+        );
         let snapshot_stats = sm.snapshot_stats();
         let inflight = Arc::new(crate::inflight::InflightWrites::default());
         let sm = sm.with_inflight_writes(inflight.clone());
@@ -217,6 +202,8 @@ impl PartitionNode {
             server,
             addr,
             barriers: Arc::default(),
+            restart_floor,
+            floor_wait: config.write_timeout,
             snapshot_stats,
             pause,
         })
@@ -295,8 +282,10 @@ impl PartitionNode {
 
     /// Returns once a read of this replica's engine made after it is linearizable: this node
     /// confirmed with a majority that it still leads, and has applied every entry committed
-    /// before the call (Raft's read index). [`riptide::Error::NotLeader`] on a follower or a
-    /// leader that lost its majority.
+    /// before the call (Raft's read index), and, restarted as leader in its term, every entry
+    /// its log held at start ([`crate::read_index`]), so that no entry applied later overwrites
+    /// rows a transaction has locked and read. [`riptide::Error::NotLeader`] on a follower or
+    /// a leader that lost its majority.
     ///
     /// Concurrent callers share leadership checks: one runs at a time, and those who arrive
     /// meanwhile are answered together by the next one, which starts after they arrived (so
@@ -312,7 +301,12 @@ impl PartitionNode {
             !std::mem::replace(&mut queue.running, true)
         };
         if start {
-            tokio::spawn(run_barriers(self.raft.clone(), self.barriers.clone()));
+            tokio::spawn(run_barriers(
+                self.raft.clone(),
+                self.barriers.clone(),
+                self.restart_floor.clone(),
+                self.floor_wait,
+            ));
         }
         rx.await
             .unwrap_or_else(|_| Err(riptide::Error::Replication("the Raft node stopped".into())))

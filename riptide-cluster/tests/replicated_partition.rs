@@ -12,6 +12,7 @@ use openraft::raft::{
 use openraft::{BasicNode, Config, Raft};
 use parking_lot::Mutex;
 use riptide_cluster::inflight::InflightWrites;
+use riptide_cluster::read_index::{read_index, RestartFloor};
 use riptide_cluster::replicator::RaftReplicator;
 use riptide_cluster::TypeConfig;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -28,6 +29,9 @@ type NodeId = u64;
 struct Router {
     nodes: Arc<Mutex<HashMap<NodeId, Raft<TypeConfig>>>>,
     cut_off: Arc<Mutex<HashSet<NodeId>>>,
+    /// Nodes whose appends carrying entries are lost (their heartbeats and leadership checks,
+    /// appends without entries, still arrive).
+    entries_held: Arc<Mutex<HashSet<NodeId>>>,
 }
 
 impl Router {
@@ -80,6 +84,11 @@ impl RaftNetwork<TypeConfig> for Connection {
         _option: RPCOption,
     ) -> RpcResult<AppendEntriesResponse<NodeId>> {
         let raft = self.router.reach(self.from, self.to)?;
+        if !rpc.entries.is_empty() && self.router.entries_held.lock().contains(&self.from) {
+            return Err(RPCError::Unreachable(Unreachable::new(&std::io::Error::other(
+                "entries held",
+            ))));
+        }
         raft.append_entries(rpc)
             .await
             .map_err(|e| RPCError::RemoteError(RemoteError::new(self.to, e)))
@@ -133,21 +142,35 @@ fn config(snapshot_every: Option<u64>) -> Arc<Config> {
 async fn start_node(router: &Router, id: NodeId, config: Arc<Config>) -> Node {
     let dir = tempfile::tempdir().unwrap();
     let db = riptide::Db::open(dir.path(), riptide::Options::default()).unwrap();
+    let (node, _) = run_node(router, id, config, db, dir).await;
+    node
+}
+
+/// Starts node `id` over `db` (new or left by an earlier run); returns it and its restart floor.
+async fn run_node(
+    router: &Router,
+    id: NodeId,
+    config: Arc<Config>,
+    db: riptide::Db,
+    dir: tempfile::TempDir,
+) -> (Node, RestartFloor) {
     let net = NodeNet {
         router: router.clone(),
         id,
     };
     let (log, sm) = riptide_cluster::open_partition(&db).unwrap();
+    let floor = RestartFloor::of(&log, id).await.unwrap();
     let inflight = Arc::new(InflightWrites::default());
     let sm = sm.with_inflight_writes(inflight.clone());
     let raft = Raft::new(id, config, net, log, sm).await.unwrap();
     router.nodes.lock().insert(id, raft.clone());
-    Node {
+    let node = Node {
         raft,
         db,
         inflight,
         _dir: dir,
-    }
+    };
+    (node, floor)
 }
 
 /// The leader all of `nodes` agree on, other than `not`.
@@ -417,6 +440,86 @@ async fn a_deposed_leaders_write_overtaken_by_a_snapshot_releases_its_locks() {
     .await
     .unwrap();
     assert!(relocked.is_ok(), "the row is still locked: {relocked:?}");
+    for node in nodes.values() {
+        node.raft.shutdown().await.unwrap();
+    }
+}
+
+/// openraft restores a node whose stored vote is its own committed one as leader of the same
+/// term, with no new blank entry, so its read index can lie below entries its previous run
+/// logged. Applied later, such an entry would overwrite rows that a transaction of the new run
+/// had locked and read (a lost update; the fault tests' bank saw money appear). The read
+/// index waits for them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_leader_restarted_in_its_term_reads_only_after_applying_its_log() {
+    let router = Router::default();
+    let mut nodes = BTreeMap::new();
+    for id in 1..=3 {
+        nodes.insert(id, start_node(&router, id, config(None)).await);
+    }
+    let members: BTreeMap<NodeId, BasicNode> = (1..=3).map(|id| (id, BasicNode::default())).collect();
+    nodes[&1].raft.initialize(members).await.unwrap();
+    let mut last_index = 0;
+    for key in 0..5 {
+        last_index = write(&nodes, &[1, 2, 3], None, key).await;
+    }
+    let all: Vec<&Node> = nodes.values().collect();
+    let leader = leader_among(&all, None).await;
+    applied(&nodes[&leader].raft, last_index).await;
+
+    // The leader logs a write its followers never receive, then stops.
+    router.entries_held.lock().insert(leader);
+    let raft = nodes[&leader].raft.clone();
+    let unanswered = tokio::spawn(async move { raft.client_write(put(100)).await });
+    let logged = last_index + 1;
+    nodes[&leader]
+        .raft
+        .wait(Some(Duration::from_secs(10)))
+        .metrics(|m| m.last_log_index >= Some(logged), "logged")
+        .await
+        .unwrap();
+    let old = nodes.remove(&leader).unwrap();
+    old.raft.shutdown().await.unwrap();
+    drop(unanswered);
+    // The entry is durable once the log store's writer got to it.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let log = riptide_cluster::open_partition(&old.db).unwrap().0;
+        let floor = RestartFloor::of(&log, leader).await.unwrap();
+        if floor.get().map(|(_, index)| index) == Some(logged) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the entry never reached the log: {:?}", floor.get());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // Restarted (before its followers stand), it leads the same term at once; openraft's read
+    // index confirms that with a majority, but the logged entry is not applied.
+    let Node { db, _dir, .. } = old;
+    let (node, floor) = run_node(&router, leader, config(None), db, _dir).await;
+    let term = floor.get().expect("restarted as leader").0;
+    node.raft
+        .wait(Some(Duration::from_secs(5)))
+        .metrics(|m| m.current_leader == Some(leader) && m.current_term == term, "leads its old term")
+        .await
+        .unwrap();
+    node.raft.ensure_linearizable().await.unwrap();
+    assert!(
+        node.raft.metrics().borrow().last_applied.map(|l| l.index) < Some(logged),
+        "openraft's read index covered the restarted leader's log after all"
+    );
+    // Ours waits for it, and fails while the entry cannot commit.
+    let early = read_index(&node.raft, &floor, Duration::from_millis(300)).await;
+    assert!(matches!(early, Err(riptide::Error::Replication(_))), "{early:?}");
+    assert!(node.raft.metrics().borrow().last_applied.map(|l| l.index) < Some(logged));
+
+    // Once its followers get the entry, it commits, applies, and the read index passes.
+    router.entries_held.lock().clear();
+    read_index(&node.raft, &floor, Duration::from_secs(10)).await.unwrap();
+    assert!(node.raft.metrics().borrow().last_applied.map(|l| l.index) >= Some(logged));
+    assert!(keys_of(&node).contains(&100));
+    assert_eq!(floor.get(), None, "a reached floor is cleared");
+    nodes.insert(leader, node);
     for node in nodes.values() {
         node.raft.shutdown().await.unwrap();
     }

@@ -159,6 +159,10 @@ pub struct Node {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fault {
     KillLeader,
+    /// Kills the leader with SIGKILL and starts it again at once: back before its followers
+    /// stand, it leads its old term again (openraft restores it), with entries of its previous
+    /// run in its log that it has not applied.
+    RestartLeader,
     KillFollower,
     PartitionLeader,
     Pause,
@@ -299,7 +303,7 @@ impl Cluster {
         let leader = self.leader()?;
         let n = self.nodes.len();
         let target = match fault {
-            Fault::KillLeader | Fault::PartitionLeader => leader,
+            Fault::KillLeader | Fault::RestartLeader | Fault::PartitionLeader => leader,
             Fault::KillFollower => (leader + 1 + pick % (n - 1)) % n,
             Fault::Pause => pick % n,
         };
@@ -310,6 +314,11 @@ impl Cluster {
                 self.publish_ports();
                 thread::sleep(hold);
                 self.launch(target);
+            }
+            Fault::RestartLeader => {
+                self.nodes[target].server.take().unwrap().kill9();
+                self.launch(target);
+                thread::sleep(hold);
             }
             Fault::PartitionLeader => {
                 self.isolate(target);
