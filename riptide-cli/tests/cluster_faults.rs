@@ -192,14 +192,10 @@ fn check_bank(shared: &Shared, rows: &[Vec<Option<String>>], what: &str) {
     let (sum, count, min) = (cell(0), cell(1), cell(2));
     let total = (ACCOUNTS as i64 * BALANCE).to_string();
     if sum != total || count != ACCOUNTS.to_string() || min.parse::<i64>().map_or(true, |m| m < 0) {
-        shared
-            .bank_violations
-            .lock()
-            .unwrap()
-            .push(format!(
-                "{what} at {:.3} s: sum {sum}, {count} accounts, min {min}",
-                shared.start.elapsed().as_secs_f64()
-            ));
+        shared.bank_violations.lock().unwrap().push(format!(
+            "{what} at {:.3} s: sum {sum}, {count} accounts, min {min}",
+            shared.start.elapsed().as_secs_f64()
+        ));
     }
 }
 

@@ -11,10 +11,10 @@
 //!   be bootstrapped, all with the same member list (openraft: the same configuration on
 //!   several nodes is safe, different ones split the group).
 
+use crate::read_index::{read_index, RestartFloor};
 use crate::state_machine::ApplyListener;
 use crate::transport::{server::ServerHandle, spawn_server, ClusterAuth, TcpNetwork};
 use crate::{RaftReplicator, TypeConfig};
-use crate::read_index::{read_index, RestartFloor};
 use openraft::error::{InitializeError, RaftError};
 use openraft::{BasicNode, Config, Raft, RaftMetrics};
 use parking_lot::Mutex;

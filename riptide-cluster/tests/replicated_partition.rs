@@ -489,7 +489,11 @@ async fn a_leader_restarted_in_its_term_reads_only_after_applying_its_log() {
         if floor.get().map(|(_, index)| index) == Some(logged) {
             break;
         }
-        assert!(tokio::time::Instant::now() < deadline, "the entry never reached the log: {:?}", floor.get());
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the entry never reached the log: {:?}",
+            floor.get()
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 
@@ -500,7 +504,10 @@ async fn a_leader_restarted_in_its_term_reads_only_after_applying_its_log() {
     let term = floor.get().expect("restarted as leader").0;
     node.raft
         .wait(Some(Duration::from_secs(5)))
-        .metrics(|m| m.current_leader == Some(leader) && m.current_term == term, "leads its old term")
+        .metrics(
+            |m| m.current_leader == Some(leader) && m.current_term == term,
+            "leads its old term",
+        )
         .await
         .unwrap();
     node.raft.ensure_linearizable().await.unwrap();
