@@ -542,6 +542,52 @@ fn assert_planted_caught(r: &Report) {
     );
 }
 
+/// A transaction that a follower read began (`--follower-reads`: BEGIN on a follower takes no
+/// read barrier) read the follower's rows; should its node come to lead before it ends, it must
+/// not commit writes computed from them.
+#[test]
+fn a_transaction_begun_by_a_follower_read_writes_nothing_once_its_node_leads() {
+    let cluster = Cluster::start_with(3, 300, &["--follower-reads"]);
+    on_leader(&cluster.ports, "CREATE TABLE sbtest.t (id INT PRIMARY KEY, v INT)");
+    on_leader(&cluster.ports, "INSERT INTO sbtest.t VALUES (1, 0)");
+    let value = |c: &mut Client| -> Result<Option<String>, ClientError> {
+        Ok(c.rows("SELECT v FROM sbtest.t WHERE id = 1")?
+            .first()
+            .and_then(|r| r[0].clone()))
+    };
+    let leader = cluster.wait_for_leader();
+    let follower = (leader + 1) % 3;
+    let mut c = connect(cluster.nodes[follower].port).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !matches!(value(&mut c), Ok(Some(_))) {
+        assert!(Instant::now() < deadline, "the follower never applied the row");
+        thread::sleep(Duration::from_millis(50));
+    }
+    c.query("BEGIN").expect("BEGIN on a follower with --follower-reads");
+    assert_eq!(value(&mut c).unwrap().as_deref(), Some("0"));
+
+    cluster.transfer_leader(follower);
+    let port = cluster.nodes[follower].port;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while leader_port(&[port]).is_none() {
+        assert!(Instant::now() < deadline, "node {} never led", follower + 1);
+        thread::sleep(Duration::from_millis(50));
+    }
+    c.query("UPDATE sbtest.t SET v = 5 WHERE id = 1")
+        .expect("the UPDATE runs on the node, which leads now");
+    let e = c
+        .query("COMMIT")
+        .expect_err("a transaction begun by a follower read committed a write");
+    assert!(matches!(e.code(), Some(1290) | Some(1213)), "{e}");
+    let mut c = connect(port).unwrap();
+    assert_eq!(
+        value(&mut c).unwrap().as_deref(),
+        Some("0"),
+        "the refused write was applied"
+    );
+    cluster.stop();
+}
+
 /// A long run: `faults` nemesis events on `nodes` replicas, the planted bug caught.
 fn long_run(nodes: u64, faults: usize, seed: u64) {
     let r = run(nodes, faults, seed);

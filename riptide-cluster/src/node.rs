@@ -89,7 +89,7 @@ async fn run_barriers(
     raft: Raft<TypeConfig>,
     queue: Arc<Mutex<BarrierQueue>>,
     floor: Arc<RestartFloor>,
-    floor_wait: Duration,
+    apply_wait: Duration,
 ) {
     loop {
         let callers = {
@@ -100,7 +100,7 @@ async fn run_barriers(
             }
             std::mem::take(&mut q.waiting)
         };
-        let outcome = read_index(&raft, &floor, floor_wait).await;
+        let outcome = read_index(&raft, &floor, apply_wait).await;
         for caller in callers {
             let _ = caller.send(outcome.clone());
         }
@@ -137,7 +137,7 @@ pub struct PartitionNode {
     /// What a restart as leader left to apply before reads ([`crate::read_index`]).
     restart_floor: Arc<RestartFloor>,
     /// How long a read barrier waits for it.
-    floor_wait: Duration,
+    apply_wait: Duration,
     snapshot_stats: Arc<crate::snapshot::SnapshotStats>,
     /// Set by an administrator during `transfer-leader`.
     pause: Arc<crate::replicator::WritePause>,
@@ -186,6 +186,15 @@ impl PartitionNode {
         let raft = Raft::new(config.id, raft_config, network, log, sm)
             .await
             .map_err(|e| NodeError::Raft(e.to_string()))?;
+        if restart_floor.get().is_some() {
+            // Restored as leader: if the crash came before its term's blank entry was logged,
+            // openraft never proposes it, and the read index waits for its index (see
+            // `crate::read_index`). An empty write set of this term fills that place.
+            let raft = raft.clone();
+            tokio::spawn(async move {
+                let _ = raft.client_write(crate::WriteSet::default()).await;
+            });
+        }
         let pause = Arc::new(crate::replicator::WritePause::default());
         let server = spawn_server(tcp, raft.clone(), config.auth.clone(), pause.clone());
         let replicator = RaftReplicator::new(
@@ -203,7 +212,7 @@ impl PartitionNode {
             addr,
             barriers: Arc::default(),
             restart_floor,
-            floor_wait: config.write_timeout,
+            apply_wait: config.write_timeout,
             snapshot_stats,
             pause,
         })
@@ -305,7 +314,7 @@ impl PartitionNode {
                 self.raft.clone(),
                 self.barriers.clone(),
                 self.restart_floor.clone(),
-                self.floor_wait,
+                self.apply_wait,
             ));
         }
         rx.await

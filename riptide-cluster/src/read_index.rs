@@ -15,15 +15,21 @@
 //! - [`RestartFloor`] names a (term, index) only when the vote stored at start was this node's
 //!   committed vote, the index being the last one its log held then; a node that starts as a
 //!   follower has none (a later election appends a blank entry past its whole log).
-//! - [`read_index`] succeeds only once this node confirmed with a majority that it leads, and
-//!   applied every entry committed before the call, and, while it leads in the floor's term,
-//!   every entry up to the floor. Once the floor is applied, or the node leads in another term,
-//!   the floor is cleared for good.
+//! - [`read_index`] succeeds only once this node confirmed with a majority that it leads in
+//!   some term, and applied every entry committed before the call (openraft's read log id)
+//!   and, when that term is the floor's, every entry up to the floor. Once the floor is
+//!   applied, or leadership is confirmed in a later term, the floor is cleared for good (terms
+//!   only grow). Every wait is bounded: openraft's own `ensure_linearizable` waits for the apply
+//!   without a limit.
+//! - A node restored as leader proposes an empty write set at start ([`crate::PartitionNode`]):
+//!   a crash between saving its vote and logging its term's blank entry leaves openraft
+//!   waiting for a blank entry it never proposes, and the read log id (that entry's index)
+//!   could never be applied.
 
 use crate::{LogStore, TypeConfig};
 use openraft::error::{CheckIsLeaderError, RaftError};
 use openraft::storage::RaftLogStorage;
-use openraft::{Raft, StorageError};
+use openraft::{LogId, Raft, StorageError};
 use parking_lot::Mutex;
 use std::time::Duration;
 
@@ -68,45 +74,49 @@ impl RestartFloor {
 const LEADERSHIP_CHECK_TRIES: usize = 5;
 
 /// Returns once a read of this replica's engine is linearizable and can be locked on (see the
-/// module header); waits at most `floor_wait` for the restart floor. Errors are the engine's:
+/// module header), waiting at most `apply_wait` for the apply. Errors are the engine's:
 /// [`riptide::Error::NotLeader`] when this node does not lead or lost its majority,
-/// [`riptide::Error::Replication`] when the floor was not applied in time.
-pub async fn read_index(raft: &Raft<TypeConfig>, floor: &RestartFloor, floor_wait: Duration) -> riptide::Result<()> {
-    leadership_check(raft).await?;
-    let Some((term, index)) = floor.get() else {
-        return Ok(());
+/// [`riptide::Error::Replication`] when the entries to read after were not applied in time.
+pub async fn read_index(raft: &Raft<TypeConfig>, floor: &RestartFloor, apply_wait: Duration) -> riptide::Result<()> {
+    // The read log id is the larger of the leader's first entry of its term and the commit
+    // index, so its term is the term in which the leadership was confirmed (not the current
+    // term, which may have moved on since).
+    let Some(read) = leadership_check(raft).await? else {
+        return Ok(()); // an empty log: nothing to apply
     };
-    let (current_term, applied) = {
-        let m = raft.metrics();
-        let m = m.borrow();
-        (m.current_term, m.last_applied.map_or(0, |l| l.index))
-    };
-    if current_term != term || applied >= index {
+    let confirmed_term = read.leader_id.term;
+    let mut target = read.index;
+    let floor_now = floor.get();
+    match floor_now {
+        Some((term, index)) if term == confirmed_term => target = target.max(index),
+        // Leading a later term: that term's blank entry lies past the whole log at start.
+        Some(_) => floor.clear(),
+        None => {}
+    }
+    let reached = raft.metrics().borrow().last_applied.map_or(0, |l| l.index) >= target
+        || raft
+            .wait(Some(apply_wait))
+            .applied_index_at_least(Some(target), "read index")
+            .await
+            .is_ok();
+    if !reached {
+        return Err(riptide::Error::Replication(format!(
+            "this leader has not applied its log up to index {target} within {apply_wait:?} \
+             (after a restart in term {confirmed_term}, it applies the entries its log held first); try again"
+        )));
+    }
+    if floor_now.is_some_and(|(term, _)| term == confirmed_term) {
         floor.clear();
-        return Ok(());
     }
-    match raft
-        .wait(Some(floor_wait))
-        .applied_index_at_least(Some(index), "the entries logged before a restart as leader")
-        .await
-    {
-        Ok(_) => {
-            floor.clear();
-            Ok(())
-        }
-        Err(e) => Err(riptide::Error::Replication(format!(
-            "this leader restarted in term {term} and has not yet applied its log up to index {index} ({e}); \
-             try again"
-        ))),
-    }
+    Ok(())
 }
 
-/// One read index: openraft's `ensure_linearizable` (tried again while too few followers
-/// answered in time), its errors as the engine's.
-async fn leadership_check(raft: &Raft<TypeConfig>) -> riptide::Result<()> {
+/// One leadership check: openraft's read log id, confirmed with a majority (tried again while
+/// too few followers answered in time), its errors as the engine's.
+async fn leadership_check(raft: &Raft<TypeConfig>) -> riptide::Result<Option<LogId<NodeId>>> {
     let mut tries = 1;
     let answer = loop {
-        match raft.ensure_linearizable().await {
+        match raft.get_read_log_id().await {
             Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(_))) if tries < LEADERSHIP_CHECK_TRIES => {
                 tries += 1;
             }
@@ -114,7 +124,7 @@ async fn leadership_check(raft: &Raft<TypeConfig>) -> riptide::Result<()> {
         }
     };
     match answer {
-        Ok(_) => Ok(()),
+        Ok((read, _applied)) => Ok(read),
         Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) => Err(crate::replicator::not_leader(
             f.leader_id,
             f.leader_node.as_ref().map(|n| n.addr.as_str()),

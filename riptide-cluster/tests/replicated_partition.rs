@@ -452,10 +452,16 @@ async fn a_deposed_leaders_write_overtaken_by_a_snapshot_releases_its_locks() {
 /// index waits for them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_leader_restarted_in_its_term_reads_only_after_applying_its_log() {
+    // Elections slow enough that the followers, which hear no heartbeat while entries are
+    // held (openraft sends its pending entries instead), never stand during the test.
+    let mut slow = (*config(None)).clone();
+    slow.election_timeout_min = 3000;
+    slow.election_timeout_max = 4000;
+    let slow = Arc::new(slow.validate().unwrap());
     let router = Router::default();
     let mut nodes = BTreeMap::new();
     for id in 1..=3 {
-        nodes.insert(id, start_node(&router, id, config(None)).await);
+        nodes.insert(id, start_node(&router, id, slow.clone()).await);
     }
     let members: BTreeMap<NodeId, BasicNode> = (1..=3).map(|id| (id, BasicNode::default())).collect();
     nodes[&1].raft.initialize(members).await.unwrap();
@@ -500,7 +506,7 @@ async fn a_leader_restarted_in_its_term_reads_only_after_applying_its_log() {
     // Restarted (before its followers stand), it leads the same term at once; openraft's read
     // index confirms that with a majority, but the logged entry is not applied.
     let Node { db, _dir, .. } = old;
-    let (node, floor) = run_node(&router, leader, config(None), db, _dir).await;
+    let (node, floor) = run_node(&router, leader, slow.clone(), db, _dir).await;
     let term = floor.get().expect("restarted as leader").0;
     node.raft
         .wait(Some(Duration::from_secs(5)))

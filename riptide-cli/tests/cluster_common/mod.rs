@@ -66,9 +66,12 @@ impl Proxy {
                     thread::sleep(Duration::from_millis(10));
                     continue;
                 };
-                let Some(src) = inbound.peer_addr().ok().and_then(|a| node_of(a.ip())) else {
+                // A connection from outside the cluster (`riptide cluster` run by a test) is
+                // source 0, which no partition blocks.
+                let Ok(peer) = inbound.peer_addr() else {
                     continue;
                 };
+                let src = node_of(peer.ip()).unwrap_or(0);
                 if blocked.lock().unwrap().contains(&src) {
                     continue;
                 }
@@ -176,6 +179,8 @@ pub struct Cluster {
     proxies: Vec<Proxy>,
     members: String,
     election_timeout_ms: u64,
+    /// More `riptide serve` flags for every node.
+    extra_flags: Vec<String>,
     /// MySQL ports of the live (running, not paused) nodes, for client threads.
     pub ports: Arc<Mutex<Vec<u16>>>,
 }
@@ -186,6 +191,11 @@ pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(4);
 impl Cluster {
     /// Starts `n` replicas (node 1 .. n) that form one group, with `create-database sbtest`.
     pub fn start(n: u64, election_timeout_ms: u64) -> Cluster {
+        Cluster::start_with(n, election_timeout_ms, &[])
+    }
+
+    /// [`Cluster::start`], every node with the `extra` flags too.
+    pub fn start_with(n: u64, election_timeout_ms: u64, extra: &[&str]) -> Cluster {
         let root = tempfile::tempdir().unwrap();
         let secret = root.path().join("secret");
         std::fs::write(&secret, "a cluster secret of 32 bytes....\n").unwrap();
@@ -219,6 +229,7 @@ impl Cluster {
             proxies,
             members: members.join(","),
             election_timeout_ms,
+            extra_flags: extra.iter().map(|f| f.to_string()).collect(),
             ports: Arc::default(),
         };
         for i in 0..cluster.nodes.len() {
@@ -246,6 +257,8 @@ impl Cluster {
             "--election-timeout-ms",
             &timeout,
         ];
+        let mut flags = flags.to_vec();
+        flags.extend(self.extra_flags.iter().map(String::as_str));
         let server = Server::start_with(&node.dir, true, &flags);
         let node = &mut self.nodes[i];
         node.port = server.port;
@@ -339,6 +352,23 @@ impl Cluster {
             }
         }
         Some(format!("{fault:?} node {id}"))
+    }
+
+    /// Moves the leadership to node `i` (`riptide cluster transfer-leader`).
+    pub fn transfer_leader(&self, i: usize) {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_riptide"))
+            .args(["cluster", "transfer-leader", "--node"])
+            .arg(self.nodes[i].raft_listen.to_string())
+            .args(["--to", &self.nodes[i].id.to_string(), "--cluster-secret-file"])
+            .arg(&self.secret)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "transfer-leader: {} {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     /// Cuts node `i` off from every peer, both ways, until [`Cluster::heal`].

@@ -195,6 +195,10 @@ pub(super) fn create_databases(catalog: &Arc<Catalog>, node: &Arc<PartitionNode>
     });
 }
 
+/// The fence of a transaction opened by a follower read: a term no leader reaches, so that
+/// every write of the transaction is refused.
+const NO_TERM: u64 = u64::MAX;
+
 /// How long a gated statement waits for the catalog thread to load what the log applied.
 const CATALOG_CATCH_UP: Duration = Duration::from_secs(10);
 /// How long a new leader waits for each prepared transaction's rows before its first statement
@@ -338,9 +342,19 @@ impl Replica {
                 Statement::Query(q) if !opens_txn && matches!(&*q.body, SetExpr::Select(s) if s.from.is_empty()) => {
                     false
                 }
-                Statement::Query(q) if self.follower_reads && q.locks.is_empty() && !leader => return Ok(()),
+                // A follower read that opens a transaction (autocommit off, or BEGIN) fences it
+                // to no term at all: should this node lead before the transaction ends, its
+                // writes are refused instead of committing what it read as a follower (its
+                // COMMIT takes no barrier: nothing was skipped).
+                Statement::Query(q) if self.follower_reads && q.locks.is_empty() && !leader => {
+                    gate.fence_term = NO_TERM;
+                    return Ok(());
+                }
                 // A transaction's snapshot is taken at BEGIN: it must follow the read index too.
-                Statement::StartTransaction { .. } if self.follower_reads && !leader => return Ok(()),
+                Statement::StartTransaction { .. } if self.follower_reads && !leader => {
+                    gate.fence_term = NO_TERM;
+                    return Ok(());
+                }
                 Statement::Query(_) | Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) => true,
                 Statement::StartTransaction { .. } => true,
                 // DDL reads and writes the catalog: it must see every applied change of it.
