@@ -85,27 +85,27 @@ pub async fn read_index(raft: &Raft<TypeConfig>, floor: &RestartFloor, apply_wai
         return Ok(()); // an empty log: nothing to apply
     };
     let confirmed_term = read.leader_id.term;
-    let mut target = read.index;
-    let floor_now = floor.get();
-    match floor_now {
-        Some((term, index)) if term == confirmed_term => target = target.max(index),
+    let (target, in_floor_term) = match floor.get() {
+        Some((term, index)) if term == confirmed_term => (read.index.max(index), true),
         // Leading a later term: that term's blank entry lies past the whole log at start.
-        Some(_) => floor.clear(),
-        None => {}
-    }
-    let reached = raft.metrics().borrow().last_applied.map_or(0, |l| l.index) >= target
-        || raft
-            .wait(Some(apply_wait))
-            .applied_index_at_least(Some(target), "read index")
-            .await
-            .is_ok();
-    if !reached {
+        Some(_) => {
+            floor.clear();
+            (read.index, false)
+        }
+        None => (read.index, false),
+    };
+    // Returns at once when the index is applied already.
+    if let Err(e) = raft
+        .wait(Some(apply_wait))
+        .applied_index_at_least(Some(target), "read index")
+        .await
+    {
         return Err(riptide::Error::Replication(format!(
-            "this leader has not applied its log up to index {target} within {apply_wait:?} \
-             (after a restart in term {confirmed_term}, it applies the entries its log held first); try again"
+            "this leader has not applied its log up to index {target} ({e}; after a restart in term \
+             {confirmed_term}, it applies the entries its log held first); try again"
         )));
     }
-    if floor_now.is_some_and(|(term, _)| term == confirmed_term) {
+    if in_floor_term {
         floor.clear();
     }
     Ok(())

@@ -195,9 +195,14 @@ pub(super) fn create_databases(catalog: &Arc<Catalog>, node: &Arc<PartitionNode>
     });
 }
 
-/// The fence of a transaction opened by a follower read: a term no leader reaches, so that
-/// every write of the transaction is refused.
-const NO_TERM: u64 = u64::MAX;
+/// A follower read (`--follower-reads`) runs without a barrier. A transaction it opens
+/// (autocommit off, or BEGIN) is fenced to no term (`u64::MAX`, which no leader reaches):
+/// should this node lead before the transaction ends, its writes are refused instead of
+/// committing what it read as a follower (its COMMIT takes no barrier: nothing was skipped).
+fn follower_read(gate: &mut TxnGate) -> Result<(), SqlError> {
+    gate.fence_term = u64::MAX;
+    Ok(())
+}
 
 /// How long a gated statement waits for the catalog thread to load what the log applied.
 const CATALOG_CATCH_UP: Duration = Duration::from_secs(10);
@@ -342,19 +347,11 @@ impl Replica {
                 Statement::Query(q) if !opens_txn && matches!(&*q.body, SetExpr::Select(s) if s.from.is_empty()) => {
                     false
                 }
-                // A follower read that opens a transaction (autocommit off, or BEGIN) fences it
-                // to no term at all: should this node lead before the transaction ends, its
-                // writes are refused instead of committing what it read as a follower (its
-                // COMMIT takes no barrier: nothing was skipped).
                 Statement::Query(q) if self.follower_reads && q.locks.is_empty() && !leader => {
-                    gate.fence_term = NO_TERM;
-                    return Ok(());
+                    return follower_read(gate)
                 }
                 // A transaction's snapshot is taken at BEGIN: it must follow the read index too.
-                Statement::StartTransaction { .. } if self.follower_reads && !leader => {
-                    gate.fence_term = NO_TERM;
-                    return Ok(());
-                }
+                Statement::StartTransaction { .. } if self.follower_reads && !leader => return follower_read(gate),
                 Statement::Query(_) | Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) => true,
                 Statement::StartTransaction { .. } => true,
                 // DDL reads and writes the catalog: it must see every applied change of it.
