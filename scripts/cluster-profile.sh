@@ -6,8 +6,8 @@
 #
 #   scripts/cluster-profile.sh OUTDIR
 #
-# OUTDIR gets sb.txt (sysbench's report), cpu.txt (CPU ticks per server process: leader
-# first) and leader.data / follower.data (perf). Read them with
+# OUTDIR gets sb.txt (sysbench's report), cpu.txt (CPU ticks and context switches per server
+# process over the run: leader first) and leader.data / follower.data (perf). Read them with
 # `perf report -i OUTDIR/leader.data --no-children --sort symbol`.
 # Needs: sysbench, mysql, perf (PERF=1), a release riptide binary (RIPTIDE, default
 # target/release/riptide). Builds nothing.
@@ -59,8 +59,10 @@ sysbench oltp_read_write "${SB[@]}" --threads="$TABLES" prepare > /dev/null
 LPID=${PIDS[$((LEADER - 1))]}
 FPID=${PIDS[$((LEADER % 3))]}
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-declare -A T0
-for p in "${PIDS[@]}"; do T0[$p]=$(ticks "$p"); done
+# Context switches of all the process's threads (voluntary and not).
+switches() { { cat /proc/"$1"/task/*/status 2> /dev/null || true; } | awk '/ctxt_switches/ {n += $2} END {print n}'; }
+declare -A T0 S0
+for p in "${PIDS[@]}"; do T0[$p]=$(ticks "$p"); S0[$p]=$(switches "$p"); done
 sysbench "$TEST" "${SB[@]}" --threads="$THREADS" --time=10 --report-interval=0 run > "$OUT/sb.txt" &
 SBP=$!
 PERF_PIDS=()
@@ -73,9 +75,10 @@ if [ "$PERF" = 1 ]; then
 fi
 wait "$SBP"
 {
-    echo "leader $LPID $(( $(ticks "$LPID") - ${T0[$LPID]} ))"
+    echo "role pid cpu_ticks context_switches"
+    echo "leader $LPID $(( $(ticks "$LPID") - ${T0[$LPID]} )) $(( $(switches "$LPID") - ${S0[$LPID]} ))"
     for p in "${PIDS[@]}"; do
-        [ "$p" = "$LPID" ] || echo "follower $p $(( $(ticks "$p") - ${T0[$p]} ))"
+        [ "$p" = "$LPID" ] || echo "follower $p $(( $(ticks "$p") - ${T0[$p]} )) $(( $(switches "$p") - ${S0[$p]} ))"
     done
 } > "$OUT/cpu.txt"
 for p in "${PERF_PIDS[@]}"; do wait "$p" || true; done

@@ -34,6 +34,7 @@ pub mod inflight;
 pub mod linearizability;
 pub mod log_store;
 pub mod node;
+pub mod proposer;
 pub mod read_index;
 pub mod replicator;
 pub mod snapshot;

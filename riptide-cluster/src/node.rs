@@ -10,6 +10,14 @@
 //!   on any other it changes nothing and says so. Only the nodes of the first membership may
 //!   be bootstrapped, all with the same member list (openraft: the same configuration on
 //!   several nodes is safe, different ones split the group).
+//!
+//! Using the database of a node directly (without the SQL server, which does this itself):
+//! a transaction on the leader must begin after a [`PartitionNode::read_barrier`] that ended in
+//! the current term, and should commit with [`riptide::WriteOptions::replication_fence`] set
+//! to that term. Entries of earlier terms are applied after an election without taking row
+//! locks, so a transaction begun before the barrier may have locked and read rows that such an
+//! entry then overwrites; the fence makes a write computed in one term fail rather than commit
+//! in another. Neither rule is enforced here.
 
 use crate::read_index::{read_index, RestartFloor};
 use crate::state_machine::ApplyListener;
@@ -167,6 +175,7 @@ impl PartitionNode {
         let tcp = tokio::net::TcpListener::bind(config.raft_listen).await?;
         let addr = tcp.local_addr()?;
         let (log, sm) = tokio::task::block_in_place(|| crate::open_partition(db))?;
+        let appends = log.appends();
         let restart_floor = Arc::new(
             RestartFloor::of(&log, config.id)
                 .await
@@ -202,6 +211,7 @@ impl PartitionNode {
             tokio::runtime::Handle::current(),
             config.write_timeout,
             inflight,
+            Some(appends),
         )
         .with_write_pause(pause.clone());
         db.set_replicator(Arc::new(replicator))?;

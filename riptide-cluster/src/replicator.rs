@@ -1,7 +1,8 @@
 //! [`RaftReplicator`]: the engine's [`Replicator`] for a partition whose writes go through
-//! its Raft group. A write set is proposed with `client_write`; the engine's handle completes
-//! when openraft answers, which it does for a committed entry once the local state machine
-//! has applied it.
+//! its Raft group. A write set is checked and fenced here, then proposed by the node's
+//! [`Proposer`] (alone, or grouped with the sets of other transactions into one entry); the
+//! engine's handle completes when openraft answers, which it does for a committed entry once
+//! the local state machine has applied it.
 //!
 //! Invariants (what each outcome means to the client):
 //! - `Ok`: the write set is in a majority's log and applied here.
@@ -19,8 +20,8 @@
 //!   is safe.
 
 use crate::inflight::InflightWrites;
-use crate::types::{TypeConfig, WriteOp, WriteSet};
-use openraft::error::{ClientWriteError, RaftError};
+use crate::proposer::{Proposal, Proposer};
+use crate::types::{Applied, TypeConfig, WriteOp, WriteSet};
 use openraft::Raft;
 use parking_lot::Mutex;
 use riptide::replication::{Phase, ReplicatedWrites, ReplicationDone, Replicator};
@@ -64,27 +65,27 @@ impl WritePause {
 /// Proposes the engine's writes to a Raft group.
 pub struct RaftReplicator {
     raft: Raft<TypeConfig>,
-    runtime: tokio::runtime::Handle,
-    write_timeout: Duration,
-    inflight: Arc<InflightWrites>,
+    proposer: Proposer,
     pause: Arc<WritePause>,
 }
 
 impl RaftReplicator {
     /// Proposes through `raft`, on `runtime`; a write not answered within `write_timeout`
     /// fails with an unknown outcome. `inflight` is shared with the node's state machine
-    /// ([`crate::StateMachine::with_inflight_writes`]).
+    /// ([`crate::StateMachine::with_inflight_writes`]). `appends` follows the node's log
+    /// store ([`crate::LogStore::appends`]), which paces the grouping of write sets (see
+    /// [`crate::proposer`]).
     pub fn new(
         raft: Raft<TypeConfig>,
         runtime: tokio::runtime::Handle,
         write_timeout: Duration,
         inflight: Arc<InflightWrites>,
+        appends: Option<tokio::sync::watch::Receiver<u64>>,
     ) -> Self {
+        let proposer = Proposer::start(raft.clone(), &runtime, write_timeout, inflight, appends);
         RaftReplicator {
             raft,
-            runtime,
-            write_timeout,
-            inflight,
+            proposer,
             pause: Arc::default(),
         }
     }
@@ -140,29 +141,7 @@ impl Replicator for RaftReplicator {
         if let Some(reason) = set.fenced_out(term) {
             return done.settle(Err(fenced(&reason)));
         }
-        let raft = self.raft.clone();
-        let timeout = self.write_timeout;
-        let inflight = self.inflight.clone();
-        let id = inflight.add(term, done);
-        let task = self.runtime.spawn(async move {
-            let write = raft.client_write(set);
-            tokio::pin!(write);
-            let answer = tokio::select! {
-                answer = &mut write => answer,
-                _ = tokio::time::sleep(timeout) => {
-                    // The writer hears "unknown" now; the write keeps its locks until openraft
-                    // says how it ended (or a snapshot overtakes it).
-                    inflight.answer(id, Err(riptide::Error::Replication(format!(
-                        "no answer from the Raft group within {timeout:?}; the outcome is unknown"
-                    ))));
-                    write.await
-                }
-            };
-            if let Some(done) = inflight.take(id) {
-                done.settle(outcome(answer));
-            }
-        });
-        self.inflight.set_task(id, task.abort_handle());
+        self.proposer.propose(Proposal { set, term, done });
     }
 }
 
@@ -183,15 +162,11 @@ pub(crate) fn not_leader(leader: Option<NodeId>, addr: Option<&str>) -> riptide:
     }
 }
 
-type WriteAnswer = Result<
-    openraft::raft::ClientWriteResponse<TypeConfig>,
-    RaftError<NodeId, ClientWriteError<NodeId, openraft::BasicNode>>,
->;
-
-/// The engine's view of openraft's answer (see the module header).
-fn outcome(answer: WriteAnswer) -> riptide::Result<()> {
+/// The engine's view of openraft's answer for one write set: what applying it did, or why
+/// openraft gave no such answer (see the module header).
+pub(crate) fn outcome(answer: Result<Applied, String>) -> riptide::Result<()> {
     match answer {
-        Ok(reply) => match reply.data.refused {
+        Ok(reply) => match reply.refused {
             None => Ok(()),
             // Committed in another term than its fence: refused on every replica, so it was
             // definitely not applied, as a write a follower refuses.
@@ -213,6 +188,6 @@ fn outcome(answer: WriteAnswer) -> riptide::Result<()> {
         // appended (leadership moved first) or was truncated from this log, and a truncated
         // entry may still have been committed by another leader (one that received it, or one
         // whose snapshot covers it). Unknown, not refused.
-        Err(e) => Err(riptide::Error::Replication(e.to_string())),
+        Err(e) => Err(riptide::Error::Replication(e)),
     }
 }

@@ -35,6 +35,11 @@ pub enum WriteOp {
     /// The decision to roll back the transaction prepared under this id: its record is
     /// deleted. Alone in its set (but a fence); refused like [`WriteOp::CommitPrepared`].
     RollbackPrepared { xid: Vec<u8> },
+    /// Not a write: the write sets of several transactions committed by one log entry (the
+    /// leader's group commit across the Raft log), applied in order, each accepted or refused
+    /// on its own as if it were the entry's set. Alone in its set; its sets hold only puts,
+    /// deletes and a fence. Added after the ops above, so older logs decode unchanged.
+    Group { sets: Vec<WriteSet> },
 }
 
 /// How a write set refused by its [`WriteOp::Fence`] is told apart (the start of
@@ -60,7 +65,8 @@ impl WriteOp {
             WriteOp::Fence { .. }
             | WriteOp::Prepare { .. }
             | WriteOp::CommitPrepared { .. }
-            | WriteOp::RollbackPrepared { .. } => None,
+            | WriteOp::RollbackPrepared { .. }
+            | WriteOp::Group { .. } => None,
         }
     }
 
@@ -74,6 +80,14 @@ impl WriteOp {
 
     pub(crate) fn is_ddl(&self) -> bool {
         matches!(self, WriteOp::CreateTable { .. } | WriteOp::DropTable { .. })
+    }
+
+    /// True for the ops a set in a [`WriteOp::Group`] may hold: puts, deletes and a fence.
+    pub(crate) fn is_groupable(&self) -> bool {
+        matches!(
+            self,
+            WriteOp::Put { .. } | WriteOp::Delete { .. } | WriteOp::Fence { .. }
+        )
     }
 }
 
@@ -114,6 +128,7 @@ impl WriteSet {
             .iter()
             .map(|op| {
                 let (table, key, value) = match op {
+                    WriteOp::Group { sets } => (0, 0, sets.iter().map(WriteSet::weight).fold(0, usize::saturating_add)),
                     WriteOp::Put { table, key, value } => (table.len(), key.len(), value.len()),
                     WriteOp::Delete { table, key } => (table.len(), key.len(), 0),
                     other => (
@@ -125,6 +140,20 @@ impl WriteSet {
                 OP_OVERHEAD_BYTES + table + key + value
             })
             .fold(0usize, usize::saturating_add)
+    }
+
+    /// The sets of a group ([`WriteOp::Group`], alone in this set), if this set is one.
+    pub fn group(&self) -> Option<&[WriteSet]> {
+        match self.ops.as_slice() {
+            [WriteOp::Group { sets }] => Some(sets),
+            _ => None,
+        }
+    }
+
+    /// Whether this set may go in a [`WriteOp::Group`]: it holds only puts, deletes and a
+    /// fence.
+    pub fn is_groupable(&self) -> bool {
+        self.ops.iter().all(WriteOp::is_groupable)
     }
 
     /// Why a replica committing this set under `term` must refuse it: its fence names another
@@ -143,7 +172,22 @@ impl WriteSet {
     /// [`MAX_WRITE_SET_BYTES`]. A leader should check this before proposing (the server's
     /// cluster mode will); a set that fails it anyway is refused by every replica alike (see
     /// [`Applied::refused`]).
+    /// A group is checked for its shape and its total weight only: each of its sets is
+    /// checked on its own when it is applied.
     pub fn validate(&self) -> Result<(), String> {
+        if self.ops.iter().any(|op| matches!(op, WriteOp::Group { .. })) {
+            let Some(sets) = self.group() else {
+                return Err("a group of write sets must be alone in its write set".into());
+            };
+            if !sets.iter().all(WriteSet::is_groupable) {
+                return Err("a set in a group holds only puts, deletes and a fence".into());
+            }
+            let bytes = self.weight();
+            if bytes > MAX_WRITE_SET_BYTES {
+                return Err(format!("group of {bytes} bytes (at most {MAX_WRITE_SET_BYTES})"));
+            }
+            return Ok(());
+        }
         if self.ops.len() > 1 && self.ops.iter().any(WriteOp::is_ddl) {
             return Err("a table creation or drop must be alone in its write set".into());
         }
@@ -216,6 +260,9 @@ pub struct Applied {
     /// Why the entry's write set was refused, on every replica alike (a committed entry must
     /// not stop the state machine: openraft treats an apply error as fatal).
     pub refused: Option<String>,
+    /// For a group ([`WriteOp::Group`]) that was not refused as a whole: what applying each of
+    /// its sets did, in order (`writes` is their sum). Empty for any other entry.
+    pub sets: Vec<Applied>,
 }
 
 openraft::declare_raft_types!(

@@ -132,3 +132,74 @@ async fn engine_writes_replicate_serialize_and_survive_the_leader() {
         r.node.shutdown().await;
     }
 }
+
+/// Many transactions committing at once on the leader share log entries (the proposer's group
+/// commit across the Raft log): fewer entries than commits, every acknowledged write on every
+/// replica, and a write fenced to an earlier term refused alone, without its neighbours.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_commits_share_log_entries_and_each_keeps_its_own_outcome() {
+    let (replicas, _) = three("group-test").await;
+    let l = leader(&replicas, None).await;
+    let db = replicas[&l].db.clone();
+    blocking(move || db.create_table("groups").map(|_| ())).await.unwrap();
+    replicas[&l].node.read_barrier().await.unwrap();
+    let term = replicas[&l].node.metrics().current_term;
+    let before = replicas[&l].node.metrics().last_log_index.unwrap_or(0);
+    const WRITERS: u32 = 24;
+    const COMMITS: u32 = 20;
+    let mut workers = Vec::new();
+    for w in 0..WRITERS {
+        let db = replicas[&l].db.clone();
+        workers.push(tokio::task::spawn_blocking(move || {
+            let t = db.table("groups").unwrap();
+            let options = |fence: u64| TxnOptions {
+                write_options: riptide::WriteOptions {
+                    replication_fence: Some(fence),
+                    ..Default::default()
+                },
+                ..TxnOptions::default()
+            };
+            for c in 0..COMMITS {
+                let key = format!("{w:03}-{c:03}");
+                // Every fifth commit of odd writers is fenced to a term that is over.
+                let stale = w % 2 == 1 && c % 5 == 0;
+                let mut txn = db.begin(options(if stale { term - 1 } else { term })).unwrap();
+                txn.put(&t, key.as_bytes(), b"v").unwrap();
+                match (txn.commit(), stale) {
+                    (Ok(()), false) => {}
+                    (Err(Error::NotLeader { .. }), true) => {}
+                    (other, stale) => panic!("commit {key} (stale: {stale}): {other:?}"),
+                }
+            }
+        }));
+    }
+    for w in workers {
+        w.await.unwrap();
+    }
+    let entries = replicas[&l].node.metrics().last_log_index.unwrap_or(0) - before;
+    let commits = u64::from(WRITERS * COMMITS - (WRITERS / 2) * (COMMITS / 5));
+    assert!(
+        entries < commits,
+        "{commits} commits took {entries} log entries: none were grouped"
+    );
+    caught_up(&replicas, l, None).await;
+    for r in replicas.values() {
+        let t = r.db.table("groups").unwrap();
+        for w in 0..WRITERS {
+            for c in 0..COMMITS {
+                let key = format!("{w:03}-{c:03}");
+                let stale = w % 2 == 1 && c % 5 == 0;
+                let want = (!stale).then(|| b"v".to_vec());
+                assert_eq!(
+                    t.get(key.as_bytes()).unwrap(),
+                    want,
+                    "key {key} on node {}",
+                    r.node.id()
+                );
+            }
+        }
+    }
+    for r in replicas.values() {
+        r.node.shutdown().await;
+    }
+}

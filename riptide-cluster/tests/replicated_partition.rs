@@ -372,6 +372,7 @@ async fn a_deposed_leaders_write_overtaken_by_a_snapshot_releases_its_locks() {
         tokio::runtime::Handle::current(),
         Duration::from_millis(300),
         old.inflight.clone(),
+        None,
     );
     old.db.set_replicator(Arc::new(replicator)).unwrap();
 

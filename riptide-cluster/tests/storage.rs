@@ -167,6 +167,77 @@ async fn write_sets_apply_atomically_and_unappliable_ones_are_refused_alike() {
     assert!(two.validate().is_err());
 }
 
+/// A group (the leader's group commit: several transactions' write sets in one entry) applies
+/// its sets in order, each accepted or refused on its own, and answers for each; a group of
+/// the wrong shape is refused whole.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_group_applies_each_set_on_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = riptide::Db::open(dir.path(), riptide::Options::default()).unwrap();
+    let mut sm = StateMachine::open(&db).unwrap();
+    let set = |ops: Vec<WriteOp>| WriteSet { ops };
+    let group = |sets: Vec<WriteSet>| WriteSet {
+        ops: vec![WriteOp::Group { sets }],
+    };
+    let entry_group = group(vec![
+        set(vec![put("t", "a", "1"), WriteOp::Fence { term: 2 }]),
+        // Fenced to another term than the entry's: refused, alone.
+        set(vec![put("t", "b", "2"), WriteOp::Fence { term: 1 }]),
+        // Unappliable: refused, alone.
+        set(vec![put("t", "c", "3"), put("", "x", "y")]),
+        // Sees the first set's write: sets apply in order.
+        set(vec![put("t", "a", "4"), put("t", "d", "5")]),
+    ]);
+    assert!(entry_group.validate().is_ok());
+    let replies = sm
+        .apply(vec![entry(2, 1, EntryPayload::Normal(entry_group))])
+        .await
+        .unwrap();
+    let reply = &replies[0];
+    assert_eq!(reply.refused, None);
+    assert_eq!(reply.writes, 3);
+    let per_set: Vec<(u32, bool)> = reply.sets.iter().map(|a| (a.writes, a.refused.is_some())).collect();
+    assert_eq!(per_set, vec![(1, false), (0, true), (0, true), (2, false)]);
+    let reason = reply.sets[1].refused.clone().unwrap();
+    assert!(reason.starts_with(riptide_cluster::types::FENCE_REFUSAL), "{reason}");
+    let t = db.table("t").unwrap();
+    let read = |k: &[u8]| t.get(k).unwrap();
+    assert_eq!(read(b"a"), Some(b"4".to_vec()));
+    assert_eq!((read(b"b"), read(b"c")), (None, None));
+    assert_eq!(read(b"d"), Some(b"5".to_vec()));
+
+    // Groups of the wrong shape are refused whole, and only their index is applied.
+    let wrong = [
+        // Not alone in its set.
+        WriteSet {
+            ops: vec![WriteOp::Group { sets: vec![] }, put("t", "e", "6")],
+        },
+        // A table creation in a group.
+        group(vec![set(vec![WriteOp::CreateTable { table: "v".into() }])]),
+        // A group in a group.
+        group(vec![group(vec![set(vec![put("t", "e", "6")])])]),
+        // A two-phase commit step in a group.
+        group(vec![set(vec![
+            put("t", "e", "6"),
+            WriteOp::Prepare { xid: b"x".to_vec() },
+        ])]),
+    ];
+    for (i, bad) in wrong.into_iter().enumerate() {
+        assert!(bad.validate().is_err(), "group {i} validated");
+        let index = 2 + i as u64;
+        let replies = sm
+            .apply(vec![entry(2, index, EntryPayload::Normal(bad))])
+            .await
+            .unwrap();
+        assert!(replies[0].refused.is_some(), "group {i} was not refused");
+        assert!(replies[0].sets.is_empty());
+        let (applied, _) = sm.applied_state().await.unwrap();
+        assert_eq!(applied, Some(log_id(2, 1, index)));
+    }
+    assert_eq!(read(b"e"), None);
+    assert!(db.table("v").is_err());
+}
+
 /// A power cut (the engine's fault-injecting file system drops every unsynced byte) keeps the
 /// vote and every appended entry (both synced), and leaves the applied state consistent: the
 /// partition's rows are exactly those of the entries up to the applied id, so replaying from

@@ -22,6 +22,8 @@
 //!   any crash the purge survives, and the next open installs it (`crate::snapshot`).
 //! - Readers (`get_log_reader`) are clones sharing the cache and the tables: they see every
 //!   entry appended before they read, written or not, and none truncated.
+//! - [`LogStore::appends`] counts the core's appends once their entries are readable: the
+//!   core takes no other client write until that append's callback (0.9).
 
 mod cache;
 mod writer;
@@ -55,6 +57,10 @@ pub struct LogStore {
     meta: Table,
     cache: Arc<LogCache>,
     writer: LogWriter,
+    /// Appends openraft's core has made so far (counted as it calls `append`): the leader's
+    /// proposer waits for the core to take one entry before it groups the next
+    /// ([`crate::proposer`]).
+    appends: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 impl std::fmt::Debug for LogStore {
@@ -84,7 +90,13 @@ impl LogStore {
             meta: table_or_create(db, RAFT_META_TABLE)?,
             cache,
             writer,
+            appends: Arc::new(tokio::sync::watch::Sender::new(0)),
         })
+    }
+
+    /// Follows the number of appends openraft's core has made (each call of its `append`).
+    pub fn appends(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.appends.subscribe()
     }
 
     /// The value under `key` of the meta table, decoded; `err` names the kind of a failure.
@@ -356,7 +368,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry<TypeConfig>> + Send,
         I::IntoIter: Send,
     {
-        self.submit(entries, Some(callback), None)
+        let result = self.submit(entries, Some(callback), None);
+        self.appends.send_modify(|n| *n += 1);
+        result
     }
 
     async fn truncate(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {

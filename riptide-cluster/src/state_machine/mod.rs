@@ -37,7 +37,7 @@ use crate::codec::encode;
 use crate::engine::{blocking, stored, stored_applied, table_or_create, APPLIED_KEY};
 use crate::inflight::InflightWrites;
 use crate::snapshot::{Kind, SnapshotDir, SnapshotFile, SnapshotStats};
-use crate::types::{Applied, TypeConfig, WriteOp};
+use crate::types::{Applied, TypeConfig, WriteOp, WriteSet};
 use crate::STATE_TABLE;
 use openraft::storage::{RaftStateMachine, Snapshot, SnapshotMeta};
 use openraft::{
@@ -114,6 +114,11 @@ impl std::fmt::Debug for StateMachine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StateMachine").field("db", &self.db.path()).finish()
     }
+}
+
+/// The error of a failed apply of the entry `log_id` (openraft stops the node on it).
+fn apply_error(log_id: LogId<NodeId>, e: &dyn std::error::Error) -> StorageError<NodeId> {
+    StorageIOError::<NodeId>::apply(log_id, AnyError::error(e.to_string())).into()
 }
 
 fn sm_read_err(e: impl std::error::Error + 'static) -> StorageError<NodeId> {
@@ -228,79 +233,105 @@ impl StateMachine {
         Ok(())
     }
 
-    /// Adds one entry to `pending`: its write set (unless refused), its log id as the last
-    /// one and, for a membership entry, the new membership. A write set the engine would
-    /// refuse is refused here first, identically on every replica, and only its index is
-    /// applied; only an engine failure is an error. A table creation or drop writes the
-    /// entries before it first, then runs (durable on its own).
+    /// Adds one entry to `pending`: its write set (unless refused), or each set of its group
+    /// ([`WriteOp::Group`], each accepted or refused on its own), its log id as the last one
+    /// and, for a membership entry, the new membership. A write set the engine would refuse is
+    /// refused here first, identically on every replica, and only its index is applied; only
+    /// an engine failure is an error. A table creation or drop writes the entries before it
+    /// first, then runs (durable on its own).
     fn apply_entry(
         &self,
         entry: &Entry<TypeConfig>,
         pending: &mut PendingApply,
         touched: &mut Vec<String>,
     ) -> Result<Applied, StorageError<NodeId>> {
-        let apply_err = |e: &dyn std::error::Error| -> StorageError<NodeId> {
-            StorageIOError::<NodeId>::apply(entry.log_id, AnyError::error(e.to_string())).into()
-        };
         let mut applied = Applied::default();
         match &entry.payload {
             EntryPayload::Blank => {}
-            EntryPayload::Normal(set) => match set
-                .validate()
-                .and_then(|()| set.fenced_out(entry.log_id.leader_id.term).map_or(Ok(()), Err))
-            {
-                Err(reason) => applied.refused = Some(reason),
-                Ok(()) if set.ops.iter().any(|op| op.phase_xid().is_some()) => {
-                    applied = self.apply_phase(entry.log_id, set, pending, touched)?;
-                }
-                Ok(()) => {
-                    for op in &set.ops {
-                        let Some(table_name) = op.table() else {
-                            continue; // a fence: checked above
-                        };
-                        touched.push(table_name.to_string());
-                        match op {
-                            WriteOp::Put { table, key, value } => {
-                                let table = table_or_create(&self.db, table).map_err(|e| apply_err(&e))?;
-                                pending.batch.put(&table, key, value).map_err(|e| apply_err(&e))?;
-                            }
-                            WriteOp::Delete { table, key } => {
-                                let table = table_or_create(&self.db, table).map_err(|e| apply_err(&e))?;
-                                pending.batch.delete(&table, key).map_err(|e| apply_err(&e))?;
-                            }
-                            // Durable on their own (the engine's DDL is), after the entries
-                            // before them and before this entry's index; replayed after a
-                            // crash they find their work done.
-                            WriteOp::CreateTable { table } => {
-                                self.write_pending(pending)?;
-                                table_or_create(&self.db, table).map_err(|e| apply_err(&e))?;
-                            }
-                            WriteOp::DropTable { table } => {
-                                self.write_pending(pending)?;
-                                match self.db.drop_table_unreplicated(table) {
-                                    Ok(()) | Err(riptide::Error::TableNotFound(_)) => {}
-                                    Err(e) => return Err(apply_err(&e)),
-                                }
-                            }
-                            WriteOp::Fence { .. }
-                            | WriteOp::Prepare { .. }
-                            | WriteOp::CommitPrepared { .. }
-                            | WriteOp::RollbackPrepared { .. } => {}
+            EntryPayload::Normal(set) => match set.group() {
+                Some(sets) => match set.validate() {
+                    Err(reason) => applied.refused = Some(reason),
+                    Ok(()) => {
+                        for member in sets {
+                            let one = self.apply_set(entry.log_id, member, pending, touched)?;
+                            applied.writes = applied.writes.saturating_add(one.writes);
+                            applied.sets.push(one);
                         }
-                        applied.writes += 1;
                     }
-                }
+                },
+                None => applied = self.apply_set(entry.log_id, set, pending, touched)?,
             },
             EntryPayload::Membership(m) => {
                 let stored = Membership::new(Some(entry.log_id), m.clone());
-                let bytes = encode(&stored).map_err(|e| apply_err(&e))?;
+                let bytes = encode(&stored).map_err(|e| apply_error(entry.log_id, &e))?;
                 pending
                     .batch
                     .put(&self.state, MEMBERSHIP_KEY, &bytes)
-                    .map_err(|e| apply_err(&e))?;
+                    .map_err(|e| apply_error(entry.log_id, &e))?;
             }
         }
         pending.last = Some(entry.log_id);
+        Ok(applied)
+    }
+
+    /// Adds one write set of the entry `log_id` to `pending`, unless it is refused (it does
+    /// not validate, or its fence names another term than the entry's).
+    fn apply_set(
+        &self,
+        log_id: LogId<NodeId>,
+        set: &WriteSet,
+        pending: &mut PendingApply,
+        touched: &mut Vec<String>,
+    ) -> Result<Applied, StorageError<NodeId>> {
+        let apply_err = |e: &dyn std::error::Error| apply_error(log_id, e);
+        let mut applied = Applied::default();
+        match set
+            .validate()
+            .and_then(|()| set.fenced_out(log_id.leader_id.term).map_or(Ok(()), Err))
+        {
+            Err(reason) => applied.refused = Some(reason),
+            Ok(()) if set.ops.iter().any(|op| op.phase_xid().is_some()) => {
+                applied = self.apply_phase(log_id, set, pending, touched)?;
+            }
+            Ok(()) => {
+                for op in &set.ops {
+                    let Some(table_name) = op.table() else {
+                        continue; // a fence: checked above
+                    };
+                    touched.push(table_name.to_string());
+                    match op {
+                        WriteOp::Put { table, key, value } => {
+                            let table = table_or_create(&self.db, table).map_err(|e| apply_err(&e))?;
+                            pending.batch.put(&table, key, value).map_err(|e| apply_err(&e))?;
+                        }
+                        WriteOp::Delete { table, key } => {
+                            let table = table_or_create(&self.db, table).map_err(|e| apply_err(&e))?;
+                            pending.batch.delete(&table, key).map_err(|e| apply_err(&e))?;
+                        }
+                        // Durable on their own (the engine's DDL is), after the entries before
+                        // them and before this entry's index; replayed after a crash they find
+                        // their work done. (Never in a group: see `WriteSet::validate`.)
+                        WriteOp::CreateTable { table } => {
+                            self.write_pending(pending)?;
+                            table_or_create(&self.db, table).map_err(|e| apply_err(&e))?;
+                        }
+                        WriteOp::DropTable { table } => {
+                            self.write_pending(pending)?;
+                            match self.db.drop_table_unreplicated(table) {
+                                Ok(()) | Err(riptide::Error::TableNotFound(_)) => {}
+                                Err(e) => return Err(apply_err(&e)),
+                            }
+                        }
+                        WriteOp::Fence { .. }
+                        | WriteOp::Prepare { .. }
+                        | WriteOp::CommitPrepared { .. }
+                        | WriteOp::RollbackPrepared { .. }
+                        | WriteOp::Group { .. } => {}
+                    }
+                    applied.writes += 1;
+                }
+            }
+        }
         Ok(applied)
     }
 

@@ -158,7 +158,7 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
         }
         Some(setup) => {
             let (catalog, replica) = replica::start(db, setup).await?;
-            replica::create_databases(&catalog, &replica.node, config.create_databases.clone());
+            replica::create_databases(&catalog, &replica, config.create_databases.clone());
             (catalog, Some(replica))
         }
     };

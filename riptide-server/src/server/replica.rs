@@ -165,29 +165,41 @@ fn spawn_catalog_thread(
 }
 
 /// Creates `names` once this replica leads (or sees them created by the leader it follows).
-pub(super) fn create_databases(catalog: &Arc<Catalog>, node: &Arc<PartitionNode>, names: Vec<String>) {
+/// On the leader it first takes the read barrier with the catalog's catch-up, as a CREATE
+/// DATABASE statement does: a node that has just come to lead may not yet have applied the
+/// catalog records of earlier terms, and what it creates must be decided on the whole catalog.
+pub(super) fn create_databases(catalog: &Arc<Catalog>, replica: &Arc<Replica>, names: Vec<String>) {
     if names.is_empty() {
         return;
     }
-    let (catalog, node) = (catalog.clone(), node.clone());
+    let (catalog, replica) = (catalog.clone(), replica.clone());
     tokio::spawn(async move {
-        loop {
-            let missing: Vec<&String> = names
+        let missing = |catalog: &Catalog| -> Vec<String> {
+            let state = catalog.state();
+            names
                 .iter()
-                .filter(|n| !catalog.state().databases.contains(*n))
-                .collect();
-            if missing.is_empty() {
+                .filter(|n| !state.databases.contains(*n))
+                .cloned()
+                .collect()
+        };
+        loop {
+            if missing(&catalog).is_empty() {
                 return;
             }
-            if node.is_leader() {
-                for name in missing {
-                    let result = tokio::task::block_in_place(|| {
-                        let _ddl = catalog.lock_ddl();
-                        catalog.create_database(name, true)
-                    });
-                    if let Err(e) = result {
-                        tracing::warn!("creating database {name} failed (will retry): {e}");
+            if replica.node.is_leader() {
+                match replica.barrier_and_catch_up(&catalog).await {
+                    Ok(()) => {
+                        for name in missing(&catalog) {
+                            let result = tokio::task::block_in_place(|| {
+                                let _ddl = catalog.lock_ddl();
+                                catalog.create_database(&name, true)
+                            });
+                            if let Err(e) = result {
+                                tracing::warn!("creating database {name} failed (will retry): {e}");
+                            }
+                        }
                     }
+                    Err(e) => tracing::debug!("no read barrier for creating databases yet (will retry): {e}"),
                 }
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
