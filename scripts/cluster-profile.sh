@@ -7,11 +7,13 @@
 #   scripts/cluster-profile.sh OUTDIR
 #
 # OUTDIR gets sb.txt (sysbench's report), cpu.txt (CPU ticks and context switches per server
-# process over the run: leader first) and leader.data / follower.data (perf). Read them with
+# process over the run, leader first, then the entries the leader proposed since it started
+# and the write sets in them) and leader.data / follower.data (perf). Read them with
 # `perf report -i OUTDIR/leader.data --no-children --sort symbol`.
 # Needs: sysbench, mysql, perf (PERF=1), a release riptide binary (RIPTIDE, default
 # target/release/riptide). Builds nothing.
-# Environment: TEST THREADS TABLES TABLE_SIZE PORT RAFT_PORT PERF EXTRA (more serve flags).
+# Environment: TEST THREADS TABLES TABLE_SIZE PORT RAFT_PORT METRICS_PORT PERF EXTRA (more serve
+# flags).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/serve.sh
@@ -23,6 +25,7 @@ TABLES=${TABLES:-4}
 TABLE_SIZE=${TABLE_SIZE:-20000}
 PORT=${PORT:-3340}
 RAFT_PORT=${RAFT_PORT:-4340}
+METRICS_PORT=${METRICS_PORT:-9340}
 PERF=${PERF:-1}
 EXTRA=${EXTRA:-}
 BASE=$(mktemp -d /tmp/cluster-profile.XXXXXX)
@@ -41,7 +44,7 @@ for i in 1 2 3; do
     # shellcheck disable=SC2086 # EXTRA holds several flags
     start_riptide_serve "$BASE/n$i" $((PORT + i)) --sync 1 --node-id "$i" \
         --raft-listen "127.0.0.1:$((RAFT_PORT + i - 1))" --cluster-secret-file "$BASE/secret" \
-        --bootstrap "$members" --election-timeout-ms 1000 $EXTRA
+        --bootstrap "$members" --election-timeout-ms 1000 --metrics-listen "127.0.0.1:$((METRICS_PORT + i))" $EXTRA
     PIDS+=("$SERVE_PID")
 done
 LEADER=0
@@ -83,4 +86,6 @@ wait "$SBP"
 } > "$OUT/cpu.txt"
 for p in "${PERF_PIDS[@]}"; do wait "$p" || true; done
 grep -E "transactions:" "$OUT/sb.txt"
+# The leader's group commit over the run: entries proposed and the write sets in them.
+curl -s "http://127.0.0.1:$((METRICS_PORT + LEADER))/metrics" | grep '^riptide_raft_proposed_total' >> "$OUT/cpu.txt" || true
 cat "$OUT/cpu.txt"

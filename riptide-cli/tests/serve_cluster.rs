@@ -88,6 +88,13 @@ fn raft_gauge(node: &Node, name: &str) -> Option<u64> {
     body.lines().find_map(|l| l.strip_prefix(&prefix)?.trim().parse().ok())
 }
 
+/// The value of a Raft counter of one kind (`riptide_raft_<name>{node="<id>",kind="<kind>"}`).
+fn raft_counter(node: &Node, name: &str, kind: &str) -> Option<u64> {
+    let body = scrape(node.metrics_port);
+    let prefix = format!("riptide_raft_{name}{{node=\"{}\",kind=\"{kind}\"}} ", node.id);
+    body.lines().find_map(|l| l.strip_prefix(&prefix)?.trim().parse().ok())
+}
+
 fn ids(c: &mut Client) -> Result<BTreeSet<u64>, ClientError> {
     Ok(c.rows("SELECT id FROM sbtest.kv")?
         .into_iter()
@@ -138,6 +145,14 @@ fn a_replicated_partition_keeps_every_acknowledged_insert_across_leader_kills() 
     );
     on_leader(&ports, "INSERT INTO sbtest.kv VALUES (0, 0)");
     let leader = wait_for_leader_port(&ports.lock().unwrap());
+    // The leader counts what it proposed: the table and the row at least.
+    let proposer = nodes.iter().find(|n| n.port == leader).unwrap();
+    let entries = raft_counter(proposer, "proposed_total", "entries").expect("proposed entries");
+    let sets = raft_counter(proposer, "proposed_total", "write_sets").expect("proposed write sets");
+    assert!(
+        entries >= 2 && sets >= entries,
+        "proposed {entries} entries holding {sets} write sets"
+    );
 
     // Followers: writes refused with 1290 naming the leader; reads refused unless
     // --follower-reads, which sees the applied row.

@@ -149,6 +149,8 @@ pub struct PartitionNode {
     snapshot_stats: Arc<crate::snapshot::SnapshotStats>,
     /// Set by an administrator during `transfer-leader`.
     pause: Arc<crate::replicator::WritePause>,
+    /// What the node's proposer did.
+    proposer_stats: Arc<crate::proposer::ProposerStats>,
 }
 
 /// Read barriers waiting for a leadership check: callers that arrive while one check runs are
@@ -214,6 +216,7 @@ impl PartitionNode {
             Some(appends),
         )
         .with_write_pause(pause.clone());
+        let proposer_stats = replicator.proposer_stats();
         db.set_replicator(Arc::new(replicator))?;
         Ok(PartitionNode {
             id: config.id,
@@ -224,6 +227,7 @@ impl PartitionNode {
             restart_floor,
             apply_wait: config.write_timeout,
             snapshot_stats,
+            proposer_stats,
             pause,
         })
     }
@@ -287,6 +291,12 @@ impl PartitionNode {
     /// What the partition's snapshots did since the node started.
     pub fn snapshot_stats(&self) -> &crate::snapshot::SnapshotStats {
         &self.snapshot_stats
+    }
+
+    /// Entries this node proposed and the write sets in them (their ratio is the group
+    /// commit's average group).
+    pub fn proposer_stats(&self) -> &crate::proposer::ProposerStats {
+        &self.proposer_stats
     }
 
     /// The node's current Raft figures.

@@ -24,6 +24,7 @@ use crate::inflight::InflightWrites;
 use crate::types::{Applied, TypeConfig, WriteOp, WriteSet};
 use openraft::Raft;
 use riptide::replication::ReplicationDone;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -37,6 +38,15 @@ const GROUP_SETS: usize = 1024;
 /// one anyway.
 const CORE_WAIT: Duration = Duration::from_millis(20);
 
+/// What the proposer did since the node started (for `/metrics`).
+#[derive(Debug, Default)]
+pub struct ProposerStats {
+    /// Entries proposed (a group or a lone set each).
+    pub entries: AtomicU64,
+    /// Write sets proposed in them.
+    pub write_sets: AtomicU64,
+}
+
 /// One write set to propose: fenced and validated, with the term it is proposed in and the
 /// writer's completion.
 pub struct Proposal {
@@ -48,6 +58,7 @@ pub struct Proposal {
 /// The handle through which the replicator hands write sets to the proposing task.
 pub struct Proposer {
     queue: mpsc::UnboundedSender<Proposal>,
+    stats: Arc<ProposerStats>,
 }
 
 impl Proposer {
@@ -64,14 +75,21 @@ impl Proposer {
         appends: Option<watch::Receiver<u64>>,
     ) -> Proposer {
         let (queue, arrivals) = mpsc::unbounded_channel();
+        let stats = Arc::new(ProposerStats::default());
         let task = ProposerTask {
             raft,
             write_timeout,
             inflight,
             appends,
+            stats: stats.clone(),
         };
         runtime.spawn(task.run(arrivals));
-        Proposer { queue }
+        Proposer { queue, stats }
+    }
+
+    /// What the proposer did so far.
+    pub fn stats(&self) -> Arc<ProposerStats> {
+        self.stats.clone()
     }
 
     /// Queues `proposal`; if the task has stopped (the node is shutting down), it is refused
@@ -90,6 +108,7 @@ struct ProposerTask {
     write_timeout: Duration,
     inflight: Arc<InflightWrites>,
     appends: Option<watch::Receiver<u64>>,
+    stats: Arc<ProposerStats>,
 }
 
 impl ProposerTask {
@@ -139,6 +158,8 @@ impl ProposerTask {
     async fn send(&self, group: Vec<Proposal>) -> Option<oneshot::Receiver<()>> {
         let term = group[0].term;
         let lone = group.len() == 1;
+        self.stats.entries.fetch_add(1, Ordering::Relaxed);
+        self.stats.write_sets.fetch_add(group.len() as u64, Ordering::Relaxed);
         let mut sets = Vec::with_capacity(group.len());
         let mut ids = Vec::with_capacity(group.len());
         for p in group {

@@ -90,6 +90,11 @@ impl RaftReplicator {
         }
     }
 
+    /// What the replicator's proposer did so far (entries and the write sets in them).
+    pub fn proposer_stats(&self) -> Arc<crate::proposer::ProposerStats> {
+        self.proposer.stats()
+    }
+
     /// The same replicator, refusing writes while `pause` says so.
     pub fn with_write_pause(mut self, pause: Arc<WritePause>) -> Self {
         self.pause = pause;

@@ -530,6 +530,16 @@ riptide_raft_snapshot_last_seconds{{node=\"{id}\",kind=\"installed\"}} {}",
         load(&s.last_build_micros) as f64 / 1e6,
         load(&s.last_install_micros) as f64 / 1e6
     );
+    let p = node.proposer_stats();
+    let _ = writeln!(
+        out,
+        "# HELP riptide_raft_proposed_total entries this node proposed as leader, and the write sets in them (several transactions share an entry: group commit)
+# TYPE riptide_raft_proposed_total counter
+riptide_raft_proposed_total{{node=\"{id}\",kind=\"entries\"}} {}
+riptide_raft_proposed_total{{node=\"{id}\",kind=\"write_sets\"}} {}",
+        load(&p.entries),
+        load(&p.write_sets)
+    );
     g(
         out,
         "riptide_raft_snapshot_archive_bytes",
