@@ -14,6 +14,9 @@
 //! Invariants:
 //! - A write is settled once: whoever takes it out of the registry (the waiting task, with
 //!   openraft's answer, or a settlement here) settles it.
+//! - The writes of one log entry (a group) are registered under one lock and share one task:
+//!   a settlement by term takes all of them or none, so their task is aborted only when none
+//!   is left to answer.
 //! - No engine callback runs under the registry's lock (answers and settlements run after it
 //!   is released), so a callback may propose a write.
 //! - Settling a write by its term is safe because every proposal carries a fence of the term
@@ -54,12 +57,24 @@ fn overtaken() -> riptide::Error {
 
 impl InflightWrites {
     /// Registers a write proposed in `term`; returns its id.
+    #[cfg(test)]
     pub(crate) fn add(&self, term: u64, done: ReplicationDone) -> u64 {
+        self.add_all(term, vec![done])[0]
+    }
+
+    /// Registers the writes of one log entry, proposed in `term`, under one lock (so that a
+    /// settlement by term finds all of them or none); returns their ids in order.
+    pub(crate) fn add_all(&self, term: u64, dones: Vec<ReplicationDone>) -> Vec<u64> {
         let mut inner = self.inner.lock();
-        let id = inner.next;
-        inner.next += 1;
-        inner.writes.insert(id, (term, Arc::new(Mutex::new(Some(done)))));
-        id
+        dones
+            .into_iter()
+            .map(|done| {
+                let id = inner.next;
+                inner.next += 1;
+                inner.writes.insert(id, (term, Arc::new(Mutex::new(Some(done)))));
+                id
+            })
+            .collect()
     }
 
     /// Tells the writer `result` now (the write keeps what it holds until settled). The
@@ -85,11 +100,24 @@ impl InflightWrites {
     }
 
     /// Records the task waiting for write `id`, or aborts it if the write was settled already.
+    #[cfg(test)]
     pub(crate) fn set_task(&self, id: u64, task: tokio::task::AbortHandle) {
+        self.set_task_all(&[id], task);
+    }
+
+    /// Records the one task waiting for the writes `ids` (registered together by
+    /// [`InflightWrites::add_all`]), or aborts it if none of them is left: a settlement takes
+    /// them all at once (they share a term), so either all are here or none.
+    pub(crate) fn set_task_all(&self, ids: &[u64], task: tokio::task::AbortHandle) {
         let mut inner = self.inner.lock();
-        if inner.writes.contains_key(&id) {
-            inner.tasks.insert(id, task);
-        } else {
+        let mut recorded = false;
+        for id in ids {
+            if inner.writes.contains_key(id) {
+                inner.tasks.insert(*id, task.clone());
+                recorded = true;
+            }
+        }
+        if !recorded {
             task.abort();
         }
     }
@@ -248,5 +276,53 @@ mod tests {
         let late = tokio::spawn(std::future::pending::<()>());
         registry.set_task(ids[3], late.abort_handle());
         assert!(late.await.unwrap_err().is_cancelled());
+    }
+
+    /// The writes of one entry (a group) are settled together: a settlement by term takes all
+    /// of them, and their shared task is aborted only once none is left; while one is left,
+    /// recording the task keeps it.
+    #[tokio::test]
+    async fn a_groups_writes_are_settled_together_and_share_their_task() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), Options::default()).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        db.set_replicator(Arc::new(Capture(tx))).unwrap();
+        let registry = InflightWrites::default();
+        let (handles, dones): (Vec<_>, Vec<_>) = writes(&db, &rx, 5).into_iter().unzip();
+        let mut dones = dones.into_iter();
+        let group: Vec<ReplicationDone> = dones.by_ref().take(3).collect();
+        let ids = registry.add_all(9, group);
+        let other = registry.add_all(10, dones.collect());
+        assert_eq!(ids.len(), 3);
+        assert_eq!(registry.len(), 5);
+
+        // The task answering the group is kept while any of its writes is left...
+        let task = tokio::spawn(std::future::pending::<()>());
+        registry.answer(ids[0], Ok(()));
+        registry.take(ids[0]).unwrap().settle(Ok(()));
+        registry.set_task_all(&ids, task.abort_handle());
+        // (An abort would have ended the task by the time this sleep is over.)
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        assert!(!task.is_finished(), "the group's task was aborted with writes left");
+        // ...and a snapshot that overtakes the entry's term settles the rest of it at once,
+        // aborting the task.
+        assert_eq!(registry.settle_overtaken(&BTreeMap::from([(10, 70)])), 2);
+        assert!(task.await.unwrap_err().is_cancelled());
+        assert_eq!(registry.len(), 2);
+        let mut handles = handles.into_iter();
+        handles.next().unwrap().wait().unwrap();
+        for _ in 0..2 {
+            let err = handles.next().unwrap().wait().unwrap_err();
+            assert!(err.to_string().contains("overtook"), "{err}");
+        }
+
+        // A task recorded after every write of its group was settled is aborted at once.
+        let late = tokio::spawn(std::future::pending::<()>());
+        registry.set_task_all(&ids, late.abort_handle());
+        assert!(late.await.unwrap_err().is_cancelled());
+        for id in other {
+            registry.take(id).unwrap().settle(Ok(()));
+            handles.next().unwrap().wait().unwrap();
+        }
     }
 }

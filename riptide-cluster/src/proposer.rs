@@ -161,13 +161,14 @@ impl ProposerTask {
         self.stats.entries.fetch_add(1, Ordering::Relaxed);
         self.stats.write_sets.fetch_add(group.len() as u64, Ordering::Relaxed);
         let mut sets = Vec::with_capacity(group.len());
-        let mut ids = Vec::with_capacity(group.len());
+        let mut dones = Vec::with_capacity(group.len());
         for p in group {
             sets.push(p.set);
-            // Registered before the proposal: a snapshot install that overtakes the entry
-            // finds them.
-            ids.push(self.inflight.add(term, p.done));
+            dones.push(p.done);
         }
+        // Registered before the proposal, all under one lock: a snapshot install that
+        // overtakes the entry finds all of them (or, if it came first, none).
+        let ids = self.inflight.add_all(term, dones);
         let reply = match self.raft.client_write_ff(entry_of(sets)).await {
             Ok(reply) => reply,
             Err(e) => {
@@ -202,9 +203,7 @@ impl ProposerTask {
         });
         // One task answers every set of the entry: a snapshot that overtakes the entry settles
         // them all at once (they share its term), aborting it.
-        for &id in &ids {
-            self.inflight.set_task(id, task.abort_handle());
-        }
+        self.inflight.set_task_all(&ids, task.abort_handle());
         Some(answered)
     }
 }
