@@ -18,7 +18,7 @@
 //! - Each set is registered in [`InflightWrites`] with the term it was proposed in, so a
 //!   snapshot that overtakes the entry settles it like any other write.
 //! - The wait for the core never blocks a proposal for long: it ends when the entry's answer
-//!   comes (a refusal comes before any append) or after [`CORE_WAIT`].
+//!   comes (a refusal comes before any append) or after `CORE_WAIT` (20 ms).
 
 use crate::inflight::InflightWrites;
 use crate::types::{Applied, TypeConfig, WriteOp, WriteSet};
@@ -64,9 +64,9 @@ pub struct Proposer {
 impl Proposer {
     /// Starts the proposing task on `runtime`. `appends` follows the log store's appends
     /// ([`crate::LogStore::appends`]); without it, the task proposes each entry as soon as
-    /// the one before is handed over, and groups only what queued meanwhile. A write not answered within `write_timeout` hears an
-    /// unknown outcome (and keeps its locks until openraft answers, as in
-    /// [`crate::replicator`]).
+    /// the one before is handed over, and groups only what queued meanwhile. A write not
+    /// answered within `write_timeout` hears an unknown outcome, and keeps its locks until
+    /// openraft answers (see the replicator's module header for what each outcome means).
     pub fn start(
         raft: Raft<TypeConfig>,
         runtime: &tokio::runtime::Handle,
@@ -216,7 +216,7 @@ fn settle_all(inflight: &InflightWrites, ids: &[u64], answer: &Result<Applied, S
                 .as_ref()
                 .map(|reply| member_result(reply, index, lone))
                 .map_err(String::clone);
-            done.settle(crate::replicator::outcome(result));
+            done.settle(outcome(result));
         }
     }
 }
@@ -239,5 +239,42 @@ fn entry_of(mut sets: Vec<WriteSet>) -> WriteSet {
     }
     WriteSet {
         ops: vec![WriteOp::Group { sets }],
+    }
+}
+
+/// The definite refusal of a write fenced to another term.
+pub(crate) fn fenced(reason: &str) -> riptide::Error {
+    riptide::Error::NotLeader {
+        leader: Some(format!("the leader's term moved since this write's reads ({reason})")),
+    }
+}
+
+/// The engine's view of openraft's answer for one write set: what applying it did, or why
+/// openraft gave no such answer (what each outcome means: the replicator's module header).
+fn outcome(answer: Result<Applied, String>) -> riptide::Result<()> {
+    match answer {
+        Ok(reply) => match reply.refused {
+            None => Ok(()),
+            // Committed in another term than its fence: refused on every replica, so it was
+            // definitely not applied, as a write a follower refuses.
+            Some(reason) if reason.starts_with(crate::types::FENCE_REFUSAL) => Err(fenced(&reason)),
+            // A decision for an id with nothing prepared (never prepared, or decided already).
+            Some(reason) if reason.starts_with(crate::types::UNKNOWN_XID_REFUSAL) => {
+                Err(riptide::Error::UnknownXid(reason))
+            }
+            Some(reason) if reason.starts_with(crate::types::XID_EXISTS_REFUSAL) => {
+                Err(riptide::Error::DuplicateXid(reason))
+            }
+            // Validated above, so only a replica disagreeing with this build's limits gets here.
+            Some(reason) => Err(riptide::Error::InvalidOption {
+                option: "write set",
+                reason: format!("refused by every replica: {reason}"),
+            }),
+        },
+        // Proposed as leader, then answered "forward to the leader": the entry was never
+        // appended (leadership moved first) or was truncated from this log, and a truncated
+        // entry may still have been committed by another leader (one that received it, or one
+        // whose snapshot covers it). Unknown, not refused.
+        Err(e) => Err(riptide::Error::Replication(e)),
     }
 }

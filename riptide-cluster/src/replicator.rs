@@ -21,7 +21,7 @@
 
 use crate::inflight::InflightWrites;
 use crate::proposer::{Proposal, Proposer};
-use crate::types::{Applied, TypeConfig, WriteOp, WriteSet};
+use crate::types::{TypeConfig, WriteOp, WriteSet};
 use openraft::Raft;
 use parking_lot::Mutex;
 use riptide::replication::{Phase, ReplicatedWrites, ReplicationDone, Replicator};
@@ -144,16 +144,9 @@ impl Replicator for RaftReplicator {
         }
         // Fenced to an earlier term: it would be refused once committed; refuse it now.
         if let Some(reason) = set.fenced_out(term) {
-            return done.settle(Err(fenced(&reason)));
+            return done.settle(Err(crate::proposer::fenced(&reason)));
         }
         self.proposer.propose(Proposal { set, term, done });
-    }
-}
-
-/// The definite refusal of a write fenced to another term.
-fn fenced(reason: &str) -> riptide::Error {
-    riptide::Error::NotLeader {
-        leader: Some(format!("the leader's term moved since this write's reads ({reason})")),
     }
 }
 
@@ -164,35 +157,5 @@ pub(crate) fn not_leader(leader: Option<NodeId>, addr: Option<&str>) -> riptide:
             Some(addr) => format!("the leader is node {id} at {addr}"),
             None => format!("the leader is node {id}"),
         }),
-    }
-}
-
-/// The engine's view of openraft's answer for one write set: what applying it did, or why
-/// openraft gave no such answer (see the module header).
-pub(crate) fn outcome(answer: Result<Applied, String>) -> riptide::Result<()> {
-    match answer {
-        Ok(reply) => match reply.refused {
-            None => Ok(()),
-            // Committed in another term than its fence: refused on every replica, so it was
-            // definitely not applied, as a write a follower refuses.
-            Some(reason) if reason.starts_with(crate::types::FENCE_REFUSAL) => Err(fenced(&reason)),
-            // A decision for an id with nothing prepared (never prepared, or decided already).
-            Some(reason) if reason.starts_with(crate::types::UNKNOWN_XID_REFUSAL) => {
-                Err(riptide::Error::UnknownXid(reason))
-            }
-            Some(reason) if reason.starts_with(crate::types::XID_EXISTS_REFUSAL) => {
-                Err(riptide::Error::DuplicateXid(reason))
-            }
-            // Validated above, so only a replica disagreeing with this build's limits gets here.
-            Some(reason) => Err(riptide::Error::InvalidOption {
-                option: "write set",
-                reason: format!("refused by every replica: {reason}"),
-            }),
-        },
-        // Proposed as leader, then answered "forward to the leader": the entry was never
-        // appended (leadership moved first) or was truncated from this log, and a truncated
-        // entry may still have been committed by another leader (one that received it, or one
-        // whose snapshot covers it). Unknown, not refused.
-        Err(e) => Err(riptide::Error::Replication(e)),
     }
 }

@@ -217,9 +217,7 @@ impl StateMachine {
         let Some(last) = pending.last.take() else {
             return Ok(());
         };
-        let apply_err = |e: &dyn std::error::Error| -> StorageError<NodeId> {
-            StorageIOError::<NodeId>::apply(last, AnyError::error(e.to_string())).into()
-        };
+        let apply_err = |e: &dyn std::error::Error| apply_error(last, e);
         let mut batch = std::mem::take(&mut pending.batch);
         let bytes = encode(&Some(last)).map_err(|e| apply_err(&e))?;
         batch.put(&self.state, APPLIED_KEY, &bytes).map_err(|e| apply_err(&e))?;

@@ -19,7 +19,7 @@ use crate::codec::{decode, encode};
 use crate::engine::table_or_create;
 use crate::types::{Applied, WriteOp, WriteSet, UNKNOWN_XID_REFUSAL, XID_EXISTS_REFUSAL};
 use crate::PREPARED_TABLE;
-use openraft::{AnyError, LogId, StorageError, StorageIOError};
+use openraft::{LogId, StorageError};
 use riptide::{Db, ReadOptions};
 
 type NodeId = u64;
@@ -111,9 +111,7 @@ impl StateMachine {
         pending: &mut PendingApply,
         touched: &mut Vec<String>,
     ) -> Result<Applied, StorageError<NodeId>> {
-        let err = |e: &dyn std::error::Error| -> StorageError<NodeId> {
-            StorageIOError::<NodeId>::apply(log_id, AnyError::error(e.to_string())).into()
-        };
+        let err = |e: &dyn std::error::Error| super::apply_error(log_id, e);
         // The records as the entries before this one left them.
         self.write_pending(pending)?;
         let records = table_or_create(&self.db, PREPARED_TABLE).map_err(|e| err(&e))?;
