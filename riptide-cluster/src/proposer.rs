@@ -157,7 +157,6 @@ impl ProposerTask {
     /// be handed to openraft (its writers are answered).
     async fn send(&self, group: Vec<Proposal>) -> Option<oneshot::Receiver<()>> {
         let term = group[0].term;
-        let lone = group.len() == 1;
         self.stats.entries.fetch_add(1, Ordering::Relaxed);
         self.stats.write_sets.fetch_add(group.len() as u64, Ordering::Relaxed);
         let mut sets = Vec::with_capacity(group.len());
@@ -172,7 +171,7 @@ impl ProposerTask {
         let reply = match self.raft.client_write_ff(entry_of(sets)).await {
             Ok(reply) => reply,
             Err(e) => {
-                settle_all(&self.inflight, &ids, &Err(e.to_string()), lone);
+                settle_all(&self.inflight, &ids, &Err(e.to_string()));
                 return None;
             }
         };
@@ -198,7 +197,7 @@ impl ProposerTask {
                 Ok(Err(e)) => Err(e.to_string()),
                 Err(_) => Err("the Raft node stopped before it answered".to_string()),
             };
-            settle_all(&inflight, &waiting, &answer, lone);
+            settle_all(&inflight, &waiting, &answer);
             let _ = finished.send(());
         });
         // One task answers every set of the entry: a snapshot that overtakes the entry settles
@@ -208,8 +207,10 @@ impl ProposerTask {
     }
 }
 
-/// Settles each write of `ids` not settled already with its set's part of `answer`.
-fn settle_all(inflight: &InflightWrites, ids: &[u64], answer: &Result<Applied, String>, lone: bool) {
+/// Settles each write of `ids` (one entry's, in order: one id for a lone set) not settled
+/// already with its set's part of `answer`.
+fn settle_all(inflight: &InflightWrites, ids: &[u64], answer: &Result<Applied, String>) {
+    let lone = ids.len() == 1;
     for (index, &id) in ids.iter().enumerate() {
         if let Some(done) = inflight.take(id) {
             let result = answer

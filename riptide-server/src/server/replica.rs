@@ -188,23 +188,27 @@ pub(super) fn create_databases(catalog: &Arc<Catalog>, replica: &Arc<Replica>, n
             }
             if replica.node.is_leader() {
                 match replica.barrier_and_catch_up(&catalog).await {
-                    Ok(()) => {
-                        for name in missing(&catalog) {
-                            let result = tokio::task::block_in_place(|| {
-                                let _ddl = catalog.lock_ddl();
-                                catalog.create_database(&name, true)
-                            });
-                            if let Err(e) = result {
-                                tracing::warn!("creating database {name} failed (will retry): {e}");
-                            }
-                        }
-                    }
+                    Ok(()) => create_now(&catalog, &missing(&catalog)),
                     Err(e) => tracing::debug!("no read barrier for creating databases yet (will retry): {e}"),
                 }
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     });
+}
+
+/// Creates each of `names` (if not there) under the DDL lock; a failure is logged, and the
+/// caller tries again.
+fn create_now(catalog: &Catalog, names: &[String]) {
+    for name in names {
+        let result = tokio::task::block_in_place(|| {
+            let _ddl = catalog.lock_ddl();
+            catalog.create_database(name, true)
+        });
+        if let Err(e) = result {
+            tracing::warn!("creating database {name} failed (will retry): {e}");
+        }
+    }
 }
 
 /// A follower read (`--follower-reads`) runs without a barrier. A transaction it opens
